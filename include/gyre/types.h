@@ -1,0 +1,62 @@
+// Element types, reduction operations and algorithm choices shared by every collective.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+namespace gyre {
+
+enum class DataType : std::uint8_t {
+  kFloat32,
+  kFloat64,
+  kFloat16,   // IEEE 754 binary16; reduced with float32 arithmetic.
+  kBFloat16,  // bfloat16; reduced with float32 arithmetic.
+  kInt8,
+  kUInt8,
+  kInt32,
+  kInt64,
+};
+
+// Average divides the sum by the number of ranks once, at the end. For integer types the
+// division truncates toward zero.
+enum class ReduceOp : std::uint8_t { kSum, kAverage, kProduct, kMin, kMax };
+
+enum class AllreduceAlgorithm : std::uint8_t {
+  kAuto,             // chosen per call from the measured cost model (docs/algorithms.md)
+  kNaive,            // reduce to rank 0, broadcast back ("driver")
+  kRing,             // ring reduce-scatter + ring allgather, pipelined
+  kHalvingDoubling,  // Rabenseifner recursive halving/doubling; any world size
+  kTree,             // binary tree reduce + broadcast, pipelined
+};
+
+enum class BroadcastAlgorithm : std::uint8_t {
+  kAuto,
+  kChain,  // pipelined chain from the root
+  kTree,   // binary tree from the root, pipelined
+};
+
+// Which byte mover connects a pair of ranks. kAuto uses shared memory between ranks on one
+// host and TCP otherwise.
+enum class Transport : std::uint8_t { kAuto, kTcp, kShm };
+
+// Milliseconds; zero means "the communicator's default time-out".
+using Timeout = std::chrono::milliseconds;
+
+std::size_t dtypeSize(DataType dtype);
+std::string_view toString(DataType dtype);
+std::string_view toString(ReduceOp op);
+std::string_view toString(AllreduceAlgorithm algorithm);
+std::string_view toString(BroadcastAlgorithm algorithm);
+std::string_view toString(Transport transport);
+
+// Parse the names printed by toString (case-insensitive, a few aliases such as "f32", "rhd",
+// "hd"); throw InvalidArgument listing the accepted names otherwise.
+DataType parseDataType(std::string_view name);
+ReduceOp parseReduceOp(std::string_view name);
+AllreduceAlgorithm parseAllreduceAlgorithm(std::string_view name);
+BroadcastAlgorithm parseBroadcastAlgorithm(std::string_view name);
+Transport parseTransport(std::string_view name);
+
+}  // namespace gyre

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian package gyre needs, for this and later issues. Idempotent: packages
+# already present are skipped, and apt-get update runs only when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libssl-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libopenmpi-dev openmpi-bin
+  iproute2 procps
+  # Later issues: training on libtorch with a real BLAS, the data set, the DDP baseline.
+  libtorch-dev libopenblas0-pthread dataset-fashion-mnist python3-torch
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,34 @@
+// Runs a test body on many ranks: as threads of this process, or as forked processes.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace gyre::test {
+
+// Runs fn(rank) for rank in [0, size) on `size` threads and joins them. gtest assertions inside
+// fn are reported as usual; an exception escaping fn is reported as a failure naming the rank.
+void runThreads(int size, const std::function<void(int rank)>& fn);
+
+// Forks `size` children running fn(rank). A child exits 0 when fn returns without a gtest
+// failure, 1 otherwise (its messages go to stderr). The parent fails the test for every child
+// that did not exit 0 and kills all children still alive after `timeout`.
+// Call it before the test process starts threads of its own.
+void runProcesses(int size, const std::function<void(int rank)>& fn,
+                  std::chrono::seconds timeout = std::chrono::seconds(180));
+
+// A fresh, empty temporary directory, removed (recursively) by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace gyre::test
