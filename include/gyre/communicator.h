@@ -28,6 +28,14 @@ struct CommunicatorOptions {
   // Name of this communicator in the store; communicators created on the same store at the same
   // time need different names.
   std::string name = "world";
+
+  // Tuning (init() reads these from GYRE_SPIN_US, GYRE_SHM_RING_BYTES, GYRE_COST_MODEL).
+  // How long a waiting rank spins, yielding its core, before it sleeps.
+  int spinMicros = 50;
+  // Bytes of each shared-memory ring (one per direction per pair of ranks on a host).
+  std::size_t shmRingBytes = 4 << 20;
+  // "alpha_us,beta_GBps,gamma_GBps" to fix the cost model of `auto`; empty: measure it.
+  std::string costModel;
 };
 
 struct AllreduceOptions {

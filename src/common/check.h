@@ -45,3 +45,17 @@ template <typename E, typename... Args>
   do {                                                                                          \
     if (!(cond)) ::gyre::detail::fail<::gyre::InvalidArgument>(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
+
+namespace gyre::detail {
+
+template <typename... Args>
+[[noreturn]] void failPeerLost(int rank, const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  throw ::gyre::PeerLostError(out.str(), rank);
+}
+
+}  // namespace gyre::detail
+
+// GYRE_THROW_PEER_LOST(rank, "message parts"...): PeerLostError naming `rank`.
+#define GYRE_THROW_PEER_LOST(rank, ...) ::gyre::detail::failPeerLost((rank), __VA_ARGS__)

@@ -69,6 +69,10 @@ struct MeshOptions {
   // Unique per communicator within the store; keys live under "<name>/".
   std::string name = "world";
   std::chrono::milliseconds connectTimeout{std::chrono::seconds(60)};
+  // How long a waiting rank spins (yielding the core) before it sleeps (GYRE_SPIN_US).
+  int spinMicros = 50;
+  // Size of each shared-memory ring, one per direction per local pair (GYRE_SHM_RING_BYTES).
+  std::size_t shmRingBytes = 4 << 20;
 };
 
 // All connections of one rank in one communicator.

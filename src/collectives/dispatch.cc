@@ -1,0 +1,188 @@
+#include "collectives/dispatch.h"
+
+#include <cstring>
+#include <numeric>
+#include <sstream>
+
+#include "collectives/algorithms.h"
+#include "collectives/cost_model.h"
+#include "common/check.h"
+
+namespace gyre::collectives {
+namespace {
+
+constexpr std::uint32_t kP2PMagic = 0x50325047;  // "GP2P"
+constexpr std::size_t kTreeBroadcastMaxBytes = 64 * 1024;
+
+struct P2PHeader {
+  std::uint32_t magic;
+  std::int32_t tag;
+  std::uint64_t bytes;
+};
+
+void copyIfApart(void* out, const void* in, std::size_t bytes) {
+  if (out != in && bytes > 0) std::memmove(out, in, bytes);
+}
+
+AllreduceAlgorithm chooseAllreduce(Context& c, const OpDesc& d, std::size_t bytes) {
+  auto algorithm = static_cast<AllreduceAlgorithm>(d.algorithm);
+  if (algorithm != AllreduceAlgorithm::kAuto) return algorithm;
+  if (!c.cost.calibrated) calibrate(c);
+  return c.cost.choose(bytes, c.size());
+}
+
+void allreduce(Context& c, const OpDesc& d) {
+  const std::size_t bytes = d.count * dtypeSize(d.dtype);
+  if (c.size() == 1 || d.count == 0) {
+    copyIfApart(d.output, d.input, bytes);
+    return;
+  }
+  switch (chooseAllreduce(c, d, bytes)) {
+    case AllreduceAlgorithm::kNaive: return allreduceNaive(c, d.input, d.output, d.count, d.dtype, d.op);
+    case AllreduceAlgorithm::kRing: return allreduceRing(c, d.input, d.output, d.count, d.dtype, d.op);
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return allreduceHalvingDoubling(c, d.input, d.output, d.count, d.dtype, d.op);
+    case AllreduceAlgorithm::kTree: return allreduceTree(c, d.input, d.output, d.count, d.dtype, d.op);
+    case AllreduceAlgorithm::kAuto: break;
+  }
+  GYRE_THROW(Error, "cost model chose no allreduce algorithm");
+}
+
+void broadcast(Context& c, const OpDesc& d) {
+  const std::size_t bytes = d.count * dtypeSize(d.dtype);
+  if (c.size() == 1 || bytes == 0) return;
+  auto algorithm = static_cast<BroadcastAlgorithm>(d.algorithm);
+  if (algorithm == BroadcastAlgorithm::kAuto)
+    algorithm = bytes <= kTreeBroadcastMaxBytes ? BroadcastAlgorithm::kTree : BroadcastAlgorithm::kChain;
+  if (algorithm == BroadcastAlgorithm::kTree) return broadcastTree(c, d.output, bytes, d.root);
+  broadcastChain(c, d.output, bytes, d.root);
+}
+
+// Per-rank byte sizes and offsets of back-to-back blocks.
+void layout(const std::vector<std::size_t>& counts, std::size_t esize, std::vector<std::size_t>& bytes,
+            std::vector<std::size_t>& offsets) {
+  bytes.resize(counts.size());
+  offsets.resize(counts.size());
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    bytes[r] = counts[r] * esize;
+    offsets[r] = at;
+    at += bytes[r];
+  }
+}
+
+void allgatherv(Context& c, const OpDesc& d, const std::vector<std::size_t>& counts) {
+  std::vector<std::size_t> bytes, offsets;
+  layout(counts, dtypeSize(d.dtype), bytes, offsets);
+  if (c.size() == 1) {
+    copyIfApart(d.output, d.input, bytes[0]);
+    return;
+  }
+  allgathervRing(c, d.input, d.output, bytes, offsets);
+}
+
+void alltoallv(Context& c, const OpDesc& d, const std::vector<std::size_t>& sendCounts,
+               const std::vector<std::size_t>& recvCounts) {
+  const std::size_t esize = dtypeSize(d.dtype);
+  std::vector<std::size_t> sendBytes, sendOffsets, recvBytes, recvOffsets;
+  layout(sendCounts, esize, sendBytes, sendOffsets);
+  layout(recvCounts, esize, recvBytes, recvOffsets);
+  alltoallvPairwise(c, d.input, sendBytes, sendOffsets, d.output, recvBytes, recvOffsets);
+}
+
+void sendMessage(Context& c, const OpDesc& d) {
+  const P2PHeader header{kP2PMagic, d.tag, d.count * dtypeSize(d.dtype)};
+  std::vector<transport::Op> ops{transport::Op::send(d.root, &header, sizeof(header)),
+                                 transport::Op::send(d.root, d.input, header.bytes)};
+  c.run(ops);
+}
+
+// A receive whose tag or size does not match still consumes the message, so the pair stays in
+// step and the communicator remains usable after the InvalidArgument.
+void recvMessage(Context& c, const OpDesc& d) {
+  P2PHeader header{};
+  c.mesh.recv(d.root, &header, sizeof(header), c.deadline);
+  if (header.magic != kP2PMagic)
+    GYRE_THROW(ProtocolError, "rank ", d.root, " sent something other than a point-to-point message");
+  const std::size_t expected = d.count * dtypeSize(d.dtype);
+  if (header.tag == d.tag && header.bytes == expected) {
+    c.mesh.recv(d.root, d.output, expected, c.deadline);
+    return;
+  }
+  c.mesh.recv(d.root, c.scratch.get(header.bytes), header.bytes, c.deadline);
+  GYRE_THROW(InvalidArgument, "recv from rank ", d.root, " expected tag ", d.tag, " and ", expected,
+             " bytes, but the message has tag ", header.tag, " and ", header.bytes, " bytes (discarded)");
+}
+
+}  // namespace
+
+const char* toString(OpType type) {
+  switch (type) {
+    case OpType::kAllreduce: return "allreduce";
+    case OpType::kBroadcast: return "broadcast";
+    case OpType::kReduce: return "reduce";
+    case OpType::kAllgather: return "allgather";
+    case OpType::kAllgatherv: return "allgatherv";
+    case OpType::kReduceScatter: return "reduce_scatter";
+    case OpType::kGather: return "gather";
+    case OpType::kScatter: return "scatter";
+    case OpType::kAlltoall: return "alltoall";
+    case OpType::kAlltoallv: return "alltoallv";
+    case OpType::kBarrier: return "barrier";
+    case OpType::kSend: return "send";
+    case OpType::kRecv: return "recv";
+  }
+  return "?";
+}
+
+std::string OpDesc::describe() const {
+  std::ostringstream out;
+  out << toString(type) << "(";
+  if (type == OpType::kBarrier) return out.str() + ")";
+  out << "count=" << count << ", " << gyre::toString(dtype);
+  if (type == OpType::kAllreduce || type == OpType::kReduce || type == OpType::kReduceScatter)
+    out << ", " << gyre::toString(op);
+  if (type == OpType::kAllreduce) out << ", algo=" << gyre::toString(static_cast<AllreduceAlgorithm>(algorithm));
+  if (type == OpType::kBroadcast) out << ", algo=" << gyre::toString(static_cast<BroadcastAlgorithm>(algorithm));
+  if (type == OpType::kBroadcast || type == OpType::kReduce || type == OpType::kGather || type == OpType::kScatter)
+    out << ", root=" << root;
+  if (type == OpType::kSend || type == OpType::kRecv) out << ", peer=" << root << ", tag=" << tag;
+  if (!counts.empty()) out << ", counts=" << std::accumulate(counts.begin(), counts.end(), std::size_t{0}) << " total";
+  out << ")";
+  return out.str();
+}
+
+void execute(Context& c, const OpDesc& d) {
+  const std::size_t esize = dtypeSize(d.dtype);
+  const int p = c.size();
+  switch (d.type) {
+    case OpType::kAllreduce: return allreduce(c, d);
+    case OpType::kBroadcast: return broadcast(c, d);
+    case OpType::kReduce:
+      if (p == 1) return copyIfApart(d.output, d.input, d.count * esize);
+      if (d.count == 0) return;
+      return reduceTree(c, d.input, d.output, d.count, d.dtype, d.op, d.root);
+    case OpType::kAllgather: return allgatherv(c, d, std::vector<std::size_t>(p, d.count));
+    case OpType::kAllgatherv: return allgatherv(c, d, d.counts);
+    case OpType::kReduceScatter:
+      if (p == 1) return copyIfApart(d.output, d.input, d.count * esize);
+      if (d.count == 0) return;
+      return reduceScatterRing(c, d.input, d.output, d.count, d.dtype, d.op);
+    case OpType::kGather:
+      if (p == 1) return copyIfApart(d.output, d.input, d.count * esize);
+      return gatherLinear(c, d.input, d.output, d.count * esize, d.root);
+    case OpType::kScatter:
+      if (p == 1) return copyIfApart(d.output, d.input, d.count * esize);
+      return scatterLinear(c, d.input, d.output, d.count * esize, d.root);
+    case OpType::kAlltoall:
+      return alltoallv(c, d, std::vector<std::size_t>(p, d.count), std::vector<std::size_t>(p, d.count));
+    case OpType::kAlltoallv: return alltoallv(c, d, d.counts, d.recvCounts);
+    case OpType::kBarrier:
+      if (p == 1) return;
+      return barrierDissemination(c);
+    case OpType::kSend: return sendMessage(c, d);
+    case OpType::kRecv: return recvMessage(c, d);
+  }
+}
+
+}  // namespace gyre::collectives

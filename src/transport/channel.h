@@ -1,0 +1,33 @@
+// The byte mover between this rank and one peer, in both directions. Mesh::run drives channels;
+// algorithms never see them. Every call is non-blocking: it moves what it can now and returns
+// the number of bytes moved (0 when it would block).
+#pragma once
+
+#include <cstddef>
+
+#include "transport/mesh.h"
+
+namespace gyre::transport {
+
+class Channel {
+ public:
+  virtual ~Channel() = default;
+
+  // Sends bytes [op.done, limit) of op, advancing op.done. limit <= op.bytes.
+  virtual std::size_t progressSend(Op& op, std::size_t limit) = 0;
+  // Receives (kRecv) or receives and reduces (kRecvReduce) bytes [op.done, limit).
+  virtual std::size_t progressRecv(Op& op, std::size_t limit) = 0;
+
+  // The descriptor to poll(2) for readiness, or -1 when readiness is signalled through the
+  // shared-memory doorbell instead.
+  virtual int pollFd() const = 0;
+  virtual Transport kind() const = 0;
+};
+
+// Thrown by channels when the connection to the peer broke; Mesh turns it into PeerLostError.
+class ChannelClosed : public std::exception {
+ public:
+  const char* what() const noexcept override { return "connection closed"; }
+};
+
+}  // namespace gyre::transport

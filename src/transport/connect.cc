@@ -1,0 +1,231 @@
+// Mesh::connect: publish this rank's listener in the store, connect to lower ranks and accept
+// higher ones (no cycle, so no deadlock), authenticate every connection, map the shared-memory
+// segments of peers on this host, and meet every peer once more before the segment names are
+// unlinked.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/auth.h"
+#include "common/check.h"
+#include "common/logging.h"
+#include "transport/mesh_impl.h"
+#include "transport/shm/shm_channel.h"
+#include "transport/tcp/tcp_channel.h"
+
+namespace gyre::transport {
+namespace {
+
+constexpr std::uint32_t kHelloMagic = 0x48525947;  // "GYRH"
+constexpr auto kHandshakeLimit = std::chrono::seconds(5);
+
+enum class Link : std::uint32_t { kControl = 0, kData = 1 };
+
+// Sent by both ends right after authentication.
+struct Hello {
+  std::uint32_t magic = kHelloMagic;
+  std::uint32_t rank = 0;
+  std::uint32_t link = 0;
+  char shmName[64] = {};
+};
+
+std::string readFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Ranks with the same identity share a kernel, /dev/shm and a network namespace.
+std::string hostIdentity() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  char ns[128] = {};
+  ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+  return std::string(name) + "/" + readFirstLine("/proc/sys/kernel/random/boot_id") + "/" +
+         (n > 0 ? std::string(ns, n) : "");
+}
+
+std::string shortHostname() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+std::string encodeRecord(const std::string& address, const std::string& hostname, const std::string& hostId) {
+  return address + "|" + hostname + "|" + hostId + "|" + std::to_string(getpid());
+}
+
+PeerInfo decodeRecord(const std::string& record, int rank) {
+  std::vector<std::string> parts;
+  std::stringstream in(record);
+  for (std::string part; std::getline(in, part, '|');) parts.push_back(part);
+  if (parts.size() != 4) GYRE_THROW(ProtocolError, "rank ", rank, " published a malformed address '", record, "'");
+  PeerInfo info;
+  info.address = parts[0];
+  info.hostname = parts[1];
+  info.hostId = parts[2];
+  info.pid = std::atoi(parts[3].c_str());
+  return info;
+}
+
+std::string segmentName() {
+  std::uint8_t random[8];
+  auth::randomBytes(random, sizeof(random));
+  std::ostringstream name;
+  name << "/gyre-" << getpid() << "-" << std::hex;
+  for (auto b : random) name << static_cast<int>(b);
+  return name.str();
+}
+
+void sendHello(int fd, int rank, Link link, const std::string& shmName, Deadline deadline) {
+  Hello h;
+  h.rank = static_cast<std::uint32_t>(rank);
+  h.link = static_cast<std::uint32_t>(link);
+  std::strncpy(h.shmName, shmName.c_str(), sizeof(h.shmName) - 1);
+  net::writeAll(fd, &h, sizeof(h), deadline);
+}
+
+Hello readHello(int fd, Deadline deadline) {
+  Hello h;
+  net::readAll(fd, &h, sizeof(h), deadline);
+  h.shmName[sizeof(h.shmName) - 1] = '\0';
+  if (h.magic != kHelloMagic) GYRE_THROW(ProtocolError, "bad hello magic ", h.magic);
+  return h;
+}
+
+Deadline handshakeDeadline(Deadline overall) {
+  return Deadline(std::min(overall.at(), Clock::now() + kHandshakeLimit));
+}
+
+}  // namespace
+
+std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
+  GYRE_ARG_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size, "rank ", o.rank, " is not in a world of ",
+                 o.size);
+  auto mesh = std::make_unique<MeshImpl>(o);
+  if (o.size == 1) return mesh;
+  const Deadline deadline = Deadline::after(o.connectTimeout);
+  const std::string context = "transport/" + o.name;
+
+  net::Fd listener = net::listenOn(o.bindAddress, 0);
+  const std::string self =
+      net::joinHostPort(net::localHost(listener.get()), net::localPort(listener.get()));
+  const std::string myId = hostIdentity();
+  const std::string prefix = o.name + "/mesh/";
+  store.setString(prefix + std::to_string(o.rank), encodeRecord(self, shortHostname(), myId));
+  std::vector<std::string> keys;
+  for (int r = 0; r < o.size; ++r) keys.push_back(prefix + std::to_string(r));
+  store.wait(keys, std::chrono::milliseconds(std::max(1, deadline.remainingMs())));
+
+  std::vector<int> local;  // ranks on this host that use shared memory, in rank order
+  for (int r = 0; r < o.size; ++r) {
+    if (r != o.rank) mesh->peers_[r].info = decodeRecord(store.getString(keys[r]), r);
+    const bool sameHost = r == o.rank || mesh->peers_[r].info.hostId == myId;
+    if (o.transport == Transport::kShm && !sameHost)
+      GYRE_THROW(InvalidArgument, "transport shm was requested, but rank ", r, " runs on another host (",
+                 mesh->peers_[r].info.hostname, ")");
+    if (sameHost && o.transport != Transport::kTcp) local.push_back(r);
+  }
+  const bool useShm = local.size() > 1;
+  auto isLocal = [&](int r) { return useShm && std::find(local.begin(), local.end(), r) != local.end(); };
+  // Index of `writer`'s ring in `owner`'s segment.
+  auto ringIndex = [&](int owner, int writer) {
+    std::uint32_t index = 0;
+    for (int r : local) {
+      if (r == writer) return index;
+      if (r != owner) ++index;
+    }
+    GYRE_THROW(Error, "rank ", writer, " is not local");
+  };
+  std::string myShm;
+  if (useShm) {
+    myShm = segmentName();
+    mesh->segment_ = std::make_unique<shm::Segment>(
+        shm::Segment::create(myShm, static_cast<std::uint32_t>(local.size() - 1), o.shmRingBytes));
+  }
+  std::vector<std::string> peerShm(o.size);
+  std::vector<net::Fd> dataFds(o.size);
+
+  // Lower ranks: connect (control, then data for TCP pairs).
+  for (int r = 0; r < o.rank; ++r) {
+    auto [host, port] = net::splitHostPort(mesh->peers_[r].info.address);
+    for (Link link : {Link::kControl, Link::kData}) {
+      if (link == Link::kData && isLocal(r)) continue;
+      net::Fd fd = net::connectTo(host, port, deadline);
+      auth::handshakeAsClient(fd.get(), o.secret, context, deadline);
+      sendHello(fd.get(), o.rank, link, myShm, deadline);
+      Hello reply = readHello(fd.get(), deadline);
+      GYRE_ENFORCE_EQ(static_cast<int>(reply.rank), r, "connected to the wrong rank at ", host, ":", port);
+      if (link == Link::kControl) {
+        peerShm[r] = reply.shmName;
+        mesh->peers_[r].control = std::move(fd);
+      } else {
+        dataFds[r] = std::move(fd);
+      }
+    }
+  }
+
+  // Higher ranks: accept until each has its control (and, over TCP, data) connection.
+  int expected = 0;
+  for (int r = o.rank + 1; r < o.size; ++r) expected += isLocal(r) ? 1 : 2;
+  while (expected > 0) {
+    net::Fd fd = net::acceptOne(listener.get(), deadline);
+    const std::string from = net::peerAddress(fd.get());
+    try {
+      const Deadline limit = handshakeDeadline(deadline);
+      auth::handshakeAsServer(fd.get(), o.secret, context, limit);
+      Hello hello = readHello(fd.get(), limit);
+      const int r = static_cast<int>(hello.rank);
+      const auto link = static_cast<Link>(hello.link);
+      if (r <= o.rank || r >= o.size || (link != Link::kControl && link != Link::kData) ||
+          (link == Link::kData && isLocal(r)) ||
+          (link == Link::kControl ? mesh->peers_[r].control.valid() : dataFds[r].valid()))
+        GYRE_THROW(ProtocolError, "unexpected hello from rank ", r, " link ", hello.link);
+      sendHello(fd.get(), o.rank, link, myShm, limit);
+      if (link == Link::kControl) {
+        peerShm[r] = hello.shmName;
+        mesh->peers_[r].control = std::move(fd);
+      } else {
+        dataFds[r] = std::move(fd);
+      }
+      --expected;
+    } catch (const Error& e) {
+      log::warn("communicator '", o.name, "' rank ", o.rank, " refused a connection from ", from, ": ",
+                e.what());
+    }
+  }
+
+  for (int r = 0; r < o.size; ++r) {
+    if (r == o.rank) continue;
+    auto& peer = mesh->peers_[r];
+    if (isLocal(r)) {
+      peer.segment = std::make_unique<shm::Segment>(shm::Segment::open(peerShm[r]));
+      peer.channel = std::make_unique<shm::ShmChannel>(*mesh->segment_, ringIndex(o.rank, r), *peer.segment,
+                                                       ringIndex(r, o.rank));
+    } else {
+      peer.channel = std::make_unique<tcp::TcpChannel>(std::move(dataFds[r]));
+    }
+  }
+
+  // Every peer has mapped this rank's segment once it answers: the name can go.
+  const char ready = 'R';
+  for (int r = 0; r < o.size; ++r)
+    if (r != o.rank) net::writeAll(mesh->peers_[r].control.get(), &ready, 1, deadline);
+  for (int r = 0; r < o.size; ++r) {
+    if (r == o.rank) continue;
+    char answer = 0;
+    net::readAll(mesh->peers_[r].control.get(), &answer, 1, deadline);
+    if (answer != ready) GYRE_THROW(ProtocolError, "rank ", r, " sent ", int(answer), " instead of ready");
+    net::setNonBlocking(mesh->peers_[r].control.get(), true);
+  }
+  if (mesh->segment_) mesh->segment_->unlink();
+  log::debug("communicator '", o.name, "' rank ", o.rank, " connected to ", o.size - 1, " peers (",
+             local.size() > 1 ? local.size() - 1 : 0, " over shared memory)");
+  return mesh;
+}
+
+}  // namespace gyre::transport

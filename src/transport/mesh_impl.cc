@@ -1,0 +1,276 @@
+#include "transport/mesh_impl.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/check.h"
+#include "common/logging.h"
+#include "transport/shm/futex.h"
+
+namespace gyre::transport {
+namespace {
+
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+constexpr int kPureSpinMicros = 2;
+constexpr int kShmSleepMillis = 20;   // futex slice; liveness is checked between slices
+constexpr int kTcpSleepMillis = 200;  // poll slice when only sockets are involved
+constexpr int kMixedSleepMillis = 1;  // poll slice when shared memory and sockets are mixed
+
+const char* verb(Op::Kind kind) {
+  switch (kind) {
+    case Op::Kind::kSend: return "send";
+    case Op::Kind::kRecv: return "receive";
+    case Op::Kind::kRecvReduce: return "receive+reduce";
+  }
+  return "?";
+}
+
+}  // namespace
+
+MeshImpl::MeshImpl(const MeshOptions& options)
+    : rank_(options.rank), size_(options.size), spinMicros_(options.spinMicros), peers_(options.size) {}
+
+MeshImpl::~MeshImpl() {
+  // A rank that closes because it lost someone passes the loss on; otherwise it says goodbye.
+  ControlMessage last{ControlType::kGoodbye, -1, {}};
+  if (broken_) {
+    try {
+      std::rethrow_exception(broken_);
+    } catch (const PeerLostError& e) {
+      last = ControlMessage{ControlType::kAbort, e.rank(), e.what()};
+    } catch (...) {
+    }
+  }
+  const auto bye = last.encode();
+  for (int r = 0; r < size_; ++r) {
+    Peer& p = peers_[r];
+    if (!p.control.valid()) continue;
+    ssize_t ignored = ::send(p.control.get(), bye.data(), bye.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)ignored;
+  }
+}
+
+Transport MeshImpl::transportTo(int peer) const {
+  GYRE_ARG_CHECK(peer >= 0 && peer < size_ && peer != rank_, "no pair with rank ", peer);
+  return peers_[peer].channel ? peers_[peer].channel->kind() : Transport::kAuto;
+}
+
+std::string MeshImpl::hostOf(int rank) const {
+  if (rank < 0 || rank >= size_ || rank == rank_) return "this host";
+  const PeerInfo& i = peers_[rank].info;
+  return i.hostname + " (" + i.address + ")";
+}
+
+std::string MeshImpl::describe(int rank) const {
+  if (rank < 0 || rank >= size_) return "rank " + std::to_string(rank);
+  const PeerInfo& i = peers_[rank].info;
+  return "rank " + std::to_string(rank) + " (host " + hostOf(rank) + ", pid " + std::to_string(i.pid) + ")";
+}
+
+void MeshImpl::run(std::span<Op> ops, Deadline deadline) {
+  if (broken_) std::rethrow_exception(broken_);
+  try {
+    progressAll(ops, deadline);
+  } catch (const InvalidArgument&) {
+    throw;  // rejected before anything moved: the mesh is still in step
+  } catch (...) {
+    broken_ = std::current_exception();
+    throw;
+  }
+}
+
+void MeshImpl::progressAll(std::span<Op> ops, Deadline deadline) {
+  const int n = static_cast<int>(ops.size());
+  prev_.assign(n, -1);
+  lastSend_.assign(size_, -1);
+  lastRecv_.assign(size_, -1);
+  int remaining = 0;
+  for (int i = 0; i < n; ++i) {
+    Op& op = ops[i];
+    GYRE_ARG_CHECK(op.peer >= 0 && op.peer < size_ && op.peer != rank_, "op ", i, " names peer ", op.peer,
+                   " in a mesh of ", size_, " ranks (this is rank ", rank_, ")");
+    GYRE_ARG_CHECK(op.after < i, "op ", i, " depends on op ", op.after, ", which is not earlier in the list");
+    GYRE_ARG_CHECK(op.kind != Op::Kind::kRecvReduce || op.bytes % dtypeSize(op.dtype) == 0, "op ", i,
+                   " reduces ", op.bytes, " bytes, not a whole number of ", toString(op.dtype));
+    op.done = 0;
+    if (op.bytes == 0) continue;
+    int& last = op.kind == Op::Kind::kSend ? lastSend_[op.peer] : lastRecv_[op.peer];
+    prev_[i] = last;
+    last = i;
+    ++remaining;
+  }
+
+  IdleState idleState;
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int i = 0; i < n; ++i) {
+      Op& op = ops[i];
+      if (op.done == op.bytes || blocked(op, ops, i)) continue;
+      std::size_t limit = op.bytes;
+      if (op.after >= 0 && ops[op.after].done != ops[op.after].bytes) limit = std::min(limit, ops[op.after].done);
+      if (limit <= op.done) continue;
+      Channel& channel = *peers_[op.peer].channel;
+      std::size_t moved = 0;
+      try {
+        moved = op.kind == Op::Kind::kSend ? channel.progressSend(op, limit) : channel.progressRecv(op, limit);
+      } catch (const ChannelClosed&) {
+        connectionBroke(op.peer);
+      }
+      if (moved == 0) continue;
+      progressed = true;
+      if (op.done == op.bytes) --remaining;
+    }
+    if (progressed) {
+      if (idleState.armed) disarm(idleState);
+      idleState.started = false;
+      continue;
+    }
+    idle(ops, deadline, idleState);
+  }
+  if (idleState.armed) disarm(idleState);
+}
+
+bool MeshImpl::blocked(const Op& /*op*/, std::span<Op> ops, int index) const {
+  const int p = prev_[index];
+  return p >= 0 && ops[p].done != ops[p].bytes;
+}
+
+void MeshImpl::disarm(IdleState& state) {
+  segment_->header()->sleeping.store(0, std::memory_order_relaxed);
+  state.armed = false;
+}
+
+void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
+  const auto now = Clock::now();
+  if (!state.started) {
+    state.started = true;
+    state.since = now;
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - state.since).count();
+  if (waited < kPureSpinMicros) {
+    for (int i = 0; i < 32; ++i) cpuRelax();
+    return;
+  }
+  if (waited < spinMicros_) {
+    sched_yield();
+    return;
+  }
+  if (deadline.expired()) throwTimeout(ops);
+
+  // Which descriptors can wake us: sockets of the pending TCP ops; shared memory rings the bell.
+  pollFds_.clear();
+  pollOwners_.clear();
+  bool anyShm = false;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const Op& op = ops[i];
+    if (op.done == op.bytes || blocked(op, ops, i)) continue;
+    const Peer& peer = peers_[op.peer];
+    if (peer.goodbye) {
+      GYRE_THROW_PEER_LOST(op.peer, describe(op.peer), " closed its communicator while this rank still waits to ",
+                           verb(op.kind), " ", op.bytes - op.done, " bytes with it");
+    }
+    const int fd = peer.channel->pollFd();
+    if (fd < 0) {
+      anyShm = true;
+      continue;
+    }
+    pollFds_.push_back({fd, static_cast<short>(op.kind == Op::Kind::kSend ? POLLOUT : POLLIN), 0});
+    pollOwners_.push_back(-1);
+  }
+  if (anyShm && !state.armed) {
+    // Raise the flag, read the bell, then make one more pass: a peer that publishes after the
+    // pass sees the flag and rings, so the futex wait below cannot miss it.
+    segment_->header()->sleeping.store(1, std::memory_order_seq_cst);
+    state.bell = segment_->header()->doorbell.load(std::memory_order_seq_cst);
+    state.armed = true;
+    return;
+  }
+  const std::size_t dataFds = pollFds_.size();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || !peers_[r].control.valid() || peers_[r].controlEof) continue;
+    pollFds_.push_back({peers_[r].control.get(), POLLIN, 0});
+    pollOwners_.push_back(r);
+  }
+
+  if (anyShm && dataFds == 0) {
+    shm::futexWait(&segment_->header()->doorbell, state.bell,
+                   1000L * deadline.remainingMs(kShmSleepMillis) + 100);
+    disarm(state);
+    ::poll(pollFds_.data(), pollFds_.size(), 0);
+  } else {
+    const int slice = anyShm ? kMixedSleepMillis : kTcpSleepMillis;
+    ::poll(pollFds_.data(), pollFds_.size(), deadline.remainingMs(slice));
+    if (state.armed) disarm(state);
+  }
+  for (std::size_t k = dataFds; k < pollFds_.size(); ++k)
+    if (pollFds_[k].revents != 0) handleControl(pollOwners_[k]);
+}
+
+void MeshImpl::handleControl(int peer) {
+  Peer& p = peers_[peer];
+  const bool open = p.reader.readAvailable(p.control.get());
+  ControlMessage message;
+  while (p.reader.next(message)) {
+    if (message.type == ControlType::kGoodbye) {
+      p.goodbye = true;
+    } else {
+      GYRE_THROW_PEER_LOST(message.lostRank, describe(peer), " reports that ", describe(message.lostRank),
+                           " is lost: ", message.reason);
+    }
+  }
+  if (!open) {
+    p.controlEof = true;
+    if (!p.goodbye) {
+      GYRE_THROW_PEER_LOST(peer, "lost ", describe(peer),
+                           ": its process died or its connection broke (closed without a goodbye)");
+    }
+  }
+}
+
+void MeshImpl::connectionBroke(int peer) {
+  // An abort or a death elsewhere explains more than this broken connection (often its
+  // consequence): handleControl throws for those.
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_ && r != peer && peers_[r].control.valid() && !peers_[r].controlEof) handleControl(r);
+  Peer& p = peers_[peer];
+  if (!p.controlEof) handleControl(peer);  // throws if the peer died or reported a loss
+  GYRE_THROW_PEER_LOST(peer, "the data connection to ", describe(peer), " broke",
+                       p.goodbye ? " after it closed its communicator" : "");
+}
+
+void MeshImpl::throwTimeout(std::span<Op> ops) const {
+  std::ostringstream out;
+  out << "timed out waiting for";
+  int listed = 0;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const Op& op = ops[i];
+    if (op.done == op.bytes || blocked(op, ops, i)) continue;
+    out << (listed++ ? "; " : " ") << describe(op.peer) << " to " << verb(op.kind) << " (" << op.done << " of "
+        << op.bytes << " bytes done)";
+  }
+  throw TimeoutError(out.str());
+}
+
+void MeshImpl::abort(int lostRank, const std::string& reason) {
+  const auto frame = ControlMessage{ControlType::kAbort, lostRank, reason}.encode();
+  for (int r = 0; r < size_; ++r) {
+    Peer& p = peers_[r];
+    if (r == rank_ || !p.control.valid()) continue;
+    ssize_t ignored = ::send(p.control.get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)ignored;
+  }
+  if (!broken_) broken_ = std::make_exception_ptr(PeerLostError("communicator aborted: " + reason, lostRank));
+}
+
+}  // namespace gyre::transport

@@ -1,0 +1,191 @@
+// The transport contract: every transport (TCP, shared memory) must pass these, as ranks that
+// are threads of one process.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <numeric>
+#include <thread>
+
+#include "gyre/errors.h"
+#include "gyre/store.h"
+#include "support/ranks.h"
+#include "transport/mesh.h"
+
+namespace gyre::transport {
+namespace {
+
+using test::runThreads;
+
+class MeshTest : public ::testing::TestWithParam<Transport> {
+ protected:
+  MeshOptions options(int rank, int size, std::string name = "mesh") const {
+    MeshOptions o;
+    o.rank = rank;
+    o.size = size;
+    o.transport = GetParam();
+    o.secret = "secret";
+    o.name = std::move(name);
+    o.connectTimeout = std::chrono::seconds(20);
+    o.shmRingBytes = 64 * 1024;  // small rings: messages much larger than a ring must still flow
+    return o;
+  }
+  std::shared_ptr<Store> store_ = createMemoryStore();
+};
+
+std::vector<std::uint8_t> pattern(std::size_t n, int seed) {
+  std::vector<std::uint8_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i * 31 + seed * 7 + (i >> 9));
+  return v;
+}
+
+TEST_P(MeshTest, ReportsItsTransport) {
+  runThreads(2, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, 2));
+    EXPECT_EQ(mesh->transportTo(1 - rank), GetParam() == Transport::kAuto ? Transport::kShm : GetParam());
+  });
+}
+
+// Every rank sends a large buffer to every other rank at once: needs full duplex and no
+// head-of-line blocking, since each message is far larger than a ring.
+TEST_P(MeshTest, AllPairsExchangeLargeMessagesConcurrently) {
+  constexpr int kSize = 4;
+  constexpr std::size_t kBytes = (1 << 20) + 13;
+  runThreads(kSize, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, kSize));
+    auto mine = pattern(kBytes, rank);
+    std::vector<std::vector<std::uint8_t>> got(kSize, std::vector<std::uint8_t>(kBytes));
+    std::vector<Op> ops;
+    for (int r = 0; r < kSize; ++r) {
+      if (r == rank) continue;
+      ops.push_back(Op::send(r, mine.data(), kBytes));
+      ops.push_back(Op::recv(r, got[r].data(), kBytes));
+    }
+    mesh->run(ops, Deadline::after(std::chrono::seconds(20)));
+    for (int r = 0; r < kSize; ++r)
+      if (r != rank) EXPECT_EQ(got[r], pattern(kBytes, r)) << "from rank " << r;
+  });
+}
+
+// Messages of odd sizes back to back keep their boundaries (shared-memory padding).
+TEST_P(MeshTest, ManyOddSizedMessagesKeepTheirOrder) {
+  runThreads(2, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, 2));
+    const int peer = 1 - rank;
+    for (std::size_t n : {1, 3, 64, 65, 4095, 70001, 0, 7}) {
+      auto out = pattern(n, rank + static_cast<int>(n));
+      std::vector<std::uint8_t> in(n);
+      std::vector<Op> ops{Op::send(peer, out.data(), n), Op::recv(peer, in.data(), n)};
+      mesh->run(ops, Deadline::after(std::chrono::seconds(10)));
+      EXPECT_EQ(in, pattern(n, peer + static_cast<int>(n))) << n << " bytes";
+    }
+  });
+}
+
+TEST_P(MeshTest, RecvReduceWithOtherOperand) {
+  constexpr std::size_t kCount = 300001;
+  runThreads(2, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, 2));
+    std::vector<float> mine(kCount), base(kCount), out(kCount, -1);
+    for (std::size_t i = 0; i < kCount; ++i) mine[i] = float(i % 1000) + rank, base[i] = 0.5f;
+    std::vector<Op> ops{Op::send(1 - rank, mine.data(), kCount * 4),
+                        Op::recvReduce(1 - rank, out.data(), kCount * 4, DataType::kFloat32, ReduceOp::kSum,
+                                       base.data())};
+    mesh->run(ops, Deadline::after(std::chrono::seconds(10)));
+    for (std::size_t i = 0; i < kCount; ++i) ASSERT_EQ(out[i], float(i % 1000) + (1 - rank) + 0.5f) << i;
+  });
+}
+
+// A chain 0 -> 1 -> 2 where rank 1 forwards each byte as soon as it arrives (`after`).
+TEST_P(MeshTest, AfterDependencyPipelinesForwarding) {
+  constexpr std::size_t kBytes = 3 << 20;
+  runThreads(3, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, 3));
+    std::vector<std::uint8_t> buf = rank == 0 ? pattern(kBytes, 9) : std::vector<std::uint8_t>(kBytes);
+    std::vector<Op> ops;
+    if (rank == 0) ops.push_back(Op::send(1, buf.data(), kBytes));
+    if (rank == 1) {
+      ops.push_back(Op::recv(0, buf.data(), kBytes));
+      ops.push_back(Op::send(2, buf.data(), kBytes, /*after=*/0));
+    }
+    if (rank == 2) ops.push_back(Op::recv(1, buf.data(), kBytes));
+    mesh->run(ops, Deadline::after(std::chrono::seconds(20)));
+    EXPECT_EQ(buf, pattern(kBytes, 9));
+  });
+}
+
+TEST_P(MeshTest, TimesOutNamingThePeer) {
+  runThreads(2, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, 2));
+    if (rank == 0) {
+      std::uint8_t byte = 0;
+      try {
+        mesh->recv(1, &byte, 1, Deadline::after(std::chrono::milliseconds(300)));
+        ADD_FAILURE() << "no time-out";
+      } catch (const TimeoutError& e) {
+        EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+      }
+      // The mesh is broken now: later calls fail at once.
+      EXPECT_THROW(mesh->recv(1, &byte, 1, Deadline::after(std::chrono::seconds(5))), TimeoutError);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rank == 1 ? 600 : 0));
+  });
+}
+
+TEST_P(MeshTest, PeerThatClosesFailsAWaitingReceive) {
+  runThreads(2, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, 2));
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      mesh.reset();  // closes with a goodbye
+      return;
+    }
+    std::uint8_t byte = 0;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      mesh->recv(1, &byte, 1, Deadline::after(std::chrono::seconds(30)));
+      ADD_FAILURE() << "no error";
+    } catch (const PeerLostError& e) {
+      EXPECT_EQ(e.rank(), 1);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  });
+}
+
+TEST_P(MeshTest, AbortReachesEveryPeer) {
+  runThreads(3, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, 3));
+    if (rank == 2) {
+      mesh->abort(7, "simulated loss");
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return;
+    }
+    std::uint8_t byte = 0;
+    try {
+      mesh->recv(1 - rank, &byte, 1, Deadline::after(std::chrono::seconds(30)));
+      ADD_FAILURE() << "no error";
+    } catch (const PeerLostError& e) {
+      EXPECT_EQ(e.rank(), 7) << e.what();
+    }
+  });
+}
+
+TEST_P(MeshTest, WrongSecretNeverConnects) {
+  std::atomic<int> failures{0};
+  runThreads(2, [&](int rank) {
+    auto o = options(rank, 2, "wrong");
+    o.connectTimeout = std::chrono::milliseconds(1500);
+    if (rank == 1) o.secret = "not the secret";
+    try {
+      Mesh::connect(*store_, o);
+    } catch (const Error&) {
+      ++failures;
+    }
+  });
+  EXPECT_EQ(failures.load(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, MeshTest, ::testing::Values(Transport::kTcp, Transport::kShm, Transport::kAuto),
+                         [](const auto& info) { return std::string(toString(info.param)); });
+
+}  // namespace
+}  // namespace gyre::transport
