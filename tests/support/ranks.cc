@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -28,7 +29,11 @@ void runThreads(int size, const std::function<void(int rank)>& fn) {
   for (auto& t : threads) t.join();
 }
 
-void runProcesses(int size, const std::function<void(int rank)>& fn, std::chrono::seconds timeout) {
+void runProcesses(int size, const std::function<void(int rank)>& fn, std::chrono::seconds timeout,
+                  std::vector<int> killedRanks) {
+  auto expectKilled = [&](std::size_t rank) {
+    return std::find(killedRanks.begin(), killedRanks.end(), static_cast<int>(rank)) != killedRanks.end();
+  };
   std::vector<pid_t> pids;
   for (int rank = 0; rank < size; ++rank) {
     pid_t pid = fork();
@@ -64,6 +69,8 @@ void runProcesses(int size, const std::function<void(int rank)>& fn, std::chrono
       --remaining;
       if (r < 0) {
         ADD_FAILURE() << "waitpid failed for rank " << i;
+      } else if (expectKilled(i)) {
+        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) ADD_FAILURE() << "rank " << i << " was not killed";
       } else if (WIFSIGNALED(status)) {
         ADD_FAILURE() << "rank " << i << " died with signal " << WTERMSIG(status);
       } else if (WEXITSTATUS(status) != 0) {

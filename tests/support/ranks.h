@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace gyre::test {
 
@@ -15,8 +16,9 @@ void runThreads(int size, const std::function<void(int rank)>& fn);
 // failure, 1 otherwise (its messages go to stderr). The parent fails the test for every child
 // that did not exit 0 and kills all children still alive after `timeout`.
 // Call it before the test process starts threads of its own.
+// Ranks listed in `killedRanks` are expected to die by SIGKILL (fault-injection tests).
 void runProcesses(int size, const std::function<void(int rank)>& fn,
-                  std::chrono::seconds timeout = std::chrono::seconds(180));
+                  std::chrono::seconds timeout = std::chrono::seconds(180), std::vector<int> killedRanks = {});
 
 // A fresh, empty temporary directory, removed (recursively) by the destructor.
 class TempDir {

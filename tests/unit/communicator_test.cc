@@ -1,0 +1,181 @@
+// The Communicator through its public API, ranks as threads: the correctness matrix for every
+// transport and world size 1-8, async work, split, debug mode, time-outs and bad arguments.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "gyre/gyre.h"
+#include "support/matrix.h"
+#include "support/ranks.h"
+
+namespace gyre {
+namespace {
+
+using test::runThreads;
+
+CommunicatorOptions testOptions(Transport transport, std::string name = "world") {
+  CommunicatorOptions o;
+  o.transport = transport;
+  o.secret = "test-secret";
+  o.name = std::move(name);
+  o.timeout = std::chrono::seconds(60);
+  return o;
+}
+
+class MatrixTest : public ::testing::TestWithParam<std::tuple<Transport, int>> {};
+
+TEST_P(MatrixTest, EveryCollectiveMatchesTheSerialReference) {
+  const auto [transport, size] = GetParam();
+  auto store = createMemoryStore();
+  const auto matrix = test::defaultMatrix();
+  runThreads(size, [&](int rank) {
+    auto comm = Communicator::create(store, rank, size, testOptions(transport));
+    test::checkAllreduce(*comm, matrix);
+    test::checkRootedAndGatherCollectives(*comm, matrix);
+    test::checkPointToPoint(*comm);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, MatrixTest,
+                         ::testing::Combine(::testing::Values(Transport::kShm, Transport::kTcp),
+                                            ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8)),
+                         [](const auto& info) {
+                           return std::string(toString(std::get<0>(info.param))) + "_np" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(CommunicatorTest, ManyAsyncOperationsInFlightCompleteInOrder) {
+  auto store = createMemoryStore();
+  runThreads(4, [&](int rank) {
+    auto comm = Communicator::create(store, rank, 4, testOptions(Transport::kAuto));
+    constexpr int kOps = 16;
+    std::vector<std::vector<float>> bufs(kOps, std::vector<float>(10000));
+    std::vector<std::shared_ptr<Work>> works;
+    for (int k = 0; k < kOps; ++k) {
+      std::fill(bufs[k].begin(), bufs[k].end(), float(rank + k));
+      works.push_back(comm->allreduceAsync(bufs[k].data(), bufs[k].data(), bufs[k].size()));
+    }
+    // A blocking call waits for the async ones submitted before it.
+    float one = 1;
+    comm->allreduce(&one, &one, 1);
+    EXPECT_EQ(one, 4.0f);
+    for (int k = 0; k < kOps; ++k) {
+      EXPECT_TRUE(works[k]->isCompleted());
+      EXPECT_TRUE(works[k]->wait(std::chrono::milliseconds(0)));
+      EXPECT_EQ(works[k]->exception(), nullptr);
+      EXPECT_EQ(bufs[k][0], float(0 + 1 + 2 + 3 + 4 * k));
+    }
+  });
+}
+
+TEST(CommunicatorTest, SplitFormsGroupsOrderedByKey) {
+  auto store = createMemoryStore();
+  runThreads(6, [&](int rank) {
+    auto world = Communicator::create(store, rank, 6, testOptions(Transport::kAuto));
+    const int color = rank == 5 ? -1 : rank % 2;
+    auto sub = world->split(color, /*key=*/-rank);
+    if (rank == 5) {
+      EXPECT_EQ(sub, nullptr);
+      return;
+    }
+    ASSERT_NE(sub, nullptr);
+    // Evens {0,2,4} and odds {1,3}, reversed by key.
+    EXPECT_EQ(sub->size(), color == 0 ? 3 : 2);
+    const int expectedRank = color == 0 ? (4 - rank) / 2 : (3 - rank) / 2;
+    EXPECT_EQ(sub->rank(), expectedRank);
+    int value = rank, sum = 0;
+    sub->allreduce(&value, &sum, 1, AllreduceOptions{DataType::kInt32});
+    EXPECT_EQ(sum, color == 0 ? 6 : 4);
+  });
+}
+
+TEST(CommunicatorTest, DebugModeTurnsAMismatchIntoAnErrorNamingTheRanks) {
+  auto store = createMemoryStore();
+  runThreads(3, [&](int rank) {
+    auto o = testOptions(Transport::kAuto);
+    o.debugCollectives = true;
+    auto comm = Communicator::create(store, rank, 3, o);
+    std::vector<float> buf(16, 1.0f);
+    try {
+      comm->allreduce(buf.data(), buf.data(), rank == 2 ? 12 : 10);
+      ADD_FAILURE() << "no mismatch reported on rank " << rank;
+    } catch (const InvalidArgument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("rank 2"), std::string::npos) << what;
+      EXPECT_NE(what.find("count=12"), std::string::npos) << what;
+      EXPECT_NE(what.find("count=10"), std::string::npos) << what;
+    }
+    // The communicator is still usable.
+    comm->allreduce(buf.data(), buf.data(), 10);
+    EXPECT_EQ(buf[0], 3.0f);
+    // A different op at the same point is caught too.
+    try {
+      if (rank == 0)
+        comm->broadcast(buf.data(), 10);
+      else
+        comm->allreduce(buf.data(), buf.data(), 10);
+      ADD_FAILURE() << "no mismatch reported on rank " << rank;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("broadcast"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST(CommunicatorTest, TimeoutBreaksTheCommunicator) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = Communicator::create(store, rank, 2, testOptions(Transport::kAuto));
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(800));
+      return;
+    }
+    float x = 1;
+    const auto start = std::chrono::steady_clock::now();
+    AllreduceOptions o;
+    o.timeout = std::chrono::milliseconds(200);
+    EXPECT_THROW(comm->allreduce(&x, &x, 1, o), TimeoutError);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+    EXPECT_THROW(comm->allreduce(&x, &x, 1), TimeoutError);
+  });
+}
+
+TEST(CommunicatorTest, BadArgumentsAreRejectedAndLeaveTheCommunicatorUsable) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = Communicator::create(store, rank, 2, testOptions(Transport::kAuto));
+    float x[4] = {1, 1, 1, 1};
+    EXPECT_THROW(comm->broadcast(x, 4, BroadcastOptions{DataType::kFloat32, 2}), InvalidArgument);
+    EXPECT_THROW(comm->allreduce(nullptr, x, 4), InvalidArgument);
+    std::size_t counts[1] = {4};
+    EXPECT_THROW(comm->allgatherv(x, x, counts), InvalidArgument);
+    EXPECT_THROW(comm->send(x, 4, rank), InvalidArgument);
+    EXPECT_THROW(comm->allreduce(x, x, SIZE_MAX / 2), InvalidArgument);
+    comm->allreduce(x, x, 4);
+    EXPECT_EQ(x[3], 2.0f);
+  });
+}
+
+TEST(CommunicatorTest, MismatchedPointToPointIsReportedAndSkipped) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = Communicator::create(store, rank, 2, testOptions(Transport::kAuto));
+    int v[3] = {rank, rank, rank};
+    if (rank == 0) {
+      comm->send(v, 3, 1, P2POptions{DataType::kInt32, 7});
+      comm->send(v, 2, 1, P2POptions{DataType::kInt32, 8});
+    } else {
+      EXPECT_THROW(comm->recv(v, 3, 0, P2POptions{DataType::kInt32, 9}), InvalidArgument);
+      comm->recv(v, 2, 0, P2POptions{DataType::kInt32, 8});
+      EXPECT_EQ(v[0], 0);
+    }
+  });
+}
+
+TEST(CommunicatorTest, InvalidWorldIsRejected) {
+  auto store = createMemoryStore();
+  EXPECT_THROW(Communicator::create(store, 3, 2), InvalidArgument);
+  EXPECT_THROW(Communicator::create(nullptr, 0, 1), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace gyre
