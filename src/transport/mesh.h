@@ -17,8 +17,11 @@
 
 namespace gyre::transport {
 
-// One send or receive in an exchange. Streams between two ranks are not framed: both ends must
-// agree on the sequence and sizes of their ops (debug mode checks this per collective).
+// One send or receive in an exchange. Every send op is one message: the peer must take it with
+// exactly one receive op of the same size, in the same order (the shared-memory transport
+// starts each message on a fresh 64-byte boundary, so splitting a message differently on the
+// two ends corrupts the stream). Debug mode checks the collectives' arguments; algorithms are
+// checked by the FakeMesh tests, which enforce this rule.
 struct Op {
   enum class Kind : std::uint8_t {
     kSend,        // send `bytes` from `data`

@@ -9,6 +9,8 @@
 #include "gyre/errors.h"
 #include "gyre/store.h"
 #include "support/ranks.h"
+#include "common/auth.h"
+#include "common/socket.h"
 #include "transport/mesh.h"
 
 namespace gyre::transport {
@@ -182,6 +184,46 @@ TEST_P(MeshTest, WrongSecretNeverConnects) {
     }
   });
   EXPECT_EQ(failures.load(), 2);
+}
+
+// Hostile clients reach rank 0's listener before rank 1 does: garbage, a truncated hello, a huge
+// length-looking header, a wrong secret, and a silent client. Each is refused and logged, and
+// the real peer still connects and the mesh works.
+TEST_P(MeshTest, HostileClientsAreRefusedAndSetUpCarriesOn) {
+  std::atomic<bool> attacked{false};
+  std::thread attacker([&] {
+    const std::string record = store_->getString("hostile/mesh/0", std::chrono::seconds(20));
+    auto [host, port] = net::splitHostPort(record.substr(0, record.find('|')));
+    const Deadline deadline = Deadline::after(std::chrono::seconds(5));
+    auto sendRaw = [&](const std::string& bytes) {
+      net::Fd fd = net::connectTo(host, port, deadline);
+      if (!bytes.empty()) net::writeAll(fd.get(), bytes.data(), bytes.size(), deadline);
+    };
+    sendRaw("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    sendRaw("GYR1C");                                  // truncated hello
+    sendRaw(std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + std::string(64, 'A'));
+    {
+      net::Fd silent = net::connectTo(host, port, deadline);  // says nothing, then leaves
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    try {
+      net::Fd fd = net::connectTo(host, port, deadline);
+      auth::handshakeAsClient(fd.get(), "wrong secret", "transport/hostile", deadline);
+      ADD_FAILURE() << "a wrong secret was accepted";
+    } catch (const Error&) {
+    }
+    attacked = true;
+  });
+  runThreads(2, [&](int rank) {
+    if (rank == 1)
+      while (!attacked) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto mesh = Mesh::connect(*store_, options(rank, 2, "hostile"));
+    int mine = rank + 10, theirs = 0;
+    std::vector<Op> ops{Op::send(1 - rank, &mine, sizeof(mine)), Op::recv(1 - rank, &theirs, sizeof(theirs))};
+    mesh->run(ops, Deadline::after(std::chrono::seconds(10)));
+    EXPECT_EQ(theirs, 11 - rank);
+  });
+  attacker.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MeshTest, ::testing::Values(Transport::kTcp, Transport::kShm, Transport::kAuto),
