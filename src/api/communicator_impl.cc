@@ -1,8 +1,5 @@
 #include "api/communicator_impl.h"
 
-#include <cstdio>
-#include <cstdlib>
-
 #include "collectives/dispatch.h"
 #include "common/check.h"
 #include "common/socket.h"
@@ -16,21 +13,6 @@ std::string bindAddressFor(const Store& store, const CommunicatorOptions& option
   if (!options.interface.empty()) return net::resolveInterface(options.interface);
   if (const auto* network = dynamic_cast<const rendezvous::NetworkStore*>(&store)) return network->localAddress();
   return "127.0.0.1";
-}
-
-// "alpha_us,beta_GBps,gamma_GBps" -> a calibrated cost model.
-collectives::CostModel parseCostModel(const std::string& text) {
-  double alphaUs = 0, betaGBps = 0, gammaGBps = 0;
-  char tail = 0;
-  if (std::sscanf(text.c_str(), "%lf,%lf,%lf%c", &alphaUs, &betaGBps, &gammaGBps, &tail) != 3 || alphaUs < 0 ||
-      betaGBps <= 0 || gammaGBps <= 0)
-    GYRE_THROW(InvalidArgument, "cost model '", text, "' is not alpha_us,beta_GBps,gamma_GBps (e.g. 5,2.5,8)");
-  collectives::CostModel m;
-  m.calibrated = true;
-  m.alpha = alphaUs * 1e-6;
-  m.beta = 1.0 / (betaGBps * 1e9);
-  m.gamma = 1.0 / (gammaGBps * 1e9);
-  return m;
 }
 
 // Re-raises the current exception with the call's description in front, keeping its type.
@@ -57,7 +39,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size, Commu
   GYRE_ARG_CHECK(size >= 1 && rank >= 0 && rank < size, "rank ", rank, " is not in a world of ", size);
   GYRE_ARG_CHECK(options_.timeout.count() > 0, "time-out must be positive, got ", options_.timeout.count(), " ms");
   GYRE_ARG_CHECK(options_.spinMicros >= 0, "spin time must not be negative");
-  if (!options_.costModel.empty()) cost_ = parseCostModel(options_.costModel);
+  if (!options_.costModel.empty()) cost_ = collectives::parseCostModel(options_.costModel);
   transport::MeshOptions m;
   m.rank = rank;
   m.size = size;

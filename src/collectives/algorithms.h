@@ -15,8 +15,13 @@ namespace gyre::collectives {
 // allreduce: output = reduction of every rank's input (count elements). kAverage divides once.
 void allreduceNaive(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op);
 void allreduceRing(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op);
+// Runs allreduceRecursiveDoubling or allreduceRabenseifner, as useRecursiveDoubling(c.cost, ...)
+// says (both in allreduce_halving_doubling.cc). Every rank must hold the same c.cost.
 void allreduceHalvingDoubling(Context& c, const void* in, void* out, std::size_t count, DataType t,
                               ReduceOp op);
+void allreduceRecursiveDoubling(Context& c, const void* in, void* out, std::size_t count, DataType t,
+                                ReduceOp op);
+void allreduceRabenseifner(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op);
 void allreduceTree(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op);
 
 void broadcastChain(Context& c, void* buf, std::size_t bytes, int root);

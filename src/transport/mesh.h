@@ -36,9 +36,10 @@ struct Op {
   const void* other = nullptr;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  // Index of an earlier op in the same list that this one waits on, byte for byte: this op only
-  // processes bytes [0, ops[after].done). That is how a step forwards a chunk as soon as it has
-  // arrived (pipelining): send(right, seg) after recvReduce(left, seg). -1: no dependency.
+  // Index of an earlier op in the same list that this one waits on, byte for byte: byte k of
+  // this op waits for byte k of ops[after] (this op processes bytes [0, ops[after].done) until
+  // that op completes). That is how a step forwards a chunk as soon as it has arrived
+  // (pipelining): send(right, seg) after recvReduce(left, seg). -1: no dependency.
   int after = -1;
   // Progress in bytes; run() sets it to `bytes` on success.
   std::size_t done = 0;
