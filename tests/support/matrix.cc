@@ -49,10 +49,12 @@ std::vector<std::uint8_t> makeInput(DataType t, ReduceOp op, int rank, std::size
   return buf;
 }
 
-// The reduction of every rank's input, computed exactly and finished the way the kernels do.
-std::vector<std::uint8_t> expected(DataType t, ReduceOp op, int size, std::size_t count) {
+// Elements [begin, begin + count) of the reduction of every rank's input, computed exactly and
+// finished the way the kernels do.
+std::vector<std::uint8_t> expected(DataType t, ReduceOp op, int size, std::size_t count, std::size_t begin = 0) {
   std::vector<std::uint8_t> out(count * dtypeSize(t) + 1);
-  for (std::size_t i = 0; i < count; ++i) {
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::size_t i = begin + k;
     double acc = inputValue(t, op, 0, i);
     for (int r = 1; r < size; ++r) {
       const double v = inputValue(t, op, r, i);
@@ -64,7 +66,7 @@ std::vector<std::uint8_t> expected(DataType t, ReduceOp op, int size, std::size_
         case ReduceOp::kMax: acc = std::max(acc, v); break;
       }
     }
-    store(t, out.data(), i, acc);
+    store(t, out.data(), k, acc);
   }
   if (op == ReduceOp::kAverage) reduce::divide(t, out.data(), count, static_cast<std::size_t>(size));
   return out;
@@ -85,19 +87,23 @@ std::string label(const char* what, DataType t, ReduceOp op, std::size_t count, 
          std::to_string(rank);
 }
 
-void oneAllreduce(Communicator& comm, AllreduceAlgorithm algo, DataType t, ReduceOp op, std::size_t count,
-                  bool inPlace) {
-  auto in = makeInput(t, op, comm.rank(), count);
-  std::vector<std::uint8_t> out(in.size(), 0xAB);
-  void* dst = inPlace ? in.data() : out.data();
-  comm.allreduce(in.data(), dst, count, AllreduceOptions{t, op, algo});
-  auto want = expected(t, op, comm.size(), count);
-  const long bad = firstDifference(dst, want.data(), count, t);
-  EXPECT_EQ(bad, -1) << label(toString(algo).data(), t, op, count, inPlace, comm.rank());
-  if (!inPlace) {
-    EXPECT_EQ(out.back(), 0xAB) << "wrote past the end: " << label("allreduce", t, op, count, false, comm.rank());
-    EXPECT_EQ(std::memcmp(in.data(), makeInput(t, op, comm.rank(), count).data(), count * dtypeSize(t)), 0)
-        << "changed its input";
+// One allreduce per algorithm and layout, all checked against one reference.
+void allreduceEveryAlgorithm(Communicator& comm, DataType t, ReduceOp op, std::size_t count) {
+  const auto input = makeInput(t, op, comm.rank(), count);
+  const auto want = expected(t, op, comm.size(), count);
+  for (AllreduceAlgorithm algo : kAllreduceAlgorithms) {
+    for (bool inPlace : {true, false}) {
+      auto in = input;
+      std::vector<std::uint8_t> out(in.size(), 0xAB);
+      void* dst = inPlace ? in.data() : out.data();
+      comm.allreduce(in.data(), dst, count, AllreduceOptions{t, op, algo});
+      EXPECT_EQ(firstDifference(dst, want.data(), count, t), -1)
+          << label(toString(algo).data(), t, op, count, inPlace, comm.rank());
+      if (!inPlace) {
+        EXPECT_EQ(out.back(), 0xAB) << "wrote past the end: " << label("allreduce", t, op, count, false, comm.rank());
+        EXPECT_EQ(std::memcmp(in.data(), input.data(), count * dtypeSize(t)), 0) << "changed its input";
+      }
+    }
   }
 }
 
@@ -111,16 +117,12 @@ MatrixOptions defaultMatrix() {
 }
 
 void checkAllreduce(Communicator& comm, const MatrixOptions& m) {
-  for (AllreduceAlgorithm algo : kAllreduceAlgorithms) {
-    for (DataType t : kAllTypes)
-      for (ReduceOp op : kAllOps)
-        for (std::size_t count : m.smallCounts)
-          for (bool inPlace : {true, false}) oneAllreduce(comm, algo, t, op, count, inPlace);
-    for (DataType t : {DataType::kFloat32, DataType::kFloat16})
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax})
-        for (std::size_t count : m.largeCounts)
-          for (bool inPlace : {true, false}) oneAllreduce(comm, algo, t, op, count, inPlace);
-  }
+  for (DataType t : kAllTypes)
+    for (ReduceOp op : kAllOps)
+      for (std::size_t count : m.smallCounts) allreduceEveryAlgorithm(comm, t, op, count);
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax})
+      for (std::size_t count : m.largeCounts) allreduceEveryAlgorithm(comm, t, op, count);
 }
 
 void checkRootedAndGatherCollectives(Communicator& comm, const MatrixOptions& m) {
@@ -201,8 +203,8 @@ void checkRootedAndGatherCollectives(Communicator& comm, const MatrixOptions& m)
         auto in = makeInput(t, op, me, count * p);
         std::vector<std::uint8_t> out(count * dtypeSize(t) + 1, 0);
         comm.reduceScatter(in.data(), out.data(), count, CollectiveOptions{t, op});
-        auto want = expected(t, op, p, count * p);
-        EXPECT_EQ(firstDifference(out.data(), want.data() + me * count * dtypeSize(t), count, t), -1)
+        auto want = expected(t, op, p, count, static_cast<std::size_t>(me) * count);
+        EXPECT_EQ(firstDifference(out.data(), want.data(), count, t), -1)
             << label("reduce_scatter", t, op, count, false, me);
       }
     }
