@@ -21,15 +21,16 @@ std::uint32_t getU32(const std::uint8_t* p) {
 }  // namespace
 
 std::vector<std::uint8_t> ControlMessage::encode() const {
-  std::vector<std::uint8_t> payload;
-  if (type == ControlType::kAbort) {
-    putU32(payload, static_cast<std::uint32_t>(lostRank));
-    payload.insert(payload.end(), reason.begin(), reason.begin() + std::min<std::size_t>(reason.size(), 4000));
-  }
+  const std::size_t text = type == ControlType::kAbort ? std::min<std::size_t>(reason.size(), 4000) : 0;
+  const std::uint32_t length = type == ControlType::kAbort ? static_cast<std::uint32_t>(4 + text) : 0;
   std::vector<std::uint8_t> out;
+  out.reserve(8 + length);
   putU32(out, static_cast<std::uint32_t>(type));
-  putU32(out, static_cast<std::uint32_t>(payload.size()));
-  out.insert(out.end(), payload.begin(), payload.end());
+  putU32(out, length);
+  if (type == ControlType::kAbort) {
+    putU32(out, static_cast<std::uint32_t>(lostRank));
+    for (std::size_t i = 0; i < text; ++i) out.push_back(static_cast<std::uint8_t>(reason[i]));
+  }
   return out;
 }
 

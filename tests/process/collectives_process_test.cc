@@ -30,9 +30,9 @@ TEST_P(ProcessMatrixTest, EveryCollectiveMatchesTheSerialReference) {
 INSTANTIATE_TEST_SUITE_P(Processes, ProcessMatrixTest,
                          ::testing::Combine(::testing::Values(Transport::kAuto, Transport::kTcp),
                                             ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8)),
-                         [](const auto& info) {
-                           return std::string(toString(std::get<0>(info.param))) + "_np" +
-                                  std::to_string(std::get<1>(info.param));
+                         [](const auto& param_info) {
+                           return std::string(toString(std::get<0>(param_info.param))) + "_np" +
+                                  std::to_string(std::get<1>(param_info.param));
                          });
 
 }  // namespace

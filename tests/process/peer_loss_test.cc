@@ -70,10 +70,10 @@ INSTANTIATE_TEST_SUITE_P(Transports, PeerLossTest,
                          ::testing::Values(LossCase{Transport::kTcp, 4, 2, false}, LossCase{Transport::kTcp, 4, 0, true},
                                            LossCase{Transport::kShm, 4, 2, false}, LossCase{Transport::kShm, 4, 0, true},
                                            LossCase{Transport::kShm, 8, 5, false}),
-                         [](const auto& info) {
-                           return std::string(toString(info.param.transport)) + "_np" + std::to_string(info.param.size) +
-                                  "_victim" + std::to_string(info.param.victim) +
-                                  (info.param.victimIdle ? "_idle" : "_busy");
+                         [](const auto& param_info) {
+                           return std::string(toString(param_info.param.transport)) + "_np" + std::to_string(param_info.param.size) +
+                                  "_victim" + std::to_string(param_info.param.victim) +
+                                  (param_info.param.victimIdle ? "_idle" : "_busy");
                          });
 
 }  // namespace

@@ -20,10 +20,15 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 constexpr int kRanks = 4;
-constexpr int kAdds = 25;
+constexpr int kAdds = 200;
 
 // What every rank does against a shared store: count, publish, wait for all, read all.
 void exercise(Store& store, int rank) {
+  // Start the adds together, so that they contend.
+  store.setString("ready/" + std::to_string(rank), "1");
+  std::vector<std::string> ready;
+  for (int r = 0; r < kRanks; ++r) ready.push_back("ready/" + std::to_string(r));
+  store.wait(ready, seconds(30));
   for (int i = 0; i < kAdds; ++i) store.add("counter", 1);
   store.setString("rank/" + std::to_string(rank), "pid " + std::to_string(getpid()));
   store.add("arrived", 1);
@@ -42,10 +47,13 @@ void exercise(Store& store, int rank) {
 TEST(StoreProcesses, FileStoreAcrossProcesses) {
   test::TempDir dir;
   const std::string path = dir.path() + "/job.store";
-  test::runProcesses(kRanks, [&](int rank) {
-    auto store = createFileStore(path);  // opened after fork: each process has its own lock
-    exercise(*store, rank);
-  }, seconds(120));
+  test::runProcesses(
+      kRanks,
+      [&](int rank) {
+        auto store = createFileStore(path);  // opened after fork: each process has its own lock
+        exercise(*store, rank);
+      },
+      seconds(120));
   auto store = createFileStore(path);
   EXPECT_EQ(store->add("counter", 0), kRanks * kAdds);
   EXPECT_EQ(store->getString("leader", seconds(1)).size(), 1u);
@@ -58,19 +66,22 @@ TEST(StoreProcesses, TcpStoreHostedByRankZero) {
     port = net::localPort(probe.get());
   }
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  test::runProcesses(kRanks, [&](int rank) {
-    std::shared_ptr<Store> store;
-    if (rank == 0) {
-      store = rendezvous::hostTcpStore("process-secret", "127.0.0.1", port);
-    } else {
-      store = connectTcpStore(address, "process-secret", seconds(30));  // may start before the server
-    }
-    exercise(*store, rank);
-    store->add("done", 1);
-    // The host keeps serving until every rank is done with the store.
-    if (rank == 0)
-      while (store->add("done", 0) < kRanks) std::this_thread::sleep_for(milliseconds(5));
-  }, seconds(120));
+  test::runProcesses(
+      kRanks,
+      [&](int rank) {
+        std::shared_ptr<Store> store;
+        if (rank == 0) {
+          store = rendezvous::hostTcpStore("process-secret", "127.0.0.1", port);
+        } else {
+          store = connectTcpStore(address, "process-secret", seconds(30));  // may start before the server
+        }
+        exercise(*store, rank);
+        store->add("done", 1);
+        // The host keeps serving until every rank is done with the store.
+        if (rank == 0)
+          while (store->add("done", 0) < kRanks) std::this_thread::sleep_for(milliseconds(5));
+      },
+      seconds(120));
 }
 
 // Waits for pid until the deadline; kills it past the deadline. Returns the wait status.

@@ -155,13 +155,13 @@ void checkRootedAndGatherCollectives(Communicator& comm, const MatrixOptions& m)
       auto block = makeInput(DataType::kFloat64, ReduceOp::kSum, me, count);
       std::vector<std::uint8_t> all(count * 8 * p + 1, 0);
       comm.gather(block.data(), all.data(), count, CollectiveOptions{DataType::kFloat64, ReduceOp::kSum, root});
-      if (me == root)
-        for (int r = 0; r < p; ++r)
+      for (int r = 0; me == root && r < p; ++r) {
           EXPECT_EQ(firstDifference(all.data() + r * count * 8,
                                     makeInput(DataType::kFloat64, ReduceOp::kSum, r, count).data(), count,
                                     DataType::kFloat64),
                     -1)
               << "gather block " << r << " count " << count;
+      }
       std::vector<std::uint8_t> part(count * 8 + 1, 0);
       comm.scatter(all.data(), part.data(), count, CollectiveOptions{DataType::kFloat64, ReduceOp::kSum, root});
       EXPECT_EQ(firstDifference(part.data(), block.data(), count, DataType::kFloat64), -1)

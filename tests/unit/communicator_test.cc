@@ -39,9 +39,9 @@ TEST_P(MatrixTest, EveryCollectiveMatchesTheSerialReference) {
 INSTANTIATE_TEST_SUITE_P(Threads, MatrixTest,
                          ::testing::Combine(::testing::Values(Transport::kShm, Transport::kTcp),
                                             ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8)),
-                         [](const auto& info) {
-                           return std::string(toString(std::get<0>(info.param))) + "_np" +
-                                  std::to_string(std::get<1>(info.param));
+                         [](const auto& param_info) {
+                           return std::string(toString(std::get<0>(param_info.param))) + "_np" +
+                                  std::to_string(std::get<1>(param_info.param));
                          });
 
 TEST(CommunicatorTest, ManyAsyncOperationsInFlightCompleteInOrder) {

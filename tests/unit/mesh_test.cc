@@ -63,8 +63,11 @@ TEST_P(MeshTest, AllPairsExchangeLargeMessagesConcurrently) {
       ops.push_back(Op::recv(r, got[r].data(), kBytes));
     }
     mesh->run(ops, Deadline::after(std::chrono::seconds(20)));
-    for (int r = 0; r < kSize; ++r)
-      if (r != rank) EXPECT_EQ(got[r], pattern(kBytes, r)) << "from rank " << r;
+    for (int r = 0; r < kSize; ++r) {
+      if (r != rank) {
+        EXPECT_EQ(got[r], pattern(kBytes, r)) << "from rank " << r;
+      }
+    }
   });
 }
 
@@ -227,7 +230,7 @@ TEST_P(MeshTest, HostileClientsAreRefusedAndSetUpCarriesOn) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, MeshTest, ::testing::Values(Transport::kTcp, Transport::kShm, Transport::kAuto),
-                         [](const auto& info) { return std::string(toString(info.param)); });
+                         [](const auto& param_info) { return std::string(toString(param_info.param)); });
 
 }  // namespace
 }  // namespace gyre::transport

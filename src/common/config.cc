@@ -1,0 +1,273 @@
+#include "common/config.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "common/check.h"
+
+namespace gyre::config {
+namespace {
+
+// The table. Keep it in documentation order; docs/configuration.md is generated from it.
+constexpr std::array<Knob, 16> kKnobs = {{
+    {"GYRE_RANK",
+     KnobType::kInt,
+     "",
+     "This process's rank in the job, 0 <= rank < GYRE_WORLD_SIZE (set by `gyre run`).",
+     {},
+     0,
+     INT32_MAX},
+    {"GYRE_WORLD_SIZE",
+     KnobType::kInt,
+     "",
+     "Number of processes in the job (set by `gyre run`).",
+     {},
+     1,
+     INT32_MAX},
+    {"GYRE_LOCAL_RANK",
+     KnobType::kInt,
+     "0",
+     "Rank of this process among those on its host.",
+     {},
+     0,
+     INT32_MAX},
+    {"GYRE_LOCAL_SIZE", KnobType::kInt, "1", "Number of the job's processes on this host.", {}, 1, INT32_MAX},
+    {"GYRE_STORE_ADDR", KnobType::kString, "",
+     "Rendezvous store: `host:port` or `[v6]:port` of a TCP store, or `file:PATH` of a file store. "
+     "Overrides the address a launcher implies."},
+    {"GYRE_HOST_STORE", KnobType::kChoice, "auto",
+     "Whether this process starts the TCP store server at GYRE_STORE_ADDR. auto: rank 0 under "
+     "torchrun, Slurm and mpirun; nobody under `gyre run` (the launcher hosts it).",
+     "auto|1|0"},
+    {"GYRE_SECRET", KnobType::kString, "",
+     "Job secret every store and transport connection proves it knows (HMAC). `gyre run` generates one; "
+     "other launchers fall back to one derived from the job id, with a warning."},
+    {"GYRE_JOB_ID", KnobType::kString, "", "Job identifier (default: the launcher's own job id)."},
+    {"GYRE_TIMEOUT_MS",
+     KnobType::kInt,
+     "60000",
+     "Default time-out of every blocking operation, in milliseconds (store, connection, collective).",
+     {},
+     1,
+     INT32_MAX},
+    {"GYRE_TRANSPORT", KnobType::kChoice, "auto",
+     "Transport between ranks: auto (shared memory on one host, TCP between hosts), tcp or shm.",
+     "auto|tcp|shm"},
+    {"GYRE_IFACE", KnobType::kString, "",
+     "Network interface name (eth0) or address to listen on. Default: the address that reaches the store, or "
+     "loopback for a single-host job."},
+    {"GYRE_DEBUG_COLLECTIVES", KnobType::kBool, "0",
+     "Fingerprint every collective across ranks and report mismatched calls by rank instead of hanging."},
+    {"GYRE_LOG_LEVEL", KnobType::kChoice, "warn", "Log verbosity on stderr.", "error|warn|info|debug"},
+    {"GYRE_COST_MODEL", KnobType::kString, "",
+     "Fixed cost model for algorithm choice, `alpha_us,beta_GBps,gamma_GBps` (latency per message, link "
+     "bandwidth, reduction bandwidth). Empty: measured at start-up."},
+    {"GYRE_SPIN_US",
+     KnobType::kInt,
+     "50",
+     "Microseconds a waiting rank spins before it blocks (0: block at once; ranks may outnumber cores).",
+     {},
+     0,
+     10'000'000},
+    {"GYRE_SHM_RING_BYTES",
+     KnobType::kInt,
+     "4194304",
+     "Size in bytes of each shared-memory ring between two ranks on one host.",
+     {},
+     4096,
+     std::int64_t{1} << 32},
+}};
+
+std::string trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+const Knob& knobOfType(std::string_view name, KnobType type) {
+  const Knob& k = knob(name);
+  GYRE_ARG_CHECK(k.type == type, "configuration knob ", name, " is read with the wrong type");
+  return k;
+}
+
+// The raw value of `name`: the environment's, else the default.
+std::string rawValue(const Env& env, const Knob& k) {
+  auto it = env.find(std::string(k.name));
+  if (it != env.end() && !it->second.empty()) return trim(it->second);
+  return std::string(k.defaultValue);
+}
+
+std::int64_t parseInt(const Knob& k, const std::string& text) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  GYRE_ARG_CHECK(ec == std::errc() && end == text.data() + text.size() && !text.empty(), k.name, "='", text,
+                 "' is not an integer");
+  GYRE_ARG_CHECK(value >= k.min && value <= k.max, k.name, "=", value, " is out of range [", k.min, ", ",
+                 k.max, "]");
+  return value;
+}
+
+// "int", "bool", "string", or the choices joined with `separator`.
+std::string typeName(const Knob& k, std::string_view separator = "|") {
+  switch (k.type) {
+    case KnobType::kInt:
+      return "int";
+    case KnobType::kBool:
+      return "bool";
+    case KnobType::kString:
+      return "string";
+    case KnobType::kChoice: {
+      std::string out;
+      for (char c : k.choices) {
+        if (c == '|') {
+          out += separator;
+        } else {
+          out.push_back(c);
+        }
+      }
+      return out;
+    }
+  }
+  return "?";
+}
+
+// " Range [a, b]." / " At least a." for integer knobs whose bounds say something.
+std::string rangeNote(const Knob& k) {
+  if (k.type != KnobType::kInt) return "";
+  std::ostringstream out;
+  if (k.max < INT32_MAX) {
+    out << " Range [" << k.min << ", " << k.max << "].";
+  } else if (k.min > 0) {
+    out << " At least " << k.min << ".";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::span<const Knob> knobs() {
+  return kKnobs;
+}
+
+const Knob& knob(std::string_view name) {
+  for (const Knob& k : kKnobs)
+    if (k.name == name) return k;
+  GYRE_THROW(InvalidArgument, "unknown configuration knob ", name);
+}
+
+bool isSet(const Env& env, std::string_view name) {
+  auto it = env.find(std::string(name));
+  return it != env.end() && !trim(it->second).empty();
+}
+
+std::optional<bool> parseBool(std::string_view text) {
+  const std::string v = lower(trim(text));
+  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
+  return std::nullopt;
+}
+
+std::int64_t getInt(const Env& env, std::string_view name) {
+  const Knob& k = knobOfType(name, KnobType::kInt);
+  const std::string text = rawValue(env, k);
+  GYRE_ARG_CHECK(!text.empty(), k.name, " is not set and has no default");
+  return parseInt(k, text);
+}
+
+std::optional<std::int64_t> getOptionalInt(const Env& env, std::string_view name) {
+  const Knob& k = knobOfType(name, KnobType::kInt);
+  if (!isSet(env, name)) return std::nullopt;
+  return parseInt(k, rawValue(env, k));
+}
+
+bool getBool(const Env& env, std::string_view name) {
+  const Knob& k = knobOfType(name, KnobType::kBool);
+  const std::string text = rawValue(env, k);
+  auto value = parseBool(text);
+  GYRE_ARG_CHECK(value.has_value(), k.name, "='", text,
+                 "' is not a boolean; use 1/0, true/false, yes/no or on/off");
+  return *value;
+}
+
+std::string getString(const Env& env, std::string_view name) {
+  return rawValue(env, knobOfType(name, KnobType::kString));
+}
+
+std::string getChoice(const Env& env, std::string_view name) {
+  const Knob& k = knobOfType(name, KnobType::kChoice);
+  const std::string value = lower(rawValue(env, k));
+  std::string_view rest = k.choices;
+  while (!rest.empty()) {
+    const auto bar = rest.find('|');
+    if (rest.substr(0, bar) == value) return value;
+    rest = bar == std::string_view::npos ? std::string_view() : rest.substr(bar + 1);
+  }
+  GYRE_THROW(InvalidArgument, k.name, "='", value, "' is not one of ", k.choices);
+}
+
+std::optional<CostModelOverride> getCostModel(const Env& env) {
+  const std::string text = getString(env, "GYRE_COST_MODEL");
+  if (text.empty()) return std::nullopt;
+  std::vector<double> values;
+  std::string_view rest = text;
+  for (;;) {
+    const auto comma = rest.find(',');
+    const std::string field = trim(rest.substr(0, comma));
+    double v = 0;
+    const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), v);
+    GYRE_ARG_CHECK(
+        ec == std::errc() && end == field.data() + field.size() && !field.empty() && std::isfinite(v),
+        "GYRE_COST_MODEL='", text, "': '", field,
+        "' is not a number; expected alpha_us,beta_GBps,gamma_GBps");
+    values.push_back(v);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  GYRE_ARG_CHECK(values.size() == 3, "GYRE_COST_MODEL='", text, "' has ", values.size(),
+                 " fields; expected alpha_us,beta_GBps,gamma_GBps");
+  GYRE_ARG_CHECK(values[0] >= 0 && values[1] > 0 && values[2] > 0, "GYRE_COST_MODEL='", text,
+                 "': alpha must be >= 0 and both bandwidths > 0");
+  return CostModelOverride{values[0], values[1], values[2]};
+}
+
+std::string formatMarkdown() {
+  std::ostringstream out;
+  out << "| variable | type | default | meaning |\n|---|---|---|---|\n";
+  for (const Knob& k : kKnobs) {
+    out << "| `" << k.name << "` | " << typeName(k, ", ") << " | ";
+    if (k.defaultValue.empty()) {
+      out << "(unset)";
+    } else {
+      out << "`" << k.defaultValue << "`";
+    }
+    out << " | " << k.doc << rangeNote(k) << " |\n";
+  }
+  return out.str();
+}
+
+std::string formatText() {
+  std::size_t width = 0;
+  for (const Knob& k : kKnobs) width = std::max(width, k.name.size());
+  std::ostringstream out;
+  for (const Knob& k : kKnobs) {
+    out << std::string(k.name) << std::string(width + 2 - k.name.size(), ' ') << "[" << typeName(k)
+        << ", default " << (k.defaultValue.empty() ? std::string("unset") : std::string(k.defaultValue))
+        << "]\n"
+        << std::string(width + 2, ' ') << k.doc << rangeNote(k) << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace gyre::config

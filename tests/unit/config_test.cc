@@ -1,0 +1,110 @@
+// The GYRE_* knob table and its typed getters.
+#include "common/config.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "gyre/errors.h"
+
+namespace gyre::config {
+namespace {
+
+TEST(Config, TableDeclaresEveryKnobOnceWithDocs) {
+  std::set<std::string_view> names;
+  for (const Knob& k : knobs()) {
+    EXPECT_TRUE(k.name.starts_with("GYRE_")) << k.name;
+    EXPECT_FALSE(k.doc.empty()) << k.name;
+    EXPECT_TRUE(names.insert(k.name).second) << "duplicate " << k.name;
+    if (k.type == KnobType::kChoice) {
+      EXPECT_FALSE(k.choices.empty()) << k.name;
+    }
+  }
+  for (const char* required :
+       {"GYRE_RANK", "GYRE_WORLD_SIZE", "GYRE_LOCAL_RANK", "GYRE_LOCAL_SIZE", "GYRE_STORE_ADDR",
+        "GYRE_SECRET", "GYRE_JOB_ID", "GYRE_TIMEOUT_MS", "GYRE_TRANSPORT", "GYRE_IFACE",
+        "GYRE_DEBUG_COLLECTIVES", "GYRE_LOG_LEVEL", "GYRE_COST_MODEL", "GYRE_SPIN_US", "GYRE_SHM_RING_BYTES"})
+    EXPECT_EQ(names.count(required), 1u) << required;
+  EXPECT_THROW(knob("GYRE_NOT_A_KNOB"), InvalidArgument);
+}
+
+TEST(Config, DefaultsApplyWhenUnsetOrEmpty) {
+  const Env empty;
+  EXPECT_EQ(getInt(empty, "GYRE_TIMEOUT_MS"), 60000);
+  EXPECT_EQ(getInt(empty, "GYRE_SPIN_US"), 50);
+  EXPECT_EQ(getInt(empty, "GYRE_SHM_RING_BYTES"), 4194304);
+  EXPECT_EQ(getChoice(empty, "GYRE_TRANSPORT"), "auto");
+  EXPECT_FALSE(getBool(empty, "GYRE_DEBUG_COLLECTIVES"));
+  EXPECT_EQ(getString(empty, "GYRE_IFACE"), "");
+  EXPECT_FALSE(getOptionalInt(empty, "GYRE_RANK").has_value());
+  EXPECT_FALSE(getCostModel(empty).has_value());
+  EXPECT_FALSE(isSet({{"GYRE_IFACE", ""}}, "GYRE_IFACE"));
+  EXPECT_EQ(getInt({{"GYRE_TIMEOUT_MS", ""}}, "GYRE_TIMEOUT_MS"), 60000);
+  EXPECT_THROW(getInt(empty, "GYRE_RANK"), InvalidArgument);  // no default
+}
+
+TEST(Config, TypedValuesParse) {
+  const Env env{{"GYRE_TIMEOUT_MS", " 1500 "},
+                {"GYRE_TRANSPORT", "SHM"},
+                {"GYRE_DEBUG_COLLECTIVES", "yes"},
+                {"GYRE_RANK", "7"},
+                {"GYRE_IFACE", "eth0"},
+                {"GYRE_COST_MODEL", "2.5, 10,20.5"}};
+  EXPECT_EQ(getInt(env, "GYRE_TIMEOUT_MS"), 1500);
+  EXPECT_EQ(getChoice(env, "GYRE_TRANSPORT"), "shm");
+  EXPECT_TRUE(getBool(env, "GYRE_DEBUG_COLLECTIVES"));
+  EXPECT_EQ(getOptionalInt(env, "GYRE_RANK"), 7);
+  EXPECT_EQ(getString(env, "GYRE_IFACE"), "eth0");
+  const auto model = getCostModel(env);
+  ASSERT_TRUE(model.has_value());
+  EXPECT_DOUBLE_EQ(model->alphaUs, 2.5);
+  EXPECT_DOUBLE_EQ(model->betaGBps, 10);
+  EXPECT_DOUBLE_EQ(model->gammaGBps, 20.5);
+  for (const char* t : {"1", "true", "ON", "Yes"}) EXPECT_EQ(parseBool(t), true) << t;
+  for (const char* f : {"0", "false", "off", "NO"}) EXPECT_EQ(parseBool(f), false) << f;
+  EXPECT_FALSE(parseBool("2").has_value());
+}
+
+TEST(Config, MalformedValuesThrowNamingTheKnob) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"GYRE_TIMEOUT_MS", "soon"},           {"GYRE_TIMEOUT_MS", "0"},
+      {"GYRE_TIMEOUT_MS", "12ms"},           {"GYRE_SPIN_US", "-1"},
+      {"GYRE_SHM_RING_BYTES", "100"},        {"GYRE_TRANSPORT", "udp"},
+      {"GYRE_DEBUG_COLLECTIVES", "maybe"},   {"GYRE_LOG_LEVEL", "loud"},
+      {"GYRE_RANK", "99999999999999999999"}, {"GYRE_COST_MODEL", "1,2"},
+      {"GYRE_COST_MODEL", "1,x,3"},          {"GYRE_COST_MODEL", "1,0,3"},
+  };
+  for (const auto& [name, value] : bad) {
+    const Env env{{name, value}};
+    try {
+      const Knob& k = knob(name);
+      if (name == "GYRE_COST_MODEL") {
+        getCostModel(env);
+      } else if (k.type == KnobType::kInt) {
+        getInt(env, name);
+      } else if (k.type == KnobType::kBool) {
+        getBool(env, name);
+      } else {
+        getChoice(env, name);
+      }
+      ADD_FAILURE() << name << "=" << value << " accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(getBool({}, "GYRE_TIMEOUT_MS"), InvalidArgument);  // wrong type
+}
+
+TEST(Config, FormatsListEveryKnob) {
+  const std::string md = formatMarkdown(), text = formatText();
+  for (const Knob& k : knobs()) {
+    std::string quoted = "`";
+    quoted += k.name;
+    quoted += '`';
+    EXPECT_NE(md.find(quoted), std::string::npos) << k.name;
+    EXPECT_NE(text.find(std::string(k.name)), std::string::npos) << k.name;
+  }
+}
+
+}  // namespace
+}  // namespace gyre::config
