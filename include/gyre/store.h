@@ -1,6 +1,7 @@
 // Rendezvous key-value stores: how ranks find each other before any connection exists.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -37,18 +38,19 @@ class Store {
   // Waits until every key exists.
   virtual void wait(const std::vector<std::string>& keys, Duration timeout = Duration::zero()) = 0;
 
-  void setTimeout(Duration timeout) { timeout_ = timeout; }
-  Duration timeout() const { return timeout_; }
+  // Safe to call while other threads use the store.
+  void setTimeout(Duration timeout) { timeoutMs_.store(timeout.count(), std::memory_order_relaxed); }
+  Duration timeout() const { return Duration(timeoutMs_.load(std::memory_order_relaxed)); }
 
   // Convenience for text values.
   void setString(const std::string& key, const std::string& value);
   std::string getString(const std::string& key, Duration timeout = Duration::zero());
 
  protected:
-  Duration resolve(Duration timeout) const { return timeout == Duration::zero() ? timeout_ : timeout; }
+  Duration resolve(Duration timeout) const { return timeout == Duration::zero() ? this->timeout() : timeout; }
 
  private:
-  Duration timeout_{std::chrono::seconds(60)};
+  std::atomic<Duration::rep> timeoutMs_{60000};
 };
 
 // A store inside this process: ranks that are threads of one process share it.
