@@ -1,0 +1,45 @@
+// The gyre command-line tool. Each subcommand lives in its own file and registers itself here.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_collectives.h"
+#include "gyre/errors.h"
+#include "gyre/version.h"
+#include "info.h"
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::function<int()> action;
+
+  CLI::App app{"gyre: distributed training of neural networks, and its communication library"};
+  app.set_version_flag("--version", std::string("gyre ") + gyre::kVersion);
+  app.require_subcommand(1);
+  app.footer("Run `gyre COMMAND --help` for a command's options. Documentation: docs/README.md");
+
+  CLI::App* bench = app.add_subcommand("bench", "Measure gyre's performance (and compare it with OpenMPI's)");
+  bench->require_subcommand(1);
+  gyre::app::addBenchCollectives(*bench, action, args);
+  gyre::app::addInfo(app, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every mistake on the command line exits 2.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!action) return 0;
+  try {
+    return action();
+  } catch (const gyre::InvalidArgument& e) {
+    fmt::print(stderr, "gyre: invalid argument: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "gyre: error: {}\n", e.what());
+    return 1;
+  }
+}
