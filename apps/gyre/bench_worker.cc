@@ -11,7 +11,9 @@
 
 #include "bench_ops.h"
 #include "bench_report.h"
+#include "api/options_env.h"
 #include "common/config.h"
+#include "gyre/init.h"
 #include "gyre/communicator.h"
 #include "gyre/errors.h"
 #include "gyre/store.h"
@@ -85,20 +87,7 @@ void runSweep(Communicator& comm, const BenchOptions& o, int resultFd) {
 
 CommunicatorOptions benchCommunicatorOptions(const BenchOptions& o, const std::string& secret) {
   CommunicatorOptions options;
-  config::Env env;
-  for (const config::Knob& k : config::knobs())
-    if (const char* v = std::getenv(std::string(k.name).c_str())) env[std::string(k.name)] = v;
-  if (config::isSet(env, "GYRE_IFACE")) options.interface = config::getString(env, "GYRE_IFACE");
-  if (config::isSet(env, "GYRE_DEBUG_COLLECTIVES"))
-    options.debugCollectives = config::getBool(env, "GYRE_DEBUG_COLLECTIVES");
-  if (config::isSet(env, "GYRE_SPIN_US"))
-    options.spinMicros = static_cast<int>(config::getInt(env, "GYRE_SPIN_US"));
-  if (config::isSet(env, "GYRE_SHM_RING_BYTES"))
-    options.shmRingBytes = static_cast<std::size_t>(config::getInt(env, "GYRE_SHM_RING_BYTES"));
-  if (config::isSet(env, "GYRE_COST_MODEL")) {
-    config::getCostModel(env);  // validates
-    options.costModel = config::getString(env, "GYRE_COST_MODEL");
-  }
+  applyKnobs(processEnvironment(), options);  // GYRE_IFACE, GYRE_SPIN_US, ... as init() does
   options.transport = parseTransport(o.transport);
   options.secret = secret;
   options.timeout = std::chrono::seconds(o.opTimeoutS);
