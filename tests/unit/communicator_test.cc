@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "common/socket.h"
 #include "gyre/gyre.h"
 #include "support/matrix.h"
 #include "support/ranks.h"
@@ -168,6 +169,23 @@ TEST(CommunicatorTest, MismatchedPointToPointIsReportedAndSkipped) {
       comm->recv(v, 2, 0, P2POptions{DataType::kInt32, 8});
       EXPECT_EQ(v[0], 0);
     }
+  });
+}
+
+TEST(CommunicatorTest, TcpWorksOverIpv6) {
+  try {
+    net::listenOn("::1", 0);
+  } catch (const Error&) {
+    GTEST_SKIP() << "no IPv6 loopback on this machine";
+  }
+  auto store = createMemoryStore();
+  runThreads(3, [&](int rank) {
+    auto o = testOptions(Transport::kTcp, "ipv6");
+    o.interface = "::1";
+    auto comm = Communicator::create(store, rank, 3, o);
+    std::vector<double> v(100000, rank + 1.0);
+    comm->allreduce(v.data(), v.data(), v.size(), AllreduceOptions{DataType::kFloat64});
+    EXPECT_EQ(v[99999], 6.0);
   });
 }
 
