@@ -99,21 +99,7 @@ double expectedReduction(DataType t, ReduceOp op, int size, std::uint64_t i) {
   double acc = reductionInput(op, 0, size, i);
   for (int r = 1; r < size; ++r) {
     const double x = reductionInput(op, r, size, i);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAverage:
-        acc += x;
-        break;
-      case ReduceOp::kProduct:
-        acc *= x;
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, x);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, x);
-        break;
-    }
+    acc = reduce::referenceCombine(op, acc, x);
   }
   if (op == ReduceOp::kAverage) acc = isInteger(t) ? std::trunc(acc / size) : acc / size;
   return acc;

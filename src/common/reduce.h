@@ -24,6 +24,20 @@ void apply(DataType dtype, ReduceOp op, void* dst, const void* a, const void* b,
 // precision (float32 for the 16-bit types); integer types truncate toward zero.
 void divide(DataType dtype, void* dst, std::size_t count, std::size_t divisor);
 
+// The scalar meaning of `op` on two ordinary values (kAverage adds): the reference that checks
+// (tests, `gyre bench --check`) fold over ranks. NaN and signed zeros follow the kernels' rules
+// above, not this function.
+inline double referenceCombine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: return a + b;
+    case ReduceOp::kProduct: return a * b;
+    case ReduceOp::kMin: return b < a ? b : a;
+    case ReduceOp::kMax: return a < b ? b : a;
+  }
+  return a;
+}
+
 float halfToFloat(std::uint16_t h);
 std::uint16_t floatToHalf(float f);
 float bfloat16ToFloat(std::uint16_t b);

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/reduce.h"
+
 namespace gyre::test {
 namespace {
 
@@ -58,21 +60,7 @@ double exactReference(DataType dtype, ReduceOp op, int size, std::size_t i) {
   double acc = exactInput(dtype, op, 0, i);
   for (int r = 1; r < size; ++r) {
     const double x = exactInput(dtype, op, r, i);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAverage:
-        acc += x;
-        break;
-      case ReduceOp::kProduct:
-        acc *= x;
-        break;
-      case ReduceOp::kMin:
-        acc = std::fmin(acc, x);
-        break;
-      case ReduceOp::kMax:
-        acc = std::fmax(acc, x);
-        break;
-    }
+    acc = reduce::referenceCombine(op, acc, x);
   }
   if (op != ReduceOp::kAverage) return acc;
   switch (dtype) {

@@ -58,13 +58,7 @@ std::vector<std::uint8_t> expected(DataType t, ReduceOp op, int size, std::size_
     double acc = inputValue(t, op, 0, i);
     for (int r = 1; r < size; ++r) {
       const double v = inputValue(t, op, r, i);
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAverage: acc += v; break;
-        case ReduceOp::kProduct: acc *= v; break;
-        case ReduceOp::kMin: acc = std::min(acc, v); break;
-        case ReduceOp::kMax: acc = std::max(acc, v); break;
-      }
+      acc = reduce::referenceCombine(op, acc, v);
     }
     store(t, out.data(), k, acc);
   }

@@ -1,12 +1,30 @@
 // Runs a test body on many ranks: as threads of this process, or as forked processes.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <exception>
+#include <thread>
+#include <utility>
+
 #include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace gyre::test {
+
+// A thread whose exceptions become test failures instead of std::terminate; joins on scope exit.
+template <typename F>
+std::jthread spawn(F fn) {
+  return std::jthread([fn = std::move(fn)]() mutable {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "thread threw: " << e.what();
+    }
+  });
+}
 
 // Runs fn(rank) for rank in [0, size) on `size` threads and joins them. gtest assertions inside
 // fn are reported as usual; an exception escaping fn is reported as a failure naming the rank.

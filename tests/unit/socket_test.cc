@@ -10,21 +10,12 @@
 #include <thread>
 
 #include "gyre/errors.h"
+#include "support/ranks.h"
 
 namespace gyre::net {
 namespace {
 
-// A thread whose exceptions become test failures instead of std::terminate; joins on scope exit.
-template <typename F>
-std::jthread spawn(F fn) {
-  return std::jthread([fn = std::move(fn)]() mutable {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "thread threw: " << e.what();
-    }
-  });
-}
+using test::spawn;
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;

@@ -10,6 +10,7 @@
 #include "common/auth.h"
 #include "common/socket.h"
 #include "gyre/errors.h"
+#include "support/ranks.h"
 #include "gyre/store.h"
 #include "rendezvous/host_store.h"
 #include "rendezvous/network_store.h"
@@ -19,17 +20,7 @@
 namespace gyre {
 namespace {
 
-// A thread whose exceptions become test failures instead of std::terminate; joins on scope exit.
-template <typename F>
-std::jthread spawn(F fn) {
-  return std::jthread([fn = std::move(fn)]() mutable {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "thread threw: " << e.what();
-    }
-  });
-}
+using test::spawn;
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;

@@ -115,10 +115,12 @@ std::uint8_t* Segment::ringData(std::uint32_t index) const {
   return reinterpret_cast<std::uint8_t*>(ring(index)) + sizeof(RingHeader);
 }
 
+// The owner raises `sleeping`, then re-reads head/tail before it sleeps; the peer publishes
+// head/tail, then reads `sleeping`. All four are seq_cst, so in their single total order either
+// the peer sees the flag (and rings) or the owner sees the new head/tail (and does not sleep).
 void Segment::notifyOwner() const {
   SegmentHeader* h = header();
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (h->sleeping.load(std::memory_order_relaxed) != 0) {
+  if (h->sleeping.load(std::memory_order_seq_cst) != 0) {
     h->doorbell.fetch_add(1, std::memory_order_seq_cst);
     futexWakeAll(&h->doorbell);
   }

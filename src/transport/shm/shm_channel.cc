@@ -28,7 +28,7 @@ std::size_t ShmChannel::progressSend(Op& op, std::size_t limit) {
     sendActive_ = true;
   }
   const std::uint64_t head = sendBase_ + op.done;
-  const std::uint64_t tail = out_->tail.load(std::memory_order_acquire);
+  const std::uint64_t tail = out_->tail.load(std::memory_order_seq_cst);
   const std::uint64_t space = outBytes_ - (head - tail);
   std::uint64_t n = std::min<std::uint64_t>({limit - op.done, space, kChunkBytes});
   bool last = op.done + n == op.bytes;
@@ -43,7 +43,7 @@ std::size_t ShmChannel::progressSend(Op& op, std::size_t limit) {
   if (n > first) std::memcpy(outData_, src + first, n - first);
 
   op.done += n;
-  out_->head.store(last ? sendBase_ + roundUp(op.bytes) : head + n, std::memory_order_release);
+  out_->head.store(last ? sendBase_ + roundUp(op.bytes) : head + n, std::memory_order_seq_cst);
   if (last) sendActive_ = false;
   peer_.notifyOwner();
   return n;
@@ -55,7 +55,7 @@ std::size_t ShmChannel::progressRecv(Op& op, std::size_t limit) {
     recvActive_ = true;
   }
   const std::uint64_t tail = recvBase_ + op.done;
-  const std::uint64_t head = in_->head.load(std::memory_order_acquire);
+  const std::uint64_t head = in_->head.load(std::memory_order_seq_cst);
   std::uint64_t n = std::min<std::uint64_t>({head - tail, limit - op.done, kChunkBytes});
   const bool reducing = op.kind == Op::Kind::kRecvReduce;
   const std::size_t esize = reducing ? dtypeSize(op.dtype) : 1;
@@ -76,7 +76,7 @@ std::size_t ShmChannel::progressRecv(Op& op, std::size_t limit) {
 
   op.done += n;
   const bool last = op.done == op.bytes;
-  in_->tail.store(last ? recvBase_ + roundUp(op.bytes) : tail + n, std::memory_order_release);
+  in_->tail.store(last ? recvBase_ + roundUp(op.bytes) : tail + n, std::memory_order_seq_cst);
   if (last) recvActive_ = false;
   peer_.notifyOwner();
   return n;

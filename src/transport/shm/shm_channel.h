@@ -5,6 +5,8 @@
 //
 // Every message starts on a 64-byte boundary of the ring (the writer pads the end of each op),
 // so no element ever straddles the ring's wrap-around and reductions run on aligned data.
+// Head and tail are read and written seq_cst: with the owner's seq_cst `sleeping` flag that
+// makes the doorbell race-free without fences (see Segment::notifyOwner).
 #pragma once
 
 #include <cstddef>
