@@ -206,7 +206,13 @@ double CostModel::predict(AllreduceVariant variant, std::size_t bytes, int p) co
   if (bytes <= kMidBytes)
     return small + (mid - small) * static_cast<double>(bytes - kSmallBytes) /
                        static_cast<double>(kMidBytes - kSmallBytes);
-  return mid + std::max(0.0, formula(*this, variant, bytes, p) - formula(*this, variant, kMidBytes, p));
+  const double large = atLarge[static_cast<std::size_t>(variant)];
+  if (large <= 0)
+    return mid + std::max(0.0, formula(*this, variant, bytes, p) - formula(*this, variant, kMidBytes, p));
+  if (bytes <= kLargeBytes)
+    return mid + (large - mid) * static_cast<double>(bytes - kMidBytes) /
+                     static_cast<double>(kLargeBytes - kMidBytes);
+  return large + std::max(0.0, formula(*this, variant, bytes, p) - formula(*this, variant, kLargeBytes, p));
 }
 
 double CostModel::predict(AllreduceAlgorithm algorithm, std::size_t bytes, int p) const {
@@ -228,12 +234,18 @@ double CostModel::predict(AllreduceAlgorithm algorithm, std::size_t bytes, int p
   GYRE_THROW(InvalidArgument, "unknown allreduce algorithm ", static_cast<int>(algorithm));
 }
 
+// Up to kMidBytes the measured times rank every algorithm. Beyond them only the bandwidth-optimal
+// ones (ring, halving-doubling) compete: extrapolating a latency-bound measurement (the naive
+// algorithm wins 64 KiB when ranks outnumber cores) would otherwise keep a bandwidth-poor
+// algorithm chosen at 16 MiB, where it loses by 1.3x (np=4, 2 cores).
 AllreduceAlgorithm CostModel::choose(std::size_t bytes, int p) const {
   const CostModel& m = effective(*this);
   AllreduceAlgorithm best = AllreduceAlgorithm::kRing;
   double bestTime = m.predict(best, bytes, p);
+  const bool bandwidthBound = bytes > kMidBytes;
   for (AllreduceAlgorithm a :
        {AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kTree, AllreduceAlgorithm::kNaive}) {
+    if (bandwidthBound && a != AllreduceAlgorithm::kHalvingDoubling) continue;
     const double t = m.predict(a, bytes, p);
     if (t < bestTime) best = a, bestTime = t;
   }
@@ -253,7 +265,10 @@ void calibrate(Context& c) {
   constexpr std::size_t kBig = std::size_t{1} << 20;
   // Measurements, agreed by their maximum: alpha, beta, gamma, then per variant the seconds at
   // kSmallBytes and at kMidBytes.
-  constexpr std::size_t kTerms = 3 + 2 * kAllreduceVariants;
+  // Then the ring's and Rabenseifner's seconds at kLargeBytes.
+  constexpr std::size_t kLargeIndex = 3 + 2 * kAllreduceVariants;
+  constexpr AllreduceVariant kLargeVariants[] = {AllreduceVariant::kRing, AllreduceVariant::kRabenseifner};
+  constexpr std::size_t kTerms = kLargeIndex + std::size(kLargeVariants);
   double terms[kTerms] = {};
   {
     std::byte* buffer = bytePtr(c.scratch.get(3 * kBig));
@@ -295,6 +310,20 @@ void calibrate(Context& c) {
         terms[3 + 2 * v + static_cast<std::size_t>(size)] = took;
       }
     }
+    // Best of two timed runs after a warm-up: at this size a descheduled rank costs more than the
+    // difference being measured.
+    std::vector<float> large(CostModel::kLargeBytes / sizeof(float), 0.0f);
+    for (std::size_t k = 0; k < std::size(kLargeVariants); ++k) {
+      double best = std::numeric_limits<double>::infinity();
+      for (int i = 0; i < 3; ++i) {
+        barrierDissemination(c);
+        const auto start = Clock::now();
+        kVariantFns[static_cast<std::size_t>(kLargeVariants[k])](c, large.data(), large.data(), large.size(),
+                                                                  DataType::kFloat32, ReduceOp::kSum);
+        if (i > 0) best = std::min(best, secondsSince(start));
+      }
+      terms[kLargeIndex + k] = best;
+    }
   }
 
   allreduceRing(c, terms, terms, kTerms, DataType::kFloat64, ReduceOp::kMax);
@@ -306,6 +335,10 @@ void calibrate(Context& c) {
   for (std::size_t v = 0; v < kAllreduceVariants; ++v) {
     m.atSmall[v] = terms[3 + 2 * v];
     m.atMid[v] = std::max(terms[4 + 2 * v], terms[3 + 2 * v]);  // noise must not make it shrink
+  }
+  for (std::size_t k = 0; k < std::size(kLargeVariants); ++k) {
+    const auto v = static_cast<std::size_t>(kLargeVariants[k]);
+    m.atLarge[v] = p > 1 ? std::max(terms[kLargeIndex + k], m.atMid[v]) : 0.0;
   }
   m.calibrated = true;
 }

@@ -30,11 +30,18 @@ struct CostModel {
   // Seconds of one allreduce of each variant (indexed by AllreduceVariant) of kSmallBytes and of
   // kMidBytes, timed by calibrate() on `measuredSize` ranks (0: not measured, the α-β-γ
   // formulas alone decide). Between the two sizes predict() interpolates; below, it takes the
-  // small time; above, the mid time plus the growth the formula predicts beyond kMidBytes.
+  // small time; above, the mid time plus the growth the formula predicts beyond kMidBytes (where
+  // choose() only considers the bandwidth-optimal ring and halving-doubling).
   static constexpr std::size_t kSmallBytes = 4 * 1024;
   static constexpr std::size_t kMidBytes = 64 * 1024;
+  // The two bandwidth-optimal variants (ring, Rabenseifner) are also timed at kLargeBytes: their
+  // formulas have the same bandwidth term, so only a measurement tells which pipelines better on
+  // this machine. Beyond kMidBytes predict() interpolates towards that time, and beyond
+  // kLargeBytes adds the formula's growth to it. Zero for the variants not timed there.
+  static constexpr std::size_t kLargeBytes = 4 * 1024 * 1024;
   std::array<double, kAllreduceVariants> atSmall{};
   std::array<double, kAllreduceVariants> atMid{};
+  std::array<double, kAllreduceVariants> atLarge{};
   int measuredSize = 0;
 
   // Terms of a typical shared-memory host, used while a model is not calibrated.

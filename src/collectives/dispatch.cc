@@ -7,6 +7,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
 #include "common/check.h"
+#include "common/logging.h"
 
 namespace gyre::collectives {
 namespace {
@@ -28,7 +29,9 @@ AllreduceAlgorithm chooseAllreduce(Context& c, const OpDesc& d, std::size_t byte
   auto algorithm = static_cast<AllreduceAlgorithm>(d.algorithm);
   if (algorithm != AllreduceAlgorithm::kAuto) return algorithm;
   if (!c.cost.calibrated) calibrate(c);
-  return c.cost.choose(bytes, c.size());
+  const AllreduceAlgorithm chosen = c.cost.choose(bytes, c.size());
+  log::debug("allreduce auto: ", toString(chosen), " for ", bytes, " bytes on ", c.size(), " ranks");
+  return chosen;
 }
 
 void allreduce(Context& c, const OpDesc& d) {
