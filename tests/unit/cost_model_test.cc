@@ -180,7 +180,7 @@ TEST(CostModel, CalibrationAgreesOnEveryRank) {
         EXPECT_EQ(other.choose(bytes, p), first.choose(bytes, p)) << "rank " << r;
     }
     EXPECT_EQ(job.network().pendingBytes(), 0u);
-    EXPECT_LT(slowest, 2.0) << "p=" << p;  // a few ms normally; generous for loaded machines
+    // How long it took is reported, not asserted: speed is the benchmarks' business.
     RecordProperty("calibrate_ms_p" + std::to_string(p), static_cast<int>(slowest * 1000));
     std::printf("calibrate p=%d: %.1f ms, alpha %.2f us, beta %.3f GB/s, gamma %.3f GB/s\n", p, slowest * 1e3,
                 first.alpha * 1e6, first.beta > 0 ? 1e-9 / first.beta : 0.0, 1e-9 / first.gamma);
