@@ -116,7 +116,7 @@ void MeshImpl::progressAll(std::span<Op> ops, Deadline deadline) {
     bool progressed = false;
     for (int i = 0; i < n; ++i) {
       Op& op = ops[i];
-      if (op.done == op.bytes || blocked(op, ops, i)) continue;
+      if (!pending(ops, i)) continue;
       std::size_t limit = op.bytes;
       if (op.after >= 0 && ops[op.after].done != ops[op.after].bytes) limit = std::min(limit, ops[op.after].done);
       if (limit <= op.done) continue;
@@ -141,9 +141,10 @@ void MeshImpl::progressAll(std::span<Op> ops, Deadline deadline) {
   if (idleState.armed) disarm(idleState);
 }
 
-bool MeshImpl::blocked(const Op& /*op*/, std::span<Op> ops, int index) const {
+bool MeshImpl::pending(std::span<Op> ops, int index) const {
+  const Op& op = ops[index];
   const int p = prev_[index];
-  return p >= 0 && ops[p].done != ops[p].bytes;
+  return op.done != op.bytes && (p < 0 || ops[p].done == ops[p].bytes);
 }
 
 void MeshImpl::disarm(IdleState& state) {
@@ -174,7 +175,7 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
   bool anyShm = false;
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const Op& op = ops[i];
-    if (op.done == op.bytes || blocked(op, ops, i)) continue;
+    if (!pending(ops, i)) continue;
     const Peer& peer = peers_[op.peer];
     if (peer.goodbye) {
       GYRE_THROW_PEER_LOST(op.peer, describe(op.peer), " closed its communicator while this rank still waits to ",
@@ -255,7 +256,7 @@ void MeshImpl::throwTimeout(std::span<Op> ops) const {
   int listed = 0;
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const Op& op = ops[i];
-    if (op.done == op.bytes || blocked(op, ops, i)) continue;
+    if (!pending(ops, i)) continue;
     out << (listed++ ? "; " : " ") << describe(op.peer) << " to " << verb(op.kind) << " (" << op.done << " of "
         << op.bytes << " bytes done)";
   }

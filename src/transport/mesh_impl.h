@@ -60,8 +60,8 @@ class MeshImpl final : public Mesh {
   void progressAll(std::span<Op> ops, Deadline deadline);
   void idle(std::span<Op> ops, Deadline deadline, IdleState& state);
   void disarm(IdleState& state);
-  bool blocked(const Op& op, std::span<Op> ops, int index) const;
-  void pollControl(int timeoutMs, const std::vector<int>& dataFds, const std::vector<short>& dataEvents);
+  // Whether ops[index] is unfinished and at the head of its (peer, direction) queue.
+  bool pending(std::span<Op> ops, int index) const;
   void handleControl(int peer);
   [[noreturn]] void connectionBroke(int peer);
   [[noreturn]] void throwTimeout(std::span<Op> ops) const;
