@@ -95,9 +95,9 @@ void alltoallv(Context& c, const OpDesc& d, const std::vector<std::size_t>& send
 
 void sendMessage(Context& c, const OpDesc& d) {
   const P2PHeader header{kP2PMagic, d.tag, d.count * dtypeSize(d.dtype)};
-  std::vector<transport::Op> ops{transport::Op::send(d.root, &header, sizeof(header)),
-                                 transport::Op::send(d.root, d.input, header.bytes)};
-  c.run(ops);
+  transport::Op ops[] = {transport::Op::send(d.root, &header, sizeof(header)),
+                         transport::Op::send(d.root, d.input, header.bytes)};
+  c.mesh.run(ops, c.deadline);
 }
 
 // A receive whose tag or size does not match still consumes the message, so the pair stays in
