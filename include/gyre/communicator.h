@@ -15,6 +15,9 @@ namespace gyre {
 struct CommunicatorOptions {
   // Default time-out of every operation (60 s). GYRE_TIMEOUT_MS sets it through init().
   Timeout timeout{std::chrono::seconds(60)};
+  // How long creating the communicator may take to meet every peer (GYRE_START_TIMEOUT_MS). Zero:
+  // `timeout`.
+  Timeout startTimeout{0};
   // Transport between pairs of ranks. kAuto: shared memory on one host, TCP between hosts.
   Transport transport = Transport::kAuto;
   // Where to listen for peers: an interface name ("eth0"), or an IPv4/IPv6 address. Empty: the

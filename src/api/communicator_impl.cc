@@ -47,7 +47,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size, Commu
   m.bindAddress = size > 1 ? bindAddressFor(*store_, options_) : "127.0.0.1";
   m.secret = options_.secret;
   m.name = options_.name;
-  m.connectTimeout = options_.timeout;
+  m.connectTimeout = options_.startTimeout.count() > 0 ? options_.startTimeout : options_.timeout;
   m.spinMicros = options_.spinMicros;
   m.shmRingBytes = options_.shmRingBytes;
   mesh_ = transport::Mesh::connect(*store_, m);

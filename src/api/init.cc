@@ -80,9 +80,23 @@ std::shared_ptr<Communicator> init(CommunicatorOptions options) {
   log::info("init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size, ", local ",
             info.localRank, " of ", info.localSize, ", store ",
             info.storeAddress.empty() ? "in-process" : info.storeAddress);
-  auto store = openStore(info, env, options);
-  store->setTimeout(options.timeout);
-  return Communicator::create(std::move(store), info.rank, info.size, std::move(options));
+  const Timeout opTimeout = options.timeout;
+  if (options.startTimeout.count() > 0) options.timeout = options.startTimeout;
+  try {
+    auto store = openStore(info, env, options);
+    options.timeout = opTimeout;
+    auto world = Communicator::create(store, info.rank, info.size, options);
+    store->setTimeout(opTimeout);
+    return world;
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (const Error& e) {
+    // One line that says who failed to start, where, and what it tried to reach.
+    GYRE_THROW(Error, "rank ", info.rank, " of ", info.size, " on host ", net::hostName(),
+               " could not start (store ", info.storeAddress.empty() ? "in-process" : info.storeAddress,
+               ", start-up time-out ", (options.startTimeout.count() > 0 ? options.startTimeout : opTimeout).count(),
+               " ms): ", e.what());
+  }
 }
 
 }  // namespace gyre

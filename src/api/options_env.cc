@@ -5,6 +5,8 @@ namespace gyre {
 void applyKnobs(const config::Env& env, CommunicatorOptions& options) {
   if (config::isSet(env, "GYRE_TIMEOUT_MS"))
     options.timeout = std::chrono::milliseconds(config::getInt(env, "GYRE_TIMEOUT_MS"));
+  if (config::isSet(env, "GYRE_START_TIMEOUT_MS"))
+    options.startTimeout = std::chrono::milliseconds(config::getInt(env, "GYRE_START_TIMEOUT_MS"));
   if (config::isSet(env, "GYRE_TRANSPORT"))
     options.transport = parseTransport(config::getChoice(env, "GYRE_TRANSPORT"));
   if (config::isSet(env, "GYRE_IFACE")) options.interface = config::getString(env, "GYRE_IFACE");

@@ -14,7 +14,7 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 16> kKnobs = {{
+constexpr std::array<Knob, 18> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
@@ -55,6 +55,22 @@ constexpr std::array<Knob, 16> kKnobs = {{
      {},
      1,
      INT32_MAX},
+    {"GYRE_START_TIMEOUT_MS",
+     KnobType::kInt,
+     "30000",
+     "Milliseconds a rank may take at start-up to reach the store and connect to every peer; then it fails "
+     "naming the address it tried (`gyre run --start-timeout` sets it).",
+     {},
+     1,
+     INT32_MAX},
+    {"GYRE_NUM_THREADS",
+     KnobType::kInt,
+     "0",
+     "Compute threads per worker (libtorch intra-op, OpenMP, OpenBLAS). `gyre run` sets it to the host's cores "
+     "divided by its local workers; 0: the library's own default.",
+     {},
+     0,
+     4096},
     {"GYRE_TRANSPORT", KnobType::kChoice, "auto",
      "Transport between ranks: auto (shared memory on one host, TCP between hosts), tcp or shm.",
      "auto|tcp|shm"},

@@ -360,4 +360,10 @@ void setBufferSizes(int fd, int bytes) {
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes)) != 0) throwErrno("setsockopt(SO_RCVBUF)");
 }
 
+std::string hostName() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
 }  // namespace gyre::net

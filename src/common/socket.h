@@ -49,6 +49,9 @@ std::string joinHostPort(const std::string& host, std::uint16_t port);
 // neither an interface nor resolvable.
 std::string resolveInterface(const std::string& nameOrAddress);
 
+// This host's name (gethostname), for messages.
+std::string hostName();
+
 // Listens on host:port (port 0: any free port). SO_REUSEADDR, close-on-exec.
 Fd listenOn(const std::string& host, std::uint16_t port, int backlog = 128);
 // Local address and port of a bound or connected socket.

@@ -49,12 +49,6 @@ std::string hostIdentity() {
          (n > 0 ? std::string(ns, n) : "");
 }
 
-std::string shortHostname() {
-  char name[256] = {};
-  gethostname(name, sizeof(name) - 1);
-  return name;
-}
-
 std::string encodeRecord(const std::string& address, const std::string& hostname, const std::string& hostId) {
   return address + "|" + hostname + "|" + hostId + "|" + std::to_string(getpid());
 }
@@ -116,7 +110,7 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
       net::joinHostPort(net::localHost(listener.get()), net::localPort(listener.get()));
   const std::string myId = hostIdentity();
   const std::string prefix = o.name + "/mesh/";
-  store.setString(prefix + std::to_string(o.rank), encodeRecord(self, shortHostname(), myId));
+  store.setString(prefix + std::to_string(o.rank), encodeRecord(self, net::hostName(), myId));
   std::vector<std::string> keys;
   for (int r = 0; r < o.size; ++r) keys.push_back(prefix + std::to_string(r));
   store.wait(keys, std::chrono::milliseconds(std::max(1, deadline.remainingMs())));
