@@ -11,6 +11,7 @@
 #include "gyre/errors.h"
 #include "gyre/version.h"
 #include "info.h"
+#include "run.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -25,9 +26,15 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   gyre::app::addBenchCollectives(*bench, action, args);
   gyre::app::addInfo(app, action);
+  gyre::app::addRun(app, action);
 
+  // mpirun and horovodrun users type -np; CLI11 knows long options by their double dash.
+  std::vector<char*> argvFixed(argv, argv + argc);
+  static char np[] = "--np";
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i)
+    if (std::string(argv[i]) == "-np") argvFixed[i] = np;
   try {
-    app.parse(argc, argv);
+    app.parse(argc, argvFixed.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every mistake on the command line exits 2.
     return app.exit(e) == 0 ? 0 : 2;

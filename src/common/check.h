@@ -46,7 +46,21 @@ template <typename E, typename... Args>
     if (!(cond)) ::gyre::detail::fail<::gyre::InvalidArgument>(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
+// Checks of what a user typed (flags, host lists): InvalidArgument with the message alone, since
+// a file:line means nothing at the command line.
+#define GYRE_USAGE_CHECK(cond, ...)                            \
+  do {                                                         \
+    if (!(cond)) ::gyre::detail::failUsage(__VA_ARGS__);       \
+  } while (0)
+
 namespace gyre::detail {
+
+template <typename... Args>
+[[noreturn]] void failUsage(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  throw ::gyre::InvalidArgument(out.str());
+}
 
 template <typename... Args>
 [[noreturn]] void failPeerLost(int rank, const Args&... args) {

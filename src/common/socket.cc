@@ -215,6 +215,22 @@ std::string resolveInterface(const std::string& nameOrAddress) {
              "' is neither a network interface nor a resolvable address (", gai_strerror(error), ")");
 }
 
+std::vector<std::string> externalAddresses() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) throwErrno("getifaddrs");
+  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> guard(list, freeifaddrs);
+  std::vector<std::string> v4, v6;
+  for (const ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+    if (it->ifa_addr == nullptr || (it->ifa_flags & IFF_UP) == 0 || (it->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    if (it->ifa_addr->sa_family == AF_INET) v4.push_back(hostOf(it->ifa_addr));
+    const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(it->ifa_addr);
+    if (it->ifa_addr->sa_family == AF_INET6 && !IN6_IS_ADDR_LINKLOCAL(&sin6->sin6_addr))
+      v6.push_back(hostOf(it->ifa_addr));
+  }
+  v4.insert(v4.end(), v6.begin(), v6.end());
+  return v4;
+}
+
 Fd listenOn(const std::string& host, std::uint16_t port, int backlog) {
   int error = 0;
   AddrInfoPtr list = resolve(host, port, false, &error);

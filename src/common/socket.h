@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "common/clock.h"
@@ -48,6 +49,10 @@ std::string joinHostPort(const std::string& host, std::uint16_t port);
 // an address literal or host name is returned unchanged. Throws InvalidArgument if the name is
 // neither an interface nor resolvable.
 std::string resolveInterface(const std::string& nameOrAddress);
+
+// This host's addresses on interfaces that are up, loopback and link-local ones left out; IPv4
+// first.
+std::vector<std::string> externalAddresses();
 
 // This host's name (gethostname), for messages.
 std::string hostName();

@@ -1,4 +1,4 @@
-#include "process.h"
+#include "launcher/process.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -21,7 +21,7 @@
 
 extern char** environ;
 
-namespace gyre::app {
+namespace gyre::launcher {
 namespace {
 
 volatile std::sig_atomic_t gInterrupt = 0;
@@ -80,7 +80,7 @@ ProcessGroup::~ProcessGroup() {
   stopAll(std::chrono::milliseconds(500));
 }
 
-void ProcessGroup::spawn(const ChildSpec& spec) {
+pid_t ProcessGroup::spawn(const ChildSpec& spec) {
   // Everything the child needs is prepared before fork: the tool has threads (the store server),
   // so the child may only make async-signal-safe calls until it execs.
   std::vector<std::string> argvStrings = spec.argv;
@@ -96,7 +96,11 @@ void ProcessGroup::spawn(const ChildSpec& spec) {
     if (spec.ownProcessGroup) setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    if (spec.stdinFd >= 0 && dup2(spec.stdinFd, STDIN_FILENO) < 0) _exit(127);
     if (spec.stdoutFd >= 0 && dup2(spec.stdoutFd, STDOUT_FILENO) < 0) _exit(127);
+    if (spec.stderrFd >= 0 && dup2(spec.stderrFd, STDERR_FILENO) < 0) _exit(127);
+    // The tool ignores or catches some signals; the program starts with the defaults.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) signal(sig, SIG_DFL);
     if (spec.keepFd >= 0) fcntl(spec.keepFd, F_SETFD, 0);
     execve(spec.path.c_str(), argv.data(), envp.data());
     [[maybe_unused]] auto n = write(STDERR_FILENO, failure.data(), failure.size());
@@ -104,6 +108,7 @@ void ProcessGroup::spawn(const ChildSpec& spec) {
   }
   if (spec.ownProcessGroup) setpgid(pid, pid);
   running_.push_back({spec.name, pid, spec.ownProcessGroup});
+  return pid;
 }
 
 std::vector<ChildExit> ProcessGroup::reap() {
@@ -117,6 +122,7 @@ std::vector<ChildExit> ProcessGroup::reap() {
     }
     ChildExit e;
     e.name = it->name;
+    e.pid = it->pid;
     if (r > 0 && WIFSIGNALED(status)) e.signal = WTERMSIG(status);
     if (r > 0 && WIFEXITED(status)) e.code = WEXITSTATUS(status);
     exits.push_back(e);
@@ -252,4 +258,4 @@ std::string selfExecutable() {
   return std::string(buf, static_cast<std::size_t>(n));
 }
 
-}  // namespace gyre::app
+}  // namespace gyre::launcher

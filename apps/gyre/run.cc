@@ -1,0 +1,126 @@
+#include "run.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "launcher/agent.h"
+#include "launcher/agent_protocol.h"
+#include "launcher/job.h"
+#include "usage_error.h"
+
+namespace gyre::app {
+namespace {
+
+struct RunFlags {
+  int np = 0;
+  std::string hosts;
+  std::string hostfile;
+  std::string rshAgent = "ssh -o BatchMode=yes";
+  std::string networkInterface;
+  bool tagOutput = false;
+  bool noTagOutput = false;
+  std::string outputDir;
+  double timeoutS = 0;
+  double startTimeoutS = 30;
+  int threads = 0;
+  std::vector<std::string> exports;
+  std::string gyrePath;
+  std::vector<std::string> program;
+};
+
+launcher::RunOptions toOptions(const RunFlags& f) {
+  launcher::RunOptions o;
+  requireArg(f.hosts.empty() || f.hostfile.empty(), "give -H or --hostfile, not both");
+  if (!f.hosts.empty()) o.hosts = launcher::parseHostList(f.hosts);
+  if (!f.hostfile.empty()) {
+    std::ifstream in(f.hostfile);
+    requireArg(in.good(), "--hostfile: cannot read ", f.hostfile);
+    std::stringstream text;
+    text << in.rdbuf();
+    o.hosts = launcher::parseHostfile(text.str(), f.hostfile);
+  }
+  o.np = f.np;
+  o.rshAgent = launcher::splitCommandLine(f.rshAgent);
+  requireArg(!o.rshAgent.empty(), "--rsh-agent is empty");
+  o.networkInterface = f.networkInterface;
+  requireArg(!(f.tagOutput && f.noTagOutput), "give --tag-output or --no-tag-output, not both");
+  if (f.tagOutput || f.noTagOutput) o.tagOutput = f.tagOutput;
+  o.outputDir = f.outputDir;
+  o.timeoutS = f.timeoutS;
+  o.startTimeoutS = f.startTimeoutS;
+  o.threads = f.threads;
+  for (const std::string& x : f.exports) {
+    const auto eq = x.find('=');
+    const std::string name = x.substr(0, eq);
+    requireArg(!name.empty(), "-x '", x, "': expected NAME or NAME=VALUE");
+    if (eq != std::string::npos) {
+      o.exports.emplace_back(name, x.substr(eq + 1));
+    } else {
+      const char* value = std::getenv(name.c_str());
+      requireArg(value != nullptr, "-x ", name, ": the variable is not set here; give -x ", name, "=VALUE");
+      o.exports.emplace_back(name, value);
+    }
+  }
+  o.remoteGyre = f.gyrePath;
+  o.program = f.program;
+  requireArg(!o.program.empty(), "no program given: gyre run [options] -- PROGRAM [ARGS...]");
+  return o;
+}
+
+}  // namespace
+
+void addRun(CLI::App& app, std::function<int()>& action) {
+  auto f = std::make_shared<RunFlags>();
+  CLI::App* cmd =
+      app.add_subcommand("run", "Start a distributed job's workers on this host or many, and supervise them");
+  cmd->footer(
+      "Every worker gets GYRE_RANK, GYRE_WORLD_SIZE, GYRE_LOCAL_RANK, GYRE_LOCAL_SIZE, the job's store\n"
+      "address and secret, and GYRE_NUM_THREADS (also OMP_NUM_THREADS, MKL_NUM_THREADS and\n"
+      "OPENBLAS_NUM_THREADS unless set); gyre::init() reads them. If a worker fails, the others are\n"
+      "stopped and gyre run exits with its code. See docs/gyre-run.md.\n\n"
+      "Examples:\n"
+      "  gyre run -np 4 -- ./train --epochs 3\n"
+      "  gyre run -H node1:2,node2:2 --network-interface eth0 -- /shared/train\n"
+      "  gyre run --hostfile hosts.txt --rsh-agent 'ssh -p 2222' --output-dir logs -- ./train");
+  cmd->add_option("--np", f->np, "Number of workers (also -np); default: every slot of the hosts, or 1");
+  cmd->add_option("-H,--hosts", f->hosts, "Hosts and their slots: host1:2,host2:2 (slots default to 1)");
+  cmd->add_option("--hostfile", f->hostfile,
+                  "File with one host per line: `host slots=N`, `host:N` or `host`")
+      ->check(CLI::ExistingFile);
+  cmd->add_option(
+         "--rsh-agent", f->rshAgent,
+         "Command that runs a command on another host, as `CMD HOST COMMAND` (like OpenMPI's plm_rsh_agent)")
+      ->capture_default_str();
+  cmd->add_option("--network-interface", f->networkInterface,
+                  "Interface (eth0) or address the workers listen on (GYRE_IFACE); the store listens there "
+                  "too when this host has it");
+  cmd->add_flag("--tag-output", f->tagOutput,
+                "Prefix each output line with [rank]<stdout>: (default: on for more than one worker)");
+  cmd->add_flag("--no-tag-output", f->noTagOutput, "Print workers' output lines as they are");
+  cmd->add_option("--output-dir", f->outputDir, "Also write each rank's output to DIR/rank.N.log");
+  cmd->add_option("--timeout", f->timeoutS, "Stop the whole job after this many seconds (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--start-timeout", f->startTimeoutS,
+                  "Seconds a worker may take to reach the store and its peers")
+      ->capture_default_str();
+  cmd->add_option("--threads", f->threads,
+                  "Compute threads per worker (default: cores / workers on the host)")
+      ->envname("GYRE_NUM_THREADS");
+  cmd->add_option("-x", f->exports,
+                  "Pass NAME=VALUE (or NAME, with its value here) to every worker; repeatable");
+  cmd->add_option("--gyre-path", f->gyrePath,
+                  "Path of the gyre executable on other hosts (default: this one's)");
+  cmd->add_option("program", f->program, "The program and its arguments, after --")->required();
+  cmd->callback([f, &action] { action = [f] { return launcher::runJob(toOptions(*f)); }; });
+
+  CLI::App* agent = app.add_subcommand("agent", "Per-host helper of gyre run (started by it)");
+  agent->group("");
+  agent->callback([&action] { action = [] { return launcher::runAgent(STDIN_FILENO, STDOUT_FILENO); }; });
+}
+
+}  // namespace gyre::app

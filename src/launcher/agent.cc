@@ -1,0 +1,373 @@
+#include "launcher/agent.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "common/socket.h"
+#include "gyre/store.h"
+#include "launcher/agent_protocol.h"
+#include "launcher/line_reader.h"
+#include "launcher/process.h"
+
+namespace gyre::launcher {
+namespace {
+
+constexpr int kPollMs = 50;
+
+Event makeEvent(Event::Kind kind, std::string text = "") {
+  Event e;
+  e.kind = kind;
+  e.text = std::move(text);
+  return e;
+}
+
+std::string errnoText(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+// Children this process adopted as a subreaper: descendants whose parent died (a worker's own
+// children, left behind). Read from /proc; `known` are the workers themselves.
+std::vector<pid_t> adoptedChildren(const std::vector<pid_t>& known) {
+  std::vector<pid_t> found;
+  const pid_t self = getpid();
+  DIR* dir = opendir("/proc");
+  if (dir == nullptr) return found;
+  while (const dirent* entry = readdir(dir)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (pid <= 0 || std::find(known.begin(), known.end(), pid) != known.end()) continue;
+    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...; comm may hold spaces and parentheses, so parse after the last ')'.
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == self)
+      found.push_back(pid);
+  }
+  closedir(dir);
+  return found;
+}
+
+class Agent {
+ public:
+  Agent(int inFd, int outFd) : in_(inFd), out_(outFd) {}
+
+  int run() {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    signal(SIGPIPE, SIG_IGN);
+    installInterruptHandlers();
+    net::setNonBlocking(in_, true);
+    net::setNonBlocking(out_, false);
+    if (!readSpec()) return 1;
+    const std::optional<std::string> store = reachStore();
+    if (!store) return 1;
+    send(makeEvent(Event::Kind::kStore, *store));
+    if (!startWorkers(*store)) {
+      stopWorkers(SIGKILL);
+      return 1;
+    }
+    supervise();
+    send(makeEvent(Event::Kind::kDone));
+    return 0;
+  }
+
+ private:
+  struct Worker {
+    int rank = 0;
+    pid_t pid = 0;
+    Clock::time_point start;
+    net::Fd out, err;
+    LineReader outLines{true}, errLines{true};
+    bool exited = false;
+  };
+
+  // Writes one event; a launcher that is gone means stop.
+  void send(const Event& event) {
+    if (launcherGone_) return;
+    const std::string line = encodeEvent(event) + "\n";
+    try {
+      writeFully(out_, line, Deadline::never());
+    } catch (const std::exception&) {
+      launcherGone_ = true;
+      stopping_ = true;
+    }
+  }
+
+  void sendOutput(int rank, bool fromStderr, const std::string& text, char terminator) {
+    Event e = makeEvent(Event::Kind::kOutput, text);
+    e.rank = rank, e.fromStderr = fromStderr, e.terminator = terminator;
+    send(e);
+  }
+
+  void fail(const std::string& why) { send(makeEvent(Event::Kind::kFailed, why)); }
+
+  bool readSpec() {
+    std::optional<std::string> line;
+    LineReader reader;
+    const Deadline deadline = Deadline::after(std::chrono::seconds(60));
+    bool open = true;
+    while (!line && open && !deadline.expired() && interruptSignal() == 0) {
+      pollfd p{in_, POLLIN, 0};
+      if (poll(&p, 1, kPollMs) <= 0) continue;
+      open = reader.readFrom(in_, [&](const std::string& text, char) {
+        if (!line) line = text;
+      });
+    }
+    if (!line) {
+      fail("the agent got no job description from the launcher");
+      return false;
+    }
+    try {
+      spec_ = decodeSpec(*line);
+    } catch (const Error& e) {
+      fail(e.what());
+      return false;
+    }
+    return true;
+  }
+
+  // Reads launcher commands; returns false once the launcher asked to stop or went away.
+  bool launcherWantsUs() {
+    bool open = true;
+    bool stop = false;
+    while (open) {
+      pollfd p{in_, POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) break;
+      open = commands_.readFrom(in_, [&](const std::string& text, char) { stop |= text == "stop"; });
+    }
+    return open && !stop;
+  }
+
+  // The first candidate address of the job's store that answers, tried in rounds until the
+  // start-up time-out.
+  std::optional<std::string> reachStore() {
+    const Deadline deadline = Deadline::after(std::chrono::milliseconds(spec_.startTimeoutMs));
+    std::vector<std::string> errors(spec_.storeCandidates.size());
+    do {
+      for (std::size_t i = 0; i < spec_.storeCandidates.size(); ++i) {
+        if (interruptSignal() != 0 || !launcherWantsUs()) return std::nullopt;
+        const auto attempt = std::min<std::int64_t>(2000, std::max(1, deadline.remainingMs()));
+        try {
+          connectTcpStore(spec_.storeCandidates[i], spec_.secret, std::chrono::milliseconds(attempt));
+          return spec_.storeCandidates[i];
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      }
+    } while (!deadline.expired());
+    std::string tried;
+    for (std::size_t i = 0; i < errors.size(); ++i)
+      tried += (i == 0 ? "" : "; ") + spec_.storeCandidates[i] + " (" + errors[i] + ")";
+    fail("host " + spec_.host + " (" + net::hostName() + ") could not reach the job's store within " +
+         std::to_string(spec_.startTimeoutMs / 1000.0).substr(0, 4) + " s (--start-timeout); tried " + tried);
+    return std::nullopt;
+  }
+
+  std::vector<std::pair<std::string, std::string>> workerEnvironment(int localRank,
+                                                                     const std::string& store) {
+    std::vector<std::pair<std::string, std::string>> env = spec_.env;
+    auto userSet = [&](const std::string& name) {
+      for (const auto& [k, v] : env)
+        if (k == name) return true;
+      return std::getenv(name.c_str()) != nullptr;
+    };
+    ThreadEnv threadEnv = threadEnvironment(spec_.threads, usableCores(), spec_.count, userSet);
+    for (auto& kv : threadEnv.env) env.push_back(std::move(kv));
+    const int rank = spec_.firstRank + localRank;
+    env.insert(env.end(), {{"GYRE_RANK", std::to_string(rank)},
+                           {"GYRE_WORLD_SIZE", std::to_string(spec_.worldSize)},
+                           {"GYRE_LOCAL_RANK", std::to_string(localRank)},
+                           {"GYRE_LOCAL_SIZE", std::to_string(spec_.count)},
+                           {"GYRE_STORE_ADDR", store},
+                           {"GYRE_SECRET", spec_.secret},
+                           {"GYRE_JOB_ID", spec_.jobId},
+                           {"GYRE_START_TIMEOUT_MS", std::to_string(spec_.startTimeoutMs)}});
+    if (!spec_.interface.empty()) env.emplace_back("GYRE_IFACE", spec_.interface);
+    return env;
+  }
+
+  bool startWorkers(const std::string& store) {
+    const std::string path = findExecutable(spec_.program[0]);
+    if (path.empty()) {
+      fail("host " + spec_.host + ": cannot find the program '" + spec_.program[0] +
+           (spec_.program[0].find('/') == std::string::npos ? "' in PATH" : "' (or it is not executable)"));
+      return false;
+    }
+    net::Fd devNull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    for (int i = 0; i < spec_.count; ++i) {
+      auto w = std::make_unique<Worker>();
+      w->rank = spec_.firstRank + i;
+      int outPipe[2], errPipe[2];
+      if (pipe2(outPipe, O_CLOEXEC) != 0 || pipe2(errPipe, O_CLOEXEC) != 0) {
+        fail("host " + spec_.host + ": " + errnoText("pipe2"));
+        return false;
+      }
+      w->out = net::Fd(outPipe[0]);
+      w->err = net::Fd(errPipe[0]);
+      net::Fd outWrite(outPipe[1]), errWrite(errPipe[1]);
+      ChildSpec child;
+      child.name = "rank " + std::to_string(w->rank);
+      child.path = path;
+      child.argv = spec_.program;
+      child.env = workerEnvironment(i, store);
+      child.stdinFd = devNull.get();
+      child.stdoutFd = outWrite.get();
+      child.stderrFd = errWrite.get();
+      child.ownProcessGroup = true;  // stopped as a group, with anything it starts
+      try {
+        w->pid = group_.spawn(child);
+      } catch (const Error& e) {
+        fail("host " + spec_.host + ": cannot start rank " + std::to_string(w->rank) + ": " + e.what());
+        return false;
+      }
+      w->start = Clock::now();
+      net::setNonBlocking(w->out.get(), true);
+      net::setNonBlocking(w->err.get(), true);
+      Event started = makeEvent(Event::Kind::kStarted);
+      started.rank = w->rank, started.pid = w->pid;
+      send(started);
+      workers_.push_back(std::move(w));
+    }
+    return true;
+  }
+
+  void relay(Worker& w, net::Fd& fd, LineReader& lines, bool fromStderr) {
+    if (!fd.valid()) return;
+    const bool open = lines.readFrom(fd.get(), [&](const std::string& text, char terminator) {
+      sendOutput(w.rank, fromStderr, text, terminator);
+    });
+    if (!open) fd = net::Fd();
+  }
+
+  void stopWorkers(int sig) {
+    group_.signalAll(sig);
+    std::vector<pid_t> known;
+    for (const auto& w : workers_) known.push_back(w->pid);
+    for (pid_t pid : adoptedChildren(known)) kill(pid, sig);
+  }
+
+  // Reaps the adopted orphans that have exited, so they do not linger as zombies.
+  void reapAdopted() {
+    std::vector<pid_t> known;
+    for (const auto& w : workers_) known.push_back(w->pid);
+    for (pid_t pid : adoptedChildren(known)) waitpid(pid, nullptr, WNOHANG);
+  }
+
+  void supervise() {
+    std::optional<Deadline> killAt;
+    Deadline nextReap = Deadline::after(std::chrono::milliseconds(500));
+    while (true) {
+      std::vector<pollfd> fds{{in_, POLLIN, 0}};
+      for (const auto& w : workers_) {
+        if (w->out.valid()) fds.push_back({w->out.get(), POLLIN, 0});
+        if (w->err.valid()) fds.push_back({w->err.get(), POLLIN, 0});
+      }
+      poll(fds.data(), fds.size(), kPollMs);
+      for (auto& w : workers_) {
+        relay(*w, w->out, w->outLines, false);
+        relay(*w, w->err, w->errLines, true);
+      }
+      if (!stopping_ && (interruptSignal() != 0 || !launcherWantsUs())) stopping_ = true;
+      if (stopping_ && !killAt) {
+        stopWorkers(SIGTERM);
+        killAt = Deadline::after(std::chrono::milliseconds(spec_.stopGraceMs));
+      }
+      if (killAt && killAt->expired()) stopWorkers(SIGKILL);
+
+      for (const ChildExit& e : group_.reap()) {
+        auto it =
+            std::find_if(workers_.begin(), workers_.end(), [&](const auto& w) { return w->pid == e.pid; });
+        if (it == workers_.end()) continue;
+        Worker& w = **it;
+        w.exited = true;
+        // What the worker wrote before it ended comes before its exit.
+        relay(w, w.out, w.outLines, false);
+        relay(w, w.err, w.errLines, true);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - w.start).count();
+        Event exit = makeEvent(Event::Kind::kExit);
+        exit.rank = w.rank, exit.code = e.code, exit.signal = e.signal, exit.elapsedMs = ms;
+        send(exit);
+      }
+      if (nextReap.expired()) {
+        reapAdopted();
+        nextReap = Deadline::after(std::chrono::milliseconds(500));
+      }
+      if (group_.empty()) break;
+    }
+    // Every worker is gone; whatever they left running goes too, so no orphan survives the job.
+    finishStragglers();
+  }
+
+  void finishStragglers() {
+    std::vector<pid_t> known;
+    for (const auto& w : workers_) known.push_back(w->pid);
+    std::vector<pid_t> left = adoptedChildren(known);
+    for (pid_t pid : left) kill(pid, SIGKILL);
+    for (pid_t pid : left) waitpid(pid, nullptr, 0);
+    for (auto& w : workers_) {
+      // Flush output that arrived after the exit; descriptors still held by killed stragglers
+      // are closed now.
+      relay(*w, w->out, w->outLines, false);
+      relay(*w, w->err, w->errLines, true);
+      const auto flush = [&](LineReader& lines, bool fromStderr) {
+        lines.flush([&](const std::string& text, char terminator) {
+          sendOutput(w->rank, fromStderr, text, terminator);
+        });
+      };
+      flush(w->outLines, false);
+      flush(w->errLines, true);
+    }
+  }
+
+  int in_;
+  int out_;
+  AgentSpec spec_;
+  LineReader commands_;
+  ProcessGroup group_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  bool stopping_ = false;
+  bool launcherGone_ = false;
+};
+
+}  // namespace
+
+int usableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+ThreadEnv threadEnvironment(int threads, int cores, int localWorkers,
+                            const std::function<bool(const std::string&)>& isSet) {
+  ThreadEnv t;
+  t.threads = threads > 0 ? threads : std::max(1, cores / std::max(1, localWorkers));
+  const std::string value = std::to_string(t.threads);
+  t.env.emplace_back("GYRE_NUM_THREADS", value);
+  for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    if (!isSet(name)) t.env.emplace_back(name, value);
+  return t;
+}
+
+int runAgent(int inFd, int outFd) {
+  return Agent(inFd, outFd).run();
+}
+
+}  // namespace gyre::launcher

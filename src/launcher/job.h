@@ -1,0 +1,41 @@
+// `gyre run`: starts a job's workers on one host or many, wires them together (store, secret,
+// environment), relays their output, and supervises them: the first worker that fails stops the
+// job, and so do --timeout, SIGINT, SIGTERM and SIGHUP. See docs/gyre-run.md.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/hosts.h"
+
+namespace gyre::launcher {
+
+struct RunOptions {
+  int np = 0;                    // 0: every slot of `hosts` (1 on this host without hosts)
+  std::vector<HostSlots> hosts;  // empty: this host
+  // How to start a process on another host: these words, then the host, then one shell command.
+  std::vector<std::string> rshAgent = {"ssh", "-o", "BatchMode=yes"};
+  std::string networkInterface;   // GYRE_IFACE for the workers; the store listens there if this host has it
+  std::optional<bool> tagOutput;  // default: on for more than one worker
+  std::string outputDir;          // one log per rank when not empty
+  double timeoutS = 0;            // the whole job; 0: no limit
+  double startTimeoutS = 30;      // reaching the store and the peers
+  int threads = 0;                // per worker; 0: cores / local workers
+  std::vector<std::pair<std::string, std::string>> exports;  // -x NAME=VALUE, for every worker
+  std::string remoteGyre;  // the gyre executable on other hosts; default: this one's path
+  std::vector<std::string> program;
+  int stopGraceMs = 1000;  // workers get SIGTERM, then SIGKILL after this long
+};
+
+// Runs the job to its end; returns the exit code for `gyre run` (0, the failed worker's code,
+// 128 + its signal, 124 for --timeout, 128 + the signal for an interrupt, 1 for launcher errors).
+// Throws InvalidArgument for bad options.
+int runJob(const RunOptions& options);
+
+// The variables of this process's environment that a remote worker should get: every GYRE_*
+// knob the user set, except those the launcher sets itself.
+std::vector<std::pair<std::string, std::string>> forwardedEnvironment();
+
+}  // namespace gyre::launcher

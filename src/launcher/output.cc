@@ -1,0 +1,72 @@
+#include "launcher/output.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/check.h"
+
+namespace gyre::launcher {
+
+OutputSink::OutputSink(int worldSize, bool tag, const std::string& outputDir, std::size_t tailLines)
+    : tag_(tag), dir_(outputDir), tailLines_(tailLines), tails_(worldSize), partial_(worldSize) {
+  // Workers' lines appear as they come, also when the launcher's output is a file or a pipe.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) GYRE_THROW(SystemError, "--output-dir: cannot create ", dir_, ": ", ec.message());
+  for (int r = 0; r < worldSize; ++r) {
+    std::FILE* f = std::fopen(logPath(r).c_str(), "w");
+    if (f == nullptr) {
+      const std::string why = std::strerror(errno);
+      for (std::FILE* open : logs_) std::fclose(open);
+      GYRE_THROW(SystemError, "--output-dir: cannot write ", logPath(r), ": ", why);
+    }
+    logs_.push_back(f);
+  }
+}
+
+OutputSink::~OutputSink() {
+  for (std::FILE* f : logs_) std::fclose(f);
+}
+
+std::string OutputSink::logPath(int rank) const {
+  return dir_.empty() ? ""
+                      : (std::filesystem::path(dir_) / ("rank." + std::to_string(rank) + ".log")).string();
+}
+
+void OutputSink::line(int rank, bool fromStderr, const std::string& text, char terminator) {
+  if (rank < 0 || rank >= static_cast<int>(tails_.size())) return;
+  std::FILE* stream = fromStderr ? stderr : stdout;
+  const char* end = terminator == '\n' ? "\n" : terminator == '\r' ? "\r" : "";
+  auto write = [&](std::FILE* f) {
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fputs(end, f);
+  };
+  if (tag_) std::fprintf(stream, "[%d]<%s>:", rank, fromStderr ? "stderr" : "stdout");
+  write(stream);
+  if (terminator != '\n') std::fflush(stream);  // a progress bar redraws in place
+  if (!logs_.empty()) write(logs_[rank]);
+
+  partial_[rank] += text;
+  if (terminator == '\0') return;
+  auto& tail = tails_[rank];
+  tail.push_back(std::move(partial_[rank]));
+  partial_[rank].clear();
+  if (tail.size() > tailLines_) tail.pop_front();
+}
+
+std::vector<std::string> OutputSink::tail(int rank) const {
+  std::vector<std::string> lines(tails_.at(rank).begin(), tails_.at(rank).end());
+  if (!partial_.at(rank).empty()) lines.push_back(partial_.at(rank));
+  return lines;
+}
+
+void OutputSink::flush() {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (std::FILE* f : logs_) std::fflush(f);
+}
+
+}  // namespace gyre::launcher

@@ -1,0 +1,39 @@
+// Where workers' output goes in `gyre run`: the launcher's stdout/stderr (tagged with the rank,
+// as `[3]<stdout>:text`, or untagged), one log file per rank with --output-dir, and the last
+// lines of every rank kept in memory for the failure report.
+#pragma once
+
+#include <cstdio>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gyre::launcher {
+
+class OutputSink {
+ public:
+  // Creates outputDir (and its parents) when not empty; throws SystemError if it cannot.
+  OutputSink(int worldSize, bool tag, const std::string& outputDir, std::size_t tailLines = 10);
+  ~OutputSink();
+  OutputSink(const OutputSink&) = delete;
+  OutputSink& operator=(const OutputSink&) = delete;
+
+  // One line of a rank's output; terminator '\n', '\r' or '\0' (a cut line: no terminator).
+  void line(int rank, bool fromStderr, const std::string& text, char terminator);
+  // The rank's last lines, oldest first.
+  std::vector<std::string> tail(int rank) const;
+  // The rank's log file, or "" without --output-dir.
+  std::string logPath(int rank) const;
+  void flush();
+
+ private:
+  bool tag_;
+  std::string dir_;
+  std::size_t tailLines_;
+  std::vector<std::FILE*> logs_;
+  std::vector<std::deque<std::string>> tails_;
+  std::vector<std::string> partial_;  // a cut line being assembled for the tail
+};
+
+}  // namespace gyre::launcher
