@@ -1,0 +1,256 @@
+// `gyre run` as a user runs it: workers' environment and output, a real job, and supervision:
+// a worker that exits 3 or is SIGKILLed stops the job with one line naming it, Ctrl-C and
+// --timeout stop every worker, nothing a worker started survives the job, and a worker that
+// cannot meet its peers fails at --start-timeout naming what it tried. "Remote" hosts are
+// reached through an --rsh-agent that runs the command here, which exercises the agent path.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <gtest/gtest.h>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/jobs.h"
+#include "support/programs.h"
+#include "support/ranks.h"
+
+namespace gyre {
+namespace {
+
+#ifdef GYRE_TOOL
+
+using test::ProgramRun;
+
+constexpr auto kTimeout = std::chrono::seconds(120);
+
+ProgramRun gyreRun(std::vector<std::string> args, test::Environment env = test::cleanEnvironment()) {
+  args.insert(args.begin(), {GYRE_TOOL, "run"});
+  return test::runProgram({args, env}, kTimeout);
+}
+
+ProgramRun shell(const std::string& script) {
+  return test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
+}
+
+// Processes whose command line contains `marker` (left-over workers or their children).
+std::vector<std::string> processesWith(const std::string& marker) {
+  std::vector<std::string> found;
+  DIR* dir = opendir("/proc");
+  while (const dirent* e = dir ? readdir(dir) : nullptr) {
+    if (std::atoi(e->d_name) <= 0) continue;
+    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string cmd = text.str();
+    for (char& c : cmd)
+      if (c == '\0') c = ' ';
+    if (cmd.find(marker) != std::string::npos) found.push_back(std::string(e->d_name) + ": " + cmd);
+  }
+  if (dir) closedir(dir);
+  return found;
+}
+
+// A `sleep` duration no other process uses, to find this test's leftovers.
+std::string uniqueSleep() {
+  static int n = 0;
+  return "97" + std::to_string(++n) + "." + std::to_string(getpid());
+}
+
+// Every worker starts two long sleeps: one in its process group, one escaping it with setsid
+// (the agent must still find it, as their subreaper). Then it signals it has started.
+std::string startLeftovers(const std::string& sleep, const std::string& dir) {
+  return "sleep " + sleep + " & setsid sleep " + sleep + " & touch " + dir + "/started.$GYRE_RANK; ";
+}
+
+std::string fakeRsh(const test::TempDir& dir) {
+  // HOST COMMAND -> runs COMMAND here, as ssh would run it there.
+  const std::string path = dir.path() + "/fake-rsh";
+  std::ofstream(path) << "#!/bin/sh\nhost=$1\nshift\nexec /bin/sh -c \"$*\"\n";
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+TEST(GyreRun, WorkersGetTheirPlaceThreadsAndTaggedOutput) {
+  auto env = test::cleanEnvironment();
+  env.erase("OMP_NUM_THREADS");
+  env["OPENBLAS_NUM_THREADS"] = "7";  // set by the user: kept
+  const ProgramRun run = gyreRun({"-np", "3", "--threads", "2", "--", "/bin/sh", "-c",
+                                  "echo rank=$GYRE_RANK size=$GYRE_WORLD_SIZE local=$GYRE_LOCAL_RANK/$GYRE_LOCAL_SIZE "
+                                  "threads=$GYRE_NUM_THREADS omp=$OMP_NUM_THREADS blas=$OPENBLAS_NUM_THREADS "
+                                  "secret=${#GYRE_SECRET} store=$GYRE_STORE_ADDR; echo to-stderr >&2"},
+                                 env);
+  ASSERT_EQ(run.exitCode, 0) << run.describe();
+  for (int r = 0; r < 3; ++r) {
+    const std::string expect = "[" + std::to_string(r) + "]<stdout>:rank=" + std::to_string(r) + " size=3 local=" +
+                               std::to_string(r) + "/3 threads=2 omp=2 blas=7 secret=64 store=127.0.0.1:";
+    EXPECT_NE(run.out.find(expect), std::string::npos) << expect << "\n" << run.out;
+    EXPECT_NE(run.err.find("[" + std::to_string(r) + "]<stderr>:to-stderr"), std::string::npos) << run.err;
+  }
+}
+
+TEST(GyreRun, OneWorkerIsUntaggedAndOutputDirKeepsEachRanksLog) {
+  test::TempDir dir;
+  ProgramRun run = gyreRun({"-np", "1", "--", "/bin/sh", "-c", "echo plain"});
+  ASSERT_EQ(run.exitCode, 0) << run.describe();
+  EXPECT_EQ(run.out, "plain\n");
+
+  run = gyreRun({"-np", "2", "--output-dir", dir.path() + "/logs", "--", "/bin/sh", "-c", "echo hello $GYRE_RANK"});
+  ASSERT_EQ(run.exitCode, 0) << run.describe();
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream log(dir.path() + "/logs/rank." + std::to_string(r) + ".log");
+    std::string line;
+    std::getline(log, line);
+    EXPECT_EQ(line, "hello " + std::to_string(r));
+  }
+}
+
+TEST(GyreRun, RunsARealJobOnThisHostAndThroughTheRshAgent) {
+  test::TempDir dir;
+  const std::string check = test::binDir() + "/gyre_collective_check";
+  ProgramRun local = gyreRun({"-np", "3", "--", check});
+  ASSERT_EQ(local.exitCode, 0) << local.describe();
+  // Two "hosts" reached through the rsh agent, two and one workers: shm inside, tcp across.
+  ProgramRun remote = gyreRun({"-H", "hostA:2,hostB:1", "--rsh-agent", fakeRsh(dir), "--network-interface", "lo",
+                               "--no-tag-output", "--", check});
+  ASSERT_EQ(remote.exitCode, 0) << remote.describe();
+  const auto rankLines = [](const std::string& out) {
+    std::vector<std::string> lines;
+    for (const auto& l : test::rankLines(out)) lines.push_back(l);
+    return lines;
+  };
+  // The same results, bit for bit, whoever started the ranks.
+  std::string untagged;
+  for (const std::string& l : test::rankLines(std::regex_replace(local.out, std::regex(R"(\[\d+\]<stdout>:)"), "")))
+    untagged += l + "\n";
+  std::string remoteLines;
+  for (const std::string& l : rankLines(remote.out)) remoteLines += l + "\n";
+  EXPECT_EQ(untagged, remoteLines);
+  EXPECT_FALSE(remoteLines.empty());
+}
+
+TEST(GyreRun, AWorkerThatExitsNonZeroStopsTheJobWithOneLineNamingIt) {
+  test::TempDir dir;
+  const std::string sleep = uniqueSleep();
+  const ProgramRun run =
+      gyreRun({"-np", "3", "--", "/bin/sh", "-c",
+               startLeftovers(sleep, dir.path()) + "if [ $GYRE_RANK = 1 ]; then echo last words; exit 3; fi; exec sleep " +
+                   sleep});
+  EXPECT_FALSE(run.timedOut);
+  EXPECT_EQ(run.exitCode, 3) << run.describe();
+  EXPECT_TRUE(std::regex_search(run.err, std::regex(R"(gyre run: rank 1 on host localhost exited with code 3 after [0-9.]+ s)")))
+      << run.err;
+  EXPECT_NE(run.err.find("[1] last words"), std::string::npos) << run.err;
+  EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
+}
+
+TEST(GyreRun, AKilledWorkerIsNamedWithItsSignal) {
+  test::TempDir dir;
+  const std::string sleep = uniqueSleep();
+  const ProgramRun run =
+      gyreRun({"-np", "3", "--output-dir", dir.path() + "/logs", "--", "/bin/sh", "-c",
+               startLeftovers(sleep, dir.path()) + "if [ $GYRE_RANK = 2 ]; then kill -9 $$; fi; exec sleep " + sleep});
+  EXPECT_FALSE(run.timedOut);
+  EXPECT_EQ(run.exitCode, 128 + 9) << run.describe();
+  EXPECT_NE(run.err.find("rank 2 on host localhost was killed by SIGKILL"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("its output is in " + dir.path() + "/logs/rank.2.log"), std::string::npos) << run.err;
+  EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
+}
+
+// Ctrl-C: the shell sends SIGINT to the launcher once every worker has started.
+void interruptTest(const std::vector<std::string>& hostArgs, const test::TempDir& dir) {
+  const std::string sleep = uniqueSleep();
+  std::string script = std::string(GYRE_TOOL) + " run";
+  for (const auto& a : hostArgs) script += " '" + a + "'";
+  script += " -- /bin/sh -c '" + startLeftovers(sleep, dir.path()) + "exec sleep " + sleep + "' & pid=$!\n";
+  script += "for i in $(seq 600); do [ -e " + dir.path() + "/started.0 ] && [ -e " + dir.path() +
+            "/started.2 ] && break; sleep 0.05; done\n"
+            "kill -INT $pid; wait $pid; echo \"launcher exit $?\"\n";
+  const ProgramRun run = shell(script);
+  EXPECT_FALSE(run.timedOut) << run.describe();
+  EXPECT_NE(run.out.find("launcher exit 130"), std::string::npos) << run.out << run.describe();
+  EXPECT_NE(run.err.find("gyre run: interrupted by SIGINT"), std::string::npos) << run.err;
+  EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
+}
+
+TEST(GyreRun, CtrlCStopsEveryWorkerAndLeavesNothingBehind) {
+  test::TempDir dir;
+  interruptTest({"-np", "3"}, dir);
+}
+
+TEST(GyreRun, CtrlCStopsWorkersOnRshHostsToo) {
+  test::TempDir dir;
+  interruptTest({"-H", "hostA:2,hostB:1", "--rsh-agent", fakeRsh(dir), "--network-interface", "lo"}, dir);
+}
+
+TEST(GyreRun, TimeoutStopsTheJob) {
+  const std::string sleep = uniqueSleep();
+  const ProgramRun run = gyreRun({"-np", "2", "--timeout", "1", "--", "sleep", sleep});
+  EXPECT_EQ(run.exitCode, 124) << run.describe();
+  EXPECT_NE(run.err.find("ran past --timeout 1.0 s"), std::string::npos) << run.err;
+  EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
+}
+
+TEST(GyreRun, AWorkerThatCannotMeetItsPeersFailsAtTheStartTimeout) {
+  // Rank 1 never calls init(): rank 0 gives up after --start-timeout, naming the store, its
+  // host and the peer it waited for.
+  const std::string sleep = uniqueSleep();
+  const ProgramRun run =
+      gyreRun({"-np", "2", "--start-timeout", "2", "--", "/bin/sh", "-c",
+               "if [ $GYRE_RANK = 0 ]; then exec " + test::binDir() + "/gyre_init_check; fi; exec sleep " + sleep});
+  EXPECT_FALSE(run.timedOut);
+  EXPECT_NE(run.exitCode, 0);
+  EXPECT_NE(run.err.find("rank 0 of 2 on host"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("could not start (store 127.0.0.1:"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("start-up time-out 2000 ms"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("world/mesh/1"), std::string::npos) << run.err;
+  EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
+}
+
+TEST(GyreRun, AStoreThatCannotBeReachedIsNamed) {
+  // A worker started by hand against a port nobody listens on.
+  auto env = test::cleanEnvironment();
+  env["GYRE_RANK"] = "1";
+  env["GYRE_WORLD_SIZE"] = "2";
+  env["GYRE_LOCAL_RANK"] = "1";
+  env["GYRE_LOCAL_SIZE"] = "2";
+  env["GYRE_SECRET"] = "s";
+  env["GYRE_STORE_ADDR"] = "127.0.0.1:1";
+  env["GYRE_START_TIMEOUT_MS"] = "500";
+  const ProgramRun run = test::runProgram({{test::binDir() + "/gyre_init_check"}, env}, kTimeout);
+  EXPECT_NE(run.exitCode, 0);
+  EXPECT_NE(run.err.find("rank 1 of 2 on host"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("127.0.0.1:1"), std::string::npos) << run.err;
+}
+
+TEST(GyreRun, AnAgentThatCannotStartIsNamedWithItsHost) {
+  const ProgramRun run = gyreRun({"-H", "nohost:1", "--rsh-agent", "false", "--network-interface", "lo", "--",
+                                  "/bin/true"});
+  EXPECT_EQ(run.exitCode, 1) << run.describe();
+  EXPECT_NE(run.err.find("host nohost: its agent (false nohost"), std::string::npos) << run.err;
+}
+
+TEST(GyreRun, BadCommandLinesAreRefusedClearly) {
+  ProgramRun run = gyreRun({"-np", "2"});
+  EXPECT_EQ(run.exitCode, 2) << run.describe();
+  run = gyreRun({"-np", "5", "-H", "localhost:2", "--", "/bin/true"});
+  EXPECT_EQ(run.exitCode, 2) << run.describe();
+  EXPECT_NE(run.err.find("-np 5 asks for more workers than the 2 slots"), std::string::npos) << run.err;
+  run = gyreRun({"-H", "a:x", "--", "/bin/true"});
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("slots must be a positive integer"), std::string::npos) << run.err;
+  run = gyreRun({"-np", "1", "--", "/nonexistent/program"});
+  EXPECT_EQ(run.exitCode, 1);
+  EXPECT_NE(run.err.find("cannot find the program '/nonexistent/program'"), std::string::npos) << run.err;
+}
+
+#else
+TEST(GyreRun, NeedsTheTool) {
+  GTEST_SKIP() << "the gyre tool is not built (GYRE_BUILD_APPS=OFF)";
+}
+#endif
+
+}  // namespace
+}  // namespace gyre
