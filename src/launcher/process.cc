@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "gyre/errors.h"
+#include "launcher/line_reader.h"
 
 extern char** environ;
 
@@ -54,15 +55,6 @@ std::vector<char*> pointers(std::vector<std::string>& strings) {
   for (auto& s : strings) out.push_back(s.data());
   out.push_back(nullptr);
   return out;
-}
-
-// Calls onLine for every complete line in `buffer` and keeps the incomplete rest.
-void splitLines(std::string& buffer, const std::function<void(const std::string&)>& onLine) {
-  std::size_t start = 0;
-  for (std::size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
-    onLine(buffer.substr(start, nl - start));
-  }
-  buffer.erase(0, start);
 }
 
 }  // namespace
@@ -172,7 +164,7 @@ int interruptSignal() {
 SuperviseResult supervise(ProcessGroup& group, int lineFd, Deadline deadline, const std::string& what,
                           const std::function<void(const std::string&)>& onLine) {
   const std::string prefix = what.empty() ? "" : what + ": ";
-  std::string buffer;
+  LineReader lines;
   bool open = lineFd >= 0;
   auto fail = [&](std::string error, int code) {
     group.stopAll();
@@ -183,17 +175,7 @@ SuperviseResult supervise(ProcessGroup& group, int lineFd, Deadline deadline, co
     pollfd p{lineFd, POLLIN, 0};
     const int n = poll(open ? &p : nullptr, open ? 1 : 0, waitMs);
     if (n <= 0 || !open) return open;
-    char chunk[1 << 16];
-    const ssize_t r = read(lineFd, chunk, sizeof chunk);
-    if (r < 0) return errno == EINTR || errno == EAGAIN;
-    if (r == 0) {
-      if (!buffer.empty()) onLine(buffer);
-      buffer.clear();
-      return false;
-    }
-    buffer.append(chunk, static_cast<std::size_t>(r));
-    splitLines(buffer, onLine);
-    return true;
+    return lines.readFrom(lineFd, [&](const std::string& line, char) { onLine(line); });
   };
 
   try {
