@@ -111,8 +111,10 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--threads", f->threads,
                   "Compute threads per worker (default: cores / workers on the host)")
       ->envname("GYRE_NUM_THREADS");
-  cmd->add_option("-x", f->exports,
-                  "Pass NAME=VALUE (or NAME, with its value here) to every worker; repeatable");
+  cmd->add_option("-x", f->exports, "Pass NAME=VALUE (or NAME, with its value here) to every worker; repeatable")
+      ->allow_extra_args(false)
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--gyre-path", f->gyrePath,
                   "Path of the gyre executable on other hosts (default: this one's)");
   cmd->add_option("program", f->program, "The program and its arguments, after --")->required();

@@ -1,6 +1,7 @@
 #include "launcher/agent.h"
 
 #include <dirent.h>
+#include <netdb.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -15,14 +16,16 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <thread>
 
+#include "common/auth.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/socket.h"
-#include "gyre/store.h"
 #include "launcher/agent_protocol.h"
 #include "launcher/line_reader.h"
 #include "launcher/process.h"
+#include "rendezvous/tcp_store_protocol.h"
 
 namespace gyre::launcher {
 namespace {
@@ -63,6 +66,66 @@ std::vector<pid_t> adoptedChildren(const std::vector<pid_t>& known) {
   }
   closedir(dir);
   return found;
+}
+
+// Starts a TCP connection to every "host:port" at once and returns the index of the first to
+// connect (its socket in `out`), or -1 when none did before `until`. Why each failed goes to
+// `errors`.
+int firstToConnect(const std::vector<std::string>& candidates, Deadline until, std::vector<std::string>& errors,
+                   net::Fd& out) {
+  std::vector<net::Fd> fds(candidates.size());
+  std::vector<pollfd> waiting;
+  std::vector<int> index;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    try {
+      const auto [host, port] = net::splitHostPort(candidates[i]);
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* list = nullptr;
+      const int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &list);
+      if (rc != 0) {
+        errors[i] = gai_strerror(rc);
+        continue;
+      }
+      std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(list, freeaddrinfo);
+      fds[i] = net::Fd(::socket(list->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      if (!fds[i].valid()) {
+        errors[i] = errnoText("socket");
+        continue;
+      }
+      if (::connect(fds[i].get(), list->ai_addr, list->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        errors[i] = std::strerror(errno);
+        fds[i] = net::Fd();
+        continue;
+      }
+      waiting.push_back({fds[i].get(), POLLOUT, 0});
+      index.push_back(static_cast<int>(i));
+    } catch (const std::exception& e) {
+      errors[i] = e.what();
+    }
+  }
+  while (!waiting.empty() && !until.expired()) {
+    if (poll(waiting.data(), waiting.size(), std::max(1, until.remainingMs())) <= 0) continue;
+    for (std::size_t k = 0; k < waiting.size();) {
+      if (waiting[k].revents == 0) {
+        ++k;
+        continue;
+      }
+      const int i = index[k];
+      int error = 0;
+      socklen_t length = sizeof error;
+      getsockopt(fds[i].get(), SOL_SOCKET, SO_ERROR, &error, &length);
+      if (error == 0) {
+        net::setNonBlocking(fds[i].get(), false);
+        out = std::move(fds[i]);
+        return i;
+      }
+      errors[i] = std::strerror(error);
+      waiting.erase(waiting.begin() + static_cast<std::ptrdiff_t>(k));
+      index.erase(index.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
+  return -1;
 }
 
 class Agent {
@@ -155,28 +218,36 @@ class Agent {
     return open && !stop;
   }
 
-  // The first candidate address of the job's store that answers, tried in rounds until the
-  // start-up time-out.
+  // The first candidate address of the job's store that answers and accepts the secret. All
+  // candidates are tried at once, in rounds, until the start-up time-out: an address this host
+  // cannot route to costs nothing, and a silent one costs at most a round.
   std::optional<std::string> reachStore() {
     const Deadline deadline = Deadline::after(std::chrono::milliseconds(spec_.startTimeoutMs));
-    std::vector<std::string> errors(spec_.storeCandidates.size());
-    do {
-      for (std::size_t i = 0; i < spec_.storeCandidates.size(); ++i) {
-        if (interruptSignal() != 0 || !launcherWantsUs()) return std::nullopt;
-        const auto attempt = std::min<std::int64_t>(2000, std::max(1, deadline.remainingMs()));
+    std::vector<std::string> errors(spec_.storeCandidates.size(), "no answer");
+    while (true) {
+      if (interruptSignal() != 0 || !launcherWantsUs()) return std::nullopt;
+      const Deadline round(std::min(deadline.at(), Clock::now() + std::chrono::seconds(1)));
+      net::Fd fd;
+      const int winner = firstToConnect(spec_.storeCandidates, round, errors, fd);
+      if (winner >= 0) {
         try {
-          connectTcpStore(spec_.storeCandidates[i], spec_.secret, std::chrono::milliseconds(attempt));
-          return spec_.storeCandidates[i];
+          auth::handshakeAsClient(fd.get(), spec_.secret, rendezvous::kStoreAuthContext,
+                                  Deadline(std::min(deadline.at(), Clock::now() + std::chrono::seconds(5))));
+          return spec_.storeCandidates[winner];
         } catch (const std::exception& e) {
-          errors[i] = e.what();
+          errors[winner] = std::string("handshake failed: ") + e.what();
         }
       }
-    } while (!deadline.expired());
+      if (deadline.expired()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::clamp(deadline.remainingMs(), 0, 100)));
+    }
     std::string tried;
     for (std::size_t i = 0; i < errors.size(); ++i)
       tried += (i == 0 ? "" : "; ") + spec_.storeCandidates[i] + " (" + errors[i] + ")";
-    fail("host " + spec_.host + " (" + net::hostName() + ") could not reach the job's store within " +
-         std::to_string(spec_.startTimeoutMs / 1000.0).substr(0, 4) + " s (--start-timeout); tried " + tried);
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%.1f", spec_.startTimeoutMs / 1000.0);
+    fail("host " + spec_.host + " (" + net::hostName() + ") could not reach the job's store within " + limit +
+         " s (--start-timeout); tried " + tried);
     return std::nullopt;
   }
 

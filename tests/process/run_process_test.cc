@@ -77,14 +77,15 @@ TEST(GyreRun, WorkersGetTheirPlaceThreadsAndTaggedOutput) {
   auto env = test::cleanEnvironment();
   env.erase("OMP_NUM_THREADS");
   env["OPENBLAS_NUM_THREADS"] = "7";  // set by the user: kept
-  const ProgramRun run = gyreRun({"-np", "3", "--threads", "2", "--", "/bin/sh", "-c",
-                                  "echo rank=$GYRE_RANK size=$GYRE_WORLD_SIZE local=$GYRE_LOCAL_RANK/$GYRE_LOCAL_SIZE "
+  // -x right before -- must not swallow the separator.
+  const ProgramRun run = gyreRun({"-np", "3", "--threads", "2", "-x", "FOO=a b", "--", "/bin/sh", "-c",
+                                  "echo foo=$FOO rank=$GYRE_RANK size=$GYRE_WORLD_SIZE local=$GYRE_LOCAL_RANK/$GYRE_LOCAL_SIZE "
                                   "threads=$GYRE_NUM_THREADS omp=$OMP_NUM_THREADS blas=$OPENBLAS_NUM_THREADS "
                                   "secret=${#GYRE_SECRET} store=$GYRE_STORE_ADDR; echo to-stderr >&2"},
                                  env);
   ASSERT_EQ(run.exitCode, 0) << run.describe();
   for (int r = 0; r < 3; ++r) {
-    const std::string expect = "[" + std::to_string(r) + "]<stdout>:rank=" + std::to_string(r) + " size=3 local=" +
+    const std::string expect = "[" + std::to_string(r) + "]<stdout>:foo=a b rank=" + std::to_string(r) + " size=3 local=" +
                                std::to_string(r) + "/3 threads=2 omp=2 blas=7 secret=64 store=127.0.0.1:";
     EXPECT_NE(run.out.find(expect), std::string::npos) << expect << "\n" << run.out;
     EXPECT_NE(run.err.find("[" + std::to_string(r) + "]<stderr>:to-stderr"), std::string::npos) << run.err;
