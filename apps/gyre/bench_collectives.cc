@@ -7,11 +7,14 @@
 #include <memory>
 #include <optional>
 
+#include "bench_launched.h"
 #include "bench_options.h"
 #include "bench_report.h"
 #include "bench_worker.h"
 #include "common/auth.h"
 #include "common/check.h"
+#include "common/logging.h"
+#include "gyre/init.h"
 #include "gyre/store.h"
 #include "mpi_baseline.h"
 #include "process.h"
@@ -83,22 +86,43 @@ int runBench(const BenchOptions& o, const std::vector<std::string>& args) {
   return 0;
 }
 
+// detectLaunch() of this process, without its warnings: when a launcher started us, init()
+// detects the launch again and warns then, once per rank.
+LaunchInfo detectLaunchQuietly() {
+  const log::Level level = log::level();
+  log::setLevel(log::Level::kError);
+  try {
+    LaunchInfo job = detectLaunch(processEnvironment());
+    log::setLevel(level);
+    return job;
+  } catch (...) {
+    log::setLevel(level);
+    throw;
+  }
+}
+
 }  // namespace
 
 void addBenchCollectives(CLI::App& bench, std::function<int()>& action,
                          const std::vector<std::string>& args) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd =
-      bench.add_subcommand("collectives", "Time a collective over a sweep of message sizes on N local ranks");
+  CLI::App* cmd = bench.add_subcommand(
+      "collectives",
+      "Time a collective over a sweep of message sizes on N local ranks, or as one rank of a launched job");
   cmd->footer(
       "Units as in nccl-tests: algbw = bytes / time, busbw = algbw * 2(n-1)/n (allreduce),\n"
       "(n-1)/n (allgather, reducescatter, alltoall), 1 (broadcast, reduce). See docs/benchmarks.md.\n\n"
       "Examples:\n"
       "  gyre bench collectives --np 2 --algo all --baseline mpi\n"
       "  gyre bench collectives --np 4 --op allgather --max-bytes 16M --json\n"
-      "  gyre bench collectives --np 2 --max-bytes 1M --check");
+      "  gyre bench collectives --np 2 --max-bytes 1M --check\n\n"
+      "Started by a launcher (gyre run, mpirun, srun, torchrun), each process is one rank of the job and\n"
+      "rank 0 prints the table:\n"
+      "  gyre run -np 4 -- gyre bench collectives --algo all --check");
 
-  cmd->add_option("--np", o->np, "Number of local ranks to start")->capture_default_str();
+  CLI::Option* npOption =
+      cmd->add_option("--np", o->np, "Number of local ranks to start (under a launcher: the job's size)")
+          ->capture_default_str();
   cmd->add_option("--op", o->op, "Collective to time")
       ->check(CLI::IsMember(benchOpNames()))
       ->capture_default_str();
@@ -142,8 +166,13 @@ void addBenchCollectives(CLI::App& bench, std::function<int()>& action,
   cmd->add_option("--worker-store", o->workerStore)->group("");
   cmd->add_option("--worker-result-fd", o->workerResultFd)->group("");
 
-  cmd->callback([o, &action, &args] {
-    action = [o, &args] { return o->isWorker() ? runBenchWorker(*o) : runBench(*o, args); };
+  cmd->callback([o, npOption, &action, &args] {
+    action = [o, npOption, &args] {
+      if (o->isWorker()) return runBenchWorker(*o);
+      const LaunchInfo job = detectLaunchQuietly();
+      if (job.launcher != "none") return runLaunchedBench(*o, npOption->count() > 0, job);
+      return runBench(*o, args);
+    };
   });
 }
 

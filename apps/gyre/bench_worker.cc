@@ -41,7 +41,10 @@ double maxOverRanks(Communicator& comm, double value) {
   return result;
 }
 
-void runSweep(Communicator& comm, const BenchOptions& o, int resultFd) {
+}  // namespace
+
+std::size_t runSweep(Communicator& comm, const BenchOptions& o,
+                     const std::function<void(const BenchRow&)>& onRow) {
   const BenchOp op = parseBenchOp(o.op);
   const DataType dtype = parseDataType(o.dtype);
   const ReduceOp redop = parseReduceOp(o.redop);
@@ -49,6 +52,7 @@ void runSweep(Communicator& comm, const BenchOptions& o, int resultFd) {
   OpRunner runner(comm, op, dtype, redop, o.inplace, o.maxBytes);
   runner.fillForTiming();
 
+  std::size_t failedChecks = 0;
   for (std::uint64_t requested : sweepSizes(o, op)) {
     const std::uint64_t count = runner.setSize(requested);
     const int iters = itersFor(o, requested);
@@ -58,6 +62,7 @@ void runSweep(Communicator& comm, const BenchOptions& o, int resultFd) {
       if (o.check) {
         const double wrong = static_cast<double>(runner.check());
         row.checkOk = maxOverRanks(comm, wrong) == 0;
+        if (!*row.checkOk) ++failedChecks;
         runner.fillForTiming();
       }
       for (int i = 0; i < o.warmup; ++i) runner.run();
@@ -78,12 +83,11 @@ void runSweep(Communicator& comm, const BenchOptions& o, int resultFd) {
       row.np = comm.size();
       row.inplace = o.inplace;
       row.iters = iters;
-      writeLine(resultFd, toJson(row).dump());
+      onRow(row);
     }
   }
+  return failedChecks;
 }
-
-}  // namespace
 
 CommunicatorOptions benchCommunicatorOptions(const BenchOptions& o, const std::string& secret) {
   CommunicatorOptions options;
@@ -105,7 +109,7 @@ int runBenchWorker(const BenchOptions& o) {
     if (o.workerRank == 0 && o.workerResultFd < 0) throw InvalidArgument("rank 0 needs a result descriptor");
     auto store = connectTcpStore(o.workerStore, secret, std::chrono::seconds(o.opTimeoutS));
     auto comm = Communicator::create(store, o.workerRank, o.workerSize, benchCommunicatorOptions(o, secret));
-    runSweep(*comm, o, o.workerResultFd);
+    runSweep(*comm, o, [&](const BenchRow& row) { writeLine(o.workerResultFd, toJson(row).dump()); });
     return 0;
   } catch (const PeerLostError& e) {
     fmt::print(stderr, "gyre bench: rank {}: lost rank {}: {}\n", o.workerRank, e.rank(), e.what());

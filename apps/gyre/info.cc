@@ -1,15 +1,15 @@
 #include "info.h"
 
 #include <fmt/format.h>
-#include <sched.h>
-#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <memory>
-#include <nlohmann/json.hpp>
-#include <thread>
 
 #include "common/config.h"
 #include "gyre/version.h"
+#include "info_report.h"
 #include "process.h"
 
 extern char** environ;
@@ -17,13 +17,8 @@ extern char** environ;
 namespace gyre::app {
 namespace {
 
-int usableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0)
-    return static_cast<int>(std::thread::hardware_concurrency());
-  return CPU_COUNT(&set);
-}
+// `--version` commands must answer within this; a launcher that hangs costs no more.
+constexpr std::chrono::milliseconds kVersionTimeout{3000};
 
 // The GYRE_* variables of this process.
 config::Env gyreEnvironment() {
@@ -37,43 +32,74 @@ config::Env gyreEnvironment() {
   return env;
 }
 
+std::string environmentValue(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
+// Finds a launcher in PATH and, when `versionArgs` are given, asks it its version (in a thread
+// of its own: the launchers answer in parallel).
+std::future<info::LauncherStatus> probeLauncher(std::string name, std::vector<std::string> versionArgs,
+                                                std::string note) {
+  return std::async(std::launch::async,
+                    [name = std::move(name), versionArgs = std::move(versionArgs), note = std::move(note)] {
+                      info::LauncherStatus status{name, findExecutable(name), "", note};
+                      if (status.path.empty() || versionArgs.empty()) return status;
+                      std::vector<std::string> argv{status.path};
+                      argv.insert(argv.end(), versionArgs.begin(), versionArgs.end());
+                      info::CommandOptions options;
+                      options.timeout = kVersionTimeout;
+                      const info::CommandResult result = info::runCommand(argv, options);
+                      if (result.ok()) {
+                        status.version = info::versionLine(result.output);
+                      } else {
+                        const std::string said = info::versionLine(result.output);
+                        status.note = fmt::format("(`{} {}` failed: {}{})", name, versionArgs.front(),
+                                                  result.error, said.empty() ? "" : ": " + said);
+                      }
+                      return status;
+                    });
+}
+
+info::Report gatherReport() {
+  info::Report r;
+  r.version = kVersion;
+  r.executable = selfExecutable();
+#ifdef GYRE_WITH_MPI
+  r.mpiTransport = true;
+#endif
+  auto mpirun = probeLauncher("mpirun", {"--version"}, "");
+  auto srun = probeLauncher("srun", {"--version"}, "");
+  auto torchrun = probeLauncher("torchrun", {}, "(start native programs with --no_python)");
+  auto ssh = probeLauncher("ssh", {"-V"}, "");
+  r.launchers.push_back({"gyre run", r.executable, "", "(this executable)"});
+
+  const std::string dir = r.executable.substr(0, r.executable.rfind('/'));
+  r.mpiBenchmark = findExecutable(dir + "/gyre_mpi_bench");
+  r.multiarch = info::multiarchTriple();
+  r.torch = info::probeTorch(environmentValue("CMAKE_PREFIX_PATH"));
+  r.blas = info::probeBlas(info::blasSoname(r.torch.needed));
+  r.cores = info::countCores();
+  for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    r.threadVariables.emplace_back(name, environmentValue(name));
+  r.gyreEnv = gyreEnvironment();
+
+  for (auto* launcher : {&mpirun, &srun, &torchrun, &ssh}) r.launchers.push_back(launcher->get());
+  return r;
+}
+
 int runInfo(bool json) {
-  const std::string self = selfExecutable();
-  const std::string mpiBench = findExecutable(self.substr(0, self.rfind('/')) + "/gyre_mpi_bench");
-  const std::string mpirun = findExecutable("mpirun");
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  const config::Env env = gyreEnvironment();
-  if (json) {
-    nlohmann::json j = {{"version", kVersion},
-                        {"cores_online", online},
-                        {"cores_usable", usableCores()},
-                        {"transports", {"tcp", "shm"}},
-                        {"mpirun", mpirun},
-                        {"gyre_mpi_bench", mpiBench},
-                        {"knobs", nlohmann::json::array()}};
-    for (const config::Knob& k : config::knobs()) {
-      nlohmann::json knob = {{"name", k.name}, {"default", k.defaultValue}, {"doc", k.doc}};
-      if (!k.choices.empty()) knob["choices"] = k.choices;
-      if (const auto it = env.find(std::string(k.name)); it != env.end()) knob["value"] = it->second;
-      j["knobs"].push_back(knob);
-    }
-    fmt::print("{}\n", j.dump());
+  const info::Report report = gatherReport();
+  if (!json) {
+    fmt::print("{}", info::formatReportText(report));
     return 0;
   }
-  fmt::print("gyre {}\n", kVersion);
-  fmt::print("  executable      {}\n", self);
-  fmt::print("  cores           {} online, {} usable by this process\n", online, usableCores());
-  fmt::print("  transports      tcp, shm (shared memory between ranks on one host)\n");
-  fmt::print("  mpirun          {}\n",
-             mpirun.empty() ? "not found (the MPI baseline needs openmpi-bin)" : mpirun);
-  fmt::print("  gyre_mpi_bench  {}\n", mpiBench.empty() ? "not built (CMake did not find MPI)" : mpiBench);
-  fmt::print("\nEnvironment knobs (docs/configuration.md):\n{}", config::formatText());
-  std::string set;
-  for (const config::Knob& k : config::knobs()) {
-    if (const auto it = env.find(std::string(k.name)); it != env.end())
-      set += fmt::format("  {}={}\n", k.name, it->second);
-  }
-  fmt::print("\nSet in this environment:\n{}", set.empty() ? "  (none)\n" : set);
+  fmt::print("{}", info::formatReportJson(report));
+  std::fflush(stdout);  // whole, before anything on stderr
+  // stdout is for tools here; people still need to see this.
+  const std::string warning =
+      info::blasWarning(report.blas.verdict, report.blas.soname, report.blas.chain, report.multiarch);
+  if (!warning.empty()) fmt::print(stderr, "{}", warning);
   return 0;
 }
 
@@ -81,8 +107,8 @@ int runInfo(bool json) {
 
 void addInfo(CLI::App& app, std::function<int()>& action) {
   auto json = std::make_shared<bool>(false);
-  CLI::App* cmd =
-      app.add_subcommand("info", "Print the version, cores, transports and GYRE_* environment knobs");
+  CLI::App* cmd = app.add_subcommand(
+      "info", "Print the version, transports, launchers, libtorch and its BLAS, cores and GYRE_* knobs");
   cmd->add_flag("--json", *json, "One JSON object instead of text");
   cmd->callback([json, &action] { action = [json] { return runInfo(*json); }; });
 }

@@ -16,10 +16,16 @@ struct LaunchInfo {
   int size = 1;
   int localRank = 0;
   int localSize = 1;
-  // "host:port" of the TCP store, or "file:PATH" of a file store. Empty only for size 1.
+  // "host:port" of the TCP store, or "file:PATH" of a file store. Empty for size 1, and when
+  // storeOverMpi (below).
   std::string storeAddress;
   // True when this rank must start the TCP store server (rank 0 under torchrun and Slurm).
   bool hostStore = false;
+  // Under mpirun with GYRE_TRANSPORT=mpi and no store address given: world rank 0 hosts a TCP
+  // store on a free port and broadcasts its address over MPI (with a fresh secret when
+  // GYRE_SECRET is not set); storeAddress and, then, secret are empty until init() does so, and
+  // hostStore is true on rank 0 only.
+  bool storeOverMpi = false;
   std::string secret;
   std::string jobId;
 };

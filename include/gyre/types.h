@@ -38,8 +38,10 @@ enum class BroadcastAlgorithm : std::uint8_t {
 };
 
 // Which byte mover connects a pair of ranks. kAuto uses shared memory between ranks on one
-// host and TCP otherwise.
-enum class Transport : std::uint8_t { kAuto, kTcp, kShm };
+// host and TCP otherwise. kMpi moves the data with MPI point-to-point messages; it is used only
+// when asked for, needs a build with MPI (GYRE_WITH_MPI) and one MPI process per rank, all
+// started by one mpirun (docs/transports.md).
+enum class Transport : std::uint8_t { kAuto, kTcp, kShm, kMpi };
 
 // Milliseconds; zero means "the communicator's default time-out".
 using Timeout = std::chrono::milliseconds;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "api/options_env.h"
+#include "api/store_over_mpi.h"
 #include "common/check.h"
 #include "common/config.h"
 #include "common/logging.h"
@@ -50,8 +51,8 @@ std::string storeBindAddress(const LaunchInfo& info, const CommunicatorOptions& 
   return host;
 }
 
-std::shared_ptr<Store> openStore(const LaunchInfo& info, const config::Env& env,
-                                 const CommunicatorOptions& options) {
+std::shared_ptr<Store> openStore(LaunchInfo& info, const config::Env& env, CommunicatorOptions& options) {
+  if (info.storeOverMpi) return openStoreOverMpi(info, options);
   if (info.storeAddress.empty()) return createMemoryStore();  // a world of one
   if (info.storeAddress.starts_with("file:")) {
     auto store = createFileStore(info.storeAddress.substr(5));
@@ -73,13 +74,19 @@ std::shared_ptr<Store> openStore(const LaunchInfo& info, const config::Env& env,
 }  // namespace
 
 std::shared_ptr<Communicator> init(CommunicatorOptions options) {
-  const auto env = processEnvironment();
-  const LaunchInfo info = detectLaunch(env);
+  auto env = processEnvironment();
+  // detectLaunch reads the transport from the environment (it decides how an mpirun job meets);
+  // a transport asked for in code counts too when the environment does not override it.
+  if (options.transport == Transport::kMpi && !config::isSet(env, "GYRE_TRANSPORT"))
+    env["GYRE_TRANSPORT"] = "mpi";
+  LaunchInfo info = detectLaunch(env);
   applyKnobs(env, options);
   if (options.secret.empty()) options.secret = info.secret;
   log::info("init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size, ", local ",
             info.localRank, " of ", info.localSize, ", store ",
-            info.storeAddress.empty() ? "in-process" : info.storeAddress);
+            info.storeOverMpi           ? "hosted by rank 0, its address sent over MPI"
+            : info.storeAddress.empty() ? "in-process"
+                                        : info.storeAddress);
   const Timeout opTimeout = options.timeout;
   if (options.startTimeout.count() > 0) options.timeout = options.startTimeout;
   try {
@@ -93,7 +100,10 @@ std::shared_ptr<Communicator> init(CommunicatorOptions options) {
   } catch (const Error& e) {
     // One line that says who failed to start, where, and what it tried to reach.
     GYRE_THROW(Error, "rank ", info.rank, " of ", info.size, " on host ", net::hostName(),
-               " could not start (store ", info.storeAddress.empty() ? "in-process" : info.storeAddress,
+               " could not start (store ",
+               !info.storeAddress.empty() ? info.storeAddress
+               : info.storeOverMpi        ? std::string("to be sent over MPI")
+                                          : std::string("in-process"),
                ", start-up time-out ", (options.startTimeout.count() > 0 ? options.startTimeout : opTimeout).count(),
                " ms): ", e.what());
   }

@@ -1,6 +1,8 @@
 // detectLaunch: where this process sits in its job, from the variables its launcher set.
 // Precedence: GYRE_* > OpenMPI > Slurm > torchrun > none. GYRE_STORE_ADDR, GYRE_SECRET,
 // GYRE_JOB_ID and GYRE_HOST_STORE override what a launcher implies. See docs/launching.md.
+// Under mpirun with GYRE_TRANSPORT=mpi and no store address, the store's address (and secret)
+// come over MPI at init() instead (LaunchInfo::storeOverMpi).
 #include <unistd.h>
 
 #include <charconv>
@@ -82,10 +84,15 @@ void readOpenMpi(const Env& env, LaunchInfo& info) {
   if (info.size == 1 || config::isSet(env, "GYRE_STORE_ADDR")) return;
   if (has(env, "MASTER_ADDR")) {
     info.storeAddress = hostPort(*lookup(env, "MASTER_ADDR"), portVar(env, "MASTER_PORT"));
+  } else if (config::getChoice(env, "GYRE_TRANSPORT") == "mpi") {
+    // MPI is about to carry the data anyway: it carries the store's address first, on one host
+    // or many, with no file and no port to choose.
+    info.storeOverMpi = true;
   } else {
     GYRE_ARG_CHECK(info.localSize == info.size,
-                   "under mpirun across several hosts gyre needs a rendezvous store: set MASTER_ADDR and "
-                   "MASTER_PORT (rank 0's host and a free port) or GYRE_STORE_ADDR");
+                   "under mpirun across several hosts gyre needs a rendezvous store: set GYRE_TRANSPORT=mpi "
+                   "(rank 0 then hosts one and tells the others over MPI), or MASTER_ADDR and MASTER_PORT "
+                   "(rank 0's host and a free port), or GYRE_STORE_ADDR");
     GYRE_ARG_CHECK(
         !info.jobId.empty(),
         "under mpirun, neither OMPI_MCA_ess_base_jobid nor PMIX_NAMESPACE is set; set GYRE_STORE_ADDR "
@@ -214,13 +221,17 @@ LaunchInfo detectLaunch(const std::map<std::string, std::string>& env) {
   info.hostStore = hostChoice == "auto"
                        ? tcpStore && info.rank == 0 && info.launcher != "gyre" && info.launcher != "none"
                        : hostChoice == "1";
+  if (info.storeOverMpi) info.hostStore = info.rank == 0;  // on a port it picks, so nobody else can
   GYRE_ARG_CHECK(!(info.hostStore && info.storeAddress.starts_with("file:")),
                  "GYRE_HOST_STORE=1 needs a TCP store address, not ", info.storeAddress);
-  GYRE_ARG_CHECK(info.size == 1 || !info.storeAddress.empty(), info.launcher, ": a world of ", info.size,
+  GYRE_ARG_CHECK(info.size == 1 || !info.storeAddress.empty() || info.storeOverMpi, info.launcher,
+                 ": a world of ", info.size,
                  " needs a rendezvous store; set GYRE_STORE_ADDR (host:port or file:PATH)");
 
   if (config::isSet(env, "GYRE_SECRET")) {
     info.secret = config::getString(env, "GYRE_SECRET");
+  } else if (info.storeOverMpi) {
+    // init() generates one on rank 0 and broadcasts it with the store's address.
   } else if (info.launcher != "none") {
     GYRE_ARG_CHECK(
         info.size == 1 || info.launcher != "gyre" || config::isSet(env, "GYRE_JOB_ID"),

@@ -72,8 +72,9 @@ constexpr std::array<Knob, 18> kKnobs = {{
      0,
      4096},
     {"GYRE_TRANSPORT", KnobType::kChoice, "auto",
-     "Transport between ranks: auto (shared memory on one host, TCP between hosts), tcp or shm.",
-     "auto|tcp|shm"},
+     "Transport between ranks: auto (shared memory on one host, TCP between hosts), tcp, shm, or mpi (MPI "
+     "point-to-point messages; only under mpirun, in a build with MPI; never chosen by auto).",
+     "auto|tcp|shm|mpi"},
     {"GYRE_IFACE", KnobType::kString, "",
      "Network interface name (eth0) or address to listen on. Default: the address that reaches the store, or "
      "loopback for a single-host job."},
@@ -273,17 +274,54 @@ std::string formatMarkdown() {
   return out.str();
 }
 
-std::string formatText() {
+std::string formatText(const Env& env) {
   std::size_t width = 0;
   for (const Knob& k : kKnobs) width = std::max(width, k.name.size());
   std::ostringstream out;
   for (const Knob& k : kKnobs) {
     out << std::string(k.name) << std::string(width + 2 - k.name.size(), ' ') << "[" << typeName(k)
         << ", default " << (k.defaultValue.empty() ? std::string("unset") : std::string(k.defaultValue))
-        << "]\n"
-        << std::string(width + 2, ' ') << k.doc << rangeNote(k) << "\n";
+        << "]";
+    if (isSet(env, k.name)) {
+      out << "  = " << env.at(std::string(k.name));
+      if (const std::string error = checkValue(env, k.name); !error.empty()) out << "  INVALID: " << error;
+    }
+    out << "\n" << std::string(width + 2, ' ') << k.doc << rangeNote(k) << "\n";
   }
   return out.str();
+}
+
+std::string checkValue(const Env& env, std::string_view name) {
+  const Knob& k = knob(name);
+  if (!isSet(env, name)) return "";
+  try {
+    switch (k.type) {
+      case KnobType::kInt:
+        getInt(env, name);
+        break;
+      case KnobType::kBool:
+        getBool(env, name);
+        break;
+      case KnobType::kChoice:
+        getChoice(env, name);
+        break;
+      case KnobType::kString:
+        if (name == "GYRE_COST_MODEL") getCostModel(env);
+        break;
+    }
+  } catch (const InvalidArgument& e) {
+    // Drop the " (file.cc:123)" GYRE_ARG_CHECK appends.
+    std::string message = e.what();
+    const auto open = message.rfind(" (");
+    const auto colon = message.rfind(':');
+    if (open != std::string::npos && colon != std::string::npos && colon > open && message.back() == ')' &&
+        colon + 2 < message.size() &&
+        std::all_of(message.begin() + static_cast<std::ptrdiff_t>(colon) + 1, message.end() - 1,
+                    [](unsigned char c) { return std::isdigit(c); }))
+      message.erase(open);
+    return message;
+  }
+  return "";
 }
 
 }  // namespace gyre::config

@@ -37,9 +37,16 @@ struct Knob {
 std::span<const Knob> knobs();
 // The knob called `name`; throws InvalidArgument for a name not in the table.
 const Knob& knob(std::string_view name);
-// The table as Markdown (docs/configuration.md) or as aligned text (`gyre info`).
+// The table as Markdown (docs/configuration.md) or as aligned text (`gyre info`). The text form
+// shows, for each knob set in `env`, its value, and marks a value its getter would reject with
+// the reason (checkValue).
 std::string formatMarkdown();
-std::string formatText();
+std::string formatText(const Env& env = {});
+
+// Why the knob's typed getter would reject env's value of `name` (GYRE_COST_MODEL's own parser
+// included): the getter's message without its file:line, for people at a terminal. "" when the
+// value is valid or unset. Throws InvalidArgument for a name not in the table.
+std::string checkValue(const Env& env, std::string_view name);
 
 // True when `name` is present in env with a non-empty value (an empty value counts as unset).
 bool isSet(const Env& env, std::string_view name);

@@ -93,6 +93,7 @@ std::string_view toString(Transport transport) {
     case Transport::kAuto: return "auto";
     case Transport::kTcp: return "tcp";
     case Transport::kShm: return "shm";
+    case Transport::kMpi: return "mpi";
   }
   return "invalid";
 }
@@ -136,8 +137,8 @@ BroadcastAlgorithm parseBroadcastAlgorithm(std::string_view name) {
 }
 
 Transport parseTransport(std::string_view name) {
-  static constexpr std::array<std::pair<const char*, Transport>, 3> kTable{{
-      {"auto", Transport::kAuto}, {"tcp", Transport::kTcp}, {"shm", Transport::kShm},
+  static constexpr std::array<std::pair<const char*, Transport>, 4> kTable{{
+      {"auto", Transport::kAuto}, {"tcp", Transport::kTcp}, {"shm", Transport::kShm}, {"mpi", Transport::kMpi},
   }};
   return parseFrom("transport", name, kTable);
 }

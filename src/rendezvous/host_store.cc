@@ -1,5 +1,6 @@
 #include "rendezvous/host_store.h"
 
+#include "common/check.h"
 #include "common/socket.h"
 #include "rendezvous/network_store.h"
 
@@ -28,6 +29,7 @@ class HostedStore final : public Store, public NetworkStore {
   std::string localAddress() const override {
     return dynamic_cast<const NetworkStore&>(*client_).localAddress();
   }
+  std::string serverAddress() const { return server_->address(); }
 
  private:
   std::unique_ptr<TcpStoreServer> server_;  // declared first: destroyed after the client
@@ -44,6 +46,12 @@ std::shared_ptr<Store> hostTcpStore(const std::string& secret, const std::string
   if (host == "::") host = "::1";
   auto client = connectTcpStore(net::joinHostPort(host, server->port()), secret, timeout);
   return std::make_shared<HostedStore>(std::move(server), std::move(client));
+}
+
+std::string hostedStoreAddress(const Store& store) {
+  const auto* hosted = dynamic_cast<const HostedStore*>(&store);
+  GYRE_ARG_CHECK(hosted != nullptr, "hostedStoreAddress: the store was not made by hostTcpStore");
+  return hosted->serverAddress();
 }
 
 }  // namespace gyre::rendezvous

@@ -20,4 +20,8 @@ std::shared_ptr<Store> hostTcpStore(const std::string& secret, const std::string
                                     std::uint16_t port,
                                     std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// The address ("host:port") that the server of a store returned by hostTcpStore serves on, for
+// the other ranks. Throws InvalidArgument for any other store.
+std::string hostedStoreAddress(const Store& store);
+
 }  // namespace gyre::rendezvous

@@ -1,7 +1,8 @@
 // Mesh::connect: publish this rank's listener in the store, connect to lower ranks and accept
 // higher ones (no cycle, so no deadlock), authenticate every connection, map the shared-memory
 // segments of peers on this host, and meet every peer once more before the segment names are
-// unlinked.
+// unlinked. With the MPI transport only control connections are made, and once every peer has
+// answered, the members create the communicator's MPI communicator together.
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "common/check.h"
 #include "common/logging.h"
 #include "transport/mesh_impl.h"
+#include "transport/mpi/mpi_transport.h"
 #include "transport/shm/shm_channel.h"
 #include "transport/tcp/tcp_channel.h"
 
@@ -21,6 +23,9 @@ namespace {
 
 constexpr std::uint32_t kHelloMagic = 0x48525947;  // "GYRH"
 constexpr auto kHandshakeLimit = std::chrono::seconds(5);
+// A counter in the store, shared by every communicator of the job, that hands out the tags of
+// MPI_Comm_create_group calls (mpi/mpi_group.cc).
+constexpr const char* kMpiGroupCounter = "gyre/mpi-group-tags";
 
 enum class Link : std::uint32_t { kControl = 0, kData = 1 };
 
@@ -49,20 +54,25 @@ std::string hostIdentity() {
          (n > 0 ? std::string(ns, n) : "");
 }
 
-std::string encodeRecord(const std::string& address, const std::string& hostname, const std::string& hostId) {
-  return address + "|" + hostname + "|" + hostId + "|" + std::to_string(getpid());
+// address|hostname|hostId|pid|MPI_COMM_WORLD rank (-1 without the MPI transport)
+std::string encodeRecord(const std::string& address, const std::string& hostname, const std::string& hostId,
+                         int mpiRank) {
+  return address + "|" + hostname + "|" + hostId + "|" + std::to_string(getpid()) + "|" +
+         std::to_string(mpiRank);
 }
 
 PeerInfo decodeRecord(const std::string& record, int rank) {
   std::vector<std::string> parts;
   std::stringstream in(record);
   for (std::string part; std::getline(in, part, '|');) parts.push_back(part);
-  if (parts.size() != 4) GYRE_THROW(ProtocolError, "rank ", rank, " published a malformed address '", record, "'");
+  if (parts.size() != 5)
+    GYRE_THROW(ProtocolError, "rank ", rank, " published a malformed address '", record, "'");
   PeerInfo info;
   info.address = parts[0];
   info.hostname = parts[1];
   info.hostId = parts[2];
   info.pid = std::atoi(parts[3].c_str());
+  info.mpiRank = std::atoi(parts[4].c_str());
   return info;
 }
 
@@ -100,6 +110,8 @@ Deadline handshakeDeadline(Deadline overall) {
 std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
   GYRE_ARG_CHECK(o.size >= 1 && o.rank >= 0 && o.rank < o.size, "rank ", o.rank, " is not in a world of ",
                  o.size);
+  const bool useMpi = o.transport == Transport::kMpi;
+  if (useMpi) mpi::requireAvailable();
   auto mesh = std::make_unique<MeshImpl>(o);
   if (o.size == 1) return mesh;
   const Deadline deadline = Deadline::after(o.connectTimeout);
@@ -110,22 +122,35 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
       net::joinHostPort(net::localHost(listener.get()), net::localPort(listener.get()));
   const std::string myId = hostIdentity();
   const std::string prefix = o.name + "/mesh/";
-  store.setString(prefix + std::to_string(o.rank), encodeRecord(self, net::hostName(), myId));
+  const int myMpiRank = useMpi ? mpi::worldPlace().rank : -1;
+  store.setString(prefix + std::to_string(o.rank), encodeRecord(self, net::hostName(), myId, myMpiRank));
   std::vector<std::string> keys;
   for (int r = 0; r < o.size; ++r) keys.push_back(prefix + std::to_string(r));
+  const std::string mpiTagKey = o.name + "/mpi-group-tag";
+  if (useMpi) {
+    if (o.rank == 0) store.setString(mpiTagKey, std::to_string(store.add(kMpiGroupCounter, 1)));
+    keys.push_back(mpiTagKey);
+  }
   store.wait(keys, std::chrono::milliseconds(std::max(1, deadline.remainingMs())));
 
-  std::vector<int> local;  // ranks on this host that use shared memory, in rank order
+  std::vector<int> local;     // ranks on this host that use shared memory, in rank order
+  std::vector<int> mpiRanks;  // MPI_COMM_WORLD rank of each rank (MPI transport)
   for (int r = 0; r < o.size; ++r) {
     if (r != o.rank) mesh->peers_[r].info = decodeRecord(store.getString(keys[r]), r);
     const bool sameHost = r == o.rank || mesh->peers_[r].info.hostId == myId;
     if (o.transport == Transport::kShm && !sameHost)
       GYRE_THROW(InvalidArgument, "transport shm was requested, but rank ", r, " runs on another host (",
                  mesh->peers_[r].info.hostname, ")");
-    if (sameHost && o.transport != Transport::kTcp) local.push_back(r);
+    if (sameHost && (o.transport == Transport::kAuto || o.transport == Transport::kShm)) local.push_back(r);
+    if (!useMpi) continue;
+    mpiRanks.push_back(r == o.rank ? myMpiRank : mesh->peers_[r].info.mpiRank);
+    GYRE_ARG_CHECK(mpiRanks.back() >= 0, "transport mpi was requested, but rank ", r,
+                   " did not ask for it: every rank of a communicator must use the same transport");
   }
   const bool useShm = local.size() > 1;
   auto isLocal = [&](int r) { return useShm && std::find(local.begin(), local.end(), r) != local.end(); };
+  // Peers whose bytes go over a TCP data connection (besides the control connection).
+  auto needsDataLink = [&](int r) { return !useMpi && !isLocal(r); };
   // Index of `writer`'s ring in `owner`'s segment.
   auto ringIndex = [&](int owner, int writer) {
     std::uint32_t index = 0;
@@ -148,7 +173,7 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
   for (int r = 0; r < o.rank; ++r) {
     auto [host, port] = net::splitHostPort(mesh->peers_[r].info.address);
     for (Link link : {Link::kControl, Link::kData}) {
-      if (link == Link::kData && isLocal(r)) continue;
+      if (link == Link::kData && !needsDataLink(r)) continue;
       net::Fd fd = net::connectTo(host, port, deadline);
       auth::handshakeAsClient(fd.get(), o.secret, context, deadline);
       sendHello(fd.get(), o.rank, link, myShm, deadline);
@@ -165,7 +190,7 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
 
   // Higher ranks: accept until each has its control (and, over TCP, data) connection.
   int expected = 0;
-  for (int r = o.rank + 1; r < o.size; ++r) expected += isLocal(r) ? 1 : 2;
+  for (int r = o.rank + 1; r < o.size; ++r) expected += needsDataLink(r) ? 2 : 1;
   while (expected > 0) {
     net::Fd fd = net::acceptOne(listener.get(), deadline);
     const std::string from = net::peerAddress(fd.get());
@@ -176,7 +201,7 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
       const int r = static_cast<int>(hello.rank);
       const auto link = static_cast<Link>(hello.link);
       if (r <= o.rank || r >= o.size || (link != Link::kControl && link != Link::kData) ||
-          (link == Link::kData && isLocal(r)) ||
+          (link == Link::kData && !needsDataLink(r)) ||
           (link == Link::kControl ? mesh->peers_[r].control.valid() : dataFds[r].valid()))
         GYRE_THROW(ProtocolError, "unexpected hello from rank ", r, " link ", hello.link);
       sendHello(fd.get(), o.rank, link, myShm, limit);
@@ -196,6 +221,7 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
   for (int r = 0; r < o.size; ++r) {
     if (r == o.rank) continue;
     auto& peer = mesh->peers_[r];
+    if (useMpi) continue;  // after every peer has answered, below
     if (isLocal(r)) {
       peer.segment = std::make_unique<shm::Segment>(shm::Segment::open(peerShm[r]));
       peer.channel = std::make_unique<shm::ShmChannel>(*mesh->segment_, ringIndex(o.rank, r), *peer.segment,
@@ -217,8 +243,17 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
     net::setNonBlocking(mesh->peers_[r].control.get(), true);
   }
   if (mesh->segment_) mesh->segment_->unlink();
+  if (useMpi) {
+    // Every MPI library accepts tags up to 32767 (MPI_TAG_UB may be larger).
+    const int tag = static_cast<int>(std::stoll(store.getString(mpiTagKey)) % 32768);
+    auto group = mpi::createGroup(mpiRanks, tag);
+    for (int r = 0; r < o.size; ++r)
+      if (r != o.rank) mesh->peers_[r].channel = mpi::createChannel(group, r);
+  }
   log::debug("communicator '", o.name, "' rank ", o.rank, " connected to ", o.size - 1, " peers (",
-             local.size() > 1 ? local.size() - 1 : 0, " over shared memory)");
+             useMpi ? "all over MPI"
+                    : std::to_string(local.size() > 1 ? local.size() - 1 : 0) + " over shared memory",
+             ")");
   return mesh;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <ctime>
 #include <sstream>
 
 #include "common/check.h"
@@ -26,6 +27,11 @@ constexpr int kPureSpinMicros = 2;
 constexpr int kShmSleepMillis = 20;   // futex slice; liveness is checked between slices
 constexpr int kTcpSleepMillis = 200;  // poll slice when only sockets are involved
 constexpr int kMixedSleepMillis = 1;  // poll slice when shared memory and sockets are mixed
+// MPI has no descriptor to sleep on: a waiting rank sleeps in slices that grow from the first
+// to the last value, testing its requests between slices (and watching the control connections
+// during them).
+constexpr long kMpiFirstSleepMicros = 20;
+constexpr long kMpiLastSleepMicros = 1000;
 
 const char* verb(Op::Kind kind) {
   switch (kind) {
@@ -169,10 +175,12 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
   }
   if (deadline.expired()) throwTimeout(ops);
 
-  // Which descriptors can wake us: sockets of the pending TCP ops; shared memory rings the bell.
+  // Which descriptors can wake us: sockets of the pending TCP ops; shared memory rings the bell;
+  // MPI offers none.
   pollFds_.clear();
   pollOwners_.clear();
   bool anyShm = false;
+  bool anyMpi = false;
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const Op& op = ops[i];
     if (!pending(ops, i)) continue;
@@ -183,7 +191,7 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
     }
     const int fd = peer.channel->pollFd();
     if (fd < 0) {
-      anyShm = true;
+      (peer.channel->kind() == Transport::kMpi ? anyMpi : anyShm) = true;
       continue;
     }
     pollFds_.push_back({fd, static_cast<short>(op.kind == Op::Kind::kSend ? POLLOUT : POLLIN), 0});
@@ -204,7 +212,15 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
     pollOwners_.push_back(r);
   }
 
-  if (anyShm && dataFds == 0) {
+  if (anyMpi) {
+    // Sleep a slice (longer the longer this wait has lasted), woken early only by a control
+    // message; the caller's next pass tests the MPI requests.
+    const long waitedMicros =
+        std::chrono::duration_cast<std::chrono::microseconds>(now - state.since).count();
+    const long slice = std::clamp(waitedMicros / 8, kMpiFirstSleepMicros, kMpiLastSleepMicros);
+    const timespec timeout{0, 1000 * slice};
+    ::ppoll(pollFds_.data(), pollFds_.size(), &timeout, nullptr);
+  } else if (anyShm && dataFds == 0) {
     shm::futexWait(&segment_->header()->doorbell, state.bell,
                    1000L * deadline.remainingMs(kShmSleepMillis) + 100);
     disarm(state);

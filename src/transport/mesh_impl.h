@@ -22,6 +22,7 @@ struct PeerInfo {
   std::string hostname;
   std::string hostId;    // equal for ranks that can share memory
   int pid = 0;
+  int mpiRank = -1;      // its MPI_COMM_WORLD rank, with the MPI transport
 };
 
 class MeshImpl final : public Mesh {

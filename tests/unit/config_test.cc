@@ -106,5 +106,30 @@ TEST(Config, FormatsListEveryKnob) {
   }
 }
 
+TEST(Config, CheckValueSaysWhatTheGetterWouldReject) {
+  const Env env = {
+      {"GYRE_TIMEOUT_MS", "12x"},      {"GYRE_SPIN_US", "-1"},      {"GYRE_DEBUG_COLLECTIVES", "maybe"},
+      {"GYRE_TRANSPORT", "SHM"},       {"GYRE_LOG_LEVEL", "loud"},  {"GYRE_COST_MODEL", "1,2"},
+      {"GYRE_SHM_RING_BYTES", "8192"}, {"GYRE_SECRET", "anything"}, {"GYRE_IFACE", ""}};
+  EXPECT_EQ(checkValue(env, "GYRE_TIMEOUT_MS"), "GYRE_TIMEOUT_MS='12x' is not an integer");
+  EXPECT_NE(checkValue(env, "GYRE_SPIN_US").find("out of range"), std::string::npos);
+  EXPECT_NE(checkValue(env, "GYRE_DEBUG_COLLECTIVES").find("not a boolean"), std::string::npos);
+  EXPECT_EQ(checkValue(env, "GYRE_TRANSPORT"), "");  // choices are case-insensitive
+  EXPECT_NE(checkValue(env, "GYRE_LOG_LEVEL").find("not one of"), std::string::npos);
+  EXPECT_NE(checkValue(env, "GYRE_COST_MODEL").find("2 fields"), std::string::npos);
+  EXPECT_EQ(checkValue(env, "GYRE_SHM_RING_BYTES"), "");
+  EXPECT_EQ(checkValue(env, "GYRE_SECRET"), "");
+  EXPECT_EQ(checkValue(env, "GYRE_IFACE"), "");  // empty counts as unset
+  EXPECT_EQ(checkValue(env, "GYRE_RANK"), "");   // unset
+  EXPECT_THROW(checkValue(env, "GYRE_NOT_A_KNOB"), InvalidArgument);
+}
+
+TEST(Config, FormatTextShowsValuesSetAndMarksInvalidOnes) {
+  const std::string text = formatText({{"GYRE_TIMEOUT_MS", "5000"}, {"GYRE_SPIN_US", "soon"}});
+  EXPECT_NE(text.find("= 5000\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("= soon  INVALID: GYRE_SPIN_US='soon' is not an integer"), std::string::npos) << text;
+  EXPECT_EQ(formatText().find(" = "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gyre::config

@@ -1,0 +1,103 @@
+#include "bench_launched.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "bench_report.h"
+#include "bench_worker.h"
+#include "gyre/communicator.h"
+#include "gyre/errors.h"
+#include "usage_error.h"
+
+namespace gyre::app {
+namespace {
+
+// Ends the process with exit code 1 when --timeout passes before it is destroyed. Under a
+// launcher nobody else enforces the bench's own --timeout, and a rank that waits on a peer
+// stuck outside gyre's calls must not wait forever.
+class Watchdog {
+ public:
+  Watchdog(std::chrono::seconds limit, int rank)
+      : thread_([this, limit, rank] {
+          std::unique_lock lock(mutex_);
+          if (stopped_.wait_for(lock, limit, [this] { return done_; })) return;
+          fmt::print(stderr, "gyre bench: rank {}: --timeout {} s passed; exiting\n", rank, limit.count());
+          std::fflush(stderr);
+          std::_Exit(1);
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    stopped_.notify_all();
+    thread_.join();
+  }
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable stopped_;
+  bool done_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// init() applies GYRE_TRANSPORT and GYRE_TIMEOUT_MS over the options it is given; setting them to
+// the flags' values first keeps the precedence of the bench's own ranks: flag, then variable
+// (--transport reads GYRE_TRANSPORT when absent), then default.
+void pinKnobsToFlags(const BenchOptions& o) {
+  ::setenv("GYRE_TRANSPORT", o.transport.c_str(), 1);
+  ::setenv("GYRE_TIMEOUT_MS", std::to_string(std::int64_t{o.opTimeoutS} * 1000).c_str(), 1);
+}
+
+}  // namespace
+
+int runLaunchedBench(BenchOptions o, bool npGiven, const LaunchInfo& job) {
+  requireArg(!npGiven || o.np == job.size, "--np ", o.np, " does not match the ", job.size, " ranks that ",
+             job.launcher, " started; leave --np out under a launcher");
+  requireArg(o.baseline != "mpi", "--baseline mpi is not available when ", job.launcher,
+             " starts the ranks: run `gyre bench collectives --np N --baseline mpi` outside any launcher");
+  o.np = job.size;
+  validate(o);
+  pinKnobsToFlags(o);
+
+  const Watchdog watchdog(std::chrono::seconds(o.timeoutS), job.rank);
+  try {
+    CommunicatorOptions options;
+    options.name = "bench";
+    const std::shared_ptr<Communicator> comm = init(options);
+    BenchPrinter printer(o, /*withMpi=*/false);
+    if (comm->rank() == 0) printer.header();
+    std::size_t rows = 0;
+    const std::size_t failed = runSweep(*comm, o, [&](const BenchRow& row) {
+      printer.row(row);
+      ++rows;
+    });
+    if (failed == 0) return 0;
+    if (comm->rank() == 0)
+      fmt::print(stderr, "gyre bench: {} of {} checks FAILED (see the messages above)\n", failed, rows);
+    return 1;
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (const PeerLostError& e) {
+    fmt::print(stderr, "gyre bench: rank {}: lost rank {}: {}\n", job.rank, e.rank(), e.what());
+  } catch (const TimeoutError& e) {
+    fmt::print(stderr, "gyre bench: rank {}: timed out: {}\n", job.rank, e.what());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "gyre bench: rank {}: {}\n", job.rank, e.what());
+  }
+  return 1;
+}
+
+}  // namespace gyre::app

@@ -1,0 +1,47 @@
+// Whole jobs started through a launcher (mpirun, `gyre run`), compared by what their ranks
+// print. tests/mpi/ runs gyre_collective_check under mpirun with each transport and compares the
+// rank lines; a test of `gyre run` can run the same program with the same helpers:
+//
+//   JobRun run = runJob({binDir() + "/gyre", "run", "-np", "3", "--",
+//                        binDir() + "/gyre_collective_check"}, cleanEnvironment(), 300s);
+//   EXPECT_TRUE(run.ok) << run.run.describe();
+//   EXPECT_EQ(run.rankLines, linesUnderMpirun);
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "support/programs.h"
+
+namespace gyre::test {
+
+// The folder the build puts its programs in (build/bin: gyre, gyre_collective_check, ...).
+std::string binDir();
+
+// The full path of `name` on PATH, or empty when it is not there.
+std::string findOnPath(const std::string& name);
+
+// The lines of `out` that begin with "rank ", sorted: ranks' output arrives in any order.
+std::vector<std::string> rankLines(const std::string& out);
+
+struct JobRun {
+  ProgramRun run;
+  std::vector<std::string> rankLines;  // sorted
+  bool ok = false;                     // exited 0 and printed a line "OK"
+};
+
+// Runs a job's command line (argv[0] is looked up on PATH) with exactly `env` as its
+// environment (start from cleanEnvironment()), killing it with its process group after
+// `timeout`.
+JobRun runJob(std::vector<std::string> argv, const Environment& env, std::chrono::seconds timeout);
+
+// mpirun with the flags a test job needs on this machine: --oversubscribe (ranks may outnumber
+// cores), --allow-run-as-root when running as root, `-x NAME` for every GYRE_* variable of
+// `env` (so ranks on other hosts get them too), `extraFlags`, then -np `np` and `program`.
+// Empty when mpirun is not on PATH.
+std::vector<std::string> mpirunCommand(int np, const Environment& env,
+                                       const std::vector<std::string>& program,
+                                       const std::vector<std::string>& extraFlags = {});
+
+}  // namespace gyre::test
