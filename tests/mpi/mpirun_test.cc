@@ -1,5 +1,6 @@
 // Whole jobs under OpenMPI's mpirun: gyre_collective_check gives bit-identical results over the
-// MPI transport, over TCP and over the default transport (shared memory here), including on
+// MPI transport, over TCP and over the default transport (shared memory here), and under
+// `gyre run`, including on
 // split() communicators used one at a time and at once, and in a program that initialized MPI
 // itself below MPI_THREAD_MULTIPLE; the MPI transport bootstraps without MASTER_ADDR even when
 // the ranks believe they are on different hosts; a killed rank makes the survivors fail with
@@ -80,6 +81,13 @@ TEST(Mpirun, CollectivesGiveIdenticalResultsOverMpiTcpAndTheDefault) {
   expectRankLines(byDefault, "GYRE_TRANSPORT unset");
   EXPECT_EQ(overMpi.rankLines, overTcp.rankLines);
   EXPECT_EQ(overMpi.rankLines, byDefault.rankLines);
+  // The same program started by `gyre run` instead of mpirun.
+  const test::Environment env = jobEnvironment({});
+  const test::JobRun underGyreRun = test::runJob(
+      {program("gyre"), "run", "-np", std::to_string(kRanks), "--no-tag-output", "--", program("gyre_collective_check")},
+      env, 300s);
+  expectRankLines(underGyreRun, "gyre run");
+  EXPECT_EQ(overMpi.rankLines, underGyreRun.rankLines);
 }
 
 // Each rank's OMPI_COMM_WORLD_LOCAL_* say it is alone on its host, as across real hosts: with
