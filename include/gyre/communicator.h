@@ -18,7 +18,8 @@ struct CommunicatorOptions {
   // How long creating the communicator may take to meet every peer (GYRE_START_TIMEOUT_MS). Zero:
   // `timeout`.
   Timeout startTimeout{0};
-  // Transport between pairs of ranks. kAuto: shared memory on one host, TCP between hosts.
+  // Transport between pairs of ranks (GYRE_TRANSPORT). kAuto: shared memory on one host, TCP
+  // between hosts; kMpi: MPI messages, under mpirun in a build with MPI (docs/transports.md).
   Transport transport = Transport::kAuto;
   // Where to listen for peers: an interface name ("eth0"), or an IPv4/IPv6 address. Empty: the
   // address this host uses to reach the TCP store, or loopback for in-process and file stores.

@@ -22,6 +22,10 @@ class Channel {
   // shared-memory doorbell instead.
   virtual int pollFd() const = 0;
   virtual Transport kind() const = 0;
+
+  // The Mesh broke (a peer was lost, a time-out, a malformed message) and will not use this
+  // channel again. Called once, by the Mesh's destructor, before the channel is destroyed.
+  virtual void meshBroken() {}
 };
 
 // Thrown by channels when the connection to the peer broke; Mesh turns it into PeerLostError.

@@ -61,6 +61,7 @@ MeshImpl::~MeshImpl() {
   const auto bye = last.encode();
   for (int r = 0; r < size_; ++r) {
     Peer& p = peers_[r];
+    if (broken_ && p.channel) p.channel->meshBroken();
     if (!p.control.valid()) continue;
     ssize_t ignored = ::send(p.control.get(), bye.data(), bye.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)ignored;

@@ -1,11 +1,10 @@
 // Whole jobs under OpenMPI's mpirun: gyre_collective_check gives bit-identical results over the
 // MPI transport, over TCP and over the default transport (shared memory here), and under
-// `gyre run`, including on
-// split() communicators used one at a time and at once, and in a program that initialized MPI
-// itself below MPI_THREAD_MULTIPLE; the MPI transport bootstraps without MASTER_ADDR even when
-// the ranks believe they are on different hosts; a killed rank makes the survivors fail with
-// PeerLostError (or, without --enable-recovery, mpirun ends the job), never a hang.
-// Every test skips itself when mpirun is not on PATH.
+// `gyre run`, including on split() communicators used one at a time and at once, and in a
+// program that initialized MPI itself below MPI_THREAD_MULTIPLE; the MPI transport bootstraps
+// without MASTER_ADDR even when the ranks believe they are on different hosts; a killed rank
+// makes the survivors fail with PeerLostError (or, without --enable-recovery, mpirun ends the
+// job), never a hang. Every test skips itself when mpirun is not on PATH.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -83,9 +82,9 @@ TEST(Mpirun, CollectivesGiveIdenticalResultsOverMpiTcpAndTheDefault) {
   EXPECT_EQ(overMpi.rankLines, byDefault.rankLines);
   // The same program started by `gyre run` instead of mpirun.
   const test::Environment env = jobEnvironment({});
-  const test::JobRun underGyreRun = test::runJob(
-      {program("gyre"), "run", "-np", std::to_string(kRanks), "--no-tag-output", "--", program("gyre_collective_check")},
-      env, 300s);
+  const test::JobRun underGyreRun = test::runJob({program("gyre"), "run", "-np", std::to_string(kRanks),
+                                                  "--no-tag-output", "--", program("gyre_collective_check")},
+                                                 env, 300s);
   expectRankLines(underGyreRun, "gyre run");
   EXPECT_EQ(overMpi.rankLines, underGyreRun.rankLines);
 }

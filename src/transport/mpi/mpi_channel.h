@@ -49,6 +49,8 @@ class MpiChannel final : public Channel {
   std::size_t progressRecv(Op& op, std::size_t limit) override;
   int pollFd() const override { return -1; }
   Transport kind() const override { return Transport::kMpi; }
+  // Tells the Environment, so that gyre does not wait in MPI_Finalize for a process that is gone.
+  void meshBroken() override { Environment::noteFailure(); }
 
  private:
   struct Segment {

@@ -18,7 +18,8 @@ struct Registry {
   bool ownsMpi = false;  // gyre called MPI_Init_thread, so gyre calls MPI_Finalize
   bool exiting = false;  // the atexit handler ran
   bool finalizedByUs = false;
-  int users = 0;  // live references from acquire()
+  bool failed = false;  // a communicator over MPI broke (noteFailure)
+  int users = 0;        // live references from acquire()
 
   static Registry& get() {
     // Never destroyed: a communicator in static storage may be destroyed after every other
@@ -31,7 +32,14 @@ struct Registry {
   void finalizeIfDone() {
     if (!ownsMpi || finalizedByUs || !exiting || users > 0) return;
     finalizedByUs = true;
-    if (!Environment::finalized()) MPI_Finalize();
+    if (Environment::finalized()) return;
+    if (failed) {
+      log::warn(
+          "gyre does not call MPI_Finalize at exit: a communicator over MPI failed, and MPI_Finalize "
+          "would wait for every process of the job, including any that is gone");
+      return;
+    }
+    MPI_Finalize();
   }
 
   static void atExit() {
@@ -60,6 +68,12 @@ std::string errorText(int code) {
 
 void check(int code, const char* what) {
   if (code != MPI_SUCCESS) GYRE_THROW(Error, what, " failed: ", errorText(code));
+}
+
+void Environment::noteFailure() {
+  Registry& r = Registry::get();
+  std::lock_guard lock(r.mutex);
+  r.failed = true;
 }
 
 bool Environment::finalized() {

@@ -42,6 +42,12 @@ class Environment {
   // True once MPI_Finalize has run (by gyre or by the program); MPI must not be called then.
   static bool finalized();
 
+  // A communicator over MPI failed (a peer lost, a time-out): some process of the job may be gone,
+  // and MPI_Finalize, which waits for every process, could then wait forever (OpenMPI's does). If
+  // gyre initialized MPI it then skips MPI_Finalize at exit, and says so; mpirun reports the
+  // process as ended without it, which fails a job that has failed anyway. Thread-safe.
+  static void noteFailure();
+
  private:
   Environment(bool serialized, int worldRank, int worldSize, int tagUpperBound)
       : serialized_(serialized),
