@@ -134,7 +134,7 @@ void addBenchCollectives(CLI::App& bench, std::function<int()>& action,
   cmd->add_option("--dtype", o->dtype, "float32|float64|float16|bfloat16|int8|uint8|int32|int64")
       ->capture_default_str();
   cmd->add_option("--redop", o->redop, "sum|average|product|min|max")->capture_default_str();
-  cmd->add_option("--transport", o->transport, "auto|tcp|shm")
+  cmd->add_option("--transport", o->transport, "auto|tcp|shm|mpi (mpi: only when started by mpirun)")
       ->envname("GYRE_TRANSPORT")
       ->capture_default_str();
   cmd->add_option("--min-bytes", o->minBytes, "Smallest message (suffixes K, M, G = 1024^n)")

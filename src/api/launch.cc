@@ -1,5 +1,6 @@
 // detectLaunch: where this process sits in its job, from the variables its launcher set.
-// Precedence: GYRE_* > OpenMPI > Slurm > torchrun > none. GYRE_STORE_ADDR, GYRE_SECRET,
+// Precedence: GYRE_* > torchrun's agent (TORCHELASTIC_RUN_ID: it is the innermost launcher when
+// torchrun runs inside srun or mpirun) > OpenMPI > Slurm > plain RANK/WORLD_SIZE > none. GYRE_STORE_ADDR, GYRE_SECRET,
 // GYRE_JOB_ID and GYRE_HOST_STORE override what a launcher implies. See docs/launching.md.
 // Under mpirun with GYRE_TRANSPORT=mpi and no store address, the store's address (and secret)
 // come over MPI at init() instead (LaunchInfo::storeOverMpi).
@@ -193,6 +194,8 @@ LaunchInfo detectLaunch(const std::map<std::string, std::string>& env) {
   LaunchInfo info;
   if (config::isSet(env, "GYRE_RANK") || config::isSet(env, "GYRE_WORLD_SIZE")) {
     readGyre(env, info);
+  } else if (has(env, "TORCHELASTIC_RUN_ID") && (has(env, "RANK") || has(env, "WORLD_SIZE"))) {
+    readTorchrun(env, info);  // torchrun started inside srun or mpirun: its workers inherit theirs
   } else if (has(env, "OMPI_COMM_WORLD_RANK") || has(env, "OMPI_COMM_WORLD_SIZE")) {
     readOpenMpi(env, info);
   } else if (has(env, "SLURM_PROCID")) {

@@ -208,6 +208,24 @@ TEST(Launch, PrecedenceGyreThenOpenMpiThenSlurmThenTorchrun) {
   EXPECT_EQ(info.storeAddress, "s:2");
 }
 
+// torchrun's workers inside an srun (or mpirun) step inherit SLURM_PROCID and the like; torchrun's
+// agent, the innermost launcher, decides.
+TEST(Launch, TorchrunInsideSrunIsTorchrun) {
+  Env env{{"RANK", "3"},          {"WORLD_SIZE", "4"},          {"LOCAL_RANK", "1"},
+          {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"},  {"MASTER_PORT", "29500"},
+          {"SLURM_PROCID", "1"},     {"SLURM_NTASKS", "2"},        {"SLURM_JOB_ID", "5"},
+          {"SLURM_JOB_NODELIST", "n[1-2]"}};
+  EXPECT_EQ(detectLaunch(env).launcher, "slurm");  // plain RANK may be a stale variable
+  env["TORCHELASTIC_RUN_ID"] = "job5";
+  const LaunchInfo info = detectLaunch(env);
+  EXPECT_EQ(info.launcher, "torchrun");
+  EXPECT_EQ(info.rank, 3);
+  EXPECT_EQ(info.size, 4);
+  EXPECT_EQ(info.jobId, "job5");
+  env.insert({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(detectLaunch(env).launcher, "torchrun");
+}
+
 TEST(Launch, GyreOverridesApplyUnderOtherLaunchers) {
   const LaunchInfo info = detectLaunch({{"RANK", "0"},
                                         {"WORLD_SIZE", "2"},
