@@ -20,53 +20,12 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/socket.h"
 #include "gyre/errors.h"
-
-extern char** environ;
+#include "launcher/process.h"
 
 namespace gyre::app::info {
 namespace {
-
-// A file descriptor closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
-
-std::vector<std::string> commandEnvironment(const CommandOptions& options) {
-  auto replaced = [&](std::string_view key) {
-    for (const auto& [k, v] : options.setEnv)
-      if (k == key) return true;
-    for (const auto& k : options.unsetEnv)
-      if (k == key) return true;
-    return false;
-  };
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    const std::string_view entry(*e);
-    if (!replaced(entry.substr(0, entry.find('=')))) env.emplace_back(entry);
-  }
-  for (const auto& [k, v] : options.setEnv) env.push_back(k + "=" + v);
-  return env;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
 
 // posix_spawn's attribute and file-action objects, destroyed on scope exit.
 struct SpawnSetup {
@@ -128,13 +87,13 @@ CommandResult runCommand(const std::vector<std::string>& argv, const CommandOpti
   CommandResult result;
   int pipeFds[2];
   if (::pipe2(pipeFds, O_CLOEXEC) != 0) throw SystemError(std::string("pipe2: ") + std::strerror(errno));
-  Fd readEnd(pipeFds[0]);
-  Fd writeEnd(pipeFds[1]);
+  net::Fd readEnd(pipeFds[0]);
+  net::Fd writeEnd(pipeFds[1]);
 
   std::vector<std::string> argStrings = argv;
-  std::vector<std::string> envStrings = commandEnvironment(options);
-  std::vector<char*> args = pointers(argStrings);
-  std::vector<char*> envp = pointers(envStrings);
+  std::vector<std::string> envStrings = launcher::environmentWith(options.setEnv, options.unsetEnv);
+  std::vector<char*> args = launcher::execPointers(argStrings);
+  std::vector<char*> envp = launcher::execPointers(envStrings);
 
   SpawnSetup setup;
   // Its own process group, so that the time-out kills whatever it started too; default signal
@@ -212,7 +171,7 @@ CommandResult runCommand(const std::vector<std::string>& argv, const CommandOpti
 }
 
 std::vector<std::string> elfNeeded(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  net::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return {};
   Elf64_Ehdr eh{};
   if (!readAt(fd.get(), &eh, sizeof eh, 0)) return {};

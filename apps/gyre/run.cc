@@ -111,7 +111,8 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--threads", f->threads,
                   "Compute threads per worker (default: cores / workers on the host)")
       ->envname("GYRE_NUM_THREADS");
-  cmd->add_option("-x", f->exports, "Pass NAME=VALUE (or NAME, with its value here) to every worker; repeatable")
+  cmd->add_option("-x", f->exports,
+                  "Pass NAME=VALUE (or NAME, with its value here) to every worker; repeatable")
       ->allow_extra_args(false)
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

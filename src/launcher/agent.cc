@@ -1,8 +1,8 @@
 #include "launcher/agent.h"
 
 #include <dirent.h>
-#include <netdb.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -71,8 +71,8 @@ std::vector<pid_t> adoptedChildren(const std::vector<pid_t>& known) {
 // Starts a TCP connection to every "host:port" at once and returns the index of the first to
 // connect (its socket in `out`), or -1 when none did before `until`. Why each failed goes to
 // `errors`.
-int firstToConnect(const std::vector<std::string>& candidates, Deadline until, std::vector<std::string>& errors,
-                   net::Fd& out) {
+int firstToConnect(const std::vector<std::string>& candidates, Deadline until,
+                   std::vector<std::string>& errors, net::Fd& out) {
   std::vector<net::Fd> fds(candidates.size());
   std::vector<pollfd> waiting;
   std::vector<int> index;

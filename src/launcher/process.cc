@@ -35,28 +35,6 @@ void onInterrupt(int sig) {
   gInterrupt = sig;
 }
 
-std::vector<std::string> childEnvironment(const ChildSpec& spec) {
-  auto replaced = [&](const char* entry) {
-    const char* eq = std::strchr(entry, '=');
-    const std::string key = eq ? std::string(entry, eq) : std::string(entry);
-    for (const auto& [k, v] : spec.env)
-      if (k == key) return true;
-    return std::find(spec.unsetEnv.begin(), spec.unsetEnv.end(), key) != spec.unsetEnv.end();
-  };
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e)
-    if (!replaced(*e)) env.emplace_back(*e);
-  for (const auto& [k, v] : spec.env) env.push_back(k + "=" + v);
-  return env;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 }  // namespace
 
 std::string ChildExit::describe() const {
@@ -76,9 +54,9 @@ pid_t ProcessGroup::spawn(const ChildSpec& spec) {
   // Everything the child needs is prepared before fork: the tool has threads (the store server),
   // so the child may only make async-signal-safe calls until it execs.
   std::vector<std::string> argvStrings = spec.argv;
-  std::vector<std::string> envStrings = childEnvironment(spec);
-  std::vector<char*> argv = pointers(argvStrings);
-  std::vector<char*> envp = pointers(envStrings);
+  std::vector<std::string> envStrings = environmentWith(spec.env, spec.unsetEnv);
+  std::vector<char*> argv = execPointers(argvStrings);
+  std::vector<char*> envp = execPointers(envStrings);
   const std::string failure = "gyre: cannot execute " + spec.path + " for " + spec.name + "\n";
   const pid_t parent = getpid();
 
@@ -211,6 +189,29 @@ SuperviseResult supervise(ProcessGroup& group, int lineFd, Deadline deadline, co
   } catch (const std::exception& e) {
     return fail(prefix + e.what(), 1);
   }
+}
+
+std::vector<std::string> environmentWith(const std::vector<std::pair<std::string, std::string>>& set,
+                                         const std::vector<std::string>& unset) {
+  auto replaced = [&](std::string_view key) {
+    for (const auto& [k, v] : set)
+      if (k == key) return true;
+    return std::find(unset.begin(), unset.end(), key) != unset.end();
+  };
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    if (!replaced(entry.substr(0, entry.find('=')))) env.emplace_back(entry);
+  }
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
+
+std::vector<char*> execPointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
 }
 
 std::string findExecutable(const std::string& name) {

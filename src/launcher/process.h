@@ -90,6 +90,13 @@ struct SuperviseResult {
 SuperviseResult supervise(ProcessGroup& group, int lineFd, Deadline deadline, const std::string& what,
                           const std::function<void(const std::string&)>& onLine);
 
+// This process's environment as "NAME=VALUE" strings for execve, with `set` replacing or adding
+// variables and `unset` removed.
+std::vector<std::string> environmentWith(const std::vector<std::pair<std::string, std::string>>& set,
+                                         const std::vector<std::string>& unset);
+// NULL-terminated pointers into `strings`, for execve and posix_spawn.
+std::vector<char*> execPointers(std::vector<std::string>& strings);
+
 // Searches PATH for an executable; returns "" if there is none. A name with a '/' is checked as is.
 std::string findExecutable(const std::string& name);
 

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "common/socket.h"

@@ -4,11 +4,11 @@
 // cannot meet its peers fails at --start-timeout naming what it tried. "Remote" hosts are
 // reached through an --rsh-agent that runs the command here, which exercises the agent path.
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <gtest/gtest.h>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -78,15 +78,17 @@ TEST(GyreRun, WorkersGetTheirPlaceThreadsAndTaggedOutput) {
   env.erase("OMP_NUM_THREADS");
   env["OPENBLAS_NUM_THREADS"] = "7";  // set by the user: kept
   // -x right before -- must not swallow the separator.
-  const ProgramRun run = gyreRun({"-np", "3", "--threads", "2", "-x", "FOO=a b", "--", "/bin/sh", "-c",
-                                  "echo foo=$FOO rank=$GYRE_RANK size=$GYRE_WORLD_SIZE local=$GYRE_LOCAL_RANK/$GYRE_LOCAL_SIZE "
-                                  "threads=$GYRE_NUM_THREADS omp=$OMP_NUM_THREADS blas=$OPENBLAS_NUM_THREADS "
-                                  "secret=${#GYRE_SECRET} store=$GYRE_STORE_ADDR; echo to-stderr >&2"},
-                                 env);
+  const ProgramRun run =
+      gyreRun({"-np", "3", "--threads", "2", "-x", "FOO=a b", "--", "/bin/sh", "-c",
+               "echo foo=$FOO rank=$GYRE_RANK size=$GYRE_WORLD_SIZE local=$GYRE_LOCAL_RANK/$GYRE_LOCAL_SIZE "
+               "threads=$GYRE_NUM_THREADS omp=$OMP_NUM_THREADS blas=$OPENBLAS_NUM_THREADS "
+               "secret=${#GYRE_SECRET} store=$GYRE_STORE_ADDR; echo to-stderr >&2"},
+              env);
   ASSERT_EQ(run.exitCode, 0) << run.describe();
   for (int r = 0; r < 3; ++r) {
-    const std::string expect = "[" + std::to_string(r) + "]<stdout>:foo=a b rank=" + std::to_string(r) + " size=3 local=" +
-                               std::to_string(r) + "/3 threads=2 omp=2 blas=7 secret=64 store=127.0.0.1:";
+    const std::string expect = "[" + std::to_string(r) + "]<stdout>:foo=a b rank=" + std::to_string(r) +
+                               " size=3 local=" + std::to_string(r) +
+                               "/3 threads=2 omp=2 blas=7 secret=64 store=127.0.0.1:";
     EXPECT_NE(run.out.find(expect), std::string::npos) << expect << "\n" << run.out;
     EXPECT_NE(run.err.find("[" + std::to_string(r) + "]<stderr>:to-stderr"), std::string::npos) << run.err;
   }
@@ -98,7 +100,8 @@ TEST(GyreRun, OneWorkerIsUntaggedAndOutputDirKeepsEachRanksLog) {
   ASSERT_EQ(run.exitCode, 0) << run.describe();
   EXPECT_EQ(run.out, "plain\n");
 
-  run = gyreRun({"-np", "2", "--output-dir", dir.path() + "/logs", "--", "/bin/sh", "-c", "echo hello $GYRE_RANK"});
+  run = gyreRun(
+      {"-np", "2", "--output-dir", dir.path() + "/logs", "--", "/bin/sh", "-c", "echo hello $GYRE_RANK"});
   ASSERT_EQ(run.exitCode, 0) << run.describe();
   for (int r = 0; r < 2; ++r) {
     std::ifstream log(dir.path() + "/logs/rank." + std::to_string(r) + ".log");
@@ -114,8 +117,8 @@ TEST(GyreRun, RunsARealJobOnThisHostAndThroughTheRshAgent) {
   ProgramRun local = gyreRun({"-np", "3", "--", check});
   ASSERT_EQ(local.exitCode, 0) << local.describe();
   // Two "hosts" reached through the rsh agent, two and one workers: shm inside, tcp across.
-  ProgramRun remote = gyreRun({"-H", "hostA:2,hostB:1", "--rsh-agent", fakeRsh(dir), "--network-interface", "lo",
-                               "--no-tag-output", "--", check});
+  ProgramRun remote = gyreRun({"-H", "hostA:2,hostB:1", "--rsh-agent", fakeRsh(dir), "--network-interface",
+                               "lo", "--no-tag-output", "--", check});
   ASSERT_EQ(remote.exitCode, 0) << remote.describe();
   // The rank lines of either run, with gyre run's tags taken off.
   const auto rankLines = [](const std::string& out) {
@@ -141,15 +144,15 @@ TEST(GyreRun, AWorkerThatExitsNonZeroStopsTheJobWithOneLineNamingIt) {
   const std::string sleep = uniqueSleep();
   const ProgramRun run =
       gyreRun({"-np", "3", "--", "/bin/sh", "-c",
-               startLeftovers(sleep, dir.path()) + "if [ $GYRE_RANK = 1 ]; then echo last words; exit 3; fi; exec sleep " +
-                   sleep});
+               startLeftovers(sleep, dir.path()) +
+                   "if [ $GYRE_RANK = 1 ]; then echo last words; exit 3; fi; exec sleep " + sleep});
   EXPECT_FALSE(run.timedOut);
   EXPECT_EQ(run.exitCode, 3) << run.describe();
   double seconds = -1;
   const auto line = run.err.find("gyre run: rank 1 on host localhost exited with code 3 after ");
   ASSERT_NE(line, std::string::npos) << run.err;
-  EXPECT_EQ(std::sscanf(run.err.c_str() + line, "gyre run: rank 1 on host localhost exited with code 3 after %lf s",
-                        &seconds),
+  EXPECT_EQ(std::sscanf(run.err.c_str() + line,
+                        "gyre run: rank 1 on host localhost exited with code 3 after %lf s", &seconds),
             1)
       << run.err;
   EXPECT_GE(seconds, 0) << run.err;
@@ -160,13 +163,14 @@ TEST(GyreRun, AWorkerThatExitsNonZeroStopsTheJobWithOneLineNamingIt) {
 TEST(GyreRun, AKilledWorkerIsNamedWithItsSignal) {
   test::TempDir dir;
   const std::string sleep = uniqueSleep();
-  const ProgramRun run =
-      gyreRun({"-np", "3", "--output-dir", dir.path() + "/logs", "--", "/bin/sh", "-c",
-               startLeftovers(sleep, dir.path()) + "if [ $GYRE_RANK = 2 ]; then kill -9 $$; fi; exec sleep " + sleep});
+  const ProgramRun run = gyreRun({"-np", "3", "--output-dir", dir.path() + "/logs", "--", "/bin/sh", "-c",
+                                  startLeftovers(sleep, dir.path()) +
+                                      "if [ $GYRE_RANK = 2 ]; then kill -9 $$; fi; exec sleep " + sleep});
   EXPECT_FALSE(run.timedOut);
   EXPECT_EQ(run.exitCode, 128 + 9) << run.describe();
   EXPECT_NE(run.err.find("rank 2 on host localhost was killed by SIGKILL"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("its output is in " + dir.path() + "/logs/rank.2.log"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("its output is in " + dir.path() + "/logs/rank.2.log"), std::string::npos)
+      << run.err;
   EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
 }
 
@@ -208,9 +212,9 @@ TEST(GyreRun, AWorkerThatCannotMeetItsPeersFailsAtTheStartTimeout) {
   // Rank 1 never calls init(): rank 0 gives up after --start-timeout, naming the store, its
   // host and the peer it waited for.
   const std::string sleep = uniqueSleep();
-  const ProgramRun run =
-      gyreRun({"-np", "2", "--start-timeout", "2", "--", "/bin/sh", "-c",
-               "if [ $GYRE_RANK = 0 ]; then exec " + test::binDir() + "/gyre_init_check; fi; exec sleep " + sleep});
+  const ProgramRun run = gyreRun(
+      {"-np", "2", "--start-timeout", "2", "--", "/bin/sh", "-c",
+       "if [ $GYRE_RANK = 0 ]; then exec " + test::binDir() + "/gyre_init_check; fi; exec sleep " + sleep});
   EXPECT_FALSE(run.timedOut);
   EXPECT_NE(run.exitCode, 0);
   EXPECT_NE(run.err.find("rank 0 of 2 on host"), std::string::npos) << run.err;
@@ -237,8 +241,8 @@ TEST(GyreRun, AStoreThatCannotBeReachedIsNamed) {
 }
 
 TEST(GyreRun, AnAgentThatCannotStartIsNamedWithItsHost) {
-  const ProgramRun run = gyreRun({"-H", "nohost:1", "--rsh-agent", "false", "--network-interface", "lo", "--",
-                                  "/bin/true"});
+  const ProgramRun run =
+      gyreRun({"-H", "nohost:1", "--rsh-agent", "false", "--network-interface", "lo", "--", "/bin/true"});
   EXPECT_EQ(run.exitCode, 1) << run.describe();
   EXPECT_NE(run.err.find("host nohost: its agent (false nohost"), std::string::npos) << run.err;
 }

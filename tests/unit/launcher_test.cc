@@ -1,10 +1,10 @@
 // The launcher's pieces that need no processes: host lists and placement, the agent protocol,
 // command-line quoting, line splitting of relayed output, thread counts and the output sink.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <fstream>
-#include <gtest/gtest.h>
 
 #include "gyre/errors.h"
 #include "launcher/agent.h"
@@ -37,7 +37,8 @@ TEST(Hosts, ParsesHostListsWithAndWithoutSlots) {
 }
 
 TEST(Hosts, ParsesHostfilesInOpenMpiAndHorovodForms) {
-  const auto hosts = parseHostfile("# cluster\nnode1 slots=4\nnode2:2  # two\n\n  node3\nnode4 3\n", "hosts.txt");
+  const auto hosts =
+      parseHostfile("# cluster\nnode1 slots=4\nnode2:2  # two\n\n  node3\nnode4 3\n", "hosts.txt");
   ASSERT_EQ(hosts.size(), 4u);
   EXPECT_EQ(hosts[0].name, "node1");
   EXPECT_EQ(hosts[0].slots, 4);
@@ -147,7 +148,8 @@ TEST(AgentProtocol, QuotesAndSplitsCommandLines) {
   EXPECT_THROW(splitCommandLine("ssh 'open"), InvalidArgument);
 }
 
-std::vector<std::pair<std::string, char>> readAll(const std::string& bytes, bool splitOnReturn, std::size_t maxLine) {
+std::vector<std::pair<std::string, char>> readAll(const std::string& bytes, bool splitOnReturn,
+                                                  std::size_t maxLine) {
   int fds[2];
   EXPECT_EQ(pipe(fds), 0);
   EXPECT_EQ(write(fds[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
