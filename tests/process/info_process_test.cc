@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "gyre/errors.h"
+#include "gyre/init.h"
 #include "info_system.h"
 
 namespace gyre::app::info {
@@ -94,6 +95,9 @@ CommandResult runGyreInfo(std::vector<std::string> extra) {
   CommandOptions options;
   options.timeout = milliseconds(30000);
   options.setEnv = {{"GYRE_TIMEOUT_MS", "4321"}, {"GYRE_TRANSPOTR", "tcp"}};
+  // Only these: not the test runner's own (GYRE_TEST_QUICK in the sanitizer stages) or a user's.
+  for (const auto& [name, value] : processEnvironment())
+    if (name.starts_with("GYRE_")) options.unsetEnv.push_back(name);
   return runCommand(argv, options);
 }
 
