@@ -285,8 +285,9 @@ class Job {
       if (a == nullptr) continue;
       a->exited = true;
       a->exit = e;
-      // Its last words are in the pipe.
-      while (a->fromAgent.valid()) readAgents(0);
+      // Its last words are in the pipe (bounded: a process the rsh agent left may hold it open).
+      const Deadline drain = Deadline::after(Ms(500));
+      while (a->fromAgent.valid() && !drain.expired()) readAgents(10);
       if (stopping_ || a->done) continue;
       std::vector<int> missing;
       for (int r = a->place.firstRank; r < a->place.firstRank + a->place.count; ++r)
