@@ -90,12 +90,8 @@ int runLaunchedBench(BenchOptions o, bool npGiven, const LaunchInfo& job) {
     return 1;
   } catch (const InvalidArgument&) {
     throw;
-  } catch (const PeerLostError& e) {
-    fmt::print(stderr, "gyre bench: rank {}: lost rank {}: {}\n", job.rank, e.rank(), e.what());
-  } catch (const TimeoutError& e) {
-    fmt::print(stderr, "gyre bench: rank {}: timed out: {}\n", job.rank, e.what());
   } catch (const std::exception& e) {
-    fmt::print(stderr, "gyre bench: rank {}: {}\n", job.rank, e.what());
+    printRankError(job.rank, e);
   }
   return 1;
 }

@@ -9,13 +9,13 @@
 #include <exception>
 #include <string>
 
+#include "api/options_env.h"
 #include "bench_ops.h"
 #include "bench_report.h"
-#include "api/options_env.h"
 #include "common/config.h"
-#include "gyre/init.h"
 #include "gyre/communicator.h"
 #include "gyre/errors.h"
+#include "gyre/init.h"
 #include "gyre/store.h"
 
 namespace gyre::app {
@@ -111,14 +111,20 @@ int runBenchWorker(const BenchOptions& o) {
     auto comm = Communicator::create(store, o.workerRank, o.workerSize, benchCommunicatorOptions(o, secret));
     runSweep(*comm, o, [&](const BenchRow& row) { writeLine(o.workerResultFd, toJson(row).dump()); });
     return 0;
-  } catch (const PeerLostError& e) {
-    fmt::print(stderr, "gyre bench: rank {}: lost rank {}: {}\n", o.workerRank, e.rank(), e.what());
-  } catch (const TimeoutError& e) {
-    fmt::print(stderr, "gyre bench: rank {}: timed out: {}\n", o.workerRank, e.what());
   } catch (const std::exception& e) {
-    fmt::print(stderr, "gyre bench: rank {}: {}\n", o.workerRank, e.what());
+    printRankError(o.workerRank, e);
   }
   return 1;
+}
+
+void printRankError(int rank, const std::exception& e) {
+  if (const auto* lost = dynamic_cast<const PeerLostError*>(&e)) {
+    fmt::print(stderr, "gyre bench: rank {}: lost rank {}: {}\n", rank, lost->rank(), e.what());
+  } else if (dynamic_cast<const TimeoutError*>(&e) != nullptr) {
+    fmt::print(stderr, "gyre bench: rank {}: timed out: {}\n", rank, e.what());
+  } else {
+    fmt::print(stderr, "gyre bench: rank {}: {}\n", rank, e.what());
+  }
 }
 
 }  // namespace gyre::app

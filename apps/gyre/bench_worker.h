@@ -3,6 +3,7 @@
 // JSON row per measured size to the parent through a pipe.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <string>
 
@@ -27,5 +28,8 @@ std::size_t runSweep(Communicator& comm, const BenchOptions& options,
 // Returns the process exit code: 0 on success (failed checks are reported in the rows), 1 when
 // the communicator or a collective failed (the message is on stderr).
 int runBenchWorker(const BenchOptions& options);
+
+// One stderr line for a rank that failed: a lost peer and a time-out are named as such.
+void printRankError(int rank, const std::exception& e);
 
 }  // namespace gyre::app
