@@ -26,6 +26,11 @@ class Work {
 
   // The operation's failure, or null while it runs or after it succeeded.
   virtual std::exception_ptr exception() const = 0;
+
+  // When the operation began and finished running on the communicator's thread (steady_clock),
+  // for step timing and timelines; the clock's epoch until it has. Never blocks.
+  virtual std::chrono::steady_clock::time_point startedAt() const { return {}; }
+  virtual std::chrono::steady_clock::time_point finishedAt() const { return {}; }
 };
 
 }  // namespace gyre

@@ -14,7 +14,7 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 18> kKnobs = {{
+constexpr std::array<Knob, 19> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
@@ -63,6 +63,11 @@ constexpr std::array<Knob, 18> kKnobs = {{
      {},
      1,
      INT32_MAX},
+    {"GYRE_TIMELINE",
+     KnobType::kString,
+     "",
+     "A Chrome-trace/Perfetto timeline file that gyre's libtorch training writes (backward, each bucket's "
+     "allreduce, waits, optimizer steps; one track per rank). Unset: none."},
     {"GYRE_NUM_THREADS",
      KnobType::kInt,
      "0",

@@ -57,6 +57,7 @@ void Executor::workerLoop() {
       queue_.pop_front();
     }
     std::exception_ptr error;
+    task.work->start();
     try {
       task.fn();
     } catch (...) {

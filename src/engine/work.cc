@@ -23,9 +23,28 @@ std::exception_ptr WorkImpl::exception() const {
   return error_;
 }
 
+std::chrono::steady_clock::time_point WorkImpl::startedAt() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return started_;
+}
+
+std::chrono::steady_clock::time_point WorkImpl::finishedAt() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return finished_;
+}
+
+void WorkImpl::start() {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  started_ = now;
+}
+
 void WorkImpl::complete(std::exception_ptr error) {
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (started_ == std::chrono::steady_clock::time_point{}) started_ = now;
+    finished_ = now;
     done_ = true;
     error_ = std::move(error);
   }

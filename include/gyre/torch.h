@@ -1,0 +1,11 @@
+// Everything for data-parallel training on libtorch (link gyre_torch).
+#pragma once
+
+#include "gyre/gyre.h"
+#include "gyre/torch/broadcast.h"
+#include "gyre/torch/distributed_optimizer.h"
+#include "gyre/torch/lr.h"
+#include "gyre/torch/metrics.h"
+#include "gyre/torch/sampler.h"
+#include "gyre/torch/step_timing.h"
+#include "gyre/torch/timeline.h"

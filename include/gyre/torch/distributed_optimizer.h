@@ -1,0 +1,131 @@
+// Data-parallel training on libtorch: an optimizer wrapper that averages gradients across ranks,
+// overlapping the allreduce with the backward pass.
+//
+//   auto comm = gyre::init();
+//   auto sgd = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(lr));
+//   gyre::torch::broadcastParameters(*model, *comm);
+//   gyre::torch::DistributedOptimizer opt(comm, sgd);
+//   ... opt.zeroGrad(); loss.backward(); opt.step();
+//
+// How it works. Every parameter's gradient lives in a flat bucket buffer (param.grad() is a view
+// into it), so autograd accumulates straight into the memory that is allreduced: no copy in, no
+// copy out. A hook after each parameter's gradient accumulation marks it ready; a full bucket
+// becomes an asynchronous allreduce on the communicator's thread while autograd goes on with the
+// layers before it. Buckets are issued strictly in bucket order on every rank. The first buckets
+// follow the parameters in reverse (the order backward usually produces them); after the first
+// step, rank 0's observed ready order is broadcast and the buckets are rebuilt in it, once, so
+// later steps issue each bucket as soon as backward has filled it.
+//
+// Parameters that get no gradient in a step are reduced as zeros: their slots stay zero (from
+// zeroGrad) on a rank that produced nothing, buckets still waiting at step() are issued there,
+// and afterwards every parameter's grad() holds the average over ranks (zero where no rank had
+// a gradient). Every rank therefore issues the same buckets in the same order, whatever the
+// model does.
+//
+// Thread-safety: one training thread drives an optimizer; hooks run on autograd's threads.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gyre/communicator.h"
+#include "gyre/torch/step_timing.h"
+#include "gyre/torch/timeline.h"
+
+namespace gyre::torch {
+
+// How gradients travel. kFp16 and kBf16 halve the bytes on the wire: each bucket is converted
+// before its allreduce and converted back into the float32 gradients afterwards (the reduction
+// itself adds in float32). Only float32 gradients are compressed; others travel as they are.
+enum class Compression { kNone, kFp16, kBf16 };
+std::string_view toString(Compression compression);
+// "none", "fp16" (or "half"), "bf16"; throws InvalidArgument otherwise.
+Compression parseCompression(std::string_view name);
+
+struct DistributedOptimizerOptions {
+  // A bucket closes when adding the next gradient would pass this many bytes (25 MiB, as DDP).
+  std::size_t bucketCapBytes = 25u << 20;
+  // The first bucket (the last layers' gradients, ready first) is smaller, so the first
+  // allreduce starts early in the backward pass.
+  std::size_t firstBucketCapBytes = 1u << 20;
+  // Local gradient accumulation: gradients are allreduced on every k-th backward pass only, and
+  // step() is expected after it. Values below 1 are rejected.
+  int backwardPassesPerStep = 1;
+  Compression compression = Compression::kNone;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  // Average the gradients (true) or sum them.
+  bool average = true;
+  // Uneven inputs: ranks may run different numbers of steps. A rank that runs out of data calls
+  // join(); until every rank has joined, the others' steps average over the ranks still
+  // training. Costs one extra float per step and a scaling pass over the gradients.
+  bool unevenInputs = false;
+  // Time-out of each allreduce; zero: the communicator's.
+  Timeout timeout{0};
+  // Where to record backward, each bucket's allreduce, the wait and the optimizer step (may be
+  // null). See timeline.h; Timeline::fromEnvironment reads GYRE_TIMELINE.
+  std::shared_ptr<Timeline> timeline;
+};
+
+class DistributedOptimizer {
+ public:
+  // Wraps `optimizer`, whose parameter groups hold the parameters to synchronise (every rank
+  // must pass the same model, parameters in the same order). Replaces each parameter's grad()
+  // with a zeroed view into a bucket. Collective only in the sense that every rank must build
+  // one before its first step. Throws InvalidArgument for sparse or non-CPU parameters.
+  DistributedOptimizer(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
+                       DistributedOptimizerOptions options = {});
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
+
+  // Zeroes every gradient in place (one memset per bucket); grads stay views into the buckets.
+  void zeroGrad();
+  // Waits for the gradients' allreduce (issuing the buckets not yet issued), then runs the
+  // wrapped optimizer's step. Collective: every rank calls it once per backwardPassesPerStep
+  // backward passes. Throws PeerLostError/TimeoutError from the allreduce.
+  void step();
+  // step() without the optimizer step: afterwards every grad() holds the average.
+  void synchronize();
+
+  // Within this scope backward passes only accumulate locally; the first backward pass after it
+  // ends (or step()) allreduces the sum, as DDP's no_sync().
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedOptimizer& owner);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedOptimizer& owner_;
+  };
+  NoSyncGuard noSync() { return NoSyncGuard(*this); }
+
+  // Uneven inputs (options.unevenInputs): called by a rank with no data left. Keeps taking part
+  // in the others' steps, with zero gradients and applying the same averaged update, so its
+  // model stays identical to theirs; returns once every rank has joined. Collective.
+  void join();
+
+  // Timing of the last step() and totals since construction or resetTiming().
+  const StepTiming& lastStep() const;
+  const StepTiming& totals() const;
+  void resetTiming();
+
+  ::torch::optim::Optimizer& optimizer();
+  Communicator& communicator();
+  const DistributedOptimizerOptions& options() const;
+  // Number of buckets and their sizes in bytes (as allreduced), in issue order.
+  std::vector<std::size_t> bucketBytes() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gyre::torch

@@ -1,0 +1,423 @@
+#include "gyre/torch/distributed_optimizer.h"
+
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "common/check.h"
+#include "gyre/errors.h"
+#include "gyre/torch/broadcast.h"
+#include "torch/bucket_layout.h"
+
+namespace gyre::torch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+std::string_view toString(Compression compression) {
+  switch (compression) {
+    case Compression::kNone: return "none";
+    case Compression::kFp16: return "fp16";
+    case Compression::kBf16: return "bf16";
+  }
+  return "?";
+}
+
+Compression parseCompression(std::string_view name) {
+  if (name == "none") return Compression::kNone;
+  if (name == "fp16" || name == "half" || name == "float16") return Compression::kFp16;
+  if (name == "bf16" || name == "bfloat16") return Compression::kBf16;
+  throw InvalidArgument("unknown compression '" + std::string(name) + "' (none, fp16, bf16)");
+}
+
+StepTiming& StepTiming::operator+=(const StepTiming& other) {
+  steps += other.steps;
+  step += other.step;
+  compute += other.compute;
+  communicate += other.communicate;
+  wait += other.wait;
+  bytes += other.bytes;
+  buckets += other.buckets;
+  return *this;
+}
+
+// State shared by the hooks (autograd's thread) and the training thread.
+class DistributedOptimizer::Impl {
+ public:
+  struct Slot {
+    ::torch::Tensor param;
+    std::shared_ptr<::torch::autograd::Node> accumulator;  // kept alive: the param holds it weakly
+    std::uintptr_t hook = 0;
+    std::size_t bucket = 0;
+    ::torch::Tensor view;  // the slot's place in its bucket, shaped as the parameter
+    int passes = 0;        // backward passes accumulated since the last synchronisation
+    bool ready = false;
+  };
+  struct Bucket {
+    ::torch::Tensor flat;  // the gradients, contiguous
+    ::torch::Tensor wire;  // what travels: flat itself, or its fp16/bf16 copy
+    DataType wireType = DataType::kFloat32;
+    std::vector<std::size_t> slots;
+    std::size_t pending = 0;  // slots not ready yet
+    std::shared_ptr<Work> work;
+  };
+
+  Impl(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
+       DistributedOptimizerOptions options);
+  ~Impl();
+
+  void onGradientReady(std::size_t slot);
+  void zeroGrad();
+  void synchronize(bool active);
+  void step();
+  void join();
+
+  std::shared_ptr<Communicator> comm_;
+  std::shared_ptr<::torch::optim::Optimizer> optimizer_;
+  DistributedOptimizerOptions options_;
+  std::mutex mu_;
+  std::vector<Slot> slots_;
+  std::vector<Bucket> buckets_;
+  std::size_t nextToIssue_ = 0;
+  bool syncEnabled_ = true;
+  bool recordOrder_ = true;  // until the first synchronisation
+  std::vector<std::size_t> readyOrder_;
+  float activeRanks_ = 0;
+  Clock::time_point stepBegin_;
+  Clock::time_point firstReady_{};
+  Clock::time_point lastReady_{};
+  StepTiming last_;
+  StepTiming totals_;
+
+ private:
+  void layOut(const std::vector<std::size_t>& order);
+  void issueReadyBuckets();
+  void issue(Bucket& bucket);
+  void ensureAliased(Slot& slot);
+  void adoptRankZeroOrder();
+  void resetForNextStep();
+};
+
+namespace {
+
+// Runs after autograd has accumulated a parameter's gradient.
+class ReadyHook final : public ::torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(DistributedOptimizer::Impl* impl, std::size_t slot) : impl_(impl), slot_(slot) {}
+  ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& outputs,
+                                              const ::torch::autograd::variable_list& /*inputs*/) override {
+    impl_->onGradientReady(slot_);
+    return outputs;
+  }
+
+ private:
+  DistributedOptimizer::Impl* impl_;
+  std::size_t slot_;
+};
+
+}  // namespace
+
+DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
+                                 std::shared_ptr<::torch::optim::Optimizer> optimizer,
+                                 DistributedOptimizerOptions options)
+    : comm_(std::move(comm)), optimizer_(std::move(optimizer)), options_(std::move(options)) {
+  GYRE_USAGE_CHECK(comm_ != nullptr, "DistributedOptimizer needs a communicator");
+  GYRE_USAGE_CHECK(optimizer_ != nullptr, "DistributedOptimizer needs an optimizer to wrap");
+  GYRE_USAGE_CHECK(options_.backwardPassesPerStep >= 1,
+                   "backwardPassesPerStep must be at least 1, not ", options_.backwardPassesPerStep);
+  GYRE_USAGE_CHECK(options_.bucketCapBytes > 0 && options_.firstBucketCapBytes > 0, "bucket caps must be positive");
+  for (auto& group : optimizer_->param_groups()) {
+    for (auto& param : group.params()) {
+      GYRE_USAGE_CHECK(param.device().is_cpu(), "DistributedOptimizer: parameters must live on the CPU");
+      GYRE_USAGE_CHECK(!param.is_sparse(), "DistributedOptimizer: sparse parameters are not supported");
+      if (!param.requires_grad()) continue;
+      Slot slot;
+      slot.param = param;
+      slots_.push_back(std::move(slot));
+    }
+  }
+  // The first layout: parameters in reverse, the order backward usually produces them.
+  std::vector<std::size_t> order(slots_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = order.size() - 1 - i;
+  layOut(order);
+  if (comm_->size() > 1) {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      Slot& slot = slots_[i];
+      slot.accumulator = ::torch::autograd::impl::grad_accumulator(slot.param);
+      GYRE_USAGE_CHECK(slot.accumulator != nullptr, "DistributedOptimizer: parameter ", i, " is not a leaf");
+      slot.hook = slot.accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i));
+    }
+  } else {
+    recordOrder_ = false;
+  }
+  stepBegin_ = Clock::now();
+}
+
+DistributedOptimizer::Impl::~Impl() {
+  for (Slot& slot : slots_)
+    if (slot.accumulator) slot.accumulator->del_post_hook(slot.hook);
+  // The communicator's thread may still write into the buckets: let it finish (each allreduce
+  // is bounded by its time-out).
+  for (Bucket& bucket : buckets_) {
+    if (!bucket.work) continue;
+    try {
+      bucket.work->wait();
+    } catch (...) {  // reported, if anyone asked, by synchronize()
+    }
+  }
+}
+
+void DistributedOptimizer::Impl::layOut(const std::vector<std::size_t>& order) {
+  std::vector<GradientSlot> shapes;
+  for (const Slot& slot : slots_)
+    shapes.push_back(GradientSlot{slot.param.numel(), static_cast<std::size_t>(slot.param.element_size()),
+                                  static_cast<int>(slot.param.scalar_type())});
+  const auto plans = planBuckets(shapes, order, options_.firstBucketCapBytes, options_.bucketCapBytes);
+  std::vector<Bucket> buckets;
+  ::torch::NoGradGuard noGrad;
+  for (std::size_t b = 0; b < plans.size(); ++b) {
+    const BucketPlan& plan = plans[b];
+    Bucket bucket;
+    const auto type = static_cast<::torch::ScalarType>(plan.dtype);
+    bucket.flat = ::torch::zeros({plan.numel}, ::torch::TensorOptions().dtype(type));
+    bucket.wireType = toDataType(type);
+    bucket.wire = bucket.flat;
+    if (type == ::torch::kFloat32 && options_.compression != Compression::kNone) {
+      const bool half = options_.compression == Compression::kFp16;
+      bucket.wire = ::torch::empty({plan.numel}, ::torch::TensorOptions().dtype(half ? ::torch::kHalf : ::torch::kBFloat16));
+      bucket.wireType = half ? DataType::kFloat16 : DataType::kBFloat16;
+    }
+    bucket.slots = plan.slots;
+    bucket.pending = plan.slots.size();
+    for (std::size_t k = 0; k < plan.slots.size(); ++k) {
+      Slot& slot = slots_[plan.slots[k]];
+      slot.bucket = b;
+      slot.view = bucket.flat.narrow(0, plan.offsets[k], slot.param.numel()).view(slot.param.sizes());
+      if (slot.param.grad().defined()) slot.view.copy_(slot.param.grad());
+      slot.param.mutable_grad() = slot.view;
+    }
+    buckets.push_back(std::move(bucket));
+  }
+  buckets_ = std::move(buckets);
+  nextToIssue_ = 0;
+}
+
+void DistributedOptimizer::Impl::ensureAliased(Slot& slot) {
+  // Someone replaced the gradient (set it to none, assigned a tensor): bring it home.
+  const ::torch::Tensor& grad = slot.param.grad();
+  if (grad.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
+  ::torch::NoGradGuard noGrad;
+  if (grad.defined()) {
+    slot.view.copy_(grad);
+  } else {
+    slot.view.zero_();
+  }
+  slot.param.mutable_grad() = slot.view;
+}
+
+void DistributedOptimizer::Impl::onGradientReady(std::size_t index) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = slots_[index];
+  ensureAliased(slot);
+  if (!syncEnabled_ || slot.ready) return;
+  if (++slot.passes < options_.backwardPassesPerStep) return;
+  const auto now = Clock::now();
+  if (firstReady_ == Clock::time_point{}) firstReady_ = now;
+  lastReady_ = now;
+  slot.ready = true;
+  if (recordOrder_) readyOrder_.push_back(index);
+  if (--buckets_[slot.bucket].pending == 0) issueReadyBuckets();
+}
+
+void DistributedOptimizer::Impl::issueReadyBuckets() {
+  // Strictly in bucket order, so every rank issues the same allreduces in the same order.
+  while (nextToIssue_ < buckets_.size() && buckets_[nextToIssue_].pending == 0) issue(buckets_[nextToIssue_++]);
+}
+
+void DistributedOptimizer::Impl::issue(Bucket& bucket) {
+  if (bucket.wire.data_ptr() != bucket.flat.data_ptr()) {
+    ::torch::NoGradGuard noGrad;
+    bucket.wire.copy_(bucket.flat);
+  }
+  AllreduceOptions o;
+  o.dtype = bucket.wireType;
+  // Uneven inputs sum, and step() divides by the ranks that took part.
+  o.op = options_.average && !options_.unevenInputs ? ReduceOp::kAverage : ReduceOp::kSum;
+  o.algorithm = options_.algorithm;
+  o.timeout = options_.timeout;
+  void* data = bucket.wire.data_ptr();
+  bucket.work = comm_->allreduceAsync(data, data, static_cast<std::size_t>(bucket.wire.numel()), o);
+}
+
+void DistributedOptimizer::Impl::zeroGrad() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ::torch::NoGradGuard noGrad;
+  for (Bucket& bucket : buckets_) bucket.flat.zero_();
+  for (Slot& slot : slots_) ensureAliased(slot);
+}
+
+void DistributedOptimizer::Impl::synchronize(bool active) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto begin = Clock::now();
+  StepTiming timing;
+  timing.steps = 1;
+  if (comm_->size() > 1) {
+    // Gradients that never became ready (unused parameters, or fewer backward passes than
+    // promised) are reduced as they are: zeros unless something accumulated.
+    for (Bucket& bucket : buckets_) bucket.pending = 0;
+    issueReadyBuckets();
+    float active_ranks = active ? 1.0f : 0.0f;
+    std::shared_ptr<Work> count;
+    if (options_.unevenInputs) count = comm_->allreduceAsync(&active_ranks, &active_ranks, 1, {});
+    std::exception_ptr failure;
+    for (Bucket& bucket : buckets_) {
+      try {
+        bucket.work->wait();
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+      timing.communicate += seconds(bucket.work->finishedAt() - bucket.work->startedAt());
+      timing.bytes += static_cast<std::size_t>(bucket.wire.nbytes());
+      ++timing.buckets;
+      if (options_.timeline)
+        options_.timeline->span(Timeline::Track::kCommunication, "allreduce", bucket.work->startedAt(),
+                                bucket.work->finishedAt(),
+                                "\"bytes\":" + std::to_string(bucket.wire.nbytes()) + ",\"bucket\":" +
+                                    std::to_string(&bucket - buckets_.data()));
+    }
+    if (count) {
+      try {
+        count->wait();
+      } catch (...) {
+        if (!failure) failure = std::current_exception();
+      }
+    }
+    for (Bucket& bucket : buckets_) bucket.work.reset();
+    if (failure) std::rethrow_exception(failure);
+    activeRanks_ = active_ranks;
+    ::torch::NoGradGuard noGrad;
+    for (Bucket& bucket : buckets_) {
+      if (bucket.wire.data_ptr() != bucket.flat.data_ptr()) bucket.flat.copy_(bucket.wire);
+      if (options_.unevenInputs && active_ranks > 0) {
+        if (options_.average) bucket.flat.div_(static_cast<double>(active_ranks));
+      }
+    }
+    if (recordOrder_) adoptRankZeroOrder();
+  }
+  const auto end = Clock::now();
+  timing.wait = seconds(end - begin);
+  if (options_.timeline) {
+    if (firstReady_ != Clock::time_point{})
+      options_.timeline->span(Timeline::Track::kCompute, "backward", firstReady_, lastReady_);
+    options_.timeline->span(Timeline::Track::kCompute, "wait", begin, end);
+  }
+  last_ = timing;
+  resetForNextStep();
+}
+
+void DistributedOptimizer::Impl::adoptRankZeroOrder() {
+  // Everyone takes rank 0's ready order (every rank reaches this point in its first
+  // synchronisation), and the buckets follow it from now on.
+  recordOrder_ = false;
+  std::vector<std::int64_t> order;
+  std::vector<bool> seen(slots_.size(), false);
+  for (std::size_t index : readyOrder_) {
+    if (!seen[index]) order.push_back(static_cast<std::int64_t>(index));
+    seen[index] = true;
+  }
+  for (const Bucket& bucket : buckets_)
+    for (std::size_t index : bucket.slots)
+      if (!seen[index]) order.push_back(static_cast<std::int64_t>(index));
+  readyOrder_.clear();
+  BroadcastOptions o;
+  o.dtype = DataType::kInt64;
+  o.timeout = options_.timeout;
+  comm_->broadcast(order.data(), order.size(), o);
+  std::vector<std::size_t> chosen(order.begin(), order.end());
+  std::vector<std::size_t> current;
+  for (const Bucket& bucket : buckets_) current.insert(current.end(), bucket.slots.begin(), bucket.slots.end());
+  if (chosen != current) layOut(chosen);
+}
+
+void DistributedOptimizer::Impl::resetForNextStep() {
+  for (Slot& slot : slots_) {
+    slot.passes = 0;
+    slot.ready = false;
+  }
+  for (Bucket& bucket : buckets_) bucket.pending = bucket.slots.size();
+  nextToIssue_ = 0;
+  firstReady_ = lastReady_ = Clock::time_point{};
+}
+
+void DistributedOptimizer::Impl::step() {
+  synchronize(true);
+  const auto begin = Clock::now();
+  optimizer_->step();
+  const auto end = Clock::now();
+  if (options_.timeline) options_.timeline->span(Timeline::Track::kCompute, "optimizer step", begin, end);
+  std::lock_guard<std::mutex> lock(mu_);
+  last_.step = seconds(end - stepBegin_);
+  last_.compute = last_.step - last_.wait;
+  stepBegin_ = end;
+  totals_ += last_;
+}
+
+void DistributedOptimizer::Impl::join() {
+  GYRE_USAGE_CHECK(options_.unevenInputs, "join() needs DistributedOptimizerOptions::unevenInputs = true on every rank");
+  for (;;) {
+    zeroGrad();
+    synchronize(false);
+    if (activeRanks_ == 0) return;  // every rank has joined
+    optimizer_->step();            // the same averaged update as the ranks still training
+  }
+}
+
+DistributedOptimizer::DistributedOptimizer(std::shared_ptr<Communicator> comm,
+                                           std::shared_ptr<::torch::optim::Optimizer> optimizer,
+                                           DistributedOptimizerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(comm), std::move(optimizer), std::move(options))) {}
+
+DistributedOptimizer::~DistributedOptimizer() = default;
+
+void DistributedOptimizer::zeroGrad() { impl_->zeroGrad(); }
+void DistributedOptimizer::step() { impl_->step(); }
+void DistributedOptimizer::synchronize() { impl_->synchronize(true); }
+void DistributedOptimizer::join() { impl_->join(); }
+
+DistributedOptimizer::NoSyncGuard::NoSyncGuard(DistributedOptimizer& owner) : owner_(owner) {
+  std::lock_guard<std::mutex> lock(owner_.impl_->mu_);
+  owner_.impl_->syncEnabled_ = false;
+}
+
+DistributedOptimizer::NoSyncGuard::~NoSyncGuard() {
+  std::lock_guard<std::mutex> lock(owner_.impl_->mu_);
+  owner_.impl_->syncEnabled_ = true;
+}
+
+const StepTiming& DistributedOptimizer::lastStep() const { return impl_->last_; }
+const StepTiming& DistributedOptimizer::totals() const { return impl_->totals_; }
+
+void DistributedOptimizer::resetTiming() {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  impl_->totals_ = StepTiming{};
+  impl_->stepBegin_ = Clock::now();
+}
+
+::torch::optim::Optimizer& DistributedOptimizer::optimizer() { return *impl_->optimizer_; }
+Communicator& DistributedOptimizer::communicator() { return *impl_->comm_; }
+const DistributedOptimizerOptions& DistributedOptimizer::options() const { return impl_->options_; }
+
+std::vector<std::size_t> DistributedOptimizer::bucketBytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  std::vector<std::size_t> bytes;
+  for (const auto& bucket : impl_->buckets_) bytes.push_back(static_cast<std::size_t>(bucket.wire.nbytes()));
+  return bytes;
+}
+
+}  // namespace gyre::torch

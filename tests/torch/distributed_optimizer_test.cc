@@ -1,0 +1,347 @@
+// DistributedOptimizer: W ranks (threads) training on shards of a batch must reach the same
+// parameters as one process training on the whole batch, whatever the buckets, compression,
+// accumulation or unused parameters.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "gyre/gyre.h"
+#include "gyre/torch/broadcast.h"
+#include "gyre/torch/distributed_optimizer.h"
+#include "support/ranks.h"
+
+namespace gyre {
+namespace {
+
+using test::runThreads;
+using torch::DistributedOptimizer;
+using torch::DistributedOptimizerOptions;
+
+constexpr int kBatch = 12;  // divisible by 1, 2, 3 and 4 ranks
+constexpr int kSteps = 3;
+
+std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size) {
+  CommunicatorOptions o;
+  o.secret = "test-secret";
+  o.timeout = std::chrono::seconds(60);
+  return Communicator::create(std::move(store), rank, size, o);
+}
+
+// libtorch's default generator is global: ranks (threads) build their models one at a time so
+// every one starts from the same seed.
+::torch::nn::Sequential makeModel() {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  ::torch::manual_seed(7);
+  return ::torch::nn::Sequential(::torch::nn::Linear(20, 16), ::torch::nn::ReLU(), ::torch::nn::Linear(16, 8),
+                                 ::torch::nn::ReLU(), ::torch::nn::Linear(8, 4));
+}
+
+struct Data {
+  ::torch::Tensor x;
+  ::torch::Tensor y;
+};
+
+Data makeData() {
+  auto gen = ::at::detail::createCPUGenerator(11);
+  return {::torch::randn({kSteps * kBatch, 20}, gen), ::torch::randint(0, 4, {kSteps * kBatch}, gen)};
+}
+
+std::shared_ptr<::torch::optim::SGD> makeSgd(::torch::nn::Sequential& model) {
+  return std::make_shared<::torch::optim::SGD>(model->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
+// One process, whole batches.
+std::vector<::torch::Tensor> referenceParameters() {
+  auto model = makeModel();
+  auto sgd = makeSgd(model);
+  const Data data = makeData();
+  for (int s = 0; s < kSteps; ++s) {
+    sgd->zero_grad();
+    auto x = data.x.narrow(0, s * kBatch, kBatch);
+    auto y = data.y.narrow(0, s * kBatch, kBatch);
+    ::torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+    sgd->step();
+  }
+  std::vector<::torch::Tensor> out;
+  for (auto& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+void expectClose(const std::vector<::torch::Tensor>& got, const std::vector<::torch::Tensor>& want, double tol,
+                 int rank) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double diff = (got[i] - want[i]).abs().max().item<double>();
+    EXPECT_LE(diff, tol) << "rank " << rank << " parameter " << i;
+  }
+}
+
+// Each rank trains on its contiguous share of every batch: the average of the shares' mean
+// losses is the whole batch's mean loss.
+std::vector<::torch::Tensor> trainDistributed(Communicator& comm, std::shared_ptr<Communicator> owned,
+                                              DistributedOptimizerOptions options, int micro = 1) {
+  ::torch::set_num_threads(1);
+  auto model = makeModel();
+  auto sgd = makeSgd(model);
+  DistributedOptimizer opt(std::move(owned), sgd, options);
+  const Data data = makeData();
+  const int share = kBatch / comm.size();
+  for (int s = 0; s < kSteps; ++s) {
+    opt.zeroGrad();
+    const int piece = share / micro;
+    for (int m = 0; m < micro; ++m) {
+      const int begin = s * kBatch + comm.rank() * share + m * piece;
+      auto loss = ::torch::nn::functional::cross_entropy(model->forward(data.x.narrow(0, begin, piece)),
+                                                        data.y.narrow(0, begin, piece));
+      (loss / micro).backward();
+    }
+    opt.step();
+  }
+  std::vector<::torch::Tensor> out;
+  for (auto& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+class ExactAveragingTest : public ::testing::TestWithParam<std::tuple<int, std::size_t>> {};
+
+TEST_P(ExactAveragingTest, MatchesOneProcessOnTheWholeBatch) {
+  const auto [size, capBytes] = GetParam();
+  const auto want = referenceParameters();
+  auto store = createMemoryStore();
+  runThreads(size, [&](int rank) {
+    auto comm = makeComm(store, rank, size);
+    DistributedOptimizerOptions o;
+    o.bucketCapBytes = capBytes;
+    o.firstBucketCapBytes = std::min<std::size_t>(capBytes, 256);
+    expectClose(trainDistributed(*comm, comm, o), want, 1e-5, rank);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldsAndBuckets, ExactAveragingTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(std::size_t{64}, std::size_t{25} << 20)));
+
+TEST(DistributedOptimizerTest, AccumulatesBackwardPassesBeforeReducing) {
+  const auto want = referenceParameters();
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    DistributedOptimizerOptions o;
+    o.backwardPassesPerStep = 2;
+    o.bucketCapBytes = 128;
+    expectClose(trainDistributed(*comm, comm, o, 2), want, 1e-5, rank);
+  });
+}
+
+TEST(DistributedOptimizerTest, CompressedGradientsStayClose) {
+  const auto want = referenceParameters();
+  for (auto compression : {torch::Compression::kFp16, torch::Compression::kBf16}) {
+    auto store = createMemoryStore();
+    runThreads(2, [&](int rank) {
+      auto comm = makeComm(store, rank, 2);
+      DistributedOptimizerOptions o;
+      o.compression = compression;
+      expectClose(trainDistributed(*comm, comm, o), want, compression == torch::Compression::kFp16 ? 2e-3 : 2e-2,
+                  rank);
+    });
+  }
+}
+
+TEST(DistributedOptimizerTest, NoSyncAccumulatesLocallyUntilTheNextBackward) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    ::torch::set_num_threads(1);
+    auto comm = makeComm(store, rank, 2);
+    auto model = makeModel();
+    auto sgd = makeSgd(model);
+    DistributedOptimizer opt(comm, sgd);
+    auto x = ::torch::full({1, 20}, 1.0 + rank);
+    opt.zeroGrad();
+    {
+      auto guard = opt.noSync();
+      model->forward(x).sum().backward();
+    }
+    const auto local = model->parameters()[0].grad().clone();  // not averaged yet
+    model->forward(x).sum().backward();
+    opt.synchronize();
+    // Both passes are summed locally, then averaged: (2 g0 + 2 g1) / 2.
+    auto both = local * 2;
+    comm->allreduce(both.data_ptr(), both.data_ptr(), static_cast<std::size_t>(both.numel()),
+                    {DataType::kFloat32, ReduceOp::kAverage});
+    EXPECT_LE((model->parameters()[0].grad() - both).abs().max().item<double>(), 1e-5);
+  });
+}
+
+// Rank 1 leaves one layer out of its graph: that layer is reduced as zeros from rank 1, so its
+// gradient is half of rank 0's, and nothing hangs.
+TEST(DistributedOptimizerTest, ParametersWithoutGradientAreReducedAsZeros) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    ::torch::set_num_threads(1);
+    auto comm = makeComm(store, rank, 2);
+    ::torch::nn::Linear shared(4, 4), extra(4, 4);  // equal or not, the gradients below do not depend on them
+    std::vector<::torch::Tensor> params = shared->parameters();
+    for (auto& p : extra->parameters()) params.push_back(p);
+    auto sgd = std::make_shared<::torch::optim::SGD>(params, ::torch::optim::SGDOptions(0.1));
+    DistributedOptimizerOptions o;
+    o.bucketCapBytes = o.firstBucketCapBytes = 32;
+    DistributedOptimizer opt(comm, sgd, o);
+    for (int step = 0; step < 2; ++step) {
+      opt.zeroGrad();
+      auto x = ::torch::ones({1, 4});
+      auto out = shared->forward(x);
+      if (rank == 0) out = out + extra->forward(x);
+      out.sum().backward();
+      opt.synchronize();
+      // d(sum(extra(x)))/d(extra.weight) = ones: averaged with rank 1's zeros, 0.5.
+      EXPECT_LE((extra->weight.grad() - 0.5).abs().max().item<double>(), 1e-6) << "step " << step;
+      EXPECT_LE((shared->weight.grad() - 1.0).abs().max().item<double>(), 1e-6) << "step " << step;
+    }
+  });
+}
+
+TEST(DistributedOptimizerTest, JoinKeepsRanksWithLessDataInStep) {
+  auto store = createMemoryStore();
+  std::vector<std::vector<::torch::Tensor>> finals(2);
+  runThreads(2, [&](int rank) {
+    ::torch::set_num_threads(1);
+    auto comm = makeComm(store, rank, 2);
+    auto model = makeModel();
+    auto sgd = makeSgd(model);
+    DistributedOptimizerOptions o;
+    o.unevenInputs = true;
+    DistributedOptimizer opt(comm, sgd, o);
+    const Data data = makeData();
+    const int steps = rank == 0 ? 3 : 1;
+    for (int s = 0; s < steps; ++s) {
+      opt.zeroGrad();
+      ::torch::nn::functional::cross_entropy(model->forward(data.x.narrow(0, s * 4 + rank * 2, 2)),
+                                            data.y.narrow(0, s * 4 + rank * 2, 2))
+          .backward();
+      opt.step();
+    }
+    opt.join();
+    for (auto& p : model->parameters()) finals[static_cast<std::size_t>(rank)].push_back(p.detach().clone());
+  });
+  expectClose(finals[1], finals[0], 0, 1);
+}
+
+TEST(DistributedOptimizerTest, JoinWithoutUnevenInputsIsRejected) {
+  auto comm = makeComm(createMemoryStore(), 0, 1);
+  auto model = makeModel();
+  DistributedOptimizer opt(comm, makeSgd(model));
+  EXPECT_THROW(opt.join(), InvalidArgument);
+}
+
+TEST(DistributedOptimizerTest, ReportsBucketsAndTiming) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    DistributedOptimizerOptions o;
+    o.bucketCapBytes = o.firstBucketCapBytes = 512;
+    auto model = makeModel();
+    DistributedOptimizer opt(comm, makeSgd(model), o);
+    const auto buckets = opt.bucketBytes();
+    EXPECT_GT(buckets.size(), 1u);
+    std::size_t total = 0;
+    for (auto b : buckets) total += b;
+    std::size_t params = 0;
+    for (auto& p : model->parameters()) params += static_cast<std::size_t>(p.numel()) * 4;
+    EXPECT_EQ(total, params);
+    for (int s = 0; s < 2; ++s) {
+      opt.zeroGrad();
+      model->forward(::torch::ones({2, 20})).sum().backward();
+      opt.step();
+      EXPECT_EQ(opt.lastStep().buckets, opt.bucketBytes().size());
+      EXPECT_EQ(opt.lastStep().bytes, params);
+      EXPECT_GE(opt.lastStep().wait, 0);
+      EXPECT_GE(opt.lastStep().communicate, 0);
+      EXPECT_NEAR(opt.lastStep().compute + opt.lastStep().wait, opt.lastStep().step, 1e-9);
+    }
+    EXPECT_EQ(opt.totals().steps, 2);
+  });
+}
+
+TEST(DistributedOptimizerTest, RejectsBadOptions) {
+  auto comm = makeComm(createMemoryStore(), 0, 1);
+  auto model = makeModel();
+  DistributedOptimizerOptions o;
+  o.backwardPassesPerStep = 0;
+  EXPECT_THROW(DistributedOptimizer(comm, makeSgd(model), o), InvalidArgument);
+  EXPECT_THROW(DistributedOptimizer(nullptr, makeSgd(model)), InvalidArgument);
+  EXPECT_THROW(torch::parseCompression("zip"), InvalidArgument);
+}
+
+TEST(BroadcastTest, ParametersAndOptimizerStateComeFromTheRoot) {
+  auto store = createMemoryStore();
+  runThreads(3, [&](int rank) {
+    ::torch::set_num_threads(1);
+    auto comm = makeComm(store, rank, 3);
+    ::torch::manual_seed(100 + static_cast<std::uint64_t>(rank));  // different models everywhere
+    ::torch::nn::Sequential model(::torch::nn::Linear(5, 3), ::torch::nn::BatchNorm1d(3));
+    auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), ::torch::optim::SGDOptions(rank + 1.0).momentum(0.5));
+    if (rank == 1) {  // the root has momentum buffers; the others have none yet
+      model->forward(::torch::randn({4, 5})).sum().backward();
+      sgd->step();
+    }
+    torch::broadcastParameters(*model, *comm, 1);
+    torch::broadcastOptimizerState(*sgd, *comm, 1);
+    std::vector<::torch::Tensor> mine;
+    for (auto& p : model->parameters()) mine.push_back(p.detach().clone());
+    for (auto& b : model->buffers()) mine.push_back(b.detach().clone().to(::torch::kFloat32));
+    for (auto& t : mine) {
+      auto root = t.clone();
+      comm->broadcast(root.data_ptr(), static_cast<std::size_t>(root.numel()), {DataType::kFloat32, 1});
+      EXPECT_TRUE(root.equal(t)) << "rank " << rank;
+    }
+    EXPECT_DOUBLE_EQ(sgd->param_groups()[0].options().get_lr(), 2.0);
+    EXPECT_EQ(sgd->state().size(), 4u) << "momentum buffers of the root's parameters";
+  });
+}
+
+TEST(BroadcastTest, DifferentModelsAreNamedNotHung) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    ::torch::nn::Linear model(4, rank == 0 ? 2 : 3);
+    EXPECT_THROW(torch::broadcastParameters(*model, *comm), InvalidArgument);
+  });
+}
+
+TEST(TimelineTest, WritesOneTrackPerRankWithBucketsAndSteps) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/trace.json";
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    auto timeline = std::make_shared<torch::Timeline>(path, comm);
+    DistributedOptimizerOptions o;
+    o.timeline = timeline;
+    auto model = makeModel();
+    DistributedOptimizer opt(comm, makeSgd(model), o);
+    for (int s = 0; s < 2; ++s) {
+      torch::Timeline::Scope forward(timeline.get(), "forward");
+      opt.zeroGrad();
+      model->forward(::torch::ones({2, 20})).sum().backward();
+      opt.step();
+    }
+    timeline->write();
+  });
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  const auto trace = nlohmann::json::parse(in);
+  std::map<std::pair<int, std::string>, int> seen;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") ++seen[{e.at("pid").get<int>(), e.at("name").get<std::string>()}];
+  for (int rank = 0; rank < 2; ++rank) {
+    for (const char* name : {"backward", "allreduce", "wait", "optimizer step", "forward"})
+      EXPECT_GE((seen[{rank, name}]), 2) << "rank " << rank << " " << name;
+  }
+}
+
+}  // namespace
+}  // namespace gyre
