@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Convergence check of issue 4: trains each model for the same number of epochs with 1 and with 2
+# workers (global batch 128, the same learning rate: gyre train keeps the global batch fixed, so
+# no scaling is needed) and checks that
+#   - the 2-worker test accuracy is within 0.5 points of the 1-worker one (mlp and cnn);
+#   - the CNN reaches at least 90%.
+# Usage: scripts/check-convergence.sh [BUILD_DIR] ; GYRE_CONVERGENCE_EPOCHS (default 3) and
+# GYRE_CONVERGENCE_MODELS (default "mlp cnn") shorten it. Exits non-zero on a miss.
+set -euo pipefail
+B="${1:-build}"
+EPOCHS="${GYRE_CONVERGENCE_EPOCHS:-3}"
+MODELS="${GYRE_CONVERGENCE_MODELS:-mlp cnn}"
+work=$(mktemp -d /tmp/gyre-convergence.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+# final_accuracy RUN_DIR: the last epoch's test accuracy (a fraction) from metrics.jsonl.
+final_accuracy() {
+  python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["test_accuracy"])' \
+    "$1/metrics.jsonl"
+}
+
+status=0
+for model in $MODELS; do
+  for np in 1 2; do
+    "$B/bin/gyre" train --model "$model" --np "$np" --epochs "$EPOCHS" --batch 128 --lr 0.05 \
+      --progress off --run-dir "$work/$model-$np" >"$work/$model-$np.log" 2>&1 || {
+      echo "convergence: gyre train --model $model --np $np failed:"
+      tail -20 "$work/$model-$np.log"
+      exit 1
+    }
+  done
+  one=$(final_accuracy "$work/$model-1")
+  two=$(final_accuracy "$work/$model-2")
+  verdict=$(python3 - "$model" "$one" "$two" <<'PY'
+import sys
+model, one, two = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+ok = abs(one - two) * 100 <= 0.5 and (model != "cnn" or two >= 0.90)
+print(("ok" if ok else "MISS") + f": {model} test accuracy 1 worker {one*100:.2f}%, 2 workers {two*100:.2f}% "
+      f"(difference {abs(one-two)*100:.2f} points, at most 0.5" + (", cnn needs 90%" if model == "cnn" else "") + ")")
+PY
+)
+  echo "convergence $verdict after $EPOCHS epochs"
+  [[ $verdict == ok* ]] || status=1
+done
+exit $status
