@@ -12,6 +12,7 @@
 #include "gyre/version.h"
 #include "info.h"
 #include "run.h"
+#include "train.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
   gyre::app::addBenchCollectives(*bench, action, args);
   gyre::app::addInfo(app, action);
   gyre::app::addRun(app, action);
+  gyre::app::addTrain(app, action);
 
   // mpirun and horovodrun users type -np; CLI11 knows long options by their double dash.
   std::vector<char*> argvFixed(argv, argv + argc);

@@ -1,0 +1,258 @@
+#include "train.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "gyre/errors.h"
+#include "launcher/agent.h"
+#include "launcher/job.h"
+#include "launcher/process.h"
+#include "train/trainer.h"  // TrainOptions only (no libtorch): the defaults are the worker's
+#include "usage_error.h"
+
+namespace gyre::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kWorker = "gyre_train_worker";
+constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
+
+struct TrainFlags {
+  train::TrainOptions o;
+  int np = 1;
+  int threads = 0;  // per worker; 0: cores / np
+  bool noEval = false;
+  double timeoutS = 0;
+};
+
+// A single-worker run's throughput, from an earlier run directory.
+struct Reference {
+  double samplesPerS = 0;
+  std::string dir;
+};
+
+// The earlier runs beside `runDir` (its siblings) whose metrics.jsonl says: one worker, not plain,
+// the same model, global batch and threads. The newest such file (by modification time) wins,
+// and its last epoch's samples/s is the reference.
+std::optional<Reference> findReference(const fs::path& runDir, const std::string& model, std::int64_t batch,
+                                       int threads) {
+  std::error_code ec;
+  std::optional<Reference> best;
+  fs::file_time_type bestTime;
+  for (const fs::directory_entry& entry : fs::directory_iterator(runDir.parent_path(), ec)) {
+    const fs::path metrics = entry.path() / "metrics.jsonl";
+    if (entry.path() == runDir || !fs::is_regular_file(metrics, ec)) continue;
+    std::ifstream in(metrics);
+    std::string line, last;
+    while (std::getline(in, line))
+      if (!line.empty()) last = line;
+    const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
+    if (!j.is_object()) continue;
+    try {
+      if (j.at("world") != 1 || j.value("plain", false) || j.at("model") != model || j.at("batch") != batch ||
+          j.at("torch_threads") != threads || !j.at("samples_per_s").is_number())
+        continue;
+      const fs::file_time_type time = fs::last_write_time(metrics, ec);
+      if (best && time <= bestTime) continue;
+      best = Reference{j.at("samples_per_s").get<double>(), entry.path().string()};
+      bestTime = time;
+    } catch (const nlohmann::json::exception&) {
+      continue;  // not one of ours
+    }
+  }
+  return best;
+}
+
+// runs/MODEL-npN-YYYYmmdd-HHMMSS, with -2, -3, ... when two runs start in the same second.
+fs::path defaultRunDir(const std::string& model, int np) {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
+  const fs::path base = fs::path("runs") / fmt::format("{}-np{}-{}", model, np, stamp);
+  fs::path dir = base;
+  for (int n = 2; fs::exists(dir); ++n) dir = base.string() + "-" + std::to_string(n);
+  return dir;
+}
+
+void requireData(const std::string& dir) {
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"}) {
+    const fs::path path = fs::path(dir) / name;
+    std::error_code ec;
+    if (fs::exists(path.string() + ".gz", ec) || fs::exists(path, ec)) continue;
+    throw Error(
+        "Fashion-MNIST not found in " + dir +
+        (fs::is_directory(dir, ec) ? " (no " + path.filename().string() + ".gz)" : "") +
+        ": install Debian's dataset-fashion-mnist package (sudo apt-get install dataset-fashion-mnist) "
+        "or pass --data-dir");
+  }
+}
+
+void check(const TrainFlags& f) {
+  const train::TrainOptions& o = f.o;
+  requireArg(f.np >= 1, "--np must be at least 1 (got ", f.np, ")");
+  requireArg(o.epochs >= 1, "--epochs must be at least 1 (got ", o.epochs, ")");
+  requireArg(o.batch >= 1, "--batch must be at least 1 (got ", o.batch, ")");
+  requireArg(o.batch % f.np == 0, "--batch ", o.batch,
+             " is the global batch and must divide evenly among the ", f.np,
+             " workers: choose a multiple of ", f.np);
+  requireArg(o.lr > 0, "--lr must be positive (got ", o.lr, ")");
+  requireArg(o.momentum >= 0, "--momentum must not be negative (got ", o.momentum, ")");
+  requireArg(o.warmupEpochs >= 0, "--warmup-epochs must not be negative (got ", o.warmupEpochs, ")");
+  requireArg(o.maxSteps >= 0, "--max-steps must not be negative (got ", o.maxSteps, ")");
+  requireArg(o.skipSteps >= 0, "--skip-steps must not be negative (got ", o.skipSteps, ")");
+  requireArg(o.maxSteps == 0 || o.skipSteps < o.maxSteps, "--skip-steps ", o.skipSteps,
+             " leaves none of the --max-steps ", o.maxSteps, " to time");
+  requireArg(f.threads >= 0, "--threads must not be negative (got ", f.threads, ")");
+  requireArg(o.bucketCapMb > 0, "--bucket-cap-mb must be positive (got ", o.bucketCapMb, ")");
+  requireArg(o.referenceSamplesPerS >= 0, "--reference-samples-per-s must not be negative");
+  requireArg(f.timeoutS >= 0, "--timeout must not be negative");
+}
+
+int train(const TrainFlags& f) {
+  check(f);
+  const std::string worker = (fs::path(launcher::selfExecutable()).parent_path() / kWorker).string();
+  if (::access(worker.c_str(), X_OK) != 0)
+    throw Error("this gyre was built without the trainer: " + worker +
+                " is missing (install libtorch-dev and libopenblas0-pthread, then configure and build again; "
+                "see docs/training.md)");
+  train::TrainOptions o = f.o;
+  o.eval = !f.noEval;
+  requireData(o.dataDir.empty() ? kDefaultDataDir : o.dataDir);
+
+  const fs::path runDir = fs::absolute(o.runDir.empty() ? defaultRunDir(o.model, f.np) : fs::path(o.runDir));
+  std::error_code ec;
+  fs::create_directories(runDir, ec);
+  if (ec) throw Error("cannot create the run directory " + runDir.string() + ": " + ec.message());
+
+  const int threads = f.threads > 0 ? f.threads : std::max(1, launcher::usableCores() / f.np);
+  fmt::print(
+      "gyre train: {} on {} worker{} ({} thread{}{}), global batch {} ({} per worker), lr {}, {} epoch{}\n",
+      o.model, f.np, f.np == 1 ? "" : "s", threads, threads == 1 ? "" : "s", f.np == 1 ? "" : " each",
+      o.batch, o.batch / f.np, o.lr, o.epochs, o.epochs == 1 ? "" : "s");
+  fmt::print("run directory: {}\n", runDir.string());
+  if (o.referenceSamplesPerS == 0 && f.np > 1) {
+    if (const auto ref = findReference(runDir, o.model, o.batch, threads)) {
+      o.referenceSamplesPerS = ref->samplesPerS;
+      fmt::print("speedup against 1 worker: {:.0f} samples/s in {}\n", ref->samplesPerS, ref->dir);
+    } else {
+      fmt::print(
+          "no 1-worker run of {} with batch {} and {} thread{} beside it for speedup and efficiency: run "
+          "`gyre train --model {} --np 1 --threads {} --batch {}` once\n",
+          o.model, o.batch, threads, threads == 1 ? "" : "s", o.model, threads, o.batch);
+    }
+  }
+  std::fflush(stdout);
+
+  launcher::RunOptions run;
+  run.np = f.np;
+  run.tagOutput = false;
+  run.threads = threads;
+  run.timeoutS = f.timeoutS;
+  // libgomp's threads otherwise spin while they wait, and with more than one thread per worker
+  // they spin against OpenBLAS's and against anything else running: 3 to 25 times slower on a
+  // busy 2-core machine. A value the user set wins.
+  if (threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr)
+    run.exports.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
+  std::vector<std::string>& argv = run.program;
+  auto flag = [&argv](const char* name, const std::string& value) { argv.insert(argv.end(), {name, value}); };
+  auto number = [](double value) { return fmt::format("{}", value); };
+  argv = {worker};
+  flag("--model", o.model);
+  flag("--epochs", std::to_string(o.epochs));
+  flag("--batch", std::to_string(o.batch));
+  flag("--lr", number(o.lr));
+  flag("--momentum", number(o.momentum));
+  flag("--compression", o.compression);
+  flag("--lr-scaling", o.lrScaling);
+  flag("--warmup-epochs", number(o.warmupEpochs));
+  flag("--seed", std::to_string(o.seed));
+  flag("--bucket-cap-mb", number(o.bucketCapMb));
+  flag("--max-steps", std::to_string(o.maxSteps));
+  flag("--skip-steps", std::to_string(o.skipSteps));
+  flag("--run-dir", runDir.string());
+  // Workers write to pipes: whether to draw is decided here, where the terminal is.
+  flag("--progress", o.progress == "auto" ? (::isatty(STDERR_FILENO) ? "on" : "off") : o.progress);
+  if (!o.dataDir.empty()) flag("--data-dir", o.dataDir);
+  if (!o.eval) argv.push_back("--no-eval");
+  if (o.json) argv.push_back("--json");
+  if (o.referenceSamplesPerS > 0) flag("--reference-samples-per-s", number(o.referenceSamplesPerS));
+  return launcher::runJob(run);
+}
+
+}  // namespace
+
+void addTrain(CLI::App& app, std::function<int()>& action) {
+  auto f = std::make_shared<TrainFlags>();
+  f->o.model = "cnn";
+  train::TrainOptions& o = f->o;
+  CLI::App* cmd = app.add_subcommand(
+      "train", "Train a model on Fashion-MNIST with N local workers (data-parallel, on libtorch)");
+  cmd->footer(
+      "Trains the mlp or the cnn on Fashion-MNIST (Debian's dataset-fashion-mnist package) with N worker\n"
+      "processes on this host. Every step trains on --batch samples in all, --batch / N on each worker,\n"
+      "and the workers average their gradients, so N workers compute what one would, faster. Each\n"
+      "epoch prints its loss, test accuracy, samples/s, speedup and efficiency against an earlier\n"
+      "1-worker run (when the run directory's siblings hold one with the same model, batch and\n"
+      "threads), and where a step's time went. The run directory (default runs/MODEL-npN-TIME) gets\n"
+      "config.json, metrics.jsonl (one JSON object per epoch) and model.pt. See docs/training.md.\n\n"
+      "Examples:\n"
+      "  gyre train --model cnn --np 2 --epochs 3\n"
+      "  gyre train --model mlp --np 1 --threads 1      # the 1-worker reference for --np 2 on 2 cores\n"
+      "  gyre train --model mlp --np 2 --compression bf16 --json");
+  cmd->add_option("--model", o.model, "mlp or cnn")
+      ->check(CLI::IsMember({"mlp", "cnn"}))
+      ->capture_default_str();
+  cmd->add_option("--np", f->np, "Number of workers (also -np)")->capture_default_str();
+  cmd->add_option("--epochs", o.epochs, "Passes over the 60,000 training images")->capture_default_str();
+  cmd->add_option("--batch", o.batch, "Global batch: samples per step over all workers (a multiple of --np)")
+      ->capture_default_str();
+  cmd->add_option("--lr", o.lr,
+                  "SGD learning rate; right as it is for any --np, since the global batch is fixed")
+      ->capture_default_str();
+  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--compression", o.compression,
+                  "Gradients on the wire: none, fp16 or bf16 (half the bytes)")
+      ->check(CLI::IsMember({"none", "fp16", "half", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--lr-scaling", o.lrScaling,
+                  "Multiply --lr by 1 (none), by N (linear) or by sqrt(N): for a batch that grows with N")
+      ->check(CLI::IsMember({"none", "linear", "sqrt"}))
+      ->capture_default_str();
+  cmd->add_option("--warmup-epochs", o.warmupEpochs, "Raise the learning rate linearly over this many epochs")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "Seed of the initial weights and the samples' order")
+      ->capture_default_str();
+  cmd->add_option("--data-dir", o.dataDir, "Fashion-MNIST's IDX files")->default_str(kDefaultDataDir);
+  cmd->add_option("--run-dir", o.runDir, "Where to write the run's files (default: runs/MODEL-npN-TIME)");
+  cmd->add_option("--threads", f->threads, "Compute threads per worker (default: cores / N)");
+  cmd->add_option("--max-steps", o.maxSteps, "Stop each epoch after this many steps (0: the whole epoch)")
+      ->capture_default_str();
+  cmd->add_option("--skip-steps", o.skipSteps, "Leave epoch 1's first steps out of samples/s (warm-up)")
+      ->capture_default_str();
+  cmd->add_flag("--no-eval", f->noEval, "Skip the test accuracy after each epoch");
+  cmd->add_option("--bucket-cap-mb", o.bucketCapMb, "Gradients allreduced together, in MiB")
+      ->capture_default_str();
+  cmd->add_flag("--json", o.json, "Also print each epoch's metrics as one JSON line");
+  cmd->add_option("--progress", o.progress, "Live progress bar: auto (on a terminal), on or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--reference-samples-per-s", o.referenceSamplesPerS,
+                  "One worker's samples/s for speedup and efficiency (default: found in earlier runs)");
+  cmd->add_option("--timeout", f->timeoutS, "Stop the job after this many seconds (0: never)")
+      ->capture_default_str();
+  cmd->callback([f, &action] { action = [f] { return train(*f); }; });
+}
+
+}  // namespace gyre::app

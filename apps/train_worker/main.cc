@@ -1,0 +1,67 @@
+// gyre_train_worker: one worker of `gyre train`. `gyre train` starts N of them through the launcher
+// (which sets GYRE_RANK, GYRE_WORLD_SIZE, ... for gyre::init()); run alone it is a world of one,
+// and with --plain it trains in this process without gyre at all (the benchmarks' plain loop).
+// The flags are a contract shared with `gyre train` and `gyre bench train`.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "gyre/errors.h"
+#include "train/trainer.h"
+
+int main(int argc, char** argv) {
+  gyre::train::TrainOptions o;
+  CLI::App app{
+      "gyre_train_worker: one worker of `gyre train` (Fashion-MNIST on libtorch); see docs/training.md"};
+  app.add_option("--model", o.model, "mlp or cnn")
+      ->check(CLI::IsMember({"mlp", "cnn"}))
+      ->capture_default_str();
+  app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str();
+  app.add_option("--batch", o.batch, "Global batch, split evenly among the workers")->capture_default_str();
+  app.add_option("--lr", o.lr, "SGD learning rate (before --lr-scaling)")->capture_default_str();
+  app.add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  app.add_option("--compression", o.compression, "Gradients on the wire: none, fp16 or bf16")
+      ->check(CLI::IsMember({"none", "fp16", "half", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--lr-scaling", o.lrScaling, "Learning rate x 1, x workers or x sqrt(workers)")
+      ->check(CLI::IsMember({"none", "linear", "sqrt"}))
+      ->capture_default_str();
+  app.add_option("--warmup-epochs", o.warmupEpochs, "Linear learning-rate warm-up, in epochs")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed of the initial weights and the samples' order")
+      ->capture_default_str();
+  app.add_option("--data-dir", o.dataDir,
+                 "Fashion-MNIST's IDX files (default: /usr/share/datasets/fashion-mnist)");
+  app.add_option("--run-dir", o.runDir, "Write config.json, metrics.jsonl and model.pt here (rank 0)");
+  app.add_flag("--plain", o.plain, "No gyre: a plain single-process libtorch loop");
+  app.add_option("--max-steps", o.maxSteps, "Stop each epoch after this many steps (0: all)")
+      ->capture_default_str();
+  app.add_option("--skip-steps", o.skipSteps, "Leave epoch 1's first steps out of the throughput")
+      ->capture_default_str();
+  bool noEval = false;
+  app.add_flag("--no-eval", noEval, "Skip the test-set accuracy");
+  app.add_option("--threads", o.threads, "libtorch threads (default: GYRE_NUM_THREADS, else 1)");
+  app.add_option("--bucket-cap-mb", o.bucketCapMb, "Gradient bucket size, MiB")->capture_default_str();
+  app.add_flag("--json", o.json, "Also print each epoch's metrics as a JSON line");
+  app.add_option("--progress", o.progress, "Progress bar: auto (when stderr is a terminal), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  app.add_option("--reference-samples-per-s", o.referenceSamplesPerS,
+                 "One worker's samples/s, for speedup and efficiency");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  o.eval = !noEval;
+  try {
+    gyre::train::runTraining(o);
+    return 0;
+  } catch (const gyre::InvalidArgument& e) {
+    std::fprintf(stderr, "gyre train: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gyre train: error: %s\n", e.what());
+    return 1;
+  }
+}

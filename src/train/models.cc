@@ -1,0 +1,26 @@
+#include "train/models.h"
+
+#include "gyre/errors.h"
+
+namespace gyre::train {
+
+namespace nn = ::torch::nn;
+
+std::vector<std::string> modelNames() {
+  return {"mlp", "cnn"};
+}
+
+nn::Sequential makeModel(const std::string& name) {
+  if (name == "mlp") {
+    return nn::Sequential(nn::Flatten(), nn::Linear(784, 512), nn::ReLU(), nn::Linear(512, 256), nn::ReLU(),
+                          nn::Linear(256, 10));
+  }
+  if (name == "cnn") {
+    return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                          nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                          nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(), nn::Linear(128, 10));
+  }
+  throw InvalidArgument("unknown model '" + name + "': the built-in models are mlp and cnn");
+}
+
+}  // namespace gyre::train

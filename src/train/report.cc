@@ -1,0 +1,95 @@
+#include "train/report.h"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "gyre/version.h"
+
+namespace gyre::train {
+namespace {
+
+std::string format(const char* pattern, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, pattern, value);
+  return text;
+}
+
+template <typename T>
+nlohmann::json orNull(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+std::string formatEpochLine(const EpochReport& r) {
+  std::string line = "epoch " + std::to_string(r.epoch) + "/" + std::to_string(r.epochs);
+  line += "  loss " + format("%.4f", r.loss);
+  if (r.testAccuracy) line += "  test acc " + format("%.2f%%", 100 * *r.testAccuracy);
+  line += "  " + format("%.0f", r.samplesPerS) + " samples/s";
+  if (r.speedup) line += "  speedup " + format("%.2f", *r.speedup);
+  if (r.efficiency) line += "  efficiency " + format("%.2f", *r.efficiency);
+  const double step = r.computeS + r.waitS;
+  if (!r.plain && step > 0) {
+    auto percent = [&](double part) { return format("%.0f%%", 100 * part / step); };
+    line += "  step: compute " + percent(r.computeS) + " comm " + percent(r.communicateS) + " (hidden " +
+            percent(r.hiddenS) + ") wait " + percent(r.waitS);
+  }
+  return line;
+}
+
+std::string toJsonLine(const EpochReport& r) {
+  nlohmann::ordered_json j;
+  j["epoch"] = r.epoch;
+  j["epochs"] = r.epochs;
+  j["world"] = r.world;
+  j["plain"] = r.plain;
+  j["model"] = r.model;
+  j["batch"] = r.batch;
+  j["per_rank_batch"] = r.perRankBatch;
+  j["lr"] = r.lr;
+  j["compression"] = r.compression;
+  j["loss"] = r.loss;
+  j["test_accuracy"] = orNull(r.testAccuracy);
+  j["samples_per_s"] = r.samplesPerS;
+  j["seconds"] = r.seconds;
+  j["steps"] = r.steps;
+  j["timed_steps"] = r.timedSteps;
+  j["speedup"] = orNull(r.speedup);
+  j["efficiency"] = orNull(r.efficiency);
+  j["compute_s"] = r.computeS;
+  j["communicate_s"] = r.communicateS;
+  j["wait_s"] = r.waitS;
+  j["hidden_s"] = r.hiddenS;
+  j["torch_threads"] = r.torchThreads;
+  j["blas_threads"] = orNull(r.blasThreads);
+  return j.dump();
+}
+
+std::string configJson(const TrainOptions& o, int world, double lr, int torchThreads) {
+  nlohmann::ordered_json j;
+  j["gyre_version"] = kVersion;
+  j["model"] = o.model;
+  j["world"] = world;
+  j["plain"] = o.plain;
+  j["epochs"] = o.epochs;
+  j["batch"] = o.batch;
+  j["per_rank_batch"] = o.batch / world;
+  j["lr"] = o.lr;
+  j["lr_scaled"] = lr;
+  j["lr_scaling"] = o.lrScaling;
+  j["warmup_epochs"] = o.warmupEpochs;
+  j["momentum"] = o.momentum;
+  j["compression"] = o.compression;
+  j["bucket_cap_mb"] = o.bucketCapMb;
+  j["seed"] = o.seed;
+  j["data_dir"] = o.dataDir;
+  j["max_steps"] = o.maxSteps;
+  j["skip_steps"] = o.skipSteps;
+  j["eval"] = o.eval;
+  j["torch_threads"] = torchThreads;
+  j["reference_samples_per_s"] =
+      o.referenceSamplesPerS > 0 ? nlohmann::json(o.referenceSamplesPerS) : nullptr;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace gyre::train

@@ -1,0 +1,27 @@
+// How an epoch's figures are shown: one line for people, one JSON object for programs
+// (metrics.jsonl, --json), and the run's configuration (config.json).
+#pragma once
+
+#include <string>
+
+#include "train/trainer.h"
+
+namespace gyre::train {
+
+// One line per epoch, as
+//   epoch 1/3  loss 0.4312  test acc 87.12%  2093 samples/s  speedup 1.86  efficiency 0.93
+//   step: compute 98% comm 9% (hidden 7%) wait 2%      (on the same line)
+// Leaves out what is unknown (test accuracy with --no-eval, speedup and efficiency without a
+// reference, the step split in plain mode).
+std::string formatEpochLine(const EpochReport& report);
+
+// One JSON object on one line (no newline): epoch, epochs, world, plain, model, batch,
+// per_rank_batch, lr, compression, loss, test_accuracy, samples_per_s, seconds, steps,
+// timed_steps, speedup, efficiency, compute_s, communicate_s, wait_s, hidden_s, torch_threads,
+// blas_threads; null for what is unknown.
+std::string toJsonLine(const EpochReport& report);
+
+// The options and what they resolved to in this world, as pretty-printed JSON.
+std::string configJson(const TrainOptions& options, int world, double lr, int torchThreads);
+
+}  // namespace gyre::train

@@ -1,0 +1,328 @@
+#include "train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/check.h"
+#include "gyre/init.h"
+#include "gyre/torch.h"
+#include "train/fashion_mnist.h"
+#include "train/models.h"
+#include "train/progress.h"
+#include "train/report.h"
+#include "train/run_files.h"
+
+namespace gyre::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Test images evaluated per forward pass.
+constexpr std::int64_t kEvalChunk = 1000;
+
+std::optional<int> positiveFromEnvironment(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 1 || value > 4096) return std::nullopt;
+  return static_cast<int>(value);
+}
+
+int torchThreads(const TrainOptions& o) {
+  if (o.threads > 0) return o.threads;
+  return positiveFromEnvironment("GYRE_NUM_THREADS").value_or(1);
+}
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// The collectives the loop needs; in plain mode (no communicator) a world of one.
+class Group {
+ public:
+  explicit Group(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+  const std::shared_ptr<Communicator>& comm() const { return comm_; }
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int size() const { return comm_ ? comm_->size() : 1; }
+  void barrier() {
+    if (comm_) comm_->barrier();
+  }
+  std::vector<double> mean(const std::vector<double>& values) {
+    return comm_ ? gyre::torch::allreduceMetrics(*comm_, values) : values;
+  }
+  std::vector<double> sum(std::vector<double> values) {
+    if (comm_)
+      comm_->allreduce(values.data(), values.data(), values.size(), {DataType::kFloat64, ReduceOp::kSum});
+    return values;
+  }
+
+ private:
+  std::shared_ptr<Communicator> comm_;
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm);
+  std::vector<EpochReport> run();
+
+ private:
+  EpochReport trainEpoch(int epoch);
+  // Correct predictions and samples of the test set, summed over the ranks' shards.
+  double testAccuracy();
+  void zeroGrad() {
+    if (dist_) return dist_->zeroGrad();
+    sgd_->zero_grad();
+  }
+  void step() {
+    if (dist_) return dist_->step();
+    sgd_->step();
+  }
+  void publish(const EpochReport& report);
+  void saveModel();
+
+  TrainOptions o_;
+  Group group_;
+  int world_;
+  std::int64_t perRankBatch_;
+  int torchThreads_;
+  FashionMnist data_;
+  ::torch::nn::Sequential model_;
+  double lr_;
+  std::shared_ptr<::torch::optim::SGD> sgd_;
+  std::unique_ptr<gyre::torch::DistributedOptimizer> dist_;
+  std::optional<gyre::torch::DistributedSampler> sampler_;
+  std::int64_t stepsPerEpoch_ = 0;
+  std::optional<gyre::torch::WarmupSchedule> warmup_;
+  std::int64_t warmupSteps_ = 0;
+  std::int64_t globalStep_ = 0;
+  ProgressBar progress_;
+  std::string metricsText_;  // metrics.jsonl so far
+};
+
+Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm)
+    : o_(options),
+      group_(std::move(comm)),
+      world_(group_.size()),
+      perRankBatch_(o_.batch / world_),
+      torchThreads_(torchThreads(o_)),
+      progress_(group_.rank() == 0 && progressEnabled(o_.progress)) {
+  GYRE_USAGE_CHECK(o_.batch % world_ == 0, "--batch ", o_.batch,
+                   " is the global batch and must divide evenly among the ", world_,
+                   " workers: choose a multiple of ", world_);
+  ::torch::set_num_threads(torchThreads_);
+  data_ = loadFashionMnist(o_.dataDir);
+
+  // Every rank draws the same initial weights; the broadcast makes sure of it.
+  ::torch::manual_seed(o_.seed);
+  model_ = makeModel(o_.model);
+  if (group_.comm()) gyre::torch::broadcastParameters(*model_, *group_.comm());
+
+  lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
+  sgd_ = std::make_shared<::torch::optim::SGD>(model_->parameters(),
+                                               ::torch::optim::SGDOptions(lr_).momentum(o_.momentum));
+  if (group_.comm()) {
+    gyre::torch::DistributedOptimizerOptions d;
+    d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
+    d.compression = gyre::torch::parseCompression(o_.compression);
+    d.timeline = gyre::torch::Timeline::fromEnvironment(group_.comm());
+    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), sgd_, d);
+  }
+
+  gyre::torch::DistributedSamplerOptions s;
+  s.seed = o_.seed;
+  sampler_.emplace(data_.train.size(), world_, group_.rank(), s);
+  stepsPerEpoch_ = sampler_->steps(perRankBatch_);
+  GYRE_USAGE_CHECK(stepsPerEpoch_ > 0, "--batch ", o_.batch, " is larger than the ", data_.train.size(),
+                   " training samples");
+  if (o_.maxSteps > 0) stepsPerEpoch_ = std::min(stepsPerEpoch_, o_.maxSteps);
+  GYRE_USAGE_CHECK(o_.skipSteps < stepsPerEpoch_, "--skip-steps ", o_.skipSteps,
+                   " leaves none of the epoch's ", stepsPerEpoch_, " steps to time");
+
+  warmupSteps_ =
+      static_cast<std::int64_t>(std::llround(o_.warmupEpochs * static_cast<double>(stepsPerEpoch_)));
+  if (warmupSteps_ > 0) {
+    // Goyal et al.: from the single-worker rate to the scaled one; without scaling, from a tenth.
+    const double start = lr_ != o_.lr ? o_.lr : lr_ / 10;
+    warmup_.emplace(start, lr_, warmupSteps_);
+  }
+}
+
+std::vector<EpochReport> Trainer::run() {
+  if (group_.rank() == 0 && !o_.runDir.empty()) {
+    createRunDirectory(o_.runDir);
+    writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(),
+                        configJson(o_, world_, lr_, torchThreads_));
+  }
+  std::vector<EpochReport> reports;
+  for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
+    reports.push_back(trainEpoch(epoch));
+    if (group_.rank() == 0) publish(reports.back());
+  }
+  if (group_.rank() == 0 && !o_.runDir.empty()) saveModel();
+  if (dist_ && dist_->options().timeline) dist_->options().timeline->write();
+  return reports;
+}
+
+EpochReport Trainer::trainEpoch(int epoch) {
+  sampler_->setEpoch(epoch - 1);
+  std::vector<std::int64_t> indices = sampler_->indices();
+  const auto order =
+      ::torch::from_blob(indices.data(), {static_cast<std::int64_t>(indices.size())}, ::torch::kInt64);
+  const ImageSet& train = data_.train;
+  const std::int64_t skip = epoch == 1 ? o_.skipSteps : 0;
+
+  model_->train();
+  progress_.start(epoch, o_.epochs, stepsPerEpoch_, o_.batch);
+  group_.barrier();
+  if (dist_) dist_->resetTiming();
+  auto begin = Clock::now();
+  double lossSum = 0;
+  for (std::int64_t s = 0; s < stepsPerEpoch_; ++s) {
+    if (s == skip && skip > 0) {  // the warm-up steps are done: time from here
+      group_.barrier();
+      if (dist_) dist_->resetTiming();
+      begin = Clock::now();
+    }
+    if (warmup_ && globalStep_ <= warmupSteps_) gyre::torch::setLearningRate(*sgd_, warmup_->at(globalStep_));
+    const auto batch = order.slice(0, s * perRankBatch_, (s + 1) * perRankBatch_);
+    zeroGrad();
+    const auto loss = ::torch::nn::functional::cross_entropy(
+        model_->forward(train.images.index_select(0, batch)), train.labels.index_select(0, batch));
+    loss.backward();
+    step();
+    ++globalStep_;
+    lossSum += loss.item<double>();
+    progress_.update(s + 1, lossSum / static_cast<double>(s + 1));
+  }
+  group_.barrier();
+  const double elapsed = seconds(Clock::now() - begin);
+  progress_.finish();
+
+  EpochReport r;
+  r.epoch = epoch;
+  r.epochs = o_.epochs;
+  r.world = world_;
+  r.plain = !dist_;
+  r.model = o_.model;
+  r.batch = o_.batch;
+  r.perRankBatch = perRankBatch_;
+  r.lr = lr_;
+  r.compression = o_.compression;
+  r.steps = stepsPerEpoch_;
+  r.timedSteps = stepsPerEpoch_ - skip;
+  gyre::torch::StepTiming timing;
+  if (dist_) {
+    timing = dist_->totals();
+  } else {
+    timing.compute = elapsed;
+  }
+  const std::vector<double> mean =
+      group_.mean({lossSum / static_cast<double>(stepsPerEpoch_), elapsed, timing.compute, timing.communicate,
+                   timing.wait, timing.hidden()});
+  r.loss = mean[0];
+  r.seconds = mean[1];
+  r.computeS = mean[2];
+  r.communicateS = mean[3];
+  r.waitS = mean[4];
+  r.hiddenS = mean[5];
+  r.samplesPerS = r.seconds > 0 ? static_cast<double>(r.timedSteps * o_.batch) / r.seconds : 0;
+  if (o_.eval) r.testAccuracy = testAccuracy();
+  if (o_.referenceSamplesPerS > 0) {
+    r.speedup = r.samplesPerS / o_.referenceSamplesPerS;
+    r.efficiency = *r.speedup / world_;
+  }
+  r.torchThreads = torchThreads_;
+  r.blasThreads = positiveFromEnvironment("OPENBLAS_NUM_THREADS");
+  return r;
+}
+
+double Trainer::testAccuracy() {
+  const ImageSet& test = data_.test;
+  const std::int64_t n = test.size();
+  const std::int64_t first = n * group_.rank() / world_;
+  const std::int64_t last = n * (group_.rank() + 1) / world_;
+  double correct = 0;
+  {
+    ::torch::NoGradGuard noGrad;
+    model_->eval();
+    for (std::int64_t b = first; b < last; b += kEvalChunk) {
+      const std::int64_t e = std::min(b + kEvalChunk, last);
+      const auto predicted = model_->forward(test.images.slice(0, b, e)).argmax(1);
+      correct += static_cast<double>(predicted.eq(test.labels.slice(0, b, e)).sum().item<std::int64_t>());
+    }
+    model_->train();
+  }
+  const std::vector<double> total = group_.sum({correct, static_cast<double>(last - first)});
+  return total[1] > 0 ? total[0] / total[1] : 0;
+}
+
+void Trainer::publish(const EpochReport& report) {
+  std::printf("%s\n", formatEpochLine(report).c_str());
+  const std::string json = toJsonLine(report);
+  if (o_.json) std::printf("%s\n", json.c_str());
+  std::fflush(stdout);
+  if (o_.runDir.empty()) return;
+  metricsText_ += json + "\n";
+  writeFileAtomically((std::filesystem::path(o_.runDir) / "metrics.jsonl").string(), metricsText_);
+}
+
+void Trainer::saveModel() {
+  const std::string path = (std::filesystem::path(o_.runDir) / "model.pt").string();
+  const std::string temporary = temporaryPathFor(path);
+  try {
+    ::torch::save(model_, temporary);
+  } catch (const c10::Error& e) {
+    std::filesystem::remove(temporary);
+    throw Error("cannot write " + path + ": " + e.what_without_backtrace());
+  }
+  commitFile(temporary, path);
+}
+
+}  // namespace
+
+void validateOptions(const TrainOptions& o) {
+  const std::vector<std::string> models = modelNames();
+  GYRE_USAGE_CHECK(std::find(models.begin(), models.end(), o.model) != models.end(), "--model '", o.model,
+                   "': the built-in models are mlp and cnn");
+  GYRE_USAGE_CHECK(o.epochs >= 1, "--epochs must be at least 1 (got ", o.epochs, ")");
+  GYRE_USAGE_CHECK(o.batch >= 1, "--batch must be at least 1 (got ", o.batch, ")");
+  GYRE_USAGE_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be positive (got ", o.lr, ")");
+  GYRE_USAGE_CHECK(std::isfinite(o.momentum) && o.momentum >= 0, "--momentum must not be negative (got ",
+                   o.momentum, ")");
+  gyre::torch::parseCompression(o.compression);
+  gyre::torch::parseLrScaling(o.lrScaling);
+  GYRE_USAGE_CHECK(std::isfinite(o.warmupEpochs) && o.warmupEpochs >= 0,
+                   "--warmup-epochs must not be negative (got ", o.warmupEpochs, ")");
+  GYRE_USAGE_CHECK(o.maxSteps >= 0, "--max-steps must not be negative (got ", o.maxSteps, ")");
+  GYRE_USAGE_CHECK(o.skipSteps >= 0, "--skip-steps must not be negative (got ", o.skipSteps, ")");
+  GYRE_USAGE_CHECK(o.threads >= 0, "--threads must not be negative (got ", o.threads, ")");
+  GYRE_USAGE_CHECK(std::isfinite(o.bucketCapMb) && o.bucketCapMb > 0,
+                   "--bucket-cap-mb must be positive (got ", o.bucketCapMb, ")");
+  GYRE_USAGE_CHECK(o.referenceSamplesPerS >= 0, "--reference-samples-per-s must not be negative");
+  progressEnabled(o.progress);
+  GYRE_USAGE_CHECK(
+      !o.plain || gyre::torch::parseCompression(o.compression) == gyre::torch::Compression::kNone,
+      "--plain trains without gyre: --compression does not apply");
+}
+
+std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm) {
+  validateOptions(options);
+  GYRE_USAGE_CHECK(options.plain == (comm == nullptr), options.plain
+                                                           ? "plain mode trains without a communicator"
+                                                           : "runTraining needs a communicator");
+  return Trainer(options, std::move(comm)).run();
+}
+
+std::vector<EpochReport> runTraining(const TrainOptions& options) {
+  validateOptions(options);
+  return runTraining(options, options.plain ? nullptr : gyre::init());
+}
+
+}  // namespace gyre::train

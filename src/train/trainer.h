@@ -1,0 +1,90 @@
+// The built-in trainer behind `gyre train`: Fashion-MNIST on the mlp or the cnn, data-parallel
+// over the ranks of gyre::init()'s world (or, with `plain`, a single process with no gyre at all,
+// the reference loop the benchmarks compare with). gyre_train_worker is a command line over
+// runTraining(); docs/training.md describes the flags and the output.
+//
+// This header is libtorch-free, so the worker's main compiles quickly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gyre/communicator.h"
+
+namespace gyre::train {
+
+struct TrainOptions {
+  std::string model = "mlp";  // "mlp" or "cnn" (models.h)
+  int epochs = 1;
+  // The global batch: every step trains on `batch` samples in all, batch / world on each rank,
+  // so one rank and W ranks see the same samples at every step (the batch must divide evenly).
+  std::int64_t batch = 128;
+  double lr = 0.05;  // SGD learning rate before scaling
+  double momentum = 0.9;
+  std::string compression = "none";  // gradients on the wire: none, fp16, bf16
+  // How the rate grows with the world: none (the default: the global batch is fixed, so the
+  // single-worker rate is right), linear or sqrt, for runs that grow the batch with the workers.
+  std::string lrScaling = "none";
+  // Linear warm-up over this many epochs (fractions allowed): from --lr to the scaled rate, or
+  // from a tenth of the rate when it is not scaled.
+  double warmupEpochs = 0;
+  std::uint64_t seed = 0;           // model initialisation and the samples' order
+  std::string dataDir;              // empty: Debian's /usr/share/datasets/fashion-mnist
+  std::string runDir;               // empty: write no files
+  bool plain = false;               // no gyre: plain torch::optim::SGD in this one process
+  std::int64_t maxSteps = 0;        // stop each epoch after this many steps; 0: the whole epoch
+  std::int64_t skipSteps = 0;       // leave epoch 1's first steps out of the throughput (warm-up)
+  bool eval = true;                 // test accuracy after each epoch
+  int threads = 0;                  // libtorch intra-op threads; 0: GYRE_NUM_THREADS, else 1
+  double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
+  bool json = false;                // also print each epoch's metrics as one JSON line on stdout
+  std::string progress = "auto";    // the live progress bar: auto (when stderr is a terminal), on, off
+  double referenceSamplesPerS = 0;  // one worker's throughput, for speedup/efficiency; 0: unknown
+};
+
+// Throws InvalidArgument naming the flag for values no world could train with.
+void validateOptions(const TrainOptions& options);
+
+// One epoch's figures, the same on every rank (averaged or summed across ranks).
+struct EpochReport {
+  int epoch = 0;  // from 1
+  int epochs = 0;
+  int world = 1;
+  bool plain = false;
+  std::string model;
+  std::int64_t batch = 0;         // global
+  std::int64_t perRankBatch = 0;  // batch / world
+  double lr = 0;                  // after scaling (the warm-up's target)
+  std::string compression;
+  double loss = 0;                     // mean training loss over the epoch's steps and ranks
+  std::optional<double> testAccuracy;  // fraction of the test set, unless eval is off
+  double samplesPerS = 0;              // global samples of the timed steps / seconds
+  double seconds = 0;                  // wall time of the timed steps
+  std::int64_t steps = 0;              // steps run
+  std::int64_t timedSteps = 0;         // steps in the throughput (steps - skipped)
+  std::optional<double> speedup;       // samplesPerS / referenceSamplesPerS
+  std::optional<double> efficiency;    // speedup / world
+  // DistributedOptimizer's step timing over the timed steps, in seconds, averaged across ranks
+  // (step_timing.h); plain: computeS is the whole time.
+  double computeS = 0;
+  double communicateS = 0;
+  double waitS = 0;
+  double hiddenS = 0;
+  int torchThreads = 0;
+  std::optional<int> blasThreads;  // OPENBLAS_NUM_THREADS; unset: OpenBLAS's own default
+};
+
+// Trains as `options` say and returns every epoch's report. Rank 0 prints the progress bar
+// (stderr) and one line per epoch (stdout), and writes the run directory: config.json at the
+// start, metrics.jsonl after every epoch, model.pt at the end, each through a temporary file and a
+// rename. `comm` null: plain mode (options.plain must be set). Throws InvalidArgument for
+// options that do not fit this world, gyre::Error for missing data and unwritable files, and the
+// communicator's errors.
+std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm);
+// The same with gyre::init()'s world, or with none when options.plain.
+std::vector<EpochReport> runTraining(const TrainOptions& options);
+
+}  // namespace gyre::train
