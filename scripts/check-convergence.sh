@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Convergence check of issue 4: trains each model for the same number of epochs with 1 and with 2
-# workers (global batch 128, the same learning rate: gyre train keeps the global batch fixed, so
+# workers (global batch 128, the same learning rate and cosine schedule: gyre train keeps the global batch fixed, so
 # no scaling is needed) and checks that
 #   - the 2-worker test accuracy is within 0.5 points of the 1-worker one (mlp and cnn);
 #   - the CNN reaches at least 90%.
@@ -22,7 +22,7 @@ final_accuracy() {
 status=0
 for model in $MODELS; do
   for np in 1 2; do
-    "$B/bin/gyre" train --model "$model" --np "$np" --epochs "$EPOCHS" --batch 128 --lr 0.05 \
+    "$B/bin/gyre" train --model "$model" --np "$np" --epochs "$EPOCHS" --batch 128 --lr 0.05 --lr-schedule cosine \
       --progress off --run-dir "$work/$model-$np" >"$work/$model-$np.log" 2>&1 || {
       echo "convergence: gyre train --model $model --np $np failed:"
       tail -20 "$work/$model-$np.log"

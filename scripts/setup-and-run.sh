@@ -12,4 +12,4 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "${GYRE_JOBS:-$(nproc)}" --target gyre gyre_train_worker
 
 if [ $# -gt 0 ]; then exec build/bin/gyre train "$@"; fi
-exec build/bin/gyre train --model cnn --np 2 --epochs 3
+exec build/bin/gyre train --model cnn --np 2 --epochs 3 --lr-schedule cosine

@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup-epochs", o.warmupEpochs, "Linear learning-rate warm-up, in epochs")
       ->capture_default_str();
+  app.add_option("--lr-schedule", o.lrSchedule, "After the warm-up: constant, or cosine down to zero")
+      ->check(CLI::IsMember({"constant", "cosine"}))
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "Seed of the initial weights and the samples' order")
       ->capture_default_str();
   app.add_option("--data-dir", o.dataDir,

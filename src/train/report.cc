@@ -78,6 +78,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["lr_scaled"] = lr;
   j["lr_scaling"] = o.lrScaling;
   j["warmup_epochs"] = o.warmupEpochs;
+  j["lr_schedule"] = o.lrSchedule;
   j["momentum"] = o.momentum;
   j["compression"] = o.compression;
   j["bucket_cap_mb"] = o.bucketCapMb;

@@ -190,7 +190,13 @@ EpochReport Trainer::trainEpoch(int epoch) {
       if (dist_) dist_->resetTiming();
       begin = Clock::now();
     }
-    if (warmup_ && globalStep_ <= warmupSteps_) gyre::torch::setLearningRate(*sgd_, warmup_->at(globalStep_));
+    if (warmup_ && globalStep_ <= warmupSteps_) {
+      gyre::torch::setLearningRate(*sgd_, warmup_->at(globalStep_));
+    } else if (o_.lrSchedule == "cosine") {
+      const double total = static_cast<double>(stepsPerEpoch_ * o_.epochs - warmupSteps_);
+      const double t = static_cast<double>(globalStep_ - warmupSteps_) / std::max(total, 1.0);
+      gyre::torch::setLearningRate(*sgd_, lr_ * 0.5 * (1 + std::cos(3.141592653589793 * t)));
+    }
     const auto batch = order.slice(0, s * perRankBatch_, (s + 1) * perRankBatch_);
     zeroGrad();
     const auto loss = ::torch::nn::functional::cross_entropy(
@@ -298,6 +304,8 @@ void validateOptions(const TrainOptions& o) {
                    o.momentum, ")");
   gyre::torch::parseCompression(o.compression);
   gyre::torch::parseLrScaling(o.lrScaling);
+  GYRE_USAGE_CHECK(o.lrSchedule == "constant" || o.lrSchedule == "cosine", "--lr-schedule '", o.lrSchedule,
+                   "': constant or cosine");
   GYRE_USAGE_CHECK(std::isfinite(o.warmupEpochs) && o.warmupEpochs >= 0,
                    "--warmup-epochs must not be negative (got ", o.warmupEpochs, ")");
   GYRE_USAGE_CHECK(o.maxSteps >= 0, "--max-steps must not be negative (got ", o.maxSteps, ")");

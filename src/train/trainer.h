@@ -31,6 +31,9 @@ struct TrainOptions {
   // Linear warm-up over this many epochs (fractions allowed): from --lr to the scaled rate, or
   // from a tenth of the rate when it is not scaled.
   double warmupEpochs = 0;
+  // After the warm-up: "constant", or "cosine" (down to zero at the end of the last epoch, which
+  // settles the final accuracy instead of leaving it to the noise of a large step).
+  std::string lrSchedule = "constant";
   std::uint64_t seed = 0;           // model initialisation and the samples' order
   std::string dataDir;              // empty: Debian's /usr/share/datasets/fashion-mnist
   std::string runDir;               // empty: write no files
