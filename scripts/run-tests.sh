@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds gyre and runs every test:
-#   1. Release build (warnings are errors when CI=true): the whole ctest suite, then short
-#      `gyre bench collectives --check` runs of every op, so the benchmark never rots.
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer build: the whole suite but the jobs under
+#   1. Release build (warnings are errors when CI=true): the whole ctest suite (libtorch tests
+#      included), short `gyre bench collectives --check` and `gyre bench train` runs, so the
+#      benchmarks never rot, and the convergence check (scripts/check-convergence.sh).
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the communication core (without
+#      libtorch, which is not built with the sanitizers): the whole suite but the jobs under
 #      mpirun (label mpi: OpenMPI's own allocations make LeakSanitizer fail every rank), and one
 #      bench run.
-#   3. ThreadSanitizer build: the threaded tests (ctest -L threads).
+#   3. ThreadSanitizer build: the threaded tests (ctest -L threads), without libtorch.
 # Sanitizer runs set GYRE_TEST_QUICK=1, which tests use to shrink their largest sizes.
 # Ends with "N passed, N failed" over every run and exits non-zero if anything failed.
 #
@@ -96,6 +98,10 @@ bench_smoke() {
     done
     run_cmd "bench --baseline mpi ($label)" "$gyre" bench collectives --np 2 --max-bytes 65536 \
       --iters 5 --baseline mpi
+    if [ -x "$1/bin/gyre_train_worker" ]; then
+      run_cmd "bench train ($label)" "$gyre" bench train --model mlp,cnn --np 1,2 --steps 12 --skip 2 \
+        --threads-grid 1:1
+    fi
   fi
 }
 
@@ -105,10 +111,11 @@ for stage in $STAGES; do
       if build "$B"; then
         run_ctest release "$B"
         bench_smoke "$B" release
+        run_cmd "convergence 1 vs 2 workers" scripts/check-convergence.sh "$B"
       fi
       ;;
     asan)
-      if build "$B-asan" -DGYRE_SANITIZE=address,undefined; then
+      if build "$B-asan" -DGYRE_SANITIZE=address,undefined -DGYRE_WITH_TORCH=OFF; then
         ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1}" \
           UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" GYRE_TEST_QUICK=1 \
           run_ctest asan "$B-asan" -LE mpi  # OpenMPI's allocations at exit fail LeakSanitizer
@@ -116,7 +123,7 @@ for stage in $STAGES; do
       fi
       ;;
     tsan)
-      if build "$B-tsan" -DGYRE_SANITIZE=thread -DGYRE_BUILD_APPS=OFF; then
+      if build "$B-tsan" -DGYRE_SANITIZE=thread -DGYRE_BUILD_APPS=OFF -DGYRE_WITH_TORCH=OFF; then
         # ThreadSanitizer needs the address layout it expects; setarch -R turns off ASLR for it.
         if command -v setarch >/dev/null; then CTEST_PREFIX="setarch $(uname -m) -R"; fi
         TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1}" GYRE_TEST_QUICK=1 \

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_collectives.h"
+#include "bench_train.h"
 #include "gyre/errors.h"
 #include "gyre/version.h"
 #include "info.h"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand("bench", "Measure gyre's performance (and compare it with OpenMPI's)");
   bench->require_subcommand(1);
   gyre::app::addBenchCollectives(*bench, action, args);
+  gyre::app::addBenchTrain(*bench, action);
   gyre::app::addInfo(app, action);
   gyre::app::addRun(app, action);
   gyre::app::addTrain(app, action);

@@ -177,6 +177,7 @@ int train(const TrainFlags& f) {
   flag("--compression", o.compression);
   flag("--lr-scaling", o.lrScaling);
   flag("--warmup-epochs", number(o.warmupEpochs));
+  flag("--lr-schedule", o.lrSchedule);
   flag("--seed", std::to_string(o.seed));
   flag("--bucket-cap-mb", number(o.bucketCapMb));
   flag("--max-steps", std::to_string(o.maxSteps));
@@ -231,6 +232,10 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
       ->check(CLI::IsMember({"none", "linear", "sqrt"}))
       ->capture_default_str();
   cmd->add_option("--warmup-epochs", o.warmupEpochs, "Raise the learning rate linearly over this many epochs")
+      ->capture_default_str();
+  cmd->add_option("--lr-schedule", o.lrSchedule,
+                  "After the warm-up: constant, or cosine (down to zero at the end of the last epoch)")
+      ->check(CLI::IsMember({"constant", "cosine"}))
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the initial weights and the samples' order")
       ->capture_default_str();

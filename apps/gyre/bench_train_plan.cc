@@ -1,0 +1,354 @@
+#include "bench_train_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "common/check.h"
+#include "gyre/errors.h"
+#include "usage_error.h"
+
+namespace gyre::app {
+namespace {
+
+constexpr int kMaxCount = 64;  // workers or threads per process: a typo guard, not a limit of gyre
+
+std::vector<std::string> splitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
+// A whole decimal integer in [1, kMaxCount], or nullopt.
+std::optional<int> parseCount(const std::string& text) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < 1 || value > kMaxCount) return std::nullopt;
+  return value;
+}
+
+// The thresholds of issue 4 for global batch 128.
+struct ModelTargets {
+  double vsBestPlain;
+  double vsDdp;
+};
+ModelTargets targetsFor(const std::string& model) {
+  if (model == "cnn") return {1.4, 1.1};
+  return {1.0, 1.8};  // mlp
+}
+constexpr double kMaxOverhead = 0.03;
+constexpr double kMinEfficiency = 0.92;
+
+const ConfigResult* find(const std::vector<ConfigResult>& results, TrainRunner runner, int world,
+                         int referenceFor = 0, std::optional<ThreadPair> threads = std::nullopt) {
+  for (const ConfigResult& r : results) {
+    const TrainConfig& c = r.config;
+    if (c.runner == runner && c.world == world && c.referenceFor == referenceFor &&
+        (!threads || c.threads == *threads))
+      return &r;
+  }
+  return nullptr;
+}
+
+// A count that may be absent or null (the worker prints null for an unset OPENBLAS_NUM_THREADS).
+int countOrZero(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<int>() : 0;
+}
+
+std::string threadsText(const ThreadPair& t) {
+  return fmt::format("{}:{}", t.torch, t.blas);
+}
+
+}  // namespace
+
+const char* toString(TrainRunner runner) {
+  switch (runner) {
+    case TrainRunner::kPlain:
+      return "plain";
+    case TrainRunner::kGyre:
+      return "gyre";
+    case TrainRunner::kDdp:
+      return "ddp";
+  }
+  return "invalid";
+}
+
+std::string TrainConfig::label() const {
+  if (runner == TrainRunner::kDdp) return "ddp gloo";
+  if (referenceFor > 0) return fmt::format("plain ref E({})", referenceFor);
+  return toString(runner);
+}
+
+std::vector<int> parseWorldList(const std::string& text) {
+  std::vector<int> worlds;
+  for (const std::string& part : splitCommas(text)) {
+    const std::optional<int> w = parseCount(part);
+    requireArg(w.has_value(), "--np '", text, "': expected worker counts between 1 and ", kMaxCount,
+               " separated by commas, like 1,2");
+    requireArg(std::find(worlds.begin(), worlds.end(), *w) == worlds.end(), "--np '", text, "': ", *w,
+               " is given twice");
+    worlds.push_back(*w);
+  }
+  return worlds;
+}
+
+std::vector<std::string> parseModelList(const std::string& text) {
+  std::vector<std::string> models;
+  for (const std::string& m : splitCommas(text)) {
+    requireArg(m == "mlp" || m == "cnn", "--model '", text, "': unknown model '", m,
+               "'; expected mlp, cnn or mlp,cnn");
+    requireArg(std::find(models.begin(), models.end(), m) == models.end(), "--model '", text, "': ", m,
+               " is given twice");
+    models.push_back(m);
+  }
+  return models;
+}
+
+std::vector<ThreadPair> parseThreadsGrid(const std::string& text) {
+  if (text == "default") return TrainBenchSettings{}.plainThreads;
+  std::vector<ThreadPair> grid;
+  for (const std::string& part : splitCommas(text)) {
+    const std::size_t colon = part.find(':');
+    std::optional<int> torch, blas;
+    if (colon != std::string::npos) {
+      torch = parseCount(part.substr(0, colon));
+      blas = parseCount(part.substr(colon + 1));
+    }
+    requireArg(torch && blas, "--threads-grid '", text,
+               "': expected `default` or TORCH:BLAS thread pairs (each 1 to ", kMaxCount,
+               ") separated by commas, like 1:1,1:2,2:2");
+    const ThreadPair pair{*torch, *blas};
+    requireArg(std::find(grid.begin(), grid.end(), pair) == grid.end(), "--threads-grid '", text, "': ", part,
+               " is given twice");
+    grid.push_back(pair);
+  }
+  return grid;
+}
+
+int defaultSteps(const std::string& model) {
+  return model == "cnn" ? 120 : 900;
+}
+
+void validate(const TrainBenchSettings& s) {
+  requireArg(!s.models.empty() && !s.worlds.empty() && !s.plainThreads.empty(), "nothing to run");
+  requireArg(s.globalBatch >= 1, "--batch must be at least 1 (got ", s.globalBatch, ")");
+  for (int w : s.worlds)
+    requireArg(s.globalBatch % w == 0, "--batch ", s.globalBatch, " is not divisible by ", w,
+               " workers: the global batch is split evenly (", s.globalBatch, " / ", w, ")");
+  requireArg(s.globalBatch <= kTrainSamples, "--batch ", s.globalBatch, " is larger than the training set (",
+             kTrainSamples, " samples)");
+  requireArg(s.steps >= 0, "--steps must be at least 1 (or 0 for the default)");
+  requireArg(s.skip >= 0, "--skip must not be negative (got ", s.skip, ")");
+  for (const std::string& m : s.models) {
+    const int steps = s.steps > 0 ? s.steps : defaultSteps(m);
+    requireArg(s.skip < steps, "--skip ", s.skip, " leaves no timed step of the ", steps, " steps of ", m);
+  }
+}
+
+std::vector<TrainConfig> planModel(const TrainBenchSettings& s, const std::string& model) {
+  TrainConfig base;
+  base.model = model;
+  base.globalBatch = s.globalBatch;
+  base.steps = s.steps > 0 ? s.steps : defaultSteps(model);
+  base.skip = s.skip;
+  std::vector<TrainConfig> plan;
+  for (const ThreadPair& t : s.plainThreads) {
+    TrainConfig c = base;
+    c.threads = t;
+    plan.push_back(c);
+  }
+  for (int w : s.worlds) {
+    if (w == 1) continue;
+    TrainConfig c = base;
+    c.globalBatch = s.globalBatch / w;  // one worker's share: same steps, batch B/W
+    c.referenceFor = w;
+    plan.push_back(c);
+  }
+  for (int w : s.worlds) {
+    TrainConfig c = base;
+    c.runner = TrainRunner::kGyre;
+    c.world = w;
+    plan.push_back(c);
+  }
+  if (s.ddp) {
+    for (int w : s.worlds) {
+      if (w == 1) continue;
+      TrainConfig c = base;
+      c.runner = TrainRunner::kDdp;
+      c.world = w;
+      plan.push_back(c);
+    }
+  }
+  return plan;
+}
+
+EpochSplit splitSteps(int steps, int globalBatch) {
+  const int perEpoch = std::max(1, kTrainSamples / std::max(1, globalBatch));
+  EpochSplit split;
+  split.epochs = (steps + perEpoch - 1) / perEpoch;
+  split.epochs = std::max(1, split.epochs);
+  split.stepsPerEpoch = (steps + split.epochs - 1) / split.epochs;
+  return split;
+}
+
+std::optional<RunFigures> parseEpochLine(const std::string& line) {
+  if (line.empty() || line.front() != '{') return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("samples_per_s")) return std::nullopt;
+  if (j.contains("rank") && j["rank"].is_number() && j["rank"].get<int>() != 0) return std::nullopt;
+  try {
+    RunFigures f;
+    f.samplesPerS = j.at("samples_per_s").get<double>();
+    f.seconds = j.at("seconds").get<double>();
+    f.steps = j.contains("timed_steps") ? j["timed_steps"].get<long>() : j.at("steps").get<long>();
+    f.hasSplit = j.contains("compute_s");
+    if (f.hasSplit) {
+      f.computeS = j.at("compute_s").get<double>();
+      f.communicateS = j.at("communicate_s").get<double>();
+      f.waitS = j.at("wait_s").get<double>();
+      f.hiddenS = j.at("hidden_s").get<double>();
+    }
+    f.torchThreads = countOrZero(j, "torch_threads");
+    f.blasThreads = countOrZero(j, "blas_threads");
+    if (j.contains("loss") && j["loss"].is_number()) f.loss = j["loss"].get<double>();
+    return f;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("unexpected epoch line ({}): {}", e.what(), line));
+  }
+}
+
+RunFigures combineEpochs(const std::vector<RunFigures>& epochs) {
+  RunFigures total;
+  if (epochs.empty()) return total;
+  double samples = 0;
+  total.hasSplit = true;
+  for (const RunFigures& e : epochs) {
+    samples += e.samplesPerS * e.seconds;
+    total.seconds += e.seconds;
+    total.steps += e.steps;
+    total.hasSplit = total.hasSplit && e.hasSplit;
+    total.computeS += e.computeS;
+    total.communicateS += e.communicateS;
+    total.waitS += e.waitS;
+    total.hiddenS += e.hiddenS;
+  }
+  total.samplesPerS = total.seconds > 0 ? samples / total.seconds : 0;
+  total.torchThreads = epochs.back().torchThreads;
+  total.blasThreads = epochs.back().blasThreads;
+  total.loss = epochs.back().loss;
+  return total;
+}
+
+Pick parsePick(const std::string& name) {
+  if (name == "best") return Pick::kBest;
+  if (name == "median") return Pick::kMedian;
+  usageError("--pick '", name, "': expected best or median");
+}
+
+const char* toString(Pick pick) {
+  return pick == Pick::kBest ? "best" : "median";
+}
+
+std::size_t pickRun(const std::vector<RunFigures>& runs, Pick pick) {
+  GYRE_ARG_CHECK(!runs.empty(), "no runs to pick from");
+  std::vector<std::size_t> order(runs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return runs[a].samplesPerS > runs[b].samplesPerS; });
+  if (pick == Pick::kBest) return order.front();
+  return order[runs.size() / 2];  // fastest first: for an even count, the slower middle run
+}
+
+std::string TargetCheck::status() const {
+  if (!measured) return "SKIP";
+  if (!threshold) return "info";
+  const bool pass = atMost ? *measured <= *threshold : *measured >= *threshold;
+  return pass ? "PASS" : "MISS";
+}
+
+std::vector<TargetCheck> evaluateTargets(const std::string& model, const std::vector<ConfigResult>& results,
+                                         bool ddpRequested, const std::string& ddpSkipReason) {
+  std::vector<TargetCheck> checks;
+  const ModelTargets t = targetsFor(model);
+  const ConfigResult* plain11 = find(results, TrainRunner::kPlain, 1, 0, ThreadPair{1, 1});
+  const ConfigResult* bestPlain = nullptr;
+  for (const ConfigResult& r : results)
+    if (r.config.runner == TrainRunner::kPlain && r.config.referenceFor == 0 &&
+        (!bestPlain || r.figures.samplesPerS > bestPlain->figures.samplesPerS))
+      bestPlain = &r;
+  const ConfigResult* gyre1 = find(results, TrainRunner::kGyre, 1);
+
+  if (gyre1) {
+    TargetCheck c{model, "1 worker overhead", "", {}, kMaxOverhead, true, ""};
+    if (plain11) {
+      c.measured = 1.0 - gyre1->figures.samplesPerS / plain11->figures.samplesPerS;
+      c.definition = fmt::format("1 - gyre(1) / plain 1:1 = 1 - {:.0f} / {:.0f} (slower share)",
+                                 gyre1->figures.samplesPerS, plain11->figures.samplesPerS);
+    } else {
+      c.skipped = "no plain run with 1:1 threads in --threads-grid";
+    }
+    checks.push_back(c);
+  }
+
+  for (const ConfigResult& g : results) {
+    if (g.config.runner != TrainRunner::kGyre || g.config.world == 1) continue;
+    const int w = g.config.world;
+    const double thr = g.figures.samplesPerS;
+    const bool issueTarget = w == 2;  // the issue sets targets for two workers
+
+    TargetCheck e{model, fmt::format("E({})", w), "", {}, std::nullopt, false, ""};
+    if (issueTarget) e.threshold = kMinEfficiency;
+    if (const ConfigResult* ref = find(results, TrainRunner::kPlain, 1, w)) {
+      e.measured = thr / (w * ref->figures.samplesPerS);
+      e.definition = fmt::format("gyre({}) / ({} x plain batch {} 1:1) = {:.0f} / ({} x {:.0f})", w, w,
+                                 ref->config.globalBatch, thr, w, ref->figures.samplesPerS);
+    } else {
+      e.skipped = "no per-worker plain reference";
+    }
+    checks.push_back(e);
+
+    TargetCheck p{model, fmt::format("{} workers / best plain", w), "", {}, std::nullopt, false, ""};
+    if (issueTarget) p.threshold = t.vsBestPlain;
+    if (bestPlain) {
+      p.measured = thr / bestPlain->figures.samplesPerS;
+      p.definition = fmt::format("gyre({}) / plain {} = {:.0f} / {:.0f}", w,
+                                 threadsText(bestPlain->config.threads), thr, bestPlain->figures.samplesPerS);
+    } else {
+      p.skipped = "no plain run";
+    }
+    checks.push_back(p);
+
+    if (gyre1) {
+      TargetCheck s{model, fmt::format("S({})", w), "", {}, std::nullopt, false, ""};
+      s.measured = thr / gyre1->figures.samplesPerS;
+      s.definition = fmt::format("gyre({}) / gyre(1) = {:.0f} / {:.0f}", w, thr, gyre1->figures.samplesPerS);
+      checks.push_back(s);
+    }
+
+    if (ddpRequested) {
+      TargetCheck d{model, fmt::format("{} workers / DDP({})", w, w), "", {}, std::nullopt, false, ""};
+      if (issueTarget) d.threshold = t.vsDdp;
+      if (const ConfigResult* ddp = find(results, TrainRunner::kDdp, w)) {
+        d.measured = thr / ddp->figures.samplesPerS;
+        d.definition =
+            fmt::format("gyre({}) / ddp gloo({}) = {:.0f} / {:.0f}", w, w, thr, ddp->figures.samplesPerS);
+      } else {
+        d.skipped = ddpSkipReason.empty() ? "no DDP result" : ddpSkipReason;
+      }
+      checks.push_back(d);
+    }
+  }
+  return checks;
+}
+
+}  // namespace gyre::app

@@ -1,0 +1,157 @@
+// `gyre bench train` apart from running anything: which configurations run for a model, how the
+// JSON lines of one run become its figures, how repeats become one figure, and the targets of
+// issue 4 ("Performance") computed from those figures. No libtorch and no processes, so the unit
+// tests check it on its own (tests/unit/bench_train_test.cc); bench_train.cc runs the plan.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gyre::app {
+
+// Fashion-MNIST's training set: an epoch has at most kTrainSamples / global batch steps.
+inline constexpr int kTrainSamples = 60000;
+
+enum class TrainRunner {
+  kPlain,  // gyre_train_worker --plain: the project's single-process libtorch loop, no gyre
+  kGyre,   // gyre_train_worker: one process (world of one) or W under `gyre run`
+  kDdp,    // PyTorch DDP, gloo backend, W processes (gyre_ddp_train.py)
+};
+const char* toString(TrainRunner runner);
+
+// Per process: libtorch's intra-op threads and OpenBLAS's threads (OPENBLAS_NUM_THREADS).
+struct ThreadPair {
+  int torch = 1;
+  int blas = 1;
+  bool operator==(const ThreadPair&) const = default;
+};
+
+struct TrainConfig {
+  std::string model;
+  TrainRunner runner = TrainRunner::kPlain;
+  int world = 1;
+  int globalBatch = 128;  // samples per step over all processes
+  ThreadPair threads;     // of each process
+  // A plain loop at the per-worker batch of `world` workers (world stays 1 here; this is W):
+  // the reference of E(W).
+  int referenceFor = 0;
+  int steps = 0;  // steps run (global steps: each of W workers runs as many at globalBatch / W)
+  int skip = 0;   // the first `skip` of them are not timed
+
+  int batchPerProcess() const { return globalBatch / world; }
+  // "plain", "plain ref E(2)", "gyre", "ddp gloo"
+  std::string label() const;
+};
+
+struct TrainBenchSettings {
+  std::vector<std::string> models = {"mlp", "cnn"};
+  std::vector<int> worlds = {1, 2};
+  int globalBatch = 128;
+  int steps = 0;  // 0: defaultSteps(model)
+  int skip = 5;
+  std::vector<ThreadPair> plainThreads = {{1, 1}, {1, 2}, {2, 2}};
+  bool ddp = false;
+};
+
+// "1,2" -> {1, 2}. Throws InvalidArgument unless every entry is an integer in [1, 64] and none
+// repeats.
+std::vector<int> parseWorldList(const std::string& text);
+// "mlp,cnn" -> {"mlp", "cnn"}; only mlp and cnn, no repeats. Throws InvalidArgument.
+std::vector<std::string> parseModelList(const std::string& text);
+// "default" -> 1:1,1:2,2:2; otherwise TORCH:BLAS pairs ("1:1,2:2"), each in [1, 64].
+// Throws InvalidArgument.
+std::vector<ThreadPair> parseThreadsGrid(const std::string& text);
+// Steps that make each configuration run for several seconds on a 2-core machine.
+int defaultSteps(const std::string& model);
+// Checks what does not depend on the model (batch divisible by every world, skip < steps, ...).
+// Throws InvalidArgument.
+void validate(const TrainBenchSettings& s);
+
+// The configurations for one model, in the order they run: the plain loop over the thread grid
+// at the global batch; for every world W > 1, the plain loop at batch B/W with 1:1 threads (the
+// E(W) reference); gyre at every world with 1:1 threads per worker; with ddp, DDP at every W > 1.
+std::vector<TrainConfig> planModel(const TrainBenchSettings& s, const std::string& model);
+
+// How a number of global steps becomes the worker's --epochs and --max-steps (steps per epoch),
+// since an epoch has at most kTrainSamples / globalBatch of them: as few epochs as fit, with the
+// steps spread evenly (the total may round up by less than one step per epoch).
+struct EpochSplit {
+  int epochs = 1;
+  int stepsPerEpoch = 0;
+};
+EpochSplit splitSteps(int steps, int globalBatch);
+
+// What one run reports: one epoch, or (combineEpochs) a whole run.
+struct RunFigures {
+ public:
+  double samplesPerS = 0;
+  double seconds = 0;  // timed seconds
+  long steps = 0;      // timed steps
+  // The step-time split (seconds); absent for DDP, which does not report one.
+  bool hasSplit = false;
+  double computeS = 0;
+  double communicateS = 0;
+  double waitS = 0;
+  double hiddenS = 0;
+  int torchThreads = 0;  // as the process saw them; 0: not reported
+  int blasThreads = 0;
+  double loss = 0;
+
+  double stepMs() const { return steps > 0 ? 1000.0 * seconds / static_cast<double>(steps) : 0; }
+  // Shares of the step time, as `gyre train` prints them (gyre/torch/step_timing.h): a step is
+  // compute + wait; communicate runs beside it, wait is the part of it the step blocked on and
+  // hidden = communicate - wait the part that overlapped the backward pass.
+  double stepSeconds() const { return computeS + waitS > 0 ? computeS + waitS : seconds; }
+  double computeShare() const { return share(computeS); }
+  double communicateShare() const { return share(communicateS); }
+  double waitShare() const { return share(waitS); }
+  double hiddenShare() const { return share(hiddenS); }
+
+ private:
+  double share(double part) const { return stepSeconds() > 0 ? part / stepSeconds() : 0; }
+};
+
+// One line a worker or the DDP script printed on stdout: the epoch's figures when it is a JSON
+// object with `samples_per_s` (and, when it has `rank`, rank 0's); nullopt for any other line.
+// Throws Error when the line is a JSON epoch object with a missing or mistyped field.
+std::optional<RunFigures> parseEpochLine(const std::string& line);
+
+// A run's epochs together: samples and times summed, samples/s = samples / seconds, threads and
+// loss from the last epoch.
+RunFigures combineEpochs(const std::vector<RunFigures>& epochs);
+
+enum class Pick { kBest, kMedian };
+Pick parsePick(const std::string& name);  // "best" | "median"; throws InvalidArgument
+const char* toString(Pick pick);
+// The index of the run kept from several repeats of one configuration: the highest samples/s,
+// or the median run (for an even count, the slower of the two middle runs).
+std::size_t pickRun(const std::vector<RunFigures>& runs, Pick pick);
+
+struct ConfigResult {
+  TrainConfig config;
+  RunFigures figures;                  // of the run kept
+  std::vector<double> runSamplesPerS;  // every repeat, in the order they ran
+};
+
+// One target of the issue, or a figure printed for information (threshold absent).
+struct TargetCheck {
+  std::string model;
+  std::string name;        // "1 worker overhead", "E(2)", "2 workers / best plain", ...
+  std::string definition;  // how it was computed, with the figures used
+  std::optional<double> measured;
+  std::optional<double> threshold;
+  bool atMost = false;  // the target is measured <= threshold (overhead), else >=
+  std::string skipped;  // why it could not be measured, when it could not
+
+  // "PASS", "MISS", "SKIP" (not measured) or "info" (no threshold).
+  std::string status() const;
+};
+
+// The targets for one model, from that model's results. DDP targets are listed (as SKIP) only
+// when `ddpRequested`; `ddpSkipReason` says why there is no DDP result when one was requested.
+std::vector<TargetCheck> evaluateTargets(const std::string& model, const std::vector<ConfigResult>& results,
+                                         bool ddpRequested, const std::string& ddpSkipReason);
+
+}  // namespace gyre::app

@@ -1,0 +1,245 @@
+// `gyre bench train`'s plan, figures and targets (apps/gyre/bench_train_plan.h), without running
+// anything. The gyre tool's sources are only on the include path when it is built
+// (GYRE_BUILD_APPS, gyre_app_info); without it this file has no tests.
+#if __has_include("bench_train_plan.h")
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_train_plan.h"
+#include "bench_train_report.h"
+#include "gyre/errors.h"
+
+namespace gyre::app {
+namespace {
+
+TEST(BenchTrainParse, WorldList) {
+  EXPECT_EQ(parseWorldList("1,2"), (std::vector<int>{1, 2}));
+  EXPECT_EQ(parseWorldList("2"), (std::vector<int>{2}));
+  EXPECT_EQ(parseWorldList("4,1"), (std::vector<int>{4, 1}));
+  for (const char* bad : {"", "0", "1,,2", "1,2,", "x", "2 ", "-1", "65", "1,1", "1.5"})
+    EXPECT_THROW(parseWorldList(bad), InvalidArgument) << bad;
+}
+
+TEST(BenchTrainParse, Models) {
+  EXPECT_EQ(parseModelList("mlp,cnn"), (std::vector<std::string>{"mlp", "cnn"}));
+  EXPECT_EQ(parseModelList("cnn"), (std::vector<std::string>{"cnn"}));
+  EXPECT_THROW(parseModelList("resnet"), InvalidArgument);
+  EXPECT_THROW(parseModelList("mlp,mlp"), InvalidArgument);
+  EXPECT_THROW(parseModelList(""), InvalidArgument);
+}
+
+TEST(BenchTrainParse, ThreadsGrid) {
+  EXPECT_EQ(parseThreadsGrid("default"), (std::vector<ThreadPair>{{1, 1}, {1, 2}, {2, 2}}));
+  EXPECT_EQ(parseThreadsGrid("1:1,2:1"), (std::vector<ThreadPair>{{1, 1}, {2, 1}}));
+  for (const char* bad : {"", "1", "1:", ":1", "1:1,1:1", "0:1", "1x2", "1:2:3"})
+    EXPECT_THROW(parseThreadsGrid(bad), InvalidArgument) << bad;
+  EXPECT_EQ(parsePick("median"), Pick::kMedian);
+  EXPECT_THROW(parsePick("mean"), InvalidArgument);
+}
+
+TEST(BenchTrainPlan, Validate) {
+  TrainBenchSettings s;
+  EXPECT_NO_THROW(validate(s));
+  s.worlds = {1, 3};
+  EXPECT_THROW(validate(s), InvalidArgument);  // 128 is not divisible by 3
+  s = {};
+  s.steps = 5;
+  s.skip = 5;
+  EXPECT_THROW(validate(s), InvalidArgument);  // no timed step left
+}
+
+TEST(BenchTrainPlan, OrderAndReferences) {
+  TrainBenchSettings s;
+  s.ddp = true;
+  s.steps = 50;
+  const std::vector<TrainConfig> plan = planModel(s, "cnn");
+  ASSERT_EQ(plan.size(), 7u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(plan[i].runner, TrainRunner::kPlain);
+    EXPECT_EQ(plan[i].globalBatch, 128);
+    EXPECT_EQ(plan[i].threads, s.plainThreads[i]);
+  }
+  // The E(2) reference: one worker's share, the same steps at batch 64, 1:1 threads.
+  EXPECT_EQ(plan[3].runner, TrainRunner::kPlain);
+  EXPECT_EQ(plan[3].referenceFor, 2);
+  EXPECT_EQ(plan[3].globalBatch, 64);
+  EXPECT_EQ(plan[3].threads, (ThreadPair{1, 1}));
+  EXPECT_EQ(plan[3].label(), "plain ref E(2)");
+  EXPECT_EQ(plan[4].runner, TrainRunner::kGyre);
+  EXPECT_EQ(plan[4].world, 1);
+  EXPECT_EQ(plan[5].runner, TrainRunner::kGyre);
+  EXPECT_EQ(plan[5].world, 2);
+  EXPECT_EQ(plan[5].batchPerProcess(), 64);
+  EXPECT_EQ(plan[6].runner, TrainRunner::kDdp);
+  EXPECT_EQ(plan[6].world, 2);
+  for (const TrainConfig& c : plan) {
+    EXPECT_EQ(c.steps, 50);
+    EXPECT_EQ(c.skip, 5);
+  }
+  s.steps = 0;
+  EXPECT_EQ(planModel(s, "mlp").front().steps, defaultSteps("mlp"));
+}
+
+TEST(BenchTrainPlan, SplitSteps) {
+  // 60000 / 128 = 468 steps fit in an epoch.
+  EXPECT_EQ(splitSteps(400, 128).epochs, 1);
+  EXPECT_EQ(splitSteps(400, 128).stepsPerEpoch, 400);
+  EXPECT_EQ(splitSteps(468, 128).epochs, 1);
+  EXPECT_EQ(splitSteps(900, 128).epochs, 2);
+  EXPECT_EQ(splitSteps(900, 128).stepsPerEpoch, 450);
+  EXPECT_EQ(splitSteps(900, 64).epochs, 1);  // 937 per epoch
+  EXPECT_EQ(splitSteps(1000, 128).epochs, 3);
+  EXPECT_EQ(splitSteps(1000, 128).stepsPerEpoch, 334);
+}
+
+TEST(BenchTrainFigures, EpochLines) {
+  EXPECT_FALSE(parseEpochLine("epoch 1: loss 0.3"));
+  EXPECT_FALSE(parseEpochLine("{not json"));
+  EXPECT_FALSE(parseEpochLine(R"({"event":"start"})"));
+  EXPECT_FALSE(parseEpochLine(R"({"rank":1,"samples_per_s":5,"seconds":1,"steps":2})"));
+  const auto e = parseEpochLine(
+      R"({"epoch":1,"world":2,"samples_per_s":1000,"seconds":2,"steps":20,"timed_steps":16,"compute_s":1.6,)"
+      R"("communicate_s":0.5,"wait_s":0.4,"hidden_s":0.1,"torch_threads":1,"blas_threads":1,"loss":0.5,)"
+      R"("test_accuracy":null})");
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->hasSplit);
+  EXPECT_EQ(e->steps, 16);  // the timed ones
+  EXPECT_DOUBLE_EQ(e->stepMs(), 125.0);
+  // Shares of the step time, compute + wait = 2 s, as `gyre train` prints them.
+  EXPECT_DOUBLE_EQ(e->computeShare(), 0.8);
+  EXPECT_DOUBLE_EQ(e->communicateShare(), 0.25);
+  EXPECT_DOUBLE_EQ(e->waitShare(), 0.2);
+  EXPECT_DOUBLE_EQ(e->hiddenShare(), 0.05);
+  // The worker prints null threads when OPENBLAS_NUM_THREADS is unset.
+  const auto unset = parseEpochLine(R"({"samples_per_s":10,"seconds":1,"steps":3,"blas_threads":null})");
+  ASSERT_TRUE(unset);
+  EXPECT_EQ(unset->blasThreads, 0);
+  const auto ddp = parseEpochLine(R"({"samples_per_s":10,"seconds":1,"steps":3,"blas_threads":2})");
+  ASSERT_TRUE(ddp);
+  EXPECT_FALSE(ddp->hasSplit);
+  EXPECT_EQ(ddp->blasThreads, 2);
+  EXPECT_EQ(ddp->torchThreads, 0);
+  EXPECT_THROW(parseEpochLine(R"({"samples_per_s":"fast","seconds":1,"steps":3})"), Error);
+}
+
+TEST(BenchTrainFigures, CombineAndPick) {
+  RunFigures a, b;
+  a.samplesPerS = 100, a.seconds = 2, a.steps = 10, a.hasSplit = true, a.computeS = 1;
+  b.samplesPerS = 400, b.seconds = 1, b.steps = 10, b.hasSplit = true, b.computeS = 1, b.blasThreads = 2;
+  const RunFigures both = combineEpochs({a, b});
+  EXPECT_DOUBLE_EQ(both.samplesPerS, 200.0);  // (200 + 400) samples / 3 s
+  EXPECT_EQ(both.steps, 20);
+  EXPECT_DOUBLE_EQ(both.computeS, 2.0);
+  EXPECT_EQ(both.blasThreads, 2);
+
+  std::vector<RunFigures> runs(4);
+  const double thr[] = {300, 100, 400, 200};
+  for (int i = 0; i < 4; ++i) runs[i].samplesPerS = thr[i];
+  EXPECT_EQ(pickRun(runs, Pick::kBest), 2u);
+  EXPECT_EQ(pickRun(runs, Pick::kMedian), 3u);  // 400 300 | 200 100: the slower middle run
+  runs.resize(3);
+  EXPECT_EQ(pickRun(runs, Pick::kMedian), 0u);  // 400 300 100
+}
+
+ConfigResult result(TrainRunner runner, int world, ThreadPair threads, double samplesPerS,
+                    int referenceFor = 0) {
+  ConfigResult r;
+  r.config.model = "cnn";
+  r.config.runner = runner;
+  r.config.world = world;
+  r.config.threads = threads;
+  r.config.referenceFor = referenceFor;
+  r.config.globalBatch = referenceFor > 0 ? 64 : 128;
+  r.figures.samplesPerS = samplesPerS;
+  return r;
+}
+
+const TargetCheck& named(const std::vector<TargetCheck>& checks, const std::string& name) {
+  for (const TargetCheck& c : checks)
+    if (c.name == name) return c;
+  throw std::runtime_error("no target " + name);
+}
+
+TEST(BenchTrainTargets, FromTheIssue) {
+  const std::vector<ConfigResult> results = {
+      result(TrainRunner::kPlain, 1, {1, 1}, 1330), result(TrainRunner::kPlain, 1, {1, 2}, 1380),
+      result(TrainRunner::kPlain, 1, {2, 2}, 1420), result(TrainRunner::kPlain, 1, {1, 1}, 1060, 2),
+      result(TrainRunner::kGyre, 1, {1, 1}, 1300),  result(TrainRunner::kGyre, 2, {1, 1}, 2000),
+      result(TrainRunner::kDdp, 2, {1, 1}, 1730),
+  };
+  const std::vector<TargetCheck> checks = evaluateTargets("cnn", results, true, "");
+  const TargetCheck& overhead = named(checks, "1 worker overhead");
+  EXPECT_NEAR(*overhead.measured, 1 - 1300.0 / 1330, 1e-12);
+  EXPECT_EQ(overhead.status(), "PASS");  // 2.3% <= 3%
+  const TargetCheck& e2 = named(checks, "E(2)");
+  EXPECT_NEAR(*e2.measured, 2000.0 / 2120, 1e-12);
+  EXPECT_EQ(e2.status(), "PASS");  // 0.943 >= 0.92
+  const TargetCheck& plain = named(checks, "2 workers / best plain");
+  EXPECT_NEAR(*plain.measured, 2000.0 / 1420, 1e-12);  // the best of the grid is 2:2
+  EXPECT_EQ(plain.status(), "PASS");                   // 1.408 >= 1.4
+  const TargetCheck& ddp = named(checks, "2 workers / DDP(2)");
+  EXPECT_NEAR(*ddp.measured, 2000.0 / 1730, 1e-12);
+  EXPECT_EQ(ddp.status(), "PASS");
+  EXPECT_EQ(named(checks, "S(2)").status(), "info");
+
+  // mlp's thresholds differ: 1.0x the best plain, 1.8x DDP.
+  const std::vector<TargetCheck> mlp = evaluateTargets("mlp", results, true, "");
+  EXPECT_EQ(named(mlp, "2 workers / DDP(2)").status(), "MISS");  // 1.16 < 1.8
+  EXPECT_DOUBLE_EQ(*named(mlp, "2 workers / best plain").threshold, 1.0);
+}
+
+TEST(BenchTrainTargets, MissingRunsAreSkipped) {
+  std::vector<ConfigResult> results = {result(TrainRunner::kPlain, 1, {2, 2}, 1420),
+                                       result(TrainRunner::kGyre, 1, {1, 1}, 1500),
+                                       result(TrainRunner::kGyre, 2, {1, 1}, 2000)};
+  std::vector<TargetCheck> checks = evaluateTargets("cnn", results, true, "skipped: no python3 with torch");
+  EXPECT_EQ(named(checks, "1 worker overhead").status(), "SKIP");  // no 1:1 plain run
+  EXPECT_EQ(named(checks, "E(2)").status(), "SKIP");
+  EXPECT_EQ(named(checks, "2 workers / DDP(2)").status(), "SKIP");
+  EXPECT_EQ(named(checks, "2 workers / DDP(2)").skipped, "skipped: no python3 with torch");
+  // Faster than the plain loop: a negative overhead passes.
+  results.push_back(result(TrainRunner::kPlain, 1, {1, 1}, 1450));
+  checks = evaluateTargets("cnn", results, false, "");
+  EXPECT_EQ(named(checks, "1 worker overhead").status(), "PASS");
+  for (const TargetCheck& c : checks) EXPECT_EQ(c.name.find("DDP"), std::string::npos);  // not requested
+  // Worlds other than 2 are reported without a threshold.
+  results.push_back(result(TrainRunner::kGyre, 4, {1, 1}, 3000));
+  checks = evaluateTargets("cnn", results, false, "");
+  EXPECT_EQ(named(checks, "E(4)").status(), "SKIP");  // no batch-32 reference
+  EXPECT_EQ(named(checks, "4 workers / best plain").status(), "info");
+}
+
+TEST(BenchTrainReport, TableAndJson) {
+  ConfigResult r = result(TrainRunner::kGyre, 2, {1, 1}, 2000);
+  r.figures.seconds = 2, r.figures.steps = 31, r.figures.torchThreads = 1, r.figures.blasThreads = 2;
+  r.figures.hasSplit = true, r.figures.computeS = 1.6, r.figures.waitS = 0.4;
+  r.figures.communicateS = 0.8, r.figures.hiddenS = 0.4;
+  r.runSamplesPerS = {1900, 2000};
+  EXPECT_TRUE(threadsDiffer(r));
+  const std::string row = tableRow(r);
+  EXPECT_NE(row.find("gyre"), std::string::npos);
+  EXPECT_NE(row.find("2!"), std::string::npos);  // blas threads reported differ from those asked
+  EXPECT_NE(row.find("80.0"), std::string::npos);
+  const nlohmann::json j = configJson(r, {});
+  EXPECT_EQ(j["type"], "config");
+  EXPECT_EQ(j["batch_per_rank"], 64);
+  EXPECT_EQ(j["blas_threads"], 2);
+  EXPECT_EQ(j["requested_blas_threads"], 1);
+  EXPECT_DOUBLE_EQ(j["hidden_share"].get<double>(), 0.2);
+  EXPECT_EQ(j["runs_samples_per_s"].size(), 2u);
+  EXPECT_DOUBLE_EQ(j["spread"].get<double>(), 0.05);
+  EXPECT_NE(row.find("5.0\n"), std::string::npos);  // the spread column
+  EXPECT_DOUBLE_EQ(runSpread({1000}), 0.0);
+
+  const std::vector<TargetCheck> checks = evaluateTargets("cnn", {r}, true, "skipped: why");
+  const nlohmann::json s = summaryJson(checks, {});
+  EXPECT_EQ(s["type"], "summary");
+  EXPECT_EQ(s["skip"], 3);  // E(2), best plain, DDP
+  EXPECT_EQ(targetsTally(checks), "0 PASS, 0 MISS, 3 SKIP");
+  EXPECT_NE(targetsText(checks).find("skipped: why"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gyre::app
+#endif
