@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Run `gyre COMMAND --help` for a command's options. Documentation: docs/README.md");
 
-  CLI::App* bench = app.add_subcommand("bench", "Measure gyre's performance (and compare it with OpenMPI's)");
+  CLI::App* bench = app.add_subcommand("bench", "Measure gyre's performance (against OpenMPI, a plain libtorch loop and PyTorch DDP)");
   bench->require_subcommand(1);
   gyre::app::addBenchCollectives(*bench, action, args);
   gyre::app::addBenchTrain(*bench, action);
