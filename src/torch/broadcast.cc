@@ -70,13 +70,11 @@ void broadcastTensors(const std::vector<::torch::Tensor>& tensors, Communicator&
 void broadcastParameters(::torch::nn::Module& module, Communicator& comm, int root) {
   std::ostringstream description;
   std::vector<::torch::Tensor> tensors;
-  for (const auto& item : module.named_parameters()) {
-    description << item.key() << item.value().sizes() << ::c10::toString(item.value().scalar_type()) << ';';
-    tensors.push_back(item.value());
-  }
-  for (const auto& item : module.named_buffers()) {
-    description << item.key() << item.value().sizes() << ::c10::toString(item.value().scalar_type()) << ';';
-    tensors.push_back(item.value());
+  for (const auto& named : {module.named_parameters(), module.named_buffers()}) {
+    for (const auto& item : named) {
+      description << item.key() << item.value().sizes() << ::c10::toString(item.value().scalar_type()) << ';';
+      tensors.push_back(item.value());
+    }
   }
   checkSameEverywhere(comm, description.str(), "models' parameters and buffers");
   for (const auto& t : tensors) broadcastOne(t, comm, root);

@@ -304,9 +304,8 @@ void DistributedOptimizer::Impl::synchronize(bool active) {
     ::torch::NoGradGuard noGrad;
     for (Bucket& bucket : buckets_) {
       if (bucket.wire.data_ptr() != bucket.flat.data_ptr()) bucket.flat.copy_(bucket.wire);
-      if (options_.unevenInputs && active_ranks > 0) {
-        if (options_.average) bucket.flat.div_(static_cast<double>(active_ranks));
-      }
+      if (options_.unevenInputs && options_.average && active_ranks > 0)
+        bucket.flat.div_(static_cast<double>(active_ranks));
     }
     if (recordOrder_) adoptRankZeroOrder();
   }

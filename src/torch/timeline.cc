@@ -95,15 +95,12 @@ void Timeline::write() {
 
   std::string all = mine;
   if (size > 1) {
+    static_assert(sizeof(std::size_t) == sizeof(std::int64_t));
+    const std::size_t length = mine.size();
     std::vector<std::size_t> counts(static_cast<std::size_t>(size));
-    std::uint64_t length = mine.size();
-    std::vector<std::uint64_t> lengths(static_cast<std::size_t>(size));
-    comm_->allgather(&length, lengths.data(), 1, {DataType::kInt64});
+    comm_->allgather(&length, counts.data(), 1, {DataType::kInt64});
     std::size_t total = 0;
-    for (int r = 0; r < size; ++r) {
-      counts[static_cast<std::size_t>(r)] = lengths[static_cast<std::size_t>(r)];
-      total += counts[static_cast<std::size_t>(r)];
-    }
+    for (std::size_t count : counts) total += count;
     // Every rank receives every rank's events: simpler than a gatherv, and timelines are small.
     all.assign(total, '\0');
     comm_->allgatherv(mine.data(), all.data(), counts, {DataType::kUInt8});
