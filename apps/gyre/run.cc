@@ -28,6 +28,7 @@ struct RunFlags {
   double timeoutS = 0;
   double startTimeoutS = 30;
   int threads = 0;
+  int maxRestarts = 0;
   std::vector<std::string> exports;
   std::string gyrePath;
   std::vector<std::string> program;
@@ -54,6 +55,8 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   o.timeoutS = f.timeoutS;
   o.startTimeoutS = f.startTimeoutS;
   o.threads = f.threads;
+  requireArg(f.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
+  o.maxRestarts = f.maxRestarts;
   for (const std::string& x : f.exports) {
     const auto eq = x.find('=');
     const std::string name = x.substr(0, eq);
@@ -76,17 +79,23 @@ launcher::RunOptions toOptions(const RunFlags& f) {
 
 void addRun(CLI::App& app, std::function<int()>& action) {
   auto f = std::make_shared<RunFlags>();
-  CLI::App* cmd =
-      app.add_subcommand("run", "Start a distributed job's workers on this host or many, and supervise them");
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Start a distributed job's workers on this host or many, supervise them, and restart "
+      "them all when one fails (--max-restarts)");
   cmd->footer(
       "Every worker gets GYRE_RANK, GYRE_WORLD_SIZE, GYRE_LOCAL_RANK, GYRE_LOCAL_SIZE, the job's store\n"
       "address and secret, and GYRE_NUM_THREADS (also OMP_NUM_THREADS, MKL_NUM_THREADS and\n"
       "OPENBLAS_NUM_THREADS unless set); gyre::init() reads them. If a worker fails, the others are\n"
-      "stopped and gyre run exits with its code. See docs/gyre-run.md.\n\n"
+      "stopped and gyre run exits with its code. With --max-restarts K, a failed job is started again\n"
+      "instead, up to K times: every worker anew, with a fresh store and secret, and GYRE_RESTART_COUNT\n"
+      "set to the generation (0, 1, ...); programs resume from their own checkpoints. Ctrl-C and\n"
+      "--timeout (which bounds all generations together) are never restarted. See docs/gyre-run.md.\n\n"
       "Examples:\n"
       "  gyre run -np 4 -- ./train --epochs 3\n"
       "  gyre run -H node1:2,node2:2 --network-interface eth0 -- /shared/train\n"
-      "  gyre run --hostfile hosts.txt --rsh-agent 'ssh -p 2222' --output-dir logs -- ./train");
+      "  gyre run --hostfile hosts.txt --rsh-agent 'ssh -p 2222' --output-dir logs -- ./train\n"
+      "  gyre run -np 4 --max-restarts 3 -- ./train --resume");
   cmd->add_option("--np", f->np, "Number of workers (also -np); default: every slot of the hosts, or 1");
   cmd->add_option("-H,--hosts", f->hosts, "Hosts and their slots: host1:2,host2:2 (slots default to 1)");
   cmd->add_option("--hostfile", f->hostfile,
@@ -103,7 +112,13 @@ void addRun(CLI::App& app, std::function<int()>& action) {
                 "Prefix each output line with [rank]<stdout>: (default: on for more than one worker)");
   cmd->add_flag("--no-tag-output", f->noTagOutput, "Print workers' output lines as they are");
   cmd->add_option("--output-dir", f->outputDir, "Also write each rank's output to DIR/rank.N.log");
-  cmd->add_option("--timeout", f->timeoutS, "Stop the whole job after this many seconds (0: never)")
+  cmd->add_option("--max-restarts", f->maxRestarts,
+                  "When a worker fails, stop the others and start all of them again (a new generation, "
+                  "with a fresh rendezvous), at most this many times")
+      ->envname("GYRE_MAX_RESTARTS")
+      ->capture_default_str();
+  cmd->add_option("--timeout", f->timeoutS,
+                  "Stop the whole job after this many seconds, every generation together (0: never)")
       ->capture_default_str();
   cmd->add_option("--start-timeout", f->startTimeoutS,
                   "Seconds a worker may take to reach the store and its peers")

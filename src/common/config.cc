@@ -14,7 +14,7 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 19> kKnobs = {{
+constexpr std::array<Knob, 21> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
@@ -76,6 +76,22 @@ constexpr std::array<Knob, 19> kKnobs = {{
      {},
      0,
      4096},
+    {"GYRE_MAX_RESTARTS",
+     KnobType::kInt,
+     "0",
+     "How many times `gyre run` starts every worker again after one fails (its `--max-restarts`); workers "
+     "get the value `gyre run` used.",
+     {},
+     0,
+     INT32_MAX},
+    {"GYRE_RESTART_COUNT",
+     KnobType::kInt,
+     "",
+     "The job's generation, set by `gyre run` in every worker: 0 at first, 1 after the first restart, and so on. "
+     "A program resumes from its newest checkpoint when it is above 0.",
+     {},
+     0,
+     INT32_MAX},
     {"GYRE_TRANSPORT", KnobType::kChoice, "auto",
      "Transport between ranks: auto (shared memory on one host, TCP between hosts), tcp, shm, or mpi (MPI "
      "point-to-point messages; only under mpirun, in a build with MPI; never chosen by auto).",

@@ -269,7 +269,9 @@ class Agent {
                            {"GYRE_STORE_ADDR", store},
                            {"GYRE_SECRET", spec_.secret},
                            {"GYRE_JOB_ID", spec_.jobId},
-                           {"GYRE_START_TIMEOUT_MS", std::to_string(spec_.startTimeoutMs)}});
+                           {"GYRE_START_TIMEOUT_MS", std::to_string(spec_.startTimeoutMs)},
+                           {"GYRE_RESTART_COUNT", std::to_string(spec_.restartCount)},
+                           {"GYRE_MAX_RESTARTS", std::to_string(spec_.maxRestarts)}});
     if (!spec_.interface.empty()) env.emplace_back("GYRE_IFACE", spec_.interface);
     return env;
   }

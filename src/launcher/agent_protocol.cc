@@ -57,7 +57,9 @@ std::string encodeSpec(const AgentSpec& s) {
                   {"threads", s.threads},
                   {"start_timeout_ms", s.startTimeoutMs},
                   {"interface", s.interface},
-                  {"stop_grace_ms", s.stopGraceMs}};
+                  {"stop_grace_ms", s.stopGraceMs},
+                  {"restart_count", s.restartCount},
+                  {"max_restarts", s.maxRestarts}};
   return j.dump();
 }
 
@@ -79,12 +81,14 @@ AgentSpec decodeSpec(const std::string& line) {
     s.startTimeoutMs = j.at("start_timeout_ms").get<int>();
     s.interface = j.at("interface").get<std::string>();
     s.stopGraceMs = j.at("stop_grace_ms").get<int>();
+    s.restartCount = j.at("restart_count").get<int>();
+    s.maxRestarts = j.at("max_restarts").get<int>();
   } catch (const json::exception& e) {
     GYRE_THROW(ProtocolError, "malformed job description from the launcher: ", e.what());
   }
   if (s.worldSize < 1 || s.count < 1 || s.firstRank < 0 || s.firstRank + s.count > s.worldSize ||
       s.program.empty() || s.storeCandidates.empty() || s.threads < 0 || s.startTimeoutMs < 1 ||
-      s.stopGraceMs < 0)
+      s.stopGraceMs < 0 || s.restartCount < 0 || s.maxRestarts < s.restartCount)
     GYRE_THROW(ProtocolError, "inconsistent job description from the launcher");
   return s;
 }

@@ -2,7 +2,8 @@
 //
 // The launcher starts one agent per host (`gyre agent`, directly for this host, through the rsh
 // agent for others), writes one JSON line with the AgentSpec to the agent's stdin, and keeps
-// stdin open: a "stop" line, or stdin's end, tells the agent to stop its workers. The agent
+// stdin open: a "stop" line, or stdin's end, tells the agent to stop its workers. An agent serves
+// one generation of the job: after a restart (--max-restarts) the launcher starts new agents. The agent
 // answers on stdout with one Event per line. The secret travels on stdin, never on a command
 // line, so `ps` does not show it.
 #pragma once
@@ -31,6 +32,8 @@ struct AgentSpec {
   int startTimeoutMs = 30000;
   std::string interface;   // GYRE_IFACE for the workers; empty: none
   int stopGraceMs = 1000;  // SIGTERM, then SIGKILL after this long
+  int restartCount = 0;    // GYRE_RESTART_COUNT: the job's generation, 0 first (--max-restarts)
+  int maxRestarts = 0;     // GYRE_MAX_RESTARTS
 };
 
 std::string encodeSpec(const AgentSpec& spec);

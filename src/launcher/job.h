@@ -1,6 +1,8 @@
 // `gyre run`: starts a job's workers on one host or many, wires them together (store, secret,
 // environment), relays their output, and supervises them: the first worker that fails stops the
-// job, and so do --timeout, SIGINT, SIGTERM and SIGHUP. See docs/gyre-run.md.
+// job, and so do --timeout, SIGINT, SIGTERM and SIGHUP. With --max-restarts K, a failed job is
+// started again, as a new generation of all its workers with a fresh rendezvous (a new store and
+// secret; generation.h), up to K times. See docs/gyre-run.md.
 #pragma once
 
 #include <optional>
@@ -27,10 +29,15 @@ struct RunOptions {
   std::string remoteGyre;  // the gyre executable on other hosts; default: this one's path
   std::vector<std::string> program;
   int stopGraceMs = 1000;  // workers get SIGTERM, then SIGKILL after this long
+  // After a worker fails, start every worker again, at most this many times (torchrun's
+  // --max-restarts); interrupts and --timeout are never restarted. Workers get the generation
+  // as GYRE_RESTART_COUNT (0 first) and this as GYRE_MAX_RESTARTS.
+  int maxRestarts = 0;
 };
 
-// Runs the job to its end; returns the exit code for `gyre run` (0, the failed worker's code,
-// 128 + its signal, 124 for --timeout, 128 + the signal for an interrupt, 1 for launcher errors).
+// Runs the job to its end, restarts included; returns the exit code for `gyre run` (0, the last
+// failed worker's code, 128 + its signal, 124 for --timeout, 128 + the signal for an interrupt,
+// 1 for launcher errors). --timeout bounds the whole job, every generation together.
 // Throws InvalidArgument for bad options.
 int runJob(const RunOptions& options);
 

@@ -57,6 +57,13 @@ void OutputSink::line(int rank, bool fromStderr, const std::string& text, char t
   if (tail.size() > tailLines_) tail.pop_front();
 }
 
+void OutputSink::startGeneration(int restart) {
+  for (std::size_t r = 0; r < logs_.size(); ++r)
+    std::fprintf(logs_[r], "%s--- gyre run: restart %d ---\n", partial_[r].empty() ? "" : "\n", restart);
+  for (auto& t : tails_) t.clear();
+  for (auto& p : partial_) p.clear();
+}
+
 std::vector<std::string> OutputSink::tail(int rank) const {
   std::vector<std::string> lines(tails_.at(rank).begin(), tails_.at(rank).end());
   if (!partial_.at(rank).empty()) lines.push_back(partial_.at(rank));

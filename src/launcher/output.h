@@ -25,6 +25,10 @@ class OutputSink {
   std::vector<std::string> tail(int rank) const;
   // The rank's log file, or "" without --output-dir.
   std::string logPath(int rank) const;
+  // A restart (--max-restarts): every log gets a line "--- gyre run: restart N ---" (on a line of
+  // its own after a cut line) and the tails start empty, so a failure report shows only the new
+  // generation's lines.
+  void startGeneration(int restart);
   void flush();
 
  private:
