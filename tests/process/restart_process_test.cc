@@ -6,13 +6,10 @@
 // --timeout stop the job across generations, leaving nothing behind. Workers are
 // gyre_restart_check (tests/programs/) or shell scripts; "remote" hosts are reached through an
 // --rsh-agent that runs the command here, which exercises the agents.
-#include <dirent.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -20,6 +17,7 @@
 #include <vector>
 
 #include "support/jobs.h"
+#include "support/processes.h"
 #include "support/programs.h"
 #include "support/ranks.h"
 
@@ -28,7 +26,11 @@ namespace {
 
 #ifdef GYRE_TOOL
 
+using test::fakeRsh;
+using test::processesWith;
 using test::ProgramRun;
+using test::readFile;
+using test::uniqueSleep;
 
 constexpr auto kTimeout = std::chrono::seconds(120);
 
@@ -41,54 +43,10 @@ std::string restartCheck() {
   return test::binDir() + "/gyre_restart_check";
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 int countOf(const std::string& text, const std::string& part) {
   int n = 0;
   for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
   return n;
-}
-
-// Processes whose command line contains `marker` (left-over workers or their children).
-std::vector<std::string> processesWith(const std::string& marker) {
-  std::vector<std::string> found;
-  DIR* dir = opendir("/proc");
-  while (const dirent* e = dir ? readdir(dir) : nullptr) {
-    if (std::atoi(e->d_name) <= 0) continue;
-    std::string cmd = readFile(std::string("/proc/") + e->d_name + "/cmdline");
-    for (char& c : cmd)
-      if (c == '\0') c = ' ';
-    if (cmd.find(marker) != std::string::npos) found.push_back(std::string(e->d_name) + ": " + cmd);
-  }
-  if (dir) closedir(dir);
-  return found;
-}
-
-// A `sleep` duration no other process uses, to find this test's leftovers.
-std::string uniqueSleep() {
-  static int n = 0;
-  return "96" + std::to_string(++n) + "." + std::to_string(getpid());
-}
-
-// HOST COMMAND -> runs COMMAND here, as ssh would run it there. With `holdFrom` > 0, the
-// holdFrom-th and later connections to a host instead announce themselves in DIR/held and sleep
-// `sleep` seconds: an agent of a later generation that never starts.
-std::string fakeRsh(const test::TempDir& dir, int holdFrom = 0, const std::string& sleep = "") {
-  const std::string path = dir.path() + "/fake-rsh";
-  std::string script = "#!/bin/sh\nhost=$1\nshift\n";
-  if (holdFrom > 0)
-    script += "echo x >> " + dir.path() + "/rsh.$host\nif [ $(wc -l < " + dir.path() + "/rsh.$host) -ge " +
-              std::to_string(holdFrom) + " ]; then touch " + dir.path() + "/held; exec sleep " + sleep +
-              "; fi\n";
-  script += "exec /bin/sh -c \"$*\"\n";
-  std::ofstream(path) << script;
-  chmod(path.c_str(), 0755);
-  return path;
 }
 
 // What gyre_restart_check wrote: generation -> rank -> its line, split into words.

@@ -3,9 +3,7 @@
 // --timeout stop every worker, nothing a worker started survives the job, and a worker that
 // cannot meet its peers fails at --start-timeout naming what it tried. "Remote" hosts are
 // reached through an --rsh-agent that runs the command here, which exercises the agent path.
-#include <dirent.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "support/jobs.h"
+#include "support/processes.h"
 #include "support/programs.h"
 #include "support/ranks.h"
 
@@ -22,7 +21,10 @@ namespace {
 
 #ifdef GYRE_TOOL
 
+using test::fakeRsh;
+using test::processesWith;
 using test::ProgramRun;
+using test::uniqueSleep;
 
 constexpr auto kTimeout = std::chrono::seconds(120);
 
@@ -35,42 +37,10 @@ ProgramRun shell(const std::string& script) {
   return test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
 }
 
-// Processes whose command line contains `marker` (left-over workers or their children).
-std::vector<std::string> processesWith(const std::string& marker) {
-  std::vector<std::string> found;
-  DIR* dir = opendir("/proc");
-  while (const dirent* e = dir ? readdir(dir) : nullptr) {
-    if (std::atoi(e->d_name) <= 0) continue;
-    std::ifstream in(std::string("/proc/") + e->d_name + "/cmdline");
-    std::stringstream text;
-    text << in.rdbuf();
-    std::string cmd = text.str();
-    for (char& c : cmd)
-      if (c == '\0') c = ' ';
-    if (cmd.find(marker) != std::string::npos) found.push_back(std::string(e->d_name) + ": " + cmd);
-  }
-  if (dir) closedir(dir);
-  return found;
-}
-
-// A `sleep` duration no other process uses, to find this test's leftovers.
-std::string uniqueSleep() {
-  static int n = 0;
-  return "97" + std::to_string(++n) + "." + std::to_string(getpid());
-}
-
 // Every worker starts two long sleeps: one in its process group, one escaping it with setsid
 // (the agent must still find it, as their subreaper). Then it signals it has started.
 std::string startLeftovers(const std::string& sleep, const std::string& dir) {
   return "sleep " + sleep + " & setsid sleep " + sleep + " & touch " + dir + "/started.$GYRE_RANK; ";
-}
-
-std::string fakeRsh(const test::TempDir& dir) {
-  // HOST COMMAND -> runs COMMAND here, as ssh would run it there.
-  const std::string path = dir.path() + "/fake-rsh";
-  std::ofstream(path) << "#!/bin/sh\nhost=$1\nshift\nexec /bin/sh -c \"$*\"\n";
-  chmod(path.c_str(), 0755);
-  return path;
 }
 
 TEST(GyreRun, WorkersGetTheirPlaceThreadsAndTaggedOutput) {

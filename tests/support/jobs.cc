@@ -1,9 +1,11 @@
 #include "support/jobs.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 namespace gyre::test {
@@ -60,6 +62,19 @@ std::vector<std::string> mpirunCommand(int np, const Environment& env,
   argv.insert(argv.end(), {"-np", std::to_string(np)});
   argv.insert(argv.end(), program.begin(), program.end());
   return argv;
+}
+
+std::string fakeRsh(const TempDir& dir, int holdFrom, const std::string& sleep) {
+  const std::string path = dir.path() + "/fake-rsh";
+  std::string script = "#!/bin/sh\nhost=$1\nshift\n";
+  if (holdFrom > 0)
+    script += "echo x >> " + dir.path() + "/rsh.$host\nif [ $(wc -l < " + dir.path() + "/rsh.$host) -ge " +
+              std::to_string(holdFrom) + " ]; then touch " + dir.path() + "/held; exec sleep " + sleep +
+              "; fi\n";
+  script += "exec /bin/sh -c \"$*\"\n";
+  std::ofstream(path) << script;
+  ::chmod(path.c_str(), 0755);
+  return path;
 }
 
 }  // namespace gyre::test

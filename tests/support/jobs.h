@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/programs.h"
+#include "support/ranks.h"
 
 namespace gyre::test {
 
@@ -43,5 +44,11 @@ JobRun runJob(std::vector<std::string> argv, const Environment& env, std::chrono
 std::vector<std::string> mpirunCommand(int np, const Environment& env,
                                        const std::vector<std::string>& program,
                                        const std::vector<std::string>& extraFlags = {});
+
+// Writes DIR/fake-rsh, an --rsh-agent for `gyre run` that runs on this host what ssh would run
+// on another: `fake-rsh HOST COMMAND` runs COMMAND here. Returns its path. With `holdFrom` > 0,
+// the holdFrom-th and later connections to a host instead touch DIR/held and sleep `sleep`
+// seconds: an agent of a later generation that never starts.
+std::string fakeRsh(const TempDir& dir, int holdFrom = 0, const std::string& sleep = "");
 
 }  // namespace gyre::test

@@ -27,13 +27,6 @@ bool isLauncherVariable(const std::string& name) {
   return false;
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // What execve needs, built before fork: the child must not allocate.
 struct Prepared {
   std::vector<std::string> strings;
@@ -149,6 +142,13 @@ std::vector<ProgramRun> runPrograms(const std::vector<ProgramSpec>& programs, st
 
 ProgramRun runProgram(const ProgramSpec& program, std::chrono::seconds timeout) {
   return runPrograms({program}, timeout).front();
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace gyre::test

@@ -41,4 +41,7 @@ std::vector<ProgramRun> runPrograms(const std::vector<ProgramSpec>& programs, st
 // One program; see runPrograms.
 ProgramRun runProgram(const ProgramSpec& program, std::chrono::seconds timeout);
 
+// The whole contents of the file at `path` (bytes as they are); empty when it cannot be read.
+std::string readFile(const std::string& path);
+
 }  // namespace gyre::test
