@@ -86,8 +86,14 @@ class DistributedOptimizer::Impl {
   std::vector<Bucket> buckets_;
   std::size_t nextToIssue_ = 0;
   bool syncEnabled_ = true;
-  bool recordOrder_ = true;  // until the first synchronisation
+  // The buckets are planned from the ready order and times of the second synchronised step:
+  // the first is a warm-up (first-touch allocations make its backward pass several times
+  // slower, and unevenly so).
+  static constexpr int kPlanningStep = 1;
+  int synchronized_ = 0;  // steps synchronised so far
+  bool recordOrder_ = true;  // until the buckets are planned
   std::vector<std::size_t> readyOrder_;
+  std::vector<double> readySeconds_;  // when each of readyOrder_ became ready, after the first
   float activeRanks_ = 0;
   Clock::time_point stepBegin_;
   Clock::time_point firstReady_{};
@@ -96,7 +102,8 @@ class DistributedOptimizer::Impl {
   StepTiming totals_;
 
  private:
-  void layOut(const std::vector<std::size_t>& order);
+  std::vector<GradientSlot> gradientShapes() const;
+  void layOut(const std::vector<BucketPlan>& plans);
   void issueReadyBuckets();
   void issue(Bucket& bucket);
   void ensureAliased(Slot& slot);
@@ -142,11 +149,11 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
       slots_.push_back(std::move(slot));
     }
   }
-  // The first layout: parameters in reverse, the order backward usually produces them.
-  std::vector<std::size_t> order(slots_.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = order.size() - 1 - i;
-  layOut(order);
   if (comm_->size() > 1) {
+    // The first layout: parameters in reverse, the order backward usually produces them.
+    std::vector<std::size_t> order(slots_.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = order.size() - 1 - i;
+    layOut(planBuckets(gradientShapes(), order, options_.firstBucketCapBytes, options_.bucketCapBytes));
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       Slot& slot = slots_[i];
       slot.accumulator = ::torch::autograd::impl::grad_accumulator(slot.param);
@@ -154,6 +161,7 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
       slot.hook = slot.accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i));
     }
   } else {
+    // One rank: nothing to reduce, so no buckets and no hooks; the wrapped optimizer alone.
     recordOrder_ = false;
   }
   stepBegin_ = Clock::now();
@@ -173,12 +181,15 @@ DistributedOptimizer::Impl::~Impl() {
   }
 }
 
-void DistributedOptimizer::Impl::layOut(const std::vector<std::size_t>& order) {
+std::vector<GradientSlot> DistributedOptimizer::Impl::gradientShapes() const {
   std::vector<GradientSlot> shapes;
   for (const Slot& slot : slots_)
     shapes.push_back(GradientSlot{slot.param.numel(), static_cast<std::size_t>(slot.param.element_size()),
                                   static_cast<int>(slot.param.scalar_type())});
-  const auto plans = planBuckets(shapes, order, options_.firstBucketCapBytes, options_.bucketCapBytes);
+  return shapes;
+}
+
+void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
   std::vector<Bucket> buckets;
   ::torch::NoGradGuard noGrad;
   for (std::size_t b = 0; b < plans.size(); ++b) {
@@ -231,7 +242,10 @@ void DistributedOptimizer::Impl::onGradientReady(std::size_t index) {
   if (firstReady_ == Clock::time_point{}) firstReady_ = now;
   lastReady_ = now;
   slot.ready = true;
-  if (recordOrder_) readyOrder_.push_back(index);
+  if (recordOrder_ && synchronized_ == kPlanningStep) {
+    readyOrder_.push_back(index);
+    readySeconds_.push_back(seconds(now - firstReady_));
+  }
   if (--buckets_[slot.bucket].pending == 0) issueReadyBuckets();
 }
 
@@ -256,10 +270,12 @@ void DistributedOptimizer::Impl::issue(Bucket& bucket) {
 }
 
 void DistributedOptimizer::Impl::zeroGrad() {
+  // As libtorch's zero_grad(): the gradients become undefined, so autograd hands each parameter
+  // its fresh gradient tensor without adding it to zeros; the ready hook copies it into the
+  // bucket (one pass over the memory, where zeroing the bucket and accumulating into it take
+  // two). Slots that get no gradient are zeroed at synchronisation.
   std::lock_guard<std::mutex> lock(mu_);
-  ::torch::NoGradGuard noGrad;
-  for (Bucket& bucket : buckets_) bucket.flat.zero_();
-  for (Slot& slot : slots_) ensureAliased(slot);
+  for (Slot& slot : slots_) slot.param.mutable_grad().reset();
 }
 
 void DistributedOptimizer::Impl::synchronize(bool active) {
@@ -270,6 +286,11 @@ void DistributedOptimizer::Impl::synchronize(bool active) {
   if (comm_->size() > 1) {
     // Gradients that never became ready (unused parameters, or fewer backward passes than
     // promised) are reduced as they are: zeros unless something accumulated.
+    {
+      ::torch::NoGradGuard noGrad;
+      for (Slot& slot : slots_)
+        if (!slot.ready) ensureAliased(slot);
+    }
     for (Bucket& bucket : buckets_) bucket.pending = 0;
     issueReadyBuckets();
     float active_ranks = active ? 1.0f : 0.0f;
@@ -307,7 +328,8 @@ void DistributedOptimizer::Impl::synchronize(bool active) {
       if (options_.unevenInputs && options_.average && active_ranks > 0)
         bucket.flat.div_(static_cast<double>(active_ranks));
     }
-    if (recordOrder_) adoptRankZeroOrder();
+    if (recordOrder_ && synchronized_ == kPlanningStep) adoptRankZeroOrder();
+    ++synchronized_;
   }
   const auto end = Clock::now();
   timing.wait = seconds(end - begin);
@@ -321,27 +343,42 @@ void DistributedOptimizer::Impl::synchronize(bool active) {
 }
 
 void DistributedOptimizer::Impl::adoptRankZeroOrder() {
-  // Everyone takes rank 0's ready order (every rank reaches this point in its first
-  // synchronisation), and the buckets follow it from now on.
+  // Everyone takes rank 0's ready order and times (every rank reaches this point in the same
+  // synchronisation, kPlanningStep), and the buckets are planned from them: split where reducing early pays.
   recordOrder_ = false;
-  std::vector<std::int64_t> order;
-  std::vector<bool> seen(slots_.size(), false);
-  for (std::size_t index : readyOrder_) {
-    if (!seen[index]) order.push_back(static_cast<std::int64_t>(index));
+  const std::size_t n = slots_.size();
+  std::vector<std::int64_t> record;  // n slot indices, then n ready times in nanoseconds
+  std::vector<std::int64_t> nanos;
+  std::vector<bool> seen(n, false);
+  for (std::size_t k = 0; k < readyOrder_.size(); ++k) {
+    const std::size_t index = readyOrder_[k];
+    if (seen[index]) continue;
     seen[index] = true;
+    record.push_back(static_cast<std::int64_t>(index));
+    nanos.push_back(static_cast<std::int64_t>(readySeconds_[k] * 1e9));
   }
+  // Gradients that never became ready are reduced at step(): after everything else.
+  const std::int64_t last = nanos.empty() ? 0 : nanos.back();
   for (const Bucket& bucket : buckets_)
     for (std::size_t index : bucket.slots)
-      if (!seen[index]) order.push_back(static_cast<std::int64_t>(index));
+      if (!seen[index]) {
+        record.push_back(static_cast<std::int64_t>(index));
+        nanos.push_back(last);
+      }
+  record.insert(record.end(), nanos.begin(), nanos.end());
   readyOrder_.clear();
+  readySeconds_.clear();
   BroadcastOptions o;
   o.dtype = DataType::kInt64;
   o.timeout = options_.timeout;
-  comm_->broadcast(order.data(), order.size(), o);
-  std::vector<std::size_t> chosen(order.begin(), order.end());
-  std::vector<std::size_t> current;
-  for (const Bucket& bucket : buckets_) current.insert(current.end(), bucket.slots.begin(), bucket.slots.end());
-  if (chosen != current) layOut(chosen);
+  comm_->broadcast(record.data(), record.size(), o);
+  std::vector<std::size_t> order(record.begin(), record.begin() + static_cast<std::ptrdiff_t>(n));
+  std::vector<double> ready;
+  for (std::size_t k = n; k < 2 * n; ++k) ready.push_back(static_cast<double>(record[k]) * 1e-9);
+  auto plans = planBucketsByReadyTime(gradientShapes(), order, ready, options_.bucketCapBytes);
+  bool same = plans.size() == buckets_.size();
+  for (std::size_t b = 0; same && b < plans.size(); ++b) same = plans[b].slots == buckets_[b].slots;
+  if (!same) layOut(plans);
 }
 
 void DistributedOptimizer::Impl::resetForNextStep() {

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <mutex>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "gyre/gyre.h"
@@ -264,6 +265,52 @@ TEST(DistributedOptimizerTest, ReportsBucketsAndTiming) {
     }
     EXPECT_EQ(opt.totals().steps, 2);
   });
+}
+
+// The buckets are planned once from rank 0's ready times (in the second step): every rank
+// must end with the same layout, or their allreduces would not match.
+TEST(DistributedOptimizerTest, PlannedBucketsAreTheSameOnEveryRank) {
+  auto store = createMemoryStore();
+  std::mutex mu;
+  std::vector<std::vector<std::size_t>> layouts(3);
+  runThreads(3, [&](int rank) {
+    auto comm = makeComm(store, rank, 3);
+    auto model = makeModel();
+    DistributedOptimizerOptions o;
+    o.bucketCapBytes = 1024;
+    DistributedOptimizer opt(comm, makeSgd(model), o);
+    for (int s = 0; s < 4; ++s) {
+      opt.zeroGrad();
+      // Ranks run at different speeds, so their own ready times differ.
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      model->forward(::torch::ones({2, 20}) * (rank + 1)).sum().backward();
+      opt.step();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    layouts[static_cast<std::size_t>(rank)] = opt.bucketBytes();
+  });
+  EXPECT_EQ(layouts[1], layouts[0]);
+  EXPECT_EQ(layouts[2], layouts[0]);
+  std::size_t total = 0;
+  for (auto b : layouts[0]) {
+    EXPECT_TRUE(b <= 1024u || b == 20 * 16 * 4u) << b;  // the first layer's weight is alone
+    total += b;
+  }
+  EXPECT_EQ(total, (20 * 16 + 16 + 16 * 8 + 8 + 8 * 4 + 4) * 4u);
+}
+
+// One rank has nothing to reduce: gradients stay libtorch's own tensors, as without gyre.
+TEST(DistributedOptimizerTest, OneRankLeavesGradientsToLibtorch) {
+  auto comm = makeComm(createMemoryStore(), 0, 1);
+  auto model = makeModel();
+  DistributedOptimizer opt(comm, makeSgd(model));
+  EXPECT_TRUE(opt.bucketBytes().empty());
+  opt.zeroGrad();
+  model->forward(::torch::ones({2, 20})).sum().backward();
+  for (auto& p : model->parameters()) EXPECT_TRUE(p.grad().defined());
+  opt.step();
+  opt.zeroGrad();
+  for (auto& p : model->parameters()) EXPECT_FALSE(p.grad().defined());
 }
 
 TEST(DistributedOptimizerTest, RejectsBadOptions) {

@@ -8,16 +8,22 @@
 //   ... opt.zeroGrad(); loss.backward(); opt.step();
 //
 // How it works. Every parameter's gradient lives in a flat bucket buffer (param.grad() is a view
-// into it), so autograd accumulates straight into the memory that is allreduced: no copy in, no
-// copy out. A hook after each parameter's gradient accumulation marks it ready; a full bucket
+// into it). zeroGrad() leaves the gradients undefined, as libtorch's zero_grad() does, so autograd
+// hands each parameter its fresh gradient; a hook after each parameter's gradient accumulation
+// copies it into its place in the bucket (one pass over memory: cheaper than zeroing the bucket
+// and accumulating into it), points grad() there and marks it ready; after the allreduce the
+// optimizer reads the averaged gradients in place, no copy out. A full bucket
 // becomes an asynchronous allreduce on the communicator's thread while autograd goes on with the
 // layers before it. Buckets are issued strictly in bucket order on every rank. The first buckets
-// follow the parameters in reverse (the order backward usually produces them); after the first
-// step, rank 0's observed ready order is broadcast and the buckets are rebuilt in it, once, so
-// later steps issue each bucket as soon as backward has filled it.
+// follow the parameters in reverse (the order backward usually produces them), cut by the caps;
+// after the first step, rank 0's observed ready order and ready times are broadcast and the
+// buckets are planned again from them, once: a bucket closes where the gradients after it come
+// late enough that reducing it first pays (a small model's few layers get a bucket each when
+// backward is long between them; gradients ready together share one). Later steps issue each
+// bucket as soon as backward has filled it.
 //
-// Parameters that get no gradient in a step are reduced as zeros: their slots stay zero (from
-// zeroGrad) on a rank that produced nothing, buckets still waiting at step() are issued there,
+// Parameters that get no gradient in a step are reduced as zeros: step() zeroes their slots on a
+// rank that produced nothing and issues the buckets still waiting,
 // and afterwards every parameter's grad() holds the average over ranks (zero where no rank had
 // a gradient). Every rank therefore issues the same buckets in the same order, whatever the
 // model does.
@@ -48,10 +54,10 @@ std::string_view toString(Compression compression);
 Compression parseCompression(std::string_view name);
 
 struct DistributedOptimizerOptions {
-  // A bucket closes when adding the next gradient would pass this many bytes (25 MiB, as DDP).
+  // No bucket holds more than this many bytes (25 MiB, as DDP); a larger gradient gets its own.
   std::size_t bucketCapBytes = 25u << 20;
-  // The first bucket (the last layers' gradients, ready first) is smaller, so the first
-  // allreduce starts early in the backward pass.
+  // Until the first step has shown when gradients become ready, the first bucket (the last
+  // layers' gradients) is smaller, so its allreduce starts early in the backward pass.
   std::size_t firstBucketCapBytes = 1u << 20;
   // Local gradient accumulation: gradients are allreduced on every k-th backward pass only, and
   // step() is expected after it. Values below 1 are rejected.
@@ -74,8 +80,9 @@ struct DistributedOptimizerOptions {
 class DistributedOptimizer {
  public:
   // Wraps `optimizer`, whose parameter groups hold the parameters to synchronise (every rank
-  // must pass the same model, parameters in the same order). Replaces each parameter's grad()
-  // with a zeroed view into a bucket. Collective only in the sense that every rank must build
+  // must pass the same model, parameters in the same order). With more than one rank, each
+  // parameter's grad() becomes a view into a bucket (with one rank there is nothing to reduce:
+  // no buckets, no hooks, the wrapped optimizer alone). Collective only in the sense that every rank must build
   // one before its first step. Throws InvalidArgument for sparse or non-CPU parameters.
   DistributedOptimizer(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
                        DistributedOptimizerOptions options = {});
@@ -83,7 +90,8 @@ class DistributedOptimizer {
   DistributedOptimizer(const DistributedOptimizer&) = delete;
   DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
 
-  // Zeroes every gradient in place (one memset per bucket); grads stay views into the buckets.
+  // Sets every gradient to undefined, as libtorch's zero_grad(); backward then fills them and
+  // the hooks move them into the buckets.
   void zeroGrad();
   // Waits for the gradients' allreduce (issuing the buckets not yet issued), then runs the
   // wrapped optimizer's step. Collective: every rank calls it once per backwardPassesPerStep
