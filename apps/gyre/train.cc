@@ -118,6 +118,26 @@ void check(const TrainFlags& f) {
   requireArg(o.bucketCapMb > 0, "--bucket-cap-mb must be positive (got ", o.bucketCapMb, ")");
   requireArg(o.referenceSamplesPerS >= 0, "--reference-samples-per-s must not be negative");
   requireArg(f.timeoutS >= 0, "--timeout must not be negative");
+  requireArg(o.checkpointEvery >= 0, "--checkpoint-every must not be negative (got ", o.checkpointEvery, ")");
+  requireArg(o.keepLast >= 1, "--keep-last must be at least 1 (got ", o.keepLast, ")");
+  requireArg(o.stopAtStep >= 0, "--stop-at-step must not be negative (got ", o.stopAtStep, ")");
+  requireArg(o.checkpointEvery == 0 || !o.checkpointDir.empty(),
+             "--checkpoint-every needs --checkpoint-dir (where to save)");
+  requireArg(!o.resume || !o.checkpointDir.empty(), "--resume needs --checkpoint-dir (where to resume from)");
+}
+
+// A checkpoint directory that already holds a complete checkpoint (ckpt-<step>/manifest.json; see
+// docs/checkpoints.md) is only for --resume: starting afresh there would mix two runs. Whether it
+// is valid is for the worker to check.
+void checkCheckpointDir(const train::TrainOptions& o) {
+  if (o.checkpointDir.empty() || o.resume) return;
+  std::error_code ec;
+  for (const fs::directory_entry& entry : fs::directory_iterator(o.checkpointDir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || !fs::exists(entry.path() / "manifest.json", ec)) continue;
+    usageError("--checkpoint-dir ", o.checkpointDir, " already holds checkpoints (", name,
+               ", ...): pass --resume to continue from the newest valid one, or choose another directory");
+  }
 }
 
 int train(const TrainFlags& f) {
@@ -129,6 +149,8 @@ int train(const TrainFlags& f) {
                 "see docs/training.md)");
   train::TrainOptions o = f.o;
   o.eval = !f.noEval;
+  if (!o.checkpointDir.empty()) o.checkpointDir = fs::absolute(o.checkpointDir).string();
+  checkCheckpointDir(o);
   requireData(o.dataDir.empty() ? kDefaultDataDir : o.dataDir);
 
   const fs::path runDir = fs::absolute(o.runDir.empty() ? defaultRunDir(o.model, f.np) : fs::path(o.runDir));
@@ -189,6 +211,13 @@ int train(const TrainFlags& f) {
   if (!o.eval) argv.push_back("--no-eval");
   if (o.json) argv.push_back("--json");
   if (o.referenceSamplesPerS > 0) flag("--reference-samples-per-s", number(o.referenceSamplesPerS));
+  if (!o.checkpointDir.empty()) {
+    flag("--checkpoint-dir", o.checkpointDir);
+    flag("--checkpoint-every", std::to_string(o.checkpointEvery));
+    flag("--keep-last", std::to_string(o.keepLast));
+  }
+  if (o.resume) argv.push_back("--resume");
+  if (o.stopAtStep > 0) flag("--stop-at-step", std::to_string(o.stopAtStep));
   return launcher::runJob(run);
 }
 
@@ -207,11 +236,19 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
       "epoch prints its loss, test accuracy, samples/s, speedup and efficiency against an earlier\n"
       "1-worker run (when the run directory's siblings hold one with the same model, batch and\n"
       "threads), and where a step's time went. The run directory (default runs/MODEL-npN-TIME) gets\n"
-      "config.json, metrics.jsonl (one JSON object per epoch) and model.pt. See docs/training.md.\n\n"
+      "config.json, metrics.jsonl (one JSON object per epoch), steps.jsonl (each step's loss) and\n"
+      "model.pt. See docs/training.md.\n\n"
+      "With --checkpoint-dir D, worker 0 saves a verified checkpoint into D every --checkpoint-every\n"
+      "steps and at the end (written in the background; each save prints its size and the stall).\n"
+      "--resume continues from the newest valid one: bit for bit with the same number of workers,\n"
+      "and with another number too (the global batch stays the same). Without --resume a D that\n"
+      "holds checkpoints is refused. See docs/checkpoints.md.\n\n"
       "Examples:\n"
       "  gyre train --model cnn --np 2 --epochs 3\n"
       "  gyre train --model mlp --np 1 --threads 1      # the 1-worker reference for --np 2 on 2 cores\n"
-      "  gyre train --model mlp --np 2 --compression bf16 --json");
+      "  gyre train --model mlp --np 2 --compression bf16 --json\n"
+      "  gyre train --model cnn --np 2 --epochs 3 --checkpoint-dir ckpt --checkpoint-every 100\n"
+      "  gyre train --model cnn --np 1 --epochs 3 --checkpoint-dir ckpt --resume   # after a failure");
   cmd->add_option("--model", o.model, "mlp or cnn")
       ->check(CLI::IsMember({"mlp", "cnn"}))
       ->capture_default_str();
@@ -256,6 +293,18 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--reference-samples-per-s", o.referenceSamplesPerS,
                   "One worker's samples/s for speedup and efficiency (default: found in earlier runs)");
   cmd->add_option("--timeout", f->timeoutS, "Stop the job after this many seconds (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-dir", o.checkpointDir,
+                  "Save checkpoints here (worker 0), each in D/ckpt-STEP with a verified manifest");
+  cmd->add_option("--checkpoint-every", o.checkpointEvery,
+                  "Save a checkpoint every N global steps, and at the end (0: only at the end)")
+      ->capture_default_str();
+  cmd->add_option("--keep-last", o.keepLast, "Checkpoints kept in --checkpoint-dir; older ones are deleted")
+      ->capture_default_str();
+  cmd->add_flag("--resume", o.resume,
+                "Continue from the newest valid checkpoint in --checkpoint-dir (from scratch if none)");
+  cmd->add_option("--stop-at-step", o.stopAtStep,
+                  "Stop after this global step as if interrupted, saving a checkpoint (0: never)")
       ->capture_default_str();
   cmd->callback([f, &action] { action = [f] { return train(*f); }; });
 }

@@ -51,6 +51,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--reference-samples-per-s", o.referenceSamplesPerS,
                  "One worker's samples/s, for speedup and efficiency");
+  app.add_option("--checkpoint-dir", o.checkpointDir,
+                 "Save checkpoints here (rank 0); see docs/checkpoints.md");
+  app.add_option("--checkpoint-every", o.checkpointEvery, "Save every N global steps (0: only at the end)")
+      ->capture_default_str();
+  app.add_option("--keep-last", o.keepLast, "Checkpoints kept")->capture_default_str();
+  app.add_flag("--resume", o.resume, "Continue from the newest valid checkpoint in --checkpoint-dir");
+  app.add_option("--stop-at-step", o.stopAtStep, "Stop after this global step as if interrupted (0: never)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,6 +3,7 @@
 
 #include "gyre/gyre.h"
 #include "gyre/torch/broadcast.h"
+#include "gyre/torch/checkpoint.h"
 #include "gyre/torch/distributed_optimizer.h"
 #include "gyre/torch/lr.h"
 #include "gyre/torch/metrics.h"

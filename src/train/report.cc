@@ -62,6 +62,19 @@ std::string toJsonLine(const EpochReport& r) {
   j["hidden_s"] = r.hiddenS;
   j["torch_threads"] = r.torchThreads;
   j["blas_threads"] = orNull(r.blasThreads);
+  nlohmann::ordered_json saves = nlohmann::ordered_json::array();
+  for (const CheckpointSave& c : r.checkpoints)
+    saves.push_back({{"step", c.step}, {"bytes", c.bytes}, {"stall_s", c.stallS}, {"path", c.path}});
+  j["checkpoints"] = std::move(saves);
+  return j.dump();
+}
+
+std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr) {
+  nlohmann::ordered_json j;
+  j["step"] = step;
+  j["epoch"] = epoch;
+  j["loss"] = loss;
+  j["lr"] = lr;
   return j.dump();
 }
 
@@ -90,6 +103,11 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["torch_threads"] = torchThreads;
   j["reference_samples_per_s"] =
       o.referenceSamplesPerS > 0 ? nlohmann::json(o.referenceSamplesPerS) : nullptr;
+  j["checkpoint_dir"] = o.checkpointDir;
+  j["checkpoint_every"] = o.checkpointEvery;
+  j["keep_last"] = o.keepLast;
+  j["resume"] = o.resume;
+  j["stop_at_step"] = o.stopAtStep;
   return j.dump(2) + "\n";
 }
 

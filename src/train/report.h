@@ -2,6 +2,7 @@
 // (metrics.jsonl, --json), and the run's configuration (config.json).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "train/trainer.h"
@@ -18,8 +19,12 @@ std::string formatEpochLine(const EpochReport& report);
 // One JSON object on one line (no newline): epoch, epochs, world, plain, model, batch,
 // per_rank_batch, lr, compression, loss, test_accuracy, samples_per_s, seconds, steps,
 // timed_steps, speedup, efficiency, compute_s, communicate_s, wait_s, hidden_s, torch_threads,
-// blas_threads; null for what is unknown.
+// blas_threads, checkpoints (an array of {step, bytes, stall_s, path}); null for what is unknown.
 std::string toJsonLine(const EpochReport& report);
+
+// One line of steps.jsonl (no newline): {"step": global step from 1, "epoch": from 1, "loss": the
+// step's training loss averaged over ranks, "lr": the rate it used}.
+std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr);
 
 // The options and what they resolved to in this world, as pretty-printed JSON.
 std::string configJson(const TrainOptions& options, int world, double lr, int torchThreads);

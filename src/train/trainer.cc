@@ -12,11 +12,10 @@
 #include "common/check.h"
 #include "gyre/init.h"
 #include "gyre/torch.h"
-#include "train/fashion_mnist.h"
 #include "train/models.h"
-#include "train/progress.h"
 #include "train/report.h"
 #include "train/run_files.h"
+#include "train/trainer_loop.h"
 
 namespace gyre::train {
 namespace {
@@ -44,67 +43,9 @@ double seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// The collectives the loop needs; in plain mode (no communicator) a world of one.
-class Group {
- public:
-  explicit Group(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
-  const std::shared_ptr<Communicator>& comm() const { return comm_; }
-  int rank() const { return comm_ ? comm_->rank() : 0; }
-  int size() const { return comm_ ? comm_->size() : 1; }
-  void barrier() {
-    if (comm_) comm_->barrier();
-  }
-  std::vector<double> mean(const std::vector<double>& values) {
-    return comm_ ? gyre::torch::allreduceMetrics(*comm_, values) : values;
-  }
-  std::vector<double> sum(std::vector<double> values) {
-    if (comm_)
-      comm_->allreduce(values.data(), values.data(), values.size(), {DataType::kFloat64, ReduceOp::kSum});
-    return values;
-  }
+}  // namespace
 
- private:
-  std::shared_ptr<Communicator> comm_;
-};
-
-class Trainer {
- public:
-  Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm);
-  std::vector<EpochReport> run();
-
- private:
-  EpochReport trainEpoch(int epoch);
-  // Correct predictions and samples of the test set, summed over the ranks' shards.
-  double testAccuracy();
-  void zeroGrad() {
-    if (dist_) return dist_->zeroGrad();
-    sgd_->zero_grad();
-  }
-  void step() {
-    if (dist_) return dist_->step();
-    sgd_->step();
-  }
-  void publish(const EpochReport& report);
-  void saveModel();
-
-  TrainOptions o_;
-  Group group_;
-  int world_;
-  std::int64_t perRankBatch_;
-  int torchThreads_;
-  FashionMnist data_;
-  ::torch::nn::Sequential model_;
-  double lr_;
-  std::shared_ptr<::torch::optim::SGD> sgd_;
-  std::unique_ptr<gyre::torch::DistributedOptimizer> dist_;
-  std::optional<gyre::torch::DistributedSampler> sampler_;
-  std::int64_t stepsPerEpoch_ = 0;
-  std::optional<gyre::torch::WarmupSchedule> warmup_;
-  std::int64_t warmupSteps_ = 0;
-  std::int64_t globalStep_ = 0;
-  ProgressBar progress_;
-  std::string metricsText_;  // metrics.jsonl so far
-};
+namespace detail {
 
 Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm)
     : o_(options),
@@ -112,7 +53,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
       world_(group_.size()),
       perRankBatch_(o_.batch / world_),
       torchThreads_(torchThreads(o_)),
-      progress_(group_.rank() == 0 && progressEnabled(o_.progress)) {
+      progress_(group_.rank() == 0 && progressEnabled(o_.progress)),
+      checkpoints_(o_, group_.comm()) {
   GYRE_USAGE_CHECK(o_.batch % world_ == 0, "--batch ", o_.batch,
                    " is the global batch and must divide evenly among the ", world_,
                    " workers: choose a multiple of ", world_);
@@ -127,6 +69,13 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
   sgd_ = std::make_shared<::torch::optim::SGD>(model_->parameters(),
                                                ::torch::optim::SGDOptions(lr_).momentum(o_.momentum));
+  // Resuming replaces the model's and the optimizer's state (and the generator's) on every rank.
+  config_ = configJson(o_, world_, lr_, torchThreads_);
+  start_ = checkpoints_.start(*model_, *sgd_, config_);
+  globalStep_ = start_.step;
+  // The flags rule from the restored step on: the rate is set at every step, the momentum here.
+  for (auto& group : sgd_->param_groups())
+    static_cast<::torch::optim::SGDOptions&>(group.options()).momentum(o_.momentum);
   if (group_.comm()) {
     gyre::torch::DistributedOptimizerOptions d;
     d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
@@ -152,31 +101,58 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     const double start = lr_ != o_.lr ? o_.lr : lr_ / 10;
     warmup_.emplace(start, lr_, warmupSteps_);
   }
+  // A checkpoint at an epoch's end, or one that a world with fewer steps per epoch cannot
+  // continue within its epoch, starts the next epoch.
+  if (start_.index / o_.batch >= stepsPerEpoch_) {
+    ++start_.epoch;
+    start_.index = 0;
+  }
+}
+
+double Trainer::learningRate(std::int64_t step) const {
+  if (warmup_ && step <= warmupSteps_) return warmup_->at(step);
+  if (o_.lrSchedule != "cosine") return lr_;
+  const double total = static_cast<double>(stepsPerEpoch_ * o_.epochs - warmupSteps_);
+  const double t = static_cast<double>(step - warmupSteps_) / std::max(total, 1.0);
+  return lr_ * 0.5 * (1 + std::cos(3.141592653589793 * t));
 }
 
 std::vector<EpochReport> Trainer::run() {
   if (group_.rank() == 0 && !o_.runDir.empty()) {
     createRunDirectory(o_.runDir);
-    writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(),
-                        configJson(o_, world_, lr_, torchThreads_));
+    writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
   }
+  if (group_.rank() == 0) announceStart();
+  stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
   std::vector<EpochReport> reports;
-  for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
-    reports.push_back(trainEpoch(epoch));
+  for (int epoch = static_cast<int>(start_.epoch) + 1; epoch <= o_.epochs && !stopped_; ++epoch) {
+    EpochReport report = trainEpoch(epoch, epoch == start_.epoch + 1 ? start_.index / o_.batch : 0);
+    if (stopped_) break;  // cut short: no epoch figures
+    reports.push_back(std::move(report));
     if (group_.rank() == 0) publish(reports.back());
+  }
+  checkpoints_.finish();  // the last write is on disk, or its error is thrown
+  if (stopped_) {
+    if (group_.rank() == 0)
+      std::printf("stopped after step %lld (--stop-at-step)%s\n", static_cast<long long>(globalStep_),
+                  checkpoints_.enabled() ? "; continue with --resume" : "");
+    std::fflush(stdout);
+    return reports;
   }
   if (group_.rank() == 0 && !o_.runDir.empty()) saveModel();
   if (dist_ && dist_->options().timeline) dist_->options().timeline->write();
   return reports;
 }
 
-EpochReport Trainer::trainEpoch(int epoch) {
+EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   sampler_->setEpoch(epoch - 1);
   std::vector<std::int64_t> indices = sampler_->indices();
   const auto order =
       ::torch::from_blob(indices.data(), {static_cast<std::int64_t>(indices.size())}, ::torch::kInt64);
   const ImageSet& train = data_.train;
-  const std::int64_t skip = epoch == 1 ? o_.skipSteps : 0;
+  // The warm-up steps left out of the throughput: epoch 1's first, unless it is resumed midway.
+  const std::int64_t skip = epoch == 1 && first == 0 ? o_.skipSteps : 0;
+  std::vector<CheckpointSave> saves;
 
   model_->train();
   progress_.start(epoch, o_.epochs, stepsPerEpoch_, o_.batch);
@@ -184,19 +160,15 @@ EpochReport Trainer::trainEpoch(int epoch) {
   if (dist_) dist_->resetTiming();
   auto begin = Clock::now();
   double lossSum = 0;
-  for (std::int64_t s = 0; s < stepsPerEpoch_; ++s) {
+  std::int64_t s = first;
+  for (; s < stepsPerEpoch_ && !stopped_; ++s) {
     if (s == skip && skip > 0) {  // the warm-up steps are done: time from here
       group_.barrier();
       if (dist_) dist_->resetTiming();
       begin = Clock::now();
     }
-    if (warmup_ && globalStep_ <= warmupSteps_) {
-      gyre::torch::setLearningRate(*sgd_, warmup_->at(globalStep_));
-    } else if (o_.lrSchedule == "cosine") {
-      const double total = static_cast<double>(stepsPerEpoch_ * o_.epochs - warmupSteps_);
-      const double t = static_cast<double>(globalStep_ - warmupSteps_) / std::max(total, 1.0);
-      gyre::torch::setLearningRate(*sgd_, lr_ * 0.5 * (1 + std::cos(3.141592653589793 * t)));
-    }
+    const double lr = learningRate(globalStep_);
+    gyre::torch::setLearningRate(*sgd_, lr);
     const auto batch = order.slice(0, s * perRankBatch_, (s + 1) * perRankBatch_);
     zeroGrad();
     const auto loss = ::torch::nn::functional::cross_entropy(
@@ -204,12 +176,23 @@ EpochReport Trainer::trainEpoch(int epoch) {
     loss.backward();
     step();
     ++globalStep_;
-    lossSum += loss.item<double>();
-    progress_.update(s + 1, lossSum / static_cast<double>(s + 1));
+    const double value = loss.item<double>();
+    lossSum += value;
+    steps_.push_back({globalStep_, epoch, lr});
+    stepLosses_.push_back(value);
+    progress_.update(s + 1, lossSum / static_cast<double>(s + 1 - first));
+    stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
+    if (checkpoints_.due(globalStep_)) saveCheckpoint(epoch, s + 1, saves);
   }
   group_.barrier();
   const double elapsed = seconds(Clock::now() - begin);
   progress_.finish();
+  // The end of training (or of this run): a checkpoint unless the last step just had one.
+  if ((stopped_ || epoch == o_.epochs) && checkpoints_.enabled() &&
+      checkpoints_.lastSavedStep() != globalStep_)
+    saveCheckpoint(epoch, s, saves);
+  flushSteps();
+  const std::int64_t ran = s - first;
 
   EpochReport r;
   r.epoch = epoch;
@@ -221,8 +204,9 @@ EpochReport Trainer::trainEpoch(int epoch) {
   r.perRankBatch = perRankBatch_;
   r.lr = lr_;
   r.compression = o_.compression;
-  r.steps = stepsPerEpoch_;
-  r.timedSteps = stepsPerEpoch_ - skip;
+  r.steps = ran;
+  r.timedSteps = ran - skip;
+  r.checkpoints = std::move(saves);
   gyre::torch::StepTiming timing;
   if (dist_) {
     timing = dist_->totals();
@@ -230,8 +214,8 @@ EpochReport Trainer::trainEpoch(int epoch) {
     timing.compute = elapsed;
   }
   const std::vector<double> mean =
-      group_.mean({lossSum / static_cast<double>(stepsPerEpoch_), elapsed, timing.compute, timing.communicate,
-                   timing.wait, timing.hidden()});
+      group_.mean({lossSum / static_cast<double>(std::max<std::int64_t>(ran, 1)), elapsed, timing.compute,
+                   timing.communicate, timing.wait, timing.hidden()});
   r.loss = mean[0];
   r.seconds = mean[1];
   r.computeS = mean[2];
@@ -269,29 +253,7 @@ double Trainer::testAccuracy() {
   return total[1] > 0 ? total[0] / total[1] : 0;
 }
 
-void Trainer::publish(const EpochReport& report) {
-  std::printf("%s\n", formatEpochLine(report).c_str());
-  const std::string json = toJsonLine(report);
-  if (o_.json) std::printf("%s\n", json.c_str());
-  std::fflush(stdout);
-  if (o_.runDir.empty()) return;
-  metricsText_ += json + "\n";
-  writeFileAtomically((std::filesystem::path(o_.runDir) / "metrics.jsonl").string(), metricsText_);
-}
-
-void Trainer::saveModel() {
-  const std::string path = (std::filesystem::path(o_.runDir) / "model.pt").string();
-  const std::string temporary = temporaryPathFor(path);
-  try {
-    ::torch::save(model_, temporary);
-  } catch (const c10::Error& e) {
-    std::filesystem::remove(temporary);
-    throw Error("cannot write " + path + ": " + e.what_without_backtrace());
-  }
-  commitFile(temporary, path);
-}
-
-}  // namespace
+}  // namespace detail
 
 void validateOptions(const TrainOptions& o) {
   const std::vector<std::string> models = modelNames();
@@ -315,6 +277,14 @@ void validateOptions(const TrainOptions& o) {
                    "--bucket-cap-mb must be positive (got ", o.bucketCapMb, ")");
   GYRE_USAGE_CHECK(o.referenceSamplesPerS >= 0, "--reference-samples-per-s must not be negative");
   progressEnabled(o.progress);
+  GYRE_USAGE_CHECK(o.checkpointEvery >= 0, "--checkpoint-every must not be negative (got ", o.checkpointEvery,
+                   ")");
+  GYRE_USAGE_CHECK(o.keepLast >= 1, "--keep-last must be at least 1 (got ", o.keepLast, ")");
+  GYRE_USAGE_CHECK(o.stopAtStep >= 0, "--stop-at-step must not be negative (got ", o.stopAtStep, ")");
+  GYRE_USAGE_CHECK(o.checkpointEvery == 0 || !o.checkpointDir.empty(),
+                   "--checkpoint-every needs --checkpoint-dir (where to save)");
+  GYRE_USAGE_CHECK(!o.resume || !o.checkpointDir.empty(),
+                   "--resume needs --checkpoint-dir (where to resume from)");
   GYRE_USAGE_CHECK(
       !o.plain || gyre::torch::parseCompression(o.compression) == gyre::torch::Compression::kNone,
       "--plain trains without gyre: --compression does not apply");
@@ -325,7 +295,7 @@ std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_pt
   GYRE_USAGE_CHECK(options.plain == (comm == nullptr), options.plain
                                                            ? "plain mode trains without a communicator"
                                                            : "runTraining needs a communicator");
-  return Trainer(options, std::move(comm)).run();
+  return detail::Trainer(options, std::move(comm)).run();
 }
 
 std::vector<EpochReport> runTraining(const TrainOptions& options) {

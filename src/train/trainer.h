@@ -46,6 +46,25 @@ struct TrainOptions {
   bool json = false;                // also print each epoch's metrics as one JSON line on stdout
   std::string progress = "auto";    // the live progress bar: auto (when stderr is a terminal), on, off
   double referenceSamplesPerS = 0;  // one worker's throughput, for speedup/efficiency; 0: unknown
+  // Checkpoints (docs/checkpoints.md): rank 0 saves into checkpointDir every checkpointEvery
+  // global steps (0: only at the end) and at the end, keeping the keepLast newest. resume: start
+  // from the newest valid checkpoint there (from scratch when there is none); without it, a
+  // directory that holds a complete checkpoint is refused.
+  std::string checkpointDir;
+  std::int64_t checkpointEvery = 0;
+  int keepLast = 3;
+  bool resume = false;
+  // Stop after this global step as if interrupted (the schedule still spans all epochs), saving a
+  // checkpoint when checkpointDir is set; 0: run to the end.
+  std::int64_t stopAtStep = 0;
+};
+
+// One checkpoint saved during an epoch (rank 0's figures).
+struct CheckpointSave {
+  std::int64_t step = 0;
+  std::string path;
+  std::uint64_t bytes = 0;
+  double stallS = 0;  // time the training loop waited: the snapshot, plus a previous write's end
 };
 
 // Throws InvalidArgument naming the flag for values no world could train with.
@@ -77,15 +96,17 @@ struct EpochReport {
   double waitS = 0;
   double hiddenS = 0;
   int torchThreads = 0;
-  std::optional<int> blasThreads;  // OPENBLAS_NUM_THREADS; unset: OpenBLAS's own default
+  std::optional<int> blasThreads;           // OPENBLAS_NUM_THREADS; unset: OpenBLAS's own default
+  std::vector<CheckpointSave> checkpoints;  // saved during the epoch or right after its last step
 };
 
-// Trains as `options` say and returns every epoch's report. Rank 0 prints the progress bar
-// (stderr) and one line per epoch (stdout), and writes the run directory: config.json at the
-// start, metrics.jsonl after every epoch, model.pt at the end, each through a temporary file and a
-// rename. `comm` null: plain mode (options.plain must be set). Throws InvalidArgument for
-// options that do not fit this world, gyre::Error for missing data and unwritable files, and the
-// communicator's errors.
+// Trains as `options` say and returns every epoch's report (a resumed run: the epochs it ran; an
+// epoch cut short by stopAtStep has none). Rank 0 prints the progress bar (stderr), one line per
+// epoch and one per checkpoint (stdout), and writes the run directory: config.json at the start,
+// metrics.jsonl and steps.jsonl (each step's loss and rate) after every epoch, model.pt at the
+// end, each through a temporary file and a rename. `comm` null: plain mode (options.plain must be set).
+// Throws InvalidArgument for options that do not fit this world, gyre::Error for missing data and unwritable
+// files, and the communicator's errors.
 std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm);
 // The same with gyre::init()'s world, or with none when options.plain.
 std::vector<EpochReport> runTraining(const TrainOptions& options);

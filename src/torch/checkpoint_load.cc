@@ -1,0 +1,119 @@
+// Finding, verifying and loading checkpoints; the generator's state.
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "gyre/errors.h"
+#include "gyre/torch/checkpoint.h"
+#include "torch/checkpoint_files.h"
+
+namespace gyre::torch {
+namespace {
+
+constexpr const char* kRequired[] = {"model.pt", "optimizer.pt", "torch_rng.bin", "state.json"};
+
+// state.json's contents; throws nlohmann::json::exception when it is not what save() writes.
+CheckpointState parseState(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  CheckpointState s;
+  s.step = j.at("step").get<std::int64_t>();
+  s.epoch = j.at("epoch").get<std::int64_t>();
+  s.sampler.epoch = j.at("sampler").at("epoch").get<std::int64_t>();
+  s.sampler.index = j.at("sampler").at("index").get<std::int64_t>();
+  s.scheduleStep = j.at("schedule").at("step").get<std::int64_t>();
+  s.lr = j.at("schedule").at("lr").get<double>();
+  for (const auto& [key, value] : j.at("values").items()) s.values[key] = value.get<std::string>();
+  s.config = j.at("config").get<std::string>();
+  return s;
+}
+
+void loadOptimizer(::torch::optim::Optimizer& optimizer, const std::string& bytes) {
+  ::torch::serialize::InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size());
+  optimizer.load(archive);
+  for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
+    ::torch::serialize::InputArchive options;
+    if (!archive.try_read("gyre_group_options_" + std::to_string(g), options))
+      throw InvalidArgument("the checkpoint's optimizer has fewer parameter groups than this one");
+    optimizer.param_groups()[g].options().serialize(options);
+  }
+}
+
+void printSkip(const std::string& path, const std::string& reason) {
+  std::fprintf(stderr, "gyre: skipping checkpoint %s: %s\n", path.c_str(), reason.c_str());
+}
+
+}  // namespace
+
+std::string verifyCheckpoint(const std::string& path) {
+  return detail::verifyDirectory(path);
+}
+
+std::optional<LoadedCheckpoint> loadLatestCheckpoint(const std::string& dir, ::torch::nn::Module& model,
+                                                     ::torch::optim::Optimizer* optimizer,
+                                                     const LoadOptions& options) {
+  const auto& skip = options.onSkip ? options.onSkip : printSkip;
+  const std::vector<CheckpointInfo> all = listCheckpoints(dir);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    std::map<std::string, std::string> files;
+    std::string problem = detail::verifyDirectory(it->path, &files);
+    for (const char* name : kRequired)
+      if (problem.empty() && files.count(name) == 0)
+        problem = std::string(detail::kManifestName) + " lists no " + name;
+    LoadedCheckpoint loaded;
+    if (problem.empty()) {
+      try {
+        loaded.state = parseState(files["state.json"]);
+        if (loaded.state.step != it->step)
+          problem = "state.json: step " + std::to_string(loaded.state.step) + " in a directory of step " +
+                    std::to_string(it->step);
+      } catch (const nlohmann::json::exception& e) {
+        problem = std::string("state.json: not what a checkpoint holds (") + e.what() + ")";
+      }
+    }
+    if (!problem.empty()) {
+      skip(it->path, problem);
+      continue;
+    }
+    // Verified: from here on a failure means the checkpoint does not fit this model or optimizer.
+    try {
+      ::torch::serialize::InputArchive archive;
+      archive.load_from(files["model.pt"].data(), files["model.pt"].size());
+      model.load(archive);
+      if (optimizer != nullptr) loadOptimizer(*optimizer, files["optimizer.pt"]);
+    } catch (const c10::Error& e) {
+      throw InvalidArgument("checkpoint " + it->path +
+                            " does not fit this model or optimizer: " + e.what_without_backtrace());
+    }
+    loaded.torchRngState = std::move(files["torch_rng.bin"]);
+    if (options.restoreRng) setTorchRngState(loaded.torchRngState);
+    loaded.path = it->path;
+    return loaded;
+  }
+  return std::nullopt;
+}
+
+std::string torchRngState() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const at::Tensor state = generator.get_state();
+  return std::string(static_cast<const char*>(state.data_ptr()), static_cast<std::size_t>(state.nbytes()));
+}
+
+void setTorchRngState(const std::string& bytes) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const std::int64_t expected = generator.get_state().numel();
+  if (static_cast<std::int64_t>(bytes.size()) != expected)
+    throw InvalidArgument("the saved generator state has " + std::to_string(bytes.size()) + " bytes, not " +
+                          std::to_string(expected));
+  at::Tensor state = ::torch::empty({expected}, ::torch::kUInt8);
+  std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
+  generator.set_state(state);
+}
+
+}  // namespace gyre::torch

@@ -1,0 +1,68 @@
+// The trainer's side of checkpoints (docs/checkpoints.md): rank 0 loads the newest valid one and
+// every rank receives it (so any number of workers can resume), rank 0 saves.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "gyre/communicator.h"
+#include "gyre/torch/checkpoint.h"
+#include "train/trainer.h"
+
+namespace gyre::train {
+
+// Where training starts: from scratch, or a checkpoint's position.
+struct StartPoint {
+  std::int64_t step = 0;   // global steps done
+  std::int64_t epoch = 0;  // the epoch to run next, from 0
+  std::int64_t index = 0;  // samples of that epoch's global order done (a multiple of the batch)
+  std::string path;        // the checkpoint; empty: from scratch
+};
+
+class TrainCheckpoints {
+ public:
+  // `comm` null: plain mode, a world of one.
+  TrainCheckpoints(const TrainOptions& options, std::shared_ptr<Communicator> comm);
+  ~TrainCheckpoints();
+
+  bool enabled() const { return !o_.checkpointDir.empty(); }
+  // Whether a checkpoint is due after global step `step` (every checkpointEvery steps).
+  bool due(std::int64_t step) const;
+
+  // Collective. With resume, rank 0 loads the newest valid checkpoint into `model` and `optimizer`
+  // and restores the generator, and every other rank receives the same model, optimizer state and
+  // generator state. Without resume it only checks that the directory holds no complete
+  // checkpoint. Throws InvalidArgument on every rank when rank 0 refuses (a checkpoint without
+  // resume, one of another model, global batch or seed) and gyre::Error when it fails.
+  // `config` is this run's config.json.
+  StartPoint start(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
+                   const std::string& config);
+
+  // Rank 0 snapshots and starts writing; the other ranks do nothing (nullopt). Throws the
+  // previous write's SystemError.
+  std::optional<CheckpointSave> save(const ::torch::nn::Module& model,
+                                     const ::torch::optim::Optimizer& optimizer,
+                                     const gyre::torch::CheckpointState& state);
+  std::int64_t lastSavedStep() const { return lastSaved_; }
+  // Rank 0: waits for the write in flight and throws its error.
+  void finish();
+
+ private:
+  TrainOptions o_;
+  std::shared_ptr<Communicator> comm_;
+  int rank_;
+  std::unique_ptr<gyre::torch::Checkpointer> writer_;  // rank 0, when enabled
+  std::int64_t lastSaved_ = -1;
+};
+
+// The lines of a JSON-lines file for which `keep` is true (all lines that do not parse are
+// dropped), joined with newlines; "" when the file does not exist. For a resumed run's logs.
+std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
+
+}  // namespace gyre::train

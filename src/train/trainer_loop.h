@@ -1,0 +1,103 @@
+// The built-in trainer's training loop (trainer.cc) and its records (trainer_records.cc): the
+// run directory's files, checkpoints, the lines rank 0 prints. Internal to src/train/.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gyre/torch.h"
+#include "train/checkpointing.h"
+#include "train/fashion_mnist.h"
+#include "train/progress.h"
+#include "train/trainer.h"
+
+namespace gyre::train::detail {
+
+// The collectives the loop needs; in plain mode (no communicator) a world of one.
+class Group {
+ public:
+  explicit Group(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+  const std::shared_ptr<Communicator>& comm() const { return comm_; }
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int size() const { return comm_ ? comm_->size() : 1; }
+  void barrier() {
+    if (comm_) comm_->barrier();
+  }
+  std::vector<double> mean(const std::vector<double>& values) {
+    return comm_ ? gyre::torch::allreduceMetrics(*comm_, values) : values;
+  }
+  std::vector<double> sum(std::vector<double> values) {
+    if (comm_)
+      comm_->allreduce(values.data(), values.data(), values.size(), {DataType::kFloat64, ReduceOp::kSum});
+    return values;
+  }
+
+ private:
+  std::shared_ptr<Communicator> comm_;
+};
+
+class Trainer {
+ public:
+  Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm);
+  std::vector<EpochReport> run();
+
+ private:
+  // Trains epoch `epoch` (from 1) from its step `first`; sets stopped_ when stopAtStep cuts it.
+  EpochReport trainEpoch(int epoch, std::int64_t first);
+  // The rate of the step after `step` steps: warm-up, then constant or cosine.
+  double learningRate(std::int64_t step) const;
+  // A checkpoint after `done` steps of epoch `epoch` (from 1); rank 0 prints a line for it.
+  void saveCheckpoint(int epoch, std::int64_t done, std::vector<CheckpointSave>& saves);
+  // Rank 0 prints where a resumed run starts, and keeps the run directory's records up to it.
+  void announceStart();
+  // The steps since the last flush: their losses averaged over ranks, into steps.jsonl.
+  void flushSteps();
+  // Correct predictions and samples of the test set, summed over the ranks' shards.
+  double testAccuracy();
+  void zeroGrad() {
+    if (dist_) return dist_->zeroGrad();
+    sgd_->zero_grad();
+  }
+  void step() {
+    if (dist_) return dist_->step();
+    sgd_->step();
+  }
+  void publish(const EpochReport& report);
+  void saveModel();
+
+  TrainOptions o_;
+  Group group_;
+  int world_;
+  std::int64_t perRankBatch_;
+  int torchThreads_;
+  FashionMnist data_;
+  ::torch::nn::Sequential model_;
+  double lr_;
+  std::shared_ptr<::torch::optim::SGD> sgd_;
+  std::unique_ptr<gyre::torch::DistributedOptimizer> dist_;
+  std::optional<gyre::torch::DistributedSampler> sampler_;
+  std::int64_t stepsPerEpoch_ = 0;
+  std::optional<gyre::torch::WarmupSchedule> warmup_;
+  std::int64_t warmupSteps_ = 0;
+  std::int64_t globalStep_ = 0;
+  ProgressBar progress_;
+  std::string metricsText_;  // metrics.jsonl so far
+  std::string stepsText_;    // steps.jsonl so far
+  struct StepRecord {
+    std::int64_t step;  // global, from 1
+    int epoch;
+    double lr;
+  };
+  std::vector<StepRecord> steps_;   // since the last flushSteps
+  std::vector<double> stepLosses_;  // this rank's loss of each of steps_
+  TrainCheckpoints checkpoints_;
+  std::string config_;  // config.json, also saved in every checkpoint
+  StartPoint start_;
+  bool stopped_ = false;
+};
+
+}  // namespace gyre::train::detail

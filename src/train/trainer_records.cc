@@ -1,0 +1,87 @@
+// Trainer's records: the epoch lines and metrics.jsonl, steps.jsonl, model.pt, the checkpoints
+// and the lines that announce them.
+#include <cstdio>
+#include <filesystem>
+
+#include "train/report.h"
+#include "train/run_files.h"
+#include "train/trainer_loop.h"
+
+namespace gyre::train::detail {
+
+void Trainer::saveCheckpoint(int epoch, std::int64_t done, std::vector<CheckpointSave>& saves) {
+  gyre::torch::CheckpointState state;
+  state.step = globalStep_;
+  const bool epochDone = done >= stepsPerEpoch_;
+  state.epoch = epochDone ? epoch : epoch - 1;
+  state.sampler = {state.epoch, epochDone ? 0 : done * o_.batch};
+  state.scheduleStep = globalStep_;
+  state.lr = sgd_->param_groups().front().options().get_lr();
+  state.config = config_;
+  const std::optional<CheckpointSave> saved = checkpoints_.save(*model_, *sgd_, state);
+  if (!saved) return;
+  progress_.finish();
+  std::printf("checkpoint at step %lld: %.2f MB, training stalled %.1f ms (%s, written in the background)\n",
+              static_cast<long long>(saved->step), static_cast<double>(saved->bytes) / 1e6,
+              saved->stallS * 1e3, saved->path.c_str());
+  std::fflush(stdout);
+  saves.push_back(*saved);
+}
+
+void Trainer::announceStart() {
+  if (!checkpoints_.enabled()) return;
+  if (start_.path.empty()) {
+    if (o_.resume) std::printf("no valid checkpoint in %s: starting from step 0\n", o_.checkpointDir.c_str());
+    std::fflush(stdout);
+    return;
+  }
+  std::printf("resumed from %s: step %lld, epoch %lld/%d from its step %lld of %lld\n", start_.path.c_str(),
+              static_cast<long long>(start_.step), static_cast<long long>(start_.epoch + 1), o_.epochs,
+              static_cast<long long>(start_.index / o_.batch), static_cast<long long>(stepsPerEpoch_));
+  if (start_.epoch >= o_.epochs)
+    std::printf("the checkpoint is at the end of training: nothing left to train\n");
+  std::fflush(stdout);
+  if (o_.runDir.empty()) return;
+  // The run directory's records up to the checkpoint stay; this run writes what comes after.
+  const std::filesystem::path dir(o_.runDir);
+  metricsText_ = keptJsonLines((dir / "metrics.jsonl").string(),
+                               [&](const nlohmann::json& j) { return j.value("epoch", 0) <= start_.epoch; });
+  stepsText_ = keptJsonLines((dir / "steps.jsonl").string(),
+                             [&](const nlohmann::json& j) { return j.value("step", 0) <= start_.step; });
+}
+
+void Trainer::flushSteps() {
+  if (steps_.empty()) return;
+  const std::vector<double> losses = group_.mean(stepLosses_);
+  if (group_.rank() == 0 && !o_.runDir.empty()) {
+    for (std::size_t i = 0; i < steps_.size(); ++i)
+      stepsText_ += stepJsonLine(steps_[i].step, steps_[i].epoch, losses[i], steps_[i].lr) + "\n";
+    writeFileAtomically((std::filesystem::path(o_.runDir) / "steps.jsonl").string(), stepsText_);
+  }
+  steps_.clear();
+  stepLosses_.clear();
+}
+
+void Trainer::publish(const EpochReport& report) {
+  std::printf("%s\n", formatEpochLine(report).c_str());
+  const std::string json = toJsonLine(report);
+  if (o_.json) std::printf("%s\n", json.c_str());
+  std::fflush(stdout);
+  if (o_.runDir.empty()) return;
+  metricsText_ += json + "\n";
+  writeFileAtomically((std::filesystem::path(o_.runDir) / "metrics.jsonl").string(), metricsText_);
+}
+
+void Trainer::saveModel() {
+  const std::string path = (std::filesystem::path(o_.runDir) / "model.pt").string();
+  const std::string temporary = temporaryPathFor(path);
+  try {
+    ::torch::save(model_, temporary);
+  } catch (const c10::Error& e) {
+    std::filesystem::remove(temporary);
+    throw Error("cannot write " + path + ": " + e.what_without_backtrace());
+  }
+  commitFile(temporary, path);
+}
+
+}  // namespace gyre::train::detail
