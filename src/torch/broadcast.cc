@@ -6,6 +6,7 @@
 
 #include "common/check.h"
 #include "gyre/errors.h"
+#include "torch/optimizer_bytes.h"
 
 namespace gyre::torch {
 
@@ -82,35 +83,14 @@ void broadcastParameters(::torch::nn::Module& module, Communicator& comm, int ro
 
 void broadcastOptimizerState(::torch::optim::Optimizer& optimizer, Communicator& comm, int root) {
   std::string bytes;
-  if (comm.rank() == root) {
-    ::torch::serialize::OutputArchive archive;
-    optimizer.save(archive);
-    // libtorch's load() keeps the loader's group options (learning rate, momentum, ...): send
-    // them beside the state.
-    for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
-      ::torch::serialize::OutputArchive options;
-      optimizer.param_groups()[g].options().serialize(options);
-      archive.write("gyre_group_options_" + std::to_string(g), options);
-    }
-    std::ostringstream out;
-    archive.save_to(out);
-    bytes = out.str();
-  }
+  if (comm.rank() == root) bytes = optimizerStateBytes(optimizer);
   std::int64_t size = static_cast<std::int64_t>(bytes.size());
   comm.broadcast(&size, 1, {DataType::kInt64, root});
   bytes.resize(static_cast<std::size_t>(size));
   comm.broadcast(bytes.data(), bytes.size(), {DataType::kUInt8, root});
   if (comm.rank() == root) return;
-  ::torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size());
-  optimizer.load(archive);
-  for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
-    ::torch::serialize::InputArchive options;
-    GYRE_USAGE_CHECK(archive.try_read("gyre_group_options_" + std::to_string(g), options),
-                     "broadcastOptimizerState: the root's optimizer has fewer parameter groups than rank ",
-                     comm.rank(), "'s");
-    optimizer.param_groups()[g].options().serialize(options);
-  }
+  loadOptimizerStateBytes(optimizer, bytes,
+                          "broadcastOptimizerState: the root's optimizer (rank " + std::to_string(root) + ")");
 }
 
 }  // namespace gyre::torch

@@ -17,34 +17,13 @@
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "torch/checkpoint_files.h"
+#include "torch/optimizer_bytes.h"
 
 namespace gyre::torch {
 namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-std::string toBytes(::torch::serialize::OutputArchive& archive) {
-  std::string bytes;
-  archive.save_to([&bytes](const void* data, std::size_t size) {
-    bytes.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  return bytes;
-}
-
-std::string optimizerBytes(const ::torch::optim::Optimizer& optimizer) {
-  ::torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  // libtorch's load() keeps the loader's group options (learning rate, momentum, ...): store them
-  // beside the state, as broadcastOptimizerState does.
-  for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
-    ::torch::serialize::OutputArchive options;
-    optimizer.param_groups()[g].options().serialize(options);
-    archive.write("gyre_group_options_" + std::to_string(g), options);
-  }
-  return toBytes(archive);
-}
 
 std::string stateJson(const CheckpointState& s) {
   nlohmann::ordered_json j;
@@ -119,9 +98,9 @@ class Checkpointer::Impl {
       ::torch::NoGradGuard noGrad;
       ::torch::serialize::OutputArchive archive;
       model.save(archive);
-      snapshot.files.emplace_back("model.pt", toBytes(archive));
+      snapshot.files.emplace_back("model.pt", archiveBytes(archive));
     }
-    snapshot.files.emplace_back("optimizer.pt", optimizerBytes(optimizer));
+    snapshot.files.emplace_back("optimizer.pt", optimizerStateBytes(optimizer));
     snapshot.files.emplace_back("torch_rng.bin", torchRngState());
     snapshot.files.emplace_back("state.json", stateJson(state));
     SaveStats stats;

@@ -10,6 +10,7 @@
 #include "gyre/errors.h"
 #include "gyre/torch/checkpoint.h"
 #include "torch/checkpoint_files.h"
+#include "torch/optimizer_bytes.h"
 
 namespace gyre::torch {
 namespace {
@@ -29,18 +30,6 @@ CheckpointState parseState(const std::string& text) {
   for (const auto& [key, value] : j.at("values").items()) s.values[key] = value.get<std::string>();
   s.config = j.at("config").get<std::string>();
   return s;
-}
-
-void loadOptimizer(::torch::optim::Optimizer& optimizer, const std::string& bytes) {
-  ::torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size());
-  optimizer.load(archive);
-  for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
-    ::torch::serialize::InputArchive options;
-    if (!archive.try_read("gyre_group_options_" + std::to_string(g), options))
-      throw InvalidArgument("the checkpoint's optimizer has fewer parameter groups than this one");
-    optimizer.param_groups()[g].options().serialize(options);
-  }
 }
 
 void printSkip(const std::string& path, const std::string& reason) {
@@ -84,7 +73,7 @@ std::optional<LoadedCheckpoint> loadLatestCheckpoint(const std::string& dir, ::t
       ::torch::serialize::InputArchive archive;
       archive.load_from(files["model.pt"].data(), files["model.pt"].size());
       model.load(archive);
-      if (optimizer != nullptr) loadOptimizer(*optimizer, files["optimizer.pt"]);
+      if (optimizer != nullptr) loadOptimizerStateBytes(*optimizer, files["optimizer.pt"], "the checkpoint's optimizer");
     } catch (const c10::Error& e) {
       throw InvalidArgument("checkpoint " + it->path +
                             " does not fit this model or optimizer: " + e.what_without_backtrace());
