@@ -2,7 +2,8 @@
 # Installs the dependencies, builds gyre and runs every test:
 #   1. Release build (warnings are errors when CI=true): the whole ctest suite (libtorch tests
 #      included), short `gyre bench collectives --check` and `gyre bench train` runs, so the
-#      benchmarks never rot, and the convergence check (scripts/check-convergence.sh).
+#      benchmarks never rot, the convergence check (scripts/check-convergence.sh) and a few seeds
+#      of the fault-injection harness (scripts/fault-injection.py, docs/fault-tolerance.md).
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the communication core (without
 #      libtorch, which is not built with the sanitizers): the whole suite but the jobs under
 #      mpirun (label mpi: OpenMPI's own allocations make LeakSanitizer fail every rank), and one
@@ -112,6 +113,8 @@ for stage in $STAGES; do
         run_ctest release "$B"
         bench_smoke "$B" release
         run_cmd "convergence 1 vs 2 workers" scripts/check-convergence.sh "$B"
+        run_cmd "fault injection (restarts)" scripts/fault-injection.py --build "$B" --model mlp --np 2 \
+          --epochs 2 --max-steps 40 --batch 64 --threads 1 --checkpoint-every 10 --seeds 1-4 --timeout 300
       fi
       ;;
     asan)

@@ -32,6 +32,7 @@ struct TrainFlags {
   int threads = 0;  // per worker; 0: cores / np
   bool noEval = false;
   double timeoutS = 0;
+  int maxRestarts = 0;
 };
 
 // A single-worker run's throughput, from an earlier run directory.
@@ -124,6 +125,13 @@ void check(const TrainFlags& f) {
   requireArg(o.checkpointEvery == 0 || !o.checkpointDir.empty(),
              "--checkpoint-every needs --checkpoint-dir (where to save)");
   requireArg(!o.resume || !o.checkpointDir.empty(), "--resume needs --checkpoint-dir (where to resume from)");
+  requireArg(f.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
+  requireArg(f.maxRestarts == 0 || !o.checkpointDir.empty(), "--max-restarts ", f.maxRestarts,
+             " needs --checkpoint-dir: a restarted generation resumes from the newest checkpoint there, and "
+             "without checkpoints it would start training over");
+  requireArg(o.faultAtStep >= 0, "--fault-at-step must not be negative (got ", o.faultAtStep, ")");
+  requireArg(o.faultRank >= 0 && o.faultRank < f.np, "--fault-rank ", o.faultRank, " is not a rank of the ",
+             f.np, " workers (0 to ", f.np - 1, ")");
 }
 
 // A checkpoint directory that already holds a complete checkpoint (ckpt-<step>/manifest.json; see
@@ -182,6 +190,9 @@ int train(const TrainFlags& f) {
   run.tagOutput = false;
   run.threads = threads;
   run.timeoutS = f.timeoutS;
+  // Every generation after the first resumes from the newest valid checkpoint: the workers see
+  // GYRE_RESTART_COUNT > 0 and behave as with --resume.
+  run.maxRestarts = f.maxRestarts;
   // libgomp's threads otherwise spin while they wait, and with more than one thread per worker
   // they spin against OpenBLAS's and against anything else running: 3 to 25 times slower on a
   // busy 2-core machine. A value the user set wins.
@@ -218,6 +229,10 @@ int train(const TrainFlags& f) {
   }
   if (o.resume) argv.push_back("--resume");
   if (o.stopAtStep > 0) flag("--stop-at-step", std::to_string(o.stopAtStep));
+  if (o.faultAtStep > 0) {
+    flag("--fault-at-step", std::to_string(o.faultAtStep));
+    flag("--fault-rank", std::to_string(o.faultRank));
+  }
   return launcher::runJob(run);
 }
 
@@ -236,19 +251,24 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
       "epoch prints its loss, test accuracy, samples/s, speedup and efficiency against an earlier\n"
       "1-worker run (when the run directory's siblings hold one with the same model, batch and\n"
       "threads), and where a step's time went. The run directory (default runs/MODEL-npN-TIME) gets\n"
-      "config.json, metrics.jsonl (one JSON object per epoch), steps.jsonl (each step's loss) and\n"
-      "model.pt. See docs/training.md.\n\n"
+      "config.json, metrics.jsonl (one JSON object per epoch), steps.jsonl (each step's loss),\n"
+      "progress.jsonl (each step as it ends) and model.pt. See docs/training.md.\n\n"
       "With --checkpoint-dir D, worker 0 saves a verified checkpoint into D every --checkpoint-every\n"
       "steps and at the end (written in the background; each save prints its size and the stall).\n"
       "--resume continues from the newest valid one: bit for bit with the same number of workers,\n"
       "and with another number too (the global batch stays the same). Without --resume a D that\n"
       "holds checkpoints is refused. See docs/checkpoints.md.\n\n"
+      "With --max-restarts K (and --checkpoint-dir), a worker that fails stops the others and every\n"
+      "worker starts again, up to K times (gyre run's restarts); each new generation resumes from the\n"
+      "newest valid checkpoint, as --resume does, so a failure costs at most the steps since it. See\n"
+      "docs/fault-tolerance.md.\n\n"
       "Examples:\n"
       "  gyre train --model cnn --np 2 --epochs 3\n"
       "  gyre train --model mlp --np 1 --threads 1      # the 1-worker reference for --np 2 on 2 cores\n"
       "  gyre train --model mlp --np 2 --compression bf16 --json\n"
       "  gyre train --model cnn --np 2 --epochs 3 --checkpoint-dir ckpt --checkpoint-every 100\n"
-      "  gyre train --model cnn --np 1 --epochs 3 --checkpoint-dir ckpt --resume   # after a failure");
+      "  gyre train --model cnn --np 1 --epochs 3 --checkpoint-dir ckpt --resume   # after a failure\n"
+      "  gyre train --model cnn --np 2 --checkpoint-dir ckpt --checkpoint-every 50 --max-restarts 3");
   cmd->add_option("--model", o.model, "mlp or cnn")
       ->check(CLI::IsMember({"mlp", "cnn"}))
       ->capture_default_str();
@@ -306,6 +326,19 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--stop-at-step", o.stopAtStep,
                   "Stop after this global step as if interrupted, saving a checkpoint (0: never)")
       ->capture_default_str();
+  cmd->add_option("--max-restarts", f->maxRestarts,
+                  "After a worker fails, restart every worker from the newest checkpoint, at most this many "
+                  "times (needs --checkpoint-dir)")
+      ->capture_default_str();
+  const std::string testing = "Fault injection (testing; see docs/fault-tolerance.md)";
+  cmd->add_option("--fault-at-step", o.faultAtStep,
+                  "In the first generation, rank --fault-rank kills itself with SIGKILL right after this "
+                  "global step (0: never)")
+      ->capture_default_str()
+      ->group(testing);
+  cmd->add_option("--fault-rank", o.faultRank, "The rank --fault-at-step kills")
+      ->capture_default_str()
+      ->group(testing);
   cmd->callback([f, &action] { action = [f] { return train(*f); }; });
 }
 

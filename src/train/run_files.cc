@@ -1,6 +1,5 @@
 #include "train/run_files.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +8,7 @@
 #include <filesystem>
 
 #include "gyre/errors.h"
+#include "torch/checkpoint_files.h"
 
 namespace gyre::train {
 namespace {
@@ -31,29 +31,8 @@ std::string temporaryPathFor(const std::string& path) {
 }
 
 void writeFileAtomically(const std::string& path, const std::string& content) {
-  const std::string temporary = temporaryPathFor(path);
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("write", path, errno);
-  std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      fail("write", path, error);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  // Delayed allocation can report a full disk only here.
-  int error = ::fsync(fd) != 0 ? errno : 0;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error != 0) {
-    ::unlink(temporary.c_str());
-    fail("write", path, error);
-  }
-  commitFile(temporary, path);
+  const std::filesystem::path p(path);
+  gyre::torch::detail::writeFileDurably(p.parent_path().string(), p.filename().string(), content);
 }
 
 void commitFile(const std::string& temporary, const std::string& path) {

@@ -12,9 +12,9 @@ void createRunDirectory(const std::string& dir);
 // PATH.tmp.PID: the temporary name a file is written under before commitFile.
 std::string temporaryPathFor(const std::string& path);
 
-// Writes `content` to temporaryPathFor(path), flushes it to disk and renames it to `path`.
-// Throws gyre::Error naming the path and the reason (disk full, permission denied, ...), and
-// removes the temporary file.
+// Writes `content` to PATH.tmp, flushes it to disk and renames it to `path` (as checkpoint
+// files are written). Throws gyre::SystemError naming the path and the reason (disk full,
+// permission denied, ...), and removes the temporary file.
 void writeFileAtomically(const std::string& path, const std::string& content);
 
 // Renames a finished temporary file to `path`; throws gyre::Error naming both on failure (and

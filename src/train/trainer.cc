@@ -58,6 +58,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   GYRE_USAGE_CHECK(o_.batch % world_ == 0, "--batch ", o_.batch,
                    " is the global batch and must divide evenly among the ", world_,
                    " workers: choose a multiple of ", world_);
+  GYRE_USAGE_CHECK(o_.faultAtStep == 0 || o_.faultRank < world_, "--fault-rank ", o_.faultRank,
+                   " is not a rank of this world of ", world_);
   ::torch::set_num_threads(torchThreads_);
   data_ = loadFashionMnist(o_.dataDir);
 
@@ -123,6 +125,11 @@ std::vector<EpochReport> Trainer::run() {
     writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
   }
   if (group_.rank() == 0) announceStart();
+  if (group_.rank() == 0 && !o_.runDir.empty()) {
+    // A resumed run (a restart, or --resume) continues the story of its attempts.
+    stepLog_ = StepLog((std::filesystem::path(o_.runDir) / "progress.jsonl").string(), o_.resume);
+    stepLog_.start(o_.restartCount, globalStep_);
+  }
   stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
   std::vector<EpochReport> reports;
   for (int epoch = static_cast<int>(start_.epoch) + 1; epoch <= o_.epochs && !stopped_; ++epoch) {
@@ -181,17 +188,24 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     steps_.push_back({globalStep_, epoch, lr});
     stepLosses_.push_back(value);
     progress_.update(s + 1, lossSum / static_cast<double>(s + 1 - first));
+    stepLog_.step(o_.restartCount, globalStep_);
     stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
-    if (checkpoints_.due(globalStep_)) saveCheckpoint(epoch, s + 1, saves);
+    if (checkpoints_.due(globalStep_)) {
+      // steps.jsonl first, so that it covers every step a checkpoint covers: a run that dies
+      // before the epoch's end resumes from the checkpoint and keeps the lines up to it.
+      flushSteps();
+      saveCheckpoint(epoch, s + 1, saves);
+    }
+    maybeInjectFault(globalStep_);
   }
   group_.barrier();
   const double elapsed = seconds(Clock::now() - begin);
   progress_.finish();
+  flushSteps();
   // The end of training (or of this run): a checkpoint unless the last step just had one.
   if ((stopped_ || epoch == o_.epochs) && checkpoints_.enabled() &&
       checkpoints_.lastSavedStep() != globalStep_)
     saveCheckpoint(epoch, s, saves);
-  flushSteps();
   const std::int64_t ran = s - first;
 
   EpochReport r;
@@ -281,6 +295,9 @@ void validateOptions(const TrainOptions& o) {
                    ")");
   GYRE_USAGE_CHECK(o.keepLast >= 1, "--keep-last must be at least 1 (got ", o.keepLast, ")");
   GYRE_USAGE_CHECK(o.stopAtStep >= 0, "--stop-at-step must not be negative (got ", o.stopAtStep, ")");
+  GYRE_USAGE_CHECK(o.restartCount >= 0, "GYRE_RESTART_COUNT must not be negative (got ", o.restartCount, ")");
+  GYRE_USAGE_CHECK(o.faultAtStep >= 0, "--fault-at-step must not be negative (got ", o.faultAtStep, ")");
+  GYRE_USAGE_CHECK(o.faultRank >= 0, "--fault-rank must not be negative (got ", o.faultRank, ")");
   GYRE_USAGE_CHECK(o.checkpointEvery == 0 || !o.checkpointDir.empty(),
                    "--checkpoint-every needs --checkpoint-dir (where to save)");
   GYRE_USAGE_CHECK(!o.resume || !o.checkpointDir.empty(),

@@ -57,6 +57,14 @@ struct TrainOptions {
   // Stop after this global step as if interrupted (the schedule still spans all epochs), saving a
   // checkpoint when checkpointDir is set; 0: run to the end.
   std::int64_t stopAtStep = 0;
+  // The launcher's generation (GYRE_RESTART_COUNT; `gyre train --max-restarts`): 0 at first. It
+  // goes into progress.jsonl and gates the fault below; the caller turns `resume` on for a restart.
+  int restartCount = 0;
+  // Fault injection for scripts/fault-injection.py (docs/fault-tolerance.md): in generation 0, rank
+  // faultRank kills itself with SIGKILL right after global step faultAtStep (and its checkpoint,
+  // when one is due), as a crash would. 0: never.
+  std::int64_t faultAtStep = 0;
+  int faultRank = 0;
 };
 
 // One checkpoint saved during an epoch (rank 0's figures).
@@ -103,8 +111,10 @@ struct EpochReport {
 // Trains as `options` say and returns every epoch's report (a resumed run: the epochs it ran; an
 // epoch cut short by stopAtStep has none). Rank 0 prints the progress bar (stderr), one line per
 // epoch and one per checkpoint (stdout), and writes the run directory: config.json at the start,
-// metrics.jsonl and steps.jsonl (each step's loss and rate) after every epoch, model.pt at the
-// end, each through a temporary file and a rename. `comm` null: plain mode (options.plain must be set).
+// metrics.jsonl and steps.jsonl (each step's loss and rate) after every epoch (steps.jsonl also
+// before each checkpoint), model.pt at the end, each through a temporary file and a rename; and
+// progress.jsonl, appended as each step ends (step_log.h). `comm` null: plain mode (options.plain
+// must be set).
 // Throws InvalidArgument for options that do not fit this world, gyre::Error for missing data and unwritable
 // files, and the communicator's errors.
 std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm);

@@ -13,6 +13,7 @@
 #include "train/checkpointing.h"
 #include "train/fashion_mnist.h"
 #include "train/progress.h"
+#include "train/step_log.h"
 #include "train/trainer.h"
 
 namespace gyre::train::detail {
@@ -68,6 +69,8 @@ class Trainer {
   }
   void publish(const EpochReport& report);
   void saveModel();
+  // TrainOptions::faultAtStep: after global step `step`, this rank kills itself if it is the one.
+  void maybeInjectFault(std::int64_t step);
 
   TrainOptions o_;
   Group group_;
@@ -96,6 +99,7 @@ class Trainer {
   std::vector<double> stepLosses_;  // this rank's loss of each of steps_
   TrainCheckpoints checkpoints_;
   std::string config_;  // config.json, also saved in every checkpoint
+  StepLog stepLog_;     // progress.jsonl (rank 0, with a run directory)
   StartPoint start_;
   bool stopped_ = false;
 };

@@ -2,6 +2,7 @@
 // and the lines that announce them.
 #include <cstdio>
 #include <filesystem>
+#include <string>
 
 #include "train/report.h"
 #include "train/run_files.h"
@@ -30,13 +31,18 @@ void Trainer::saveCheckpoint(int epoch, std::int64_t done, std::vector<Checkpoin
 
 void Trainer::announceStart() {
   if (!checkpoints_.enabled()) return;
+  // A generation started by --max-restarts says so first.
+  const std::string restart = o_.restartCount > 0 ? "restart " + std::to_string(o_.restartCount) + ": " : "";
   if (start_.path.empty()) {
-    if (o_.resume) std::printf("no valid checkpoint in %s: starting from step 0\n", o_.checkpointDir.c_str());
+    if (o_.resume)
+      std::printf("%sno valid checkpoint in %s: starting from step 0\n", restart.c_str(),
+                  o_.checkpointDir.c_str());
     std::fflush(stdout);
     return;
   }
-  std::printf("resumed from %s: step %lld, epoch %lld/%d from its step %lld of %lld\n", start_.path.c_str(),
-              static_cast<long long>(start_.step), static_cast<long long>(start_.epoch + 1), o_.epochs,
+  std::printf("%sresumed from %s: step %lld, epoch %lld/%d from its step %lld of %lld\n", restart.c_str(),
+              start_.path.c_str(), static_cast<long long>(start_.step),
+              static_cast<long long>(start_.epoch + 1), o_.epochs,
               static_cast<long long>(start_.index / o_.batch), static_cast<long long>(stepsPerEpoch_));
   if (start_.epoch >= o_.epochs)
     std::printf("the checkpoint is at the end of training: nothing left to train\n");

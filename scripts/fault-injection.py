@@ -1,0 +1,405 @@
+#!/usr/bin/env python3
+"""Fault-injection harness for `gyre train --max-restarts` (issue 5, restart mode).
+
+For each seed it trains with checkpoints and restarts and kills one worker with SIGKILL at a step
+and a rank drawn from the seed, then checks that
+  - the job finishes (within --timeout; a hang is a failure) and exits 0, after exactly one restart;
+  - the work lost to the failure is at most the checkpoint interval: lost = the highest step the
+    failed generation logged in progress.jsonl minus the step the next generation resumed from.
+    A checkpoint is committed when its write (in the background) has finished; when the kill comes
+    while the newest due checkpoint is still being written, that one is lost with the process and
+    the bound is the steps since the last committed checkpoint instead. A resume from anything
+    older than the last committed checkpoint always fails;
+  - the final test accuracy is within 0.5 points of a fault-free run with the same settings (the
+    resume is deterministic, so the accuracy, and steps.jsonl, are normally identical; the line
+    says whether they are).
+
+Two ways to inject (--mode):
+  internal  the worker kills itself: `gyre train --fault-at-step S --fault-rank R` makes rank R
+            raise(SIGKILL) right after global step S, in generation 0 only. Deterministic (for CI).
+  external  this script watches RUN/progress.jsonl and, once generation 0 logs step S, sends
+            SIGKILL to the gyre_train_worker of rank R (found under the gyre process by its
+            GYRE_RANK). The kill lands at S or a little later; the lost work is measured anyway.
+  alternate internal for odd seeds, external for even ones (default).
+
+Prints one line per seed and a summary; exits 1 when any check fails, 2 for bad arguments.
+Example (docs/fault-tolerance.md):
+  scripts/fault-injection.py --build build --model cnn --np 2 --epochs 1 --checkpoint-every 50 --seeds 1-5
+Only the Python standard library; Linux (/proc).
+"""
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+WORKER = "gyre_train_worker"
+
+
+def parse_seeds(text):
+    seeds = []
+    for part in text.split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise argparse.ArgumentTypeError(f"--seeds '{text}': use N, A-B or a comma-separated list of them")
+        first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+        if last < first:
+            raise argparse.ArgumentTypeError(f"--seeds: {part} is an empty range")
+        seeds.extend(range(first, last + 1))
+    return seeds
+
+
+def json_lines(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass  # a line being written
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def complete_checkpoints(ckpt_dir):
+    """Steps of the checkpoints in ckpt_dir that have their manifest (committed)."""
+    steps = []
+    try:
+        for name in os.listdir(ckpt_dir):
+            m = re.fullmatch(r"ckpt-(\d+)", name)
+            if m and os.path.exists(os.path.join(ckpt_dir, name, "manifest.json")):
+                steps.append(int(m.group(1)))
+    except FileNotFoundError:
+        pass
+    return sorted(steps)
+
+
+def descendants(root):
+    """PIDs below `root` in the process tree (from /proc)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def worker_of_rank(root, rank):
+    """The generation-0 gyre_train_worker of `rank` under `root`, or None."""
+    for pid in descendants(root):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv0 = f.read().split(b"\0")[0].decode(errors="replace")
+            if os.path.basename(argv0) != WORKER:
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        if env.get(b"GYRE_RANK") == str(rank).encode() and env.get(b"GYRE_RESTART_COUNT", b"0") == b"0":
+            return pid
+    return None
+
+
+class Run:
+    """One `gyre train` with its run and checkpoint directories."""
+
+    def __init__(self, args, work, name):
+        self.run_dir = os.path.join(work, name)
+        self.ckpt_dir = os.path.join(work, name + "-ckpt")
+        self.args = args
+        self.output = []
+        self.exit_code = None
+        self.hung = False
+        self.seconds = 0.0
+        self.kill = None  # external mode: {"rank", "pid", "step_seen", "committed"}
+
+    def argv(self, extra):
+        a = self.args
+        argv = [a.gyre, "train", "--model", a.model, "--np", str(a.np), "--epochs", str(a.epochs),
+                "--batch", str(a.batch), "--lr-schedule", "cosine", "--seed", str(a.train_seed),
+                "--progress", "off", "--run-dir", self.run_dir, "--checkpoint-dir", self.ckpt_dir,
+                "--checkpoint-every", str(a.checkpoint_every), "--timeout", str(a.timeout)]
+        if a.max_steps:
+            argv += ["--max-steps", str(a.max_steps)]
+        if a.threads:
+            argv += ["--threads", str(a.threads)]
+        if a.data_dir:
+            argv += ["--data-dir", a.data_dir]
+        return argv + extra
+
+    def start(self, extra):
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(self.argv(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.output.append(line.decode(errors="replace").rstrip("\n"))
+
+    def deadline(self):
+        # gyre train's own --timeout stops the job; this one catches a launcher that does not.
+        return self.started + self.args.timeout + 30
+
+    def finish(self):
+        try:
+            self.exit_code = self.proc.wait(timeout=max(0.0, self.deadline() - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.hung = True
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.exit_code = self.proc.wait(timeout=30)
+        self.reader.join(timeout=10)
+        self.seconds = time.monotonic() - self.started
+
+    def kill_worker_at(self, rank, step):
+        """External mode: SIGKILL rank's worker once progress.jsonl shows generation 0 at `step`."""
+        log = os.path.join(self.run_dir, "progress.jsonl")
+        while self.proc.poll() is None and time.monotonic() < self.deadline():
+            seen = max((j["step"] for j in json_lines(log) if j.get("generation") == 0 and "step" in j),
+                       default=0)
+            if seen >= step:
+                pid = worker_of_rank(self.proc.pid, rank)
+                if pid is None:
+                    break
+                committed = complete_checkpoints(self.ckpt_dir)
+                os.kill(pid, signal.SIGKILL)
+                self.kill = {"rank": rank, "pid": pid, "step_seen": seen,
+                             "committed": committed[-1] if committed else 0}
+                return True
+            time.sleep(0.005)
+        return False
+
+    def text(self):
+        return "\n".join(self.output)
+
+    def tail(self, n=25):
+        return "\n".join("    " + line for line in self.output[-n:])
+
+    def accuracy(self):
+        metrics = json_lines(os.path.join(self.run_dir, "metrics.jsonl"))
+        return metrics[-1].get("test_accuracy") if metrics else None
+
+    def steps(self):
+        return json_lines(os.path.join(self.run_dir, "steps.jsonl"))
+
+    def checkpoint_saves(self):
+        """(MB, stall ms) of every save the trainer printed."""
+        pattern = re.compile(r"checkpoint at step \d+: ([\d.]+) MB, training stalled ([\d.]+) ms")
+        return [(float(m.group(1)), float(m.group(2))) for m in map(pattern.search, self.output) if m]
+
+    def generations(self):
+        """progress.jsonl by generation: {g: {"start": step, "max": step}}."""
+        gens = {}
+        for j in json_lines(os.path.join(self.run_dir, "progress.jsonl")):
+            g = gens.setdefault(j.get("generation", -1), {"start": None, "max": None})
+            if "start_step" in j:
+                g["start"] = j["start_step"]
+            if "step" in j:
+                g["max"] = max(g["max"] or 0, j["step"])
+        return gens
+
+
+def check_seed(args, work, seed, mode, total, reference):
+    rng = random.Random(f"gyre-fault-injection-{seed}")  # a string seed is hashed: well mixed
+    rank = rng.randrange(args.np)
+    # Never the last step: the fault must hit training, not the end of it. The external kill lands
+    # a little late, so it aims at the first 80%.
+    last = max(1, total - 1 if mode == "internal" else int(total * 0.8))
+    step = rng.randint(1, last)
+    run = Run(args, work, f"seed{seed}")
+    problems = []
+    extra = ["--max-restarts", str(args.max_restarts)]
+    if mode == "internal":
+        extra += ["--fault-at-step", str(step), "--fault-rank", str(rank)]
+    run.start(extra)
+    if mode == "external" and not run.kill_worker_at(rank, step):
+        problems.append(f"could not kill rank {rank} at step {step} (the run ended first?)")
+    run.finish()
+    out = run.text()
+
+    # What the failed generation could count on when it died.
+    committed = None
+    if mode == "internal":
+        m = re.search(r"injecting a fault: rank \d+ kills itself \(SIGKILL\) after step (\d+); newest complete "
+                      r"checkpoint: (?:step (\d+)|none)", out)
+        if m:
+            committed = int(m.group(2) or 0)
+        else:
+            problems.append("the worker did not report the injected fault")
+    elif run.kill:
+        committed = run.kill["committed"]
+
+    if run.hung:
+        problems.append(f"hung: still running after {args.timeout + 30} s, killed")
+    elif run.exit_code != 0:
+        problems.append(f"gyre train exited with {run.exit_code}")
+    restarts = len(re.findall(r"restarting all \d+ workers?", out))
+    if restarts != 1:
+        problems.append(f"{restarts} restarts, expected 1")
+
+    gens = run.generations()
+    lost = resumed = failed_max = None
+    if 0 in gens and 1 in gens and gens[1]["start"] is not None:
+        failed_max = gens[0]["max"] or 0
+        resumed = gens[1]["start"]
+        lost = failed_max - resumed
+        c = args.checkpoint_every
+        if committed is not None and resumed < committed:
+            problems.append(f"resumed from step {resumed}, older than the checkpoint of step {committed} that was "
+                            f"complete at the kill")
+        # The newest checkpoint that was due by the kill; unless it was committed, it was being written.
+        due = failed_max // c * c
+        in_flight = committed is not None and committed < due
+        bound = failed_max - committed if in_flight else c
+        if lost < 0 or lost > bound:
+            problems.append(f"lost {lost} steps, more than {bound}")
+    else:
+        problems.append(f"progress.jsonl shows no restart (generations {sorted(gens)})")
+        in_flight = False
+
+    acc = run.accuracy()
+    ref_acc = reference.accuracy()
+    identical = run.steps() == reference.steps()
+    if acc is None:
+        problems.append("no final test accuracy in metrics.jsonl")
+    elif abs(acc - ref_acc) * 100 > 0.5:
+        problems.append(f"test accuracy {acc * 100:.2f}% is {abs(acc - ref_acc) * 100:.2f} points from the "
+                        f"fault-free {ref_acc * 100:.2f}%")
+
+    kill_step = failed_max if failed_max is not None else step
+    how = (f"{mode}: rank {rank} killed after step {kill_step}" if mode == "internal" or not run.kill
+           else f"{mode}: rank {rank} (pid {run.kill['pid']}) killed at step {kill_step} (aimed at {step})")
+    parts = [f"seed {seed}: {how}"]
+    if lost is not None:
+        parts.append(f"resumed from step {resumed}, lost {lost} step{'s' if lost != 1 else ''} "
+                     f"(interval {args.checkpoint_every}"
+                     + (f"; checkpoint of step {due} still being written, last committed {committed}" if in_flight
+                        else "") + ")")
+    if acc is not None:
+        parts.append(f"test acc {acc * 100:.2f}% (fault-free {ref_acc * 100:.2f}%, "
+                     f"{'steps.jsonl identical' if identical else 'steps.jsonl differs'})")
+    parts.append(f"{run.seconds:.0f} s")
+    print(", ".join(parts) + ("  ok" if not problems else "  FAIL: " + "; ".join(problems)), flush=True)
+    if problems:
+        print(run.tail(), flush=True)
+    injected = committed is not None
+    return {"ok": not problems, "lost": lost, "injected": injected,
+            "survived": injected and run.exit_code == 0 and not run.hung,
+            "acc": acc, "identical": identical, "saves": run.checkpoint_saves(), "in_flight": in_flight}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                epilog="See docs/fault-tolerance.md.")
+    p.add_argument("--build", default="build", help="build directory with bin/gyre (default: build)")
+    p.add_argument("--gyre", help="the gyre executable (default: BUILD/bin/gyre)")
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    p.add_argument("--np", type=int, default=2, help="workers (default 2)")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=0, help="steps per epoch (0: the whole epoch)")
+    p.add_argument("--batch", type=int, default=128, help="global batch (default 128)")
+    p.add_argument("--checkpoint-every", type=int, default=50, help="checkpoint interval in steps (default 50)")
+    p.add_argument("--max-restarts", type=int, default=2, help="gyre train --max-restarts (default 2)")
+    p.add_argument("--seeds", type=parse_seeds, default=parse_seeds("1-3"), help="e.g. 1-5 or 1,4,9 (default 1-3)")
+    p.add_argument("--mode", choices=["internal", "external", "alternate"], default="alternate")
+    p.add_argument("--timeout", type=int, default=900, help="seconds one run may take (default 900)")
+    p.add_argument("--threads", type=int, default=0, help="threads per worker (default: gyre train's)")
+    p.add_argument("--train-seed", type=int, default=0, help="gyre train --seed (default 0)")
+    p.add_argument("--data-dir", help="Fashion-MNIST (default: gyre train's)")
+    p.add_argument("--keep", action="store_true", help="keep the run directories (printed)")
+    args = p.parse_args()
+    args.gyre = args.gyre or os.path.join(args.build, "bin", "gyre")
+    if not os.access(args.gyre, os.X_OK):
+        p.error(f"no gyre executable at {args.gyre} (--build or --gyre)")
+    if args.np < 1 or args.epochs < 1 or args.checkpoint_every < 1 or args.max_restarts < 1 or args.timeout < 1:
+        p.error("--np, --epochs, --checkpoint-every, --max-restarts and --timeout must be at least 1")
+
+    work = tempfile.mkdtemp(prefix="gyre-fault-injection.")
+    try:
+        return run_all(args, work)
+    finally:
+        if args.keep:
+            print(f"run directories kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_all(args, work):
+    print(f"fault injection: gyre train --model {args.model} --np {args.np} --epochs {args.epochs}"
+          + (f" --max-steps {args.max_steps}" if args.max_steps else "")
+          + f" --batch {args.batch} --lr-schedule cosine --checkpoint-every {args.checkpoint_every}"
+          f" --max-restarts {args.max_restarts}; seeds {','.join(map(str, args.seeds))}, mode {args.mode}",
+          flush=True)
+    reference = Run(args, work, "fault-free")
+    reference.start([])
+    reference.finish()
+    total = len(reference.steps())
+    if reference.hung or reference.exit_code != 0 or reference.accuracy() is None or total < 2:
+        print(f"the fault-free run failed (exit {reference.exit_code}{', hung' if reference.hung else ''}, "
+              f"{total} steps):\n{reference.tail()}")
+        return 1
+    print(f"fault-free: {total} steps, test acc {reference.accuracy() * 100:.2f}%, {reference.seconds:.0f} s",
+          flush=True)
+
+    results = []
+    for seed in args.seeds:
+        mode = args.mode if args.mode != "alternate" else ("internal" if seed % 2 else "external")
+        results.append(check_seed(args, work, seed, mode, total, reference))
+
+    ok = all(r["ok"] for r in results)
+    lost = [r["lost"] for r in results if r["lost"] is not None]
+    accs = [r["acc"] for r in results if r["acc"] is not None]
+    saves = reference.checkpoint_saves() + [s for r in results for s in r["saves"]]
+    ref = reference.accuracy()
+    print(f"summary: {sum(r['injected'] for r in results)} faults injected, "
+          f"{sum(r['survived'] for r in results)} survived "
+          f"(finished, exit 0), {sum(r['ok'] for r in results)} passed every check")
+    if lost:
+        print(f"  lost work per failure: {', '.join(map(str, lost))} steps (mean {statistics.mean(lost):.1f}, "
+              f"max {max(lost)}; checkpoint interval {args.checkpoint_every}"
+              + (f"; {sum(r['in_flight'] for r in results)} kills came while a checkpoint was being written"
+                 if any(r["in_flight"] for r in results) else "") + ")")
+    if accs:
+        worst = max(abs(a - ref) for a in accs) * 100
+        print(f"  final test accuracy: fault-free {ref * 100:.2f}%, with a fault {min(accs) * 100:.2f}%.."
+              f"{max(accs) * 100:.2f}% (max difference {worst:.2f} points, at most 0.5); steps.jsonl identical to "
+              f"the fault-free run's in {sum(r['identical'] for r in results)} of {len(results)}")
+    if saves:
+        sizes = [s[0] for s in saves]
+        stalls = [s[1] for s in saves]
+        print(f"  checkpoints: {len(saves)} saves of {statistics.median(sizes):.2f} MB, training stalled "
+              f"median {statistics.median(stalls):.1f} ms, max {max(stalls):.1f} ms")
+    print("fault injection: " + ("ok" if ok else "FAILED"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+// Trainer's fault injection (TrainOptions::faultAtStep, `gyre train --fault-at-step S --fault-rank R`):
+// the deterministic mode of scripts/fault-injection.py. A real crash, not a simulated one: the
+// process is killed by SIGKILL, with no handler, no flush and no exit code of its own, and the
+// launcher sees what it sees when a machine or the OOM killer takes a worker.
+#include <csignal>
+#include <cstdio>
+#include <string>
+
+#include "gyre/torch/checkpoint.h"
+#include "train/trainer_loop.h"
+
+namespace gyre::train::detail {
+
+void Trainer::maybeInjectFault(std::int64_t step) {
+  // Generation 0 only: the restarted generations must get past the step.
+  if (o_.faultAtStep == 0 || step != o_.faultAtStep || o_.restartCount != 0 || group_.rank() != o_.faultRank)
+    return;
+  // What a resume can count on at this instant: the newest checkpoint with its manifest. One whose
+  // write is still in flight (the background writer) is lost with this process, as it would be.
+  std::string committed = "none";
+  if (checkpoints_.enabled())
+    for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir))
+      if (c.complete) committed = "step " + std::to_string(c.step);
+  std::fflush(stdout);
+  std::fprintf(
+      stderr,
+      "gyre train: injecting a fault: rank %d kills itself (SIGKILL) after step %lld; newest complete "
+      "checkpoint: %s\n",
+      group_.rank(), static_cast<long long>(step), committed.c_str());
+  std::fflush(stderr);
+  std::raise(SIGKILL);
+}
+
+}  // namespace gyre::train::detail
