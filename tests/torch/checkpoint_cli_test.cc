@@ -16,71 +16,24 @@
 #include "support/jobs.h"
 #include "support/programs.h"
 #include "support/ranks.h"
+#include "torch/cli_support.h"
 #include "train/fashion_mnist.h"
 
 namespace gyre::train {
 namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(600);
+using cli::contains;
+using cli::gyreTool;
+using cli::haveData;
+using cli::haveTrainer;
+using cli::jsonLines;
 
-std::string gyreTool() {
-  return test::binDir() + "/gyre";
-}
-
-bool haveTrainer() {
-  return ::access(gyreTool().c_str(), X_OK) == 0 &&
-         ::access((test::binDir() + "/gyre_train_worker").c_str(), X_OK) == 0;
-}
-
-bool haveData() {
-  return std::filesystem::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
-}
-
-// A short job: 2 epochs of 12 steps of 64 samples, with a warm-up and a cosine schedule, so the
-// rate changes at every step and a resume that got the step wrong would show.
+// cli::checkpointedRun with a warm-up before the cosine schedule.
 test::ProgramRun gyreTrain(const std::string& runDir, const std::string& checkpointDir, int np,
                            std::vector<std::string> more = {}, const std::string& batch = "64") {
-  std::vector<std::string> argv = {gyreTool(),
-                                   "train",
-                                   "--model",
-                                   "mlp",
-                                   "--np",
-                                   std::to_string(np),
-                                   "--epochs",
-                                   "2",
-                                   "--max-steps",
-                                   "12",
-                                   "--batch",
-                                   batch,
-                                   "--threads",
-                                   "1",
-                                   "--no-eval",
-                                   "--progress",
-                                   "off",
-                                   "--lr-schedule",
-                                   "cosine",
-                                   "--warmup-epochs",
-                                   "0.5",
-                                   "--run-dir",
-                                   runDir,
-                                   "--checkpoint-dir",
-                                   checkpointDir,
-                                   "--checkpoint-every",
-                                   "5"};
-  argv.insert(argv.end(), more.begin(), more.end());
-  return test::runProgram({argv, test::cleanEnvironment()}, kTimeout);
-}
-
-std::vector<nlohmann::json> jsonLines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> out;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+  more.insert(more.begin(), {"--warmup-epochs", "0.5"});
+  return cli::checkpointedRun(runDir, checkpointDir, np, more, batch);
 }
 
 class CheckpointCli : public ::testing::Test {

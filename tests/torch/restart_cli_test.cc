@@ -17,25 +17,18 @@
 #include "support/jobs.h"
 #include "support/programs.h"
 #include "support/ranks.h"
+#include "torch/cli_support.h"
 #include "train/fashion_mnist.h"
 
 namespace gyre::train {
 namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(600);
-
-std::string gyreTool() {
-  return test::binDir() + "/gyre";
-}
-
-bool haveTrainer() {
-  return ::access(gyreTool().c_str(), X_OK) == 0 &&
-         ::access((test::binDir() + "/gyre_train_worker").c_str(), X_OK) == 0;
-}
-
-bool haveData() {
-  return std::filesystem::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
-}
+using cli::contains;
+using cli::gyreTool;
+using cli::haveData;
+using cli::haveTrainer;
+using cli::jsonLines;
 
 // The harness beside this file's tree: tests/torch/ -> scripts/.
 std::string harness() {
@@ -44,49 +37,9 @@ std::string harness() {
       .string();
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-std::vector<nlohmann::json> jsonLines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<nlohmann::json> out;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
-
-// 2 workers, 2 epochs of 12 steps of 64 samples, a cosine schedule (the rate changes at every
-// step, so a resume at the wrong step would show), a checkpoint every 5 steps.
 test::ProgramRun gyreTrain(const std::string& runDir, const std::string& checkpointDir,
                            std::vector<std::string> more = {}) {
-  std::vector<std::string> argv = {gyreTool(),
-                                   "train",
-                                   "--model",
-                                   "mlp",
-                                   "--np",
-                                   "2",
-                                   "--epochs",
-                                   "2",
-                                   "--max-steps",
-                                   "12",
-                                   "--batch",
-                                   "64",
-                                   "--threads",
-                                   "1",
-                                   "--no-eval",
-                                   "--progress",
-                                   "off",
-                                   "--lr-schedule",
-                                   "cosine",
-                                   "--run-dir",
-                                   runDir,
-                                   "--checkpoint-dir",
-                                   checkpointDir,
-                                   "--checkpoint-every",
-                                   "5"};
-  argv.insert(argv.end(), more.begin(), more.end());
-  return test::runProgram({argv, test::cleanEnvironment()}, kTimeout);
+  return cli::checkpointedRun(runDir, checkpointDir, 2, more);
 }
 
 class RestartCli : public ::testing::Test {

@@ -14,6 +14,7 @@
 #include "support/jobs.h"
 #include "support/programs.h"
 #include "support/ranks.h"
+#include "torch/cli_support.h"
 #include "train/fashion_mnist.h"
 #include "train/models.h"
 
@@ -21,20 +22,12 @@ namespace gyre::train {
 namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(600);
-
-std::string gyreTool() {
-  return test::binDir() + "/gyre";
-}
-std::string worker() {
-  return test::binDir() + "/gyre_train_worker";
-}
-
-bool haveTrainer() {
-  return ::access(gyreTool().c_str(), X_OK) == 0 && ::access(worker().c_str(), X_OK) == 0;
-}
-bool haveData() {
-  return std::filesystem::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
-}
+using cli::contains;
+using cli::gyreTool;
+using cli::haveData;
+using cli::haveTrainer;
+using cli::lines;
+const auto worker = cli::trainWorker;
 
 test::ProgramRun run(std::vector<std::string> argv) {
   // No GYRE_* variable of the test's own environment reaches the job.
@@ -44,18 +37,6 @@ test::ProgramRun run(std::vector<std::string> argv) {
 test::ProgramRun gyreTrain(std::vector<std::string> args) {
   args.insert(args.begin(), {gyreTool(), "train"});
   return run(std::move(args));
-}
-
-std::vector<std::string> lines(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(line);
-  return out;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 class TrainCli : public ::testing::Test {

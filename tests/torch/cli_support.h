@@ -1,0 +1,32 @@
+// What the tests that run `gyre train` as a user does share: where the programs are, whether
+// this build and machine can run them, and reading the files a run writes.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/programs.h"
+
+namespace gyre::train::cli {
+
+std::string gyreTool();     // bin/gyre
+std::string trainWorker();  // bin/gyre_train_worker
+// Both programs are built (a build without libtorch has no worker).
+bool haveTrainer();
+// Debian's dataset-fashion-mnist is installed.
+bool haveData();
+
+bool contains(const std::string& text, const std::string& part);
+// The non-empty lines of a file, as text or parsed as JSON.
+std::vector<std::string> lines(const std::string& path);
+std::vector<nlohmann::json> jsonLines(const std::string& path);
+
+// A job of `gyre train` with a short mlp run every checkpoint test uses: 2 epochs of 12 steps of
+// `batch` samples, 1 thread, no evaluation, a cosine schedule (the rate changes at every step,
+// so a resume at the wrong step would show), a checkpoint every 5 steps; then `more`. The test's
+// own GYRE_* variables do not reach it.
+test::ProgramRun checkpointedRun(const std::string& runDir, const std::string& checkpointDir, int np,
+                                 const std::vector<std::string>& more, const std::string& batch = "64");
+
+}  // namespace gyre::train::cli
