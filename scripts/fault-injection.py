@@ -102,11 +102,11 @@ def descendants(root):
         except (OSError, ValueError, IndexError):
             continue
         children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
+    out, pending = [], [root]
+    while pending:
+        for child in children.get(pending.pop(), []):
             out.append(child)
-            todo.append(child)
+            pending.append(child)
     return out
 
 
