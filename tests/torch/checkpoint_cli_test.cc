@@ -36,14 +36,7 @@ test::ProgramRun gyreTrain(const std::string& runDir, const std::string& checkpo
   return cli::checkpointedRun(runDir, checkpointDir, np, more, batch);
 }
 
-class CheckpointCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!haveTrainer()) GTEST_SKIP() << "no gyre_train_worker in this build";
-  }
-  test::TempDir dir_;
-  std::string path(const std::string& name) const { return dir_.path() + "/" + name; }
-};
+class CheckpointCli : public cli::TrainerTest {};
 
 TEST_F(CheckpointCli, BadFlagsExit2) {
   struct Case {

@@ -2,11 +2,14 @@
 // this build and machine can run them, and reading the files a run writes.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "support/programs.h"
+#include "support/ranks.h"
 
 namespace gyre::train::cli {
 
@@ -28,5 +31,15 @@ std::vector<nlohmann::json> jsonLines(const std::string& path);
 // own GYRE_* variables do not reach it.
 test::ProgramRun checkpointedRun(const std::string& runDir, const std::string& checkpointDir, int np,
                                  const std::vector<std::string>& more, const std::string& batch = "64");
+
+// A test that runs the trainer in a temporary directory; skipped in a build without it.
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!haveTrainer()) GTEST_SKIP() << "no gyre_train_worker in this build";
+  }
+  test::TempDir dir_;
+  std::string path(const std::string& name) const { return dir_.path() + "/" + name; }
+};
 
 }  // namespace gyre::train::cli

@@ -42,14 +42,7 @@ test::ProgramRun gyreTrain(const std::string& runDir, const std::string& checkpo
   return cli::checkpointedRun(runDir, checkpointDir, 2, more);
 }
 
-class RestartCli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!haveTrainer()) GTEST_SKIP() << "no gyre_train_worker in this build";
-  }
-  test::TempDir dir_;
-  std::string path(const std::string& name) const { return dir_.path() + "/" + name; }
-};
+class RestartCli : public cli::TrainerTest {};
 
 TEST_F(RestartCli, BadFlagsExit2) {
   struct Case {
