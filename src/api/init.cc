@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/socket.h"
+#include "gyre/elastic.h"
 #include "rendezvous/host_store.h"
 
 namespace gyre {
@@ -79,6 +80,11 @@ std::shared_ptr<Communicator> init(CommunicatorOptions options) {
   // a transport asked for in code counts too when the environment does not override it.
   if (options.transport == Transport::kMpi && !config::isSet(env, "GYRE_TRANSPORT"))
     env["GYRE_TRANSPORT"] = "mpi";
+  // Under `gyre run --elastic`: the first membership that admits this worker (a program that
+  // does not use gyre::elastic::run simply fails when the membership changes).
+  if (auto elastic = elastic::Options::fromEnvironment(options)) {
+    return elastic::Rendezvous(std::move(*elastic)).join();
+  }
   LaunchInfo info = detectLaunch(env);
   applyKnobs(env, options);
   if (options.secret.empty()) options.secret = info.secret;

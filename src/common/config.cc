@@ -14,7 +14,7 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 21> kKnobs = {{
+constexpr std::array<Knob, 26> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
@@ -91,6 +91,41 @@ constexpr std::array<Knob, 21> kKnobs = {{
      "A program resumes from its newest checkpoint when it is above 0.",
      {},
      0,
+     INT32_MAX},
+    {"GYRE_ELASTIC",
+     KnobType::kBool,
+     "0",
+     "Set by `gyre run --elastic` in every worker: the world is whatever membership the launcher publishes, "
+     "joined through gyre::elastic (docs/elastic.md), and GYRE_RANK is the worker's id, not its rank."},
+    {"GYRE_ELASTIC_ID",
+     KnobType::kInt,
+     "",
+     "The worker's id in an elastic job (`gyre run --elastic`): 0, 1, ... in the order the launcher started "
+     "workers; a replacement gets a new one.",
+     {},
+     0,
+     INT32_MAX},
+    {"GYRE_MIN_NP",
+     KnobType::kInt,
+     "",
+     "An elastic job's --min-np: below it the workers wait for replacements, up to GYRE_ELASTIC_TIMEOUT_MS.",
+     {},
+     1,
+     INT32_MAX},
+    {"GYRE_MAX_NP",
+     KnobType::kInt,
+     "",
+     "An elastic job's --max-np: the most workers it grows to.",
+     {},
+     1,
+     INT32_MAX},
+    {"GYRE_ELASTIC_TIMEOUT_MS",
+     KnobType::kInt,
+     "600000",
+     "How long an elastic job's workers wait for a membership they can train in (fewer than --min-np "
+     "workers, a newcomer not yet admitted) before they fail (`gyre run --elastic-timeout`, in ms).",
+     {},
+     1,
      INT32_MAX},
     {"GYRE_TRANSPORT", KnobType::kChoice, "auto",
      "Transport between ranks: auto (shared memory on one host, TCP between hosts), tcp, shm, or mpi (MPI "
