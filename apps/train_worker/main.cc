@@ -83,7 +83,11 @@ int main(int argc, char** argv) {
          "--fault-at-step", o.faultAtStep,
          "Testing: in generation 0, rank --fault-rank kills itself (SIGKILL) after this step (0: never)")
       ->capture_default_str();
-  app.add_option("--fault-rank", o.faultRank, "The rank that --fault-at-step kills")->capture_default_str();
+  app.add_option("--fault-rank", o.faultRank, "The rank (elastic: the worker id) that --fault-at-step kills")
+      ->capture_default_str();
+  app.add_option("--commit-every", o.commitEvery,
+                 "Elastic (under gyre run --elastic): commit the state in memory every N global steps")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -95,6 +99,10 @@ int main(int argc, char** argv) {
   // there is nothing to continue from and training starts over.
   try {
     o.restartCount = restartCount();
+    // Under `gyre run --elastic`: train through gyre::elastic::run, as worker GYRE_ELASTIC_ID.
+    const auto env = gyre::processEnvironment();
+    o.elastic = gyre::config::getBool(env, "GYRE_ELASTIC");
+    if (o.elastic) o.workerId = static_cast<int>(gyre::config::getOptionalInt(env, "GYRE_ELASTIC_ID").value_or(-1));
     if (o.restartCount > 0 && !o.checkpointDir.empty()) o.resume = true;
     if (o.restartCount > 0 && o.checkpointDir.empty() && rankFromEnvironment() == 0)
       std::fprintf(

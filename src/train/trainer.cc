@@ -58,7 +58,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   GYRE_USAGE_CHECK(o_.batch % world_ == 0, "--batch ", o_.batch,
                    " is the global batch and must divide evenly among the ", world_,
                    " workers: choose a multiple of ", world_);
-  GYRE_USAGE_CHECK(o_.faultAtStep == 0 || o_.faultRank < world_, "--fault-rank ", o_.faultRank,
+  GYRE_USAGE_CHECK(o_.elastic || o_.faultAtStep == 0 || o_.faultRank < world_, "--fault-rank ", o_.faultRank,
                    " is not a rank of this world of ", world_);
   ::torch::set_num_threads(torchThreads_);
   data_ = loadFashionMnist(o_.dataDir);
@@ -86,28 +86,39 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), sgd_, d);
   }
 
-  gyre::torch::DistributedSamplerOptions s;
-  s.seed = o_.seed;
-  sampler_.emplace(data_.train.size(), world_, group_.rank(), s);
-  stepsPerEpoch_ = sampler_->steps(perRankBatch_);
-  GYRE_USAGE_CHECK(stepsPerEpoch_ > 0, "--batch ", o_.batch, " is larger than the ", data_.train.size(),
-                   " training samples");
+  GYRE_USAGE_CHECK(o_.batch <= data_.train.size(), "--batch ", o_.batch, " is larger than the ",
+                   data_.train.size(), " training samples");
+  if (o_.elastic) {
+    elasticSampler_.emplace(data_.train.size(), o_.batch, o_.seed);
+    stepsPerEpoch_ = elasticSampler_->stepsPerEpoch();
+  } else {
+    gyre::torch::DistributedSamplerOptions s;
+    s.seed = o_.seed;
+    sampler_.emplace(data_.train.size(), world_, group_.rank(), s);
+    stepsPerEpoch_ = sampler_->steps(perRankBatch_);
+  }
+  GYRE_USAGE_CHECK(stepsPerEpoch_ > 0, "--batch ", o_.batch, " leaves no step for a worker of the ", world_);
   if (o_.maxSteps > 0) stepsPerEpoch_ = std::min(stepsPerEpoch_, o_.maxSteps);
   GYRE_USAGE_CHECK(o_.skipSteps < stepsPerEpoch_, "--skip-steps ", o_.skipSteps,
                    " leaves none of the epoch's ", stepsPerEpoch_, " steps to time");
 
-  warmupSteps_ =
-      static_cast<std::int64_t>(std::llround(o_.warmupEpochs * static_cast<double>(stepsPerEpoch_)));
-  if (warmupSteps_ > 0) {
-    // Goyal et al.: from the single-worker rate to the scaled one; without scaling, from a tenth.
-    const double start = lr_ != o_.lr ? o_.lr : lr_ / 10;
-    warmup_.emplace(start, lr_, warmupSteps_);
-  }
+  planWarmup();
   // A checkpoint at an epoch's end, or one that a world with fewer steps per epoch cannot
   // continue within its epoch, starts the next epoch.
   if (start_.index / o_.batch >= stepsPerEpoch_) {
     ++start_.epoch;
     start_.index = 0;
+  }
+}
+
+void Trainer::planWarmup() {
+  warmupSteps_ =
+      static_cast<std::int64_t>(std::llround(o_.warmupEpochs * static_cast<double>(stepsPerEpoch_)));
+  warmup_.reset();
+  if (warmupSteps_ > 0) {
+    // Goyal et al.: from the single-worker rate to the scaled one; without scaling, from a tenth.
+    const double start = lr_ != o_.lr ? o_.lr : lr_ / 10;
+    warmup_.emplace(start, lr_, warmupSteps_);
   }
 }
 
@@ -120,6 +131,7 @@ double Trainer::learningRate(std::int64_t step) const {
 }
 
 std::vector<EpochReport> Trainer::run() {
+  if (o_.elastic) return runElastic();
   if (group_.rank() == 0 && !o_.runDir.empty()) {
     createRunDirectory(o_.runDir);
     writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
@@ -152,8 +164,11 @@ std::vector<EpochReport> Trainer::run() {
 }
 
 EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
-  sampler_->setEpoch(epoch - 1);
-  std::vector<std::int64_t> indices = sampler_->indices();
+  std::vector<std::int64_t> indices;
+  if (sampler_) {
+    sampler_->setEpoch(epoch - 1);
+    indices = sampler_->indices();
+  }
   const auto order =
       ::torch::from_blob(indices.data(), {static_cast<std::int64_t>(indices.size())}, ::torch::kInt64);
   const ImageSet& train = data_.train;
@@ -176,11 +191,21 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     }
     const double lr = learningRate(globalStep_);
     gyre::torch::setLearningRate(*sgd_, lr);
-    const auto batch = order.slice(0, s * perRankBatch_, (s + 1) * perRankBatch_);
+    std::vector<std::int64_t> elasticBatch;
+    if (elasticSampler_) elasticBatch = elasticSampler_->batch();
+    const auto batch = elasticSampler_ ? ::torch::from_blob(elasticBatch.data(),
+                                                            {static_cast<std::int64_t>(elasticBatch.size())},
+                                                            ::torch::kInt64)
+                                       : order.slice(0, s * perRankBatch_, (s + 1) * perRankBatch_);
     zeroGrad();
     const auto loss = ::torch::nn::functional::cross_entropy(
         model_->forward(train.images.index_select(0, batch)), train.labels.index_select(0, batch));
-    loss.backward();
+    // Elastic worlds that do not divide the batch: each rank's share weighs its mean loss.
+    if (elasticSampler_ && elasticSampler_->weight() != 1.0) {
+      (loss * elasticSampler_->weight()).backward();
+    } else {
+      loss.backward();
+    }
     step();
     ++globalStep_;
     const double value = loss.item<double>();
@@ -188,13 +213,17 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     steps_.push_back({globalStep_, epoch, lr});
     stepLosses_.push_back(value);
     progress_.update(s + 1, lossSum / static_cast<double>(s + 1 - first));
-    stepLog_.step(o_.restartCount, globalStep_);
+    stepLog_.step(elasticState_ ? static_cast<int>(elasticState_->membership()) : o_.restartCount, globalStep_);
     stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
     if (checkpoints_.due(globalStep_)) {
       // steps.jsonl first, so that it covers every step a checkpoint covers: a run that dies
       // before the epoch's end resumes from the checkpoint and keeps the lines up to it.
       flushSteps();
       saveCheckpoint(epoch, s + 1, saves);
+    }
+    if (elasticSampler_) {
+      elasticSampler_->advance();
+      maybeCommit();
     }
     maybeInjectFault(globalStep_);
   }
@@ -305,19 +334,25 @@ void validateOptions(const TrainOptions& o) {
   GYRE_USAGE_CHECK(
       !o.plain || gyre::torch::parseCompression(o.compression) == gyre::torch::Compression::kNone,
       "--plain trains without gyre: --compression does not apply");
+  GYRE_USAGE_CHECK(o.commitEvery >= 1, "--commit-every must be at least 1 (got ", o.commitEvery, ")");
+  GYRE_USAGE_CHECK(!o.elastic || !o.plain, "--elastic trains through gyre: --plain does not apply");
+  GYRE_USAGE_CHECK(!o.elastic || (o.checkpointDir.empty() && o.stopAtStep == 0),
+                   "--elastic keeps its state in memory (commits); --checkpoint-dir, --resume and "
+                   "--stop-at-step are for restart mode and cannot be combined with it yet");
 }
 
 std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm) {
   validateOptions(options);
-  GYRE_USAGE_CHECK(options.plain == (comm == nullptr), options.plain
-                                                           ? "plain mode trains without a communicator"
-                                                           : "runTraining needs a communicator");
+  const bool ownWorld = options.plain || options.elastic;  // none, or the elastic memberships'
+  GYRE_USAGE_CHECK(ownWorld == (comm == nullptr), options.plain     ? "plain mode trains without a communicator"
+                                                  : options.elastic ? "elastic mode builds its own communicators"
+                                                                    : "runTraining needs a communicator");
   return detail::Trainer(options, std::move(comm)).run();
 }
 
 std::vector<EpochReport> runTraining(const TrainOptions& options) {
   validateOptions(options);
-  return runTraining(options, options.plain ? nullptr : gyre::init());
+  return runTraining(options, options.plain || options.elastic ? nullptr : gyre::init());
 }
 
 }  // namespace gyre::train

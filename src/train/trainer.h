@@ -65,6 +65,16 @@ struct TrainOptions {
   // when one is due), as a crash would. 0: never.
   std::int64_t faultAtStep = 0;
   int faultRank = 0;
+  // Elastic training (`gyre train --elastic`, under `gyre run --elastic`; docs/elastic.md): the
+  // world is whatever membership the launcher publishes, through gyre::elastic::run. The state
+  // (model, optimizer, position in the data) is committed in memory every commitEvery global
+  // steps; a lost worker costs the survivors the steps since. workerId is GYRE_ELASTIC_ID: the
+  // fault above then names a worker id, not a rank. The global batch stays `batch` whatever the
+  // world (each rank's loss is weighted by its share when the world does not divide it), so the
+  // learning rate is unchanged unless lrScaling asks for it, re-applied at every membership.
+  bool elastic = false;
+  int workerId = -1;
+  std::int64_t commitEvery = 10;
 };
 
 // One checkpoint saved during an epoch (rank 0's figures).

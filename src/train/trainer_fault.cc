@@ -13,8 +13,9 @@ namespace gyre::train::detail {
 
 void Trainer::maybeInjectFault(std::int64_t step) {
   // Generation 0 only: the restarted generations must get past the step.
-  if (o_.faultAtStep == 0 || step != o_.faultAtStep || o_.restartCount != 0 || group_.rank() != o_.faultRank)
-    return;
+  // Elastic: the worker id, which a replacement does not reuse.
+  const int who = o_.elastic ? o_.workerId : group_.rank();
+  if (o_.faultAtStep == 0 || step != o_.faultAtStep || o_.restartCount != 0 || who != o_.faultRank) return;
   // What a resume can count on at this instant: the newest checkpoint with its manifest. One whose
   // write is still in flight (the background writer) is lost with this process, as it would be.
   std::string committed = "none";
@@ -24,9 +25,9 @@ void Trainer::maybeInjectFault(std::int64_t step) {
   std::fflush(stdout);
   std::fprintf(
       stderr,
-      "gyre train: injecting a fault: rank %d kills itself (SIGKILL) after step %lld; newest complete "
+      "gyre train: injecting a fault: %s %d kills itself (SIGKILL) after step %lld; newest complete "
       "checkpoint: %s\n",
-      group_.rank(), static_cast<long long>(step), committed.c_str());
+      o_.elastic ? "worker" : "rank", who, static_cast<long long>(step), committed.c_str());
   std::fflush(stderr);
   std::raise(SIGKILL);
 }

@@ -21,6 +21,7 @@ namespace gyre::train::detail {
 // The collectives the loop needs; in plain mode (no communicator) a world of one.
 class Group {
  public:
+  Group() = default;
   explicit Group(std::shared_ptr<Communicator> comm) : comm_(std::move(comm)) {}
   const std::shared_ptr<Communicator>& comm() const { return comm_; }
   int rank() const { return comm_ ? comm_->rank() : 0; }
@@ -67,10 +68,22 @@ class Trainer {
     if (dist_) return dist_->step();
     sgd_->step();
   }
+  // Rank 0: prints the epoch's line (and JSON), then recordEpoch().
   void publish(const EpochReport& report);
+  // metrics.jsonl gets the epoch (written by rank 0; kept by every rank in elastic mode).
+  void recordEpoch(const EpochReport& report);
   void saveModel();
   // TrainOptions::faultAtStep: after global step `step`, this rank kills itself if it is the one.
   void maybeInjectFault(std::int64_t step);
+
+  // Elastic training (trainer_elastic.cc): run() through gyre::elastic::run; attach() rebuilds
+  // what depends on the world for each membership; the batch of step s and its loss weight.
+  std::vector<EpochReport> runElastic();
+  void attach(std::shared_ptr<Communicator> comm);
+  // The warm-up for the current lr_ (rebuilt when the world changes the scaled rate).
+  void planWarmup();
+  // After global step globalStep_, every commitEvery steps: commit the elastic state.
+  void maybeCommit();
 
   TrainOptions o_;
   Group group_;
@@ -102,6 +115,9 @@ class Trainer {
   StepLog stepLog_;     // progress.jsonl (rank 0, with a run directory)
   StartPoint start_;
   bool stopped_ = false;
+  // Elastic mode only.
+  std::optional<gyre::torch::ElasticSampler> elasticSampler_;
+  gyre::torch::TorchState* elasticState_ = nullptr;
 };
 
 }  // namespace gyre::train::detail

@@ -59,10 +59,12 @@ void Trainer::announceStart() {
 void Trainer::flushSteps() {
   if (steps_.empty()) return;
   const std::vector<double> losses = group_.mean(stepLosses_);
-  if (group_.rank() == 0 && !o_.runDir.empty()) {
+  // Elastic: every rank keeps the records, since any of them may become rank 0.
+  if ((group_.rank() == 0 || o_.elastic) && !o_.runDir.empty()) {
     for (std::size_t i = 0; i < steps_.size(); ++i)
       stepsText_ += stepJsonLine(steps_[i].step, steps_[i].epoch, losses[i], steps_[i].lr) + "\n";
-    writeFileAtomically((std::filesystem::path(o_.runDir) / "steps.jsonl").string(), stepsText_);
+    if (group_.rank() == 0)
+      writeFileAtomically((std::filesystem::path(o_.runDir) / "steps.jsonl").string(), stepsText_);
   }
   steps_.clear();
   stepLosses_.clear();
@@ -73,9 +75,14 @@ void Trainer::publish(const EpochReport& report) {
   const std::string json = toJsonLine(report);
   if (o_.json) std::printf("%s\n", json.c_str());
   std::fflush(stdout);
+  recordEpoch(report);
+}
+
+void Trainer::recordEpoch(const EpochReport& report) {
   if (o_.runDir.empty()) return;
-  metricsText_ += json + "\n";
-  writeFileAtomically((std::filesystem::path(o_.runDir) / "metrics.jsonl").string(), metricsText_);
+  metricsText_ += toJsonLine(report) + "\n";
+  if (group_.rank() == 0)
+    writeFileAtomically((std::filesystem::path(o_.runDir) / "metrics.jsonl").string(), metricsText_);
 }
 
 void Trainer::saveModel() {

@@ -1,0 +1,94 @@
+// Elastic training on libtorch: the state that survives membership changes (a model, its
+// optimizer, the position in the data) and a sampler whose position is global, so the world can
+// change size between any two steps. See gyre/elastic.h for run() and docs/elastic.md.
+//
+//   gyre::torch::ElasticSampler sampler(data.size(), globalBatch, seed);
+//   gyre::torch::TorchState state(model, sgd, &sampler);
+//   state.onReset([&](gyre::Communicator& c) { sampler.setWorld(c.rank(), c.size()); });
+//   gyre::elastic::run(state, [&](const std::shared_ptr<gyre::Communicator>& comm) {
+//     gyre::torch::DistributedOptimizer opt(comm, sgd);
+//     for (; epoch < epochs; sampler.setEpoch(++epoch))       // epoch kept in state.values
+//       for (; !sampler.epochDone(); sampler.advance()) {
+//         ... forward on sampler.batch(), loss * sampler.weight(), backward, opt.step() ...
+//         if (sampler.step() % 10 == 0) state.commit();
+//       }
+//   });
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gyre/elastic.h"
+
+namespace gyre::torch {
+
+// Epoch e's order is the permutation DistributedSampler draws for (seed, e) with one rank. The
+// job consumes it a global batch at a time: at step s, rank r of W trains on positions
+// sB + r, sB + r + W, ... below (s + 1)B: with W dividing B exactly DistributedSampler's samples,
+// and any W works. A partial last batch is dropped, so an epoch has floor(n / B) steps whatever W.
+class ElasticSampler {
+ public:
+  // Throws InvalidArgument unless datasetSize >= globalBatch >= 1.
+  ElasticSampler(std::int64_t datasetSize, std::int64_t globalBatch, std::uint64_t seed, bool shuffle = true);
+
+  // This rank's place; call it from a reset callback. Throws InvalidArgument unless
+  // 0 <= rank < size <= globalBatch.
+  void setWorld(int rank, int size);
+  // Starts epoch `epoch` (from 0) at its first step.
+  void setEpoch(std::int64_t epoch);
+  void setStep(std::int64_t step);  // within the epoch
+  void advance() { ++step_; }
+
+  std::int64_t epoch() const { return epoch_; }
+  std::int64_t step() const { return step_; }
+  std::int64_t stepsPerEpoch() const { return size_ / batch_; }
+  bool epochDone() const { return step_ >= stepsPerEpoch(); }
+  // This rank's sample indices of the current step (ceil or floor of B / W of them).
+  std::vector<std::int64_t> batch() const;
+  // This rank's share of the global batch times the world size: multiply the rank's mean loss by
+  // it and the average of the ranks' gradients is the gradient of the global batch's mean loss,
+  // exactly, also when W does not divide B. 1 when it does.
+  double weight() const;
+
+ private:
+  std::int64_t size_;
+  std::int64_t batch_;
+  std::uint64_t seed_;
+  bool shuffle_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::int64_t epoch_ = 0;
+  std::int64_t step_ = 0;
+  std::vector<std::int64_t> order_;  // epoch_'s permutation
+};
+
+// A model, its optimizer and (optionally) a sampler as an elastic::State. commit() copies the
+// parameters and buffers into tensors kept for the purpose, the optimizer's state into bytes and
+// the sampler's epoch and step into values ("sampler.epoch", "sampler.step"); restore() copies
+// them back; sync() broadcasts them from the most advanced rank.
+class TorchState : public gyre::elastic::State {
+ public:
+  TorchState(std::shared_ptr<::torch::nn::Module> model, std::shared_ptr<::torch::optim::Optimizer> optimizer,
+             ElasticSampler* sampler = nullptr);
+
+ protected:
+  void captureValues() override;
+  void saveState() override;
+  void restoreState() override;
+  void broadcastState(Communicator& comm, int root) override;
+
+ private:
+  void applySampler();
+
+  std::shared_ptr<::torch::nn::Module> model_;
+  std::shared_ptr<::torch::optim::Optimizer> optimizer_;
+  ElasticSampler* sampler_;
+  std::vector<::torch::Tensor> savedTensors_;  // parameters, then buffers
+  std::string savedOptimizer_;
+};
+
+}  // namespace gyre::torch

@@ -1,0 +1,95 @@
+// The built-in trainer under `gyre run --elastic` (TrainOptions::elastic): the epochs run inside
+// gyre::elastic::run, so a lost worker rolls the survivors back to the last commit and a new
+// worker joins at the next one. What depends on the world (the communicator, the
+// DistributedOptimizer, the learning rate, the sampler's shard, who writes the run directory) is
+// rebuilt by attach() at every membership; the model, the optimizer's state and the position in
+// the data are the elastic state. docs/elastic.md.
+#include <filesystem>
+
+#include "gyre/elastic.h"
+#include "train/run_files.h"
+#include "train/trainer_loop.h"
+
+namespace gyre::train::detail {
+namespace {
+
+constexpr const char* kGlobalStep = "global_step";
+
+}  // namespace
+
+void Trainer::attach(std::shared_ptr<Communicator> comm) {
+  dist_.reset();  // the previous membership's buckets and hooks, before the new ones
+  group_ = Group(std::move(comm));
+  world_ = group_.size();
+  perRankBatch_ = o_.batch / world_;  // nominal: ranks below batch % world take one more
+  elasticSampler_->setWorld(group_.rank(), world_);
+  // The learning-rate rule, applied to the new world (the identity unless --lr-scaling).
+  lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
+  planWarmup();
+  if (world_ > 1) {
+    gyre::torch::DistributedOptimizerOptions d;
+    d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
+    d.compression = gyre::torch::parseCompression(o_.compression);
+    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), sgd_, d);
+  }
+  // Rank 0 of each membership draws the bar and continues progress.jsonl; the first membership's
+  // empties it. (Not at a worker's start: a replacement starts while the others are writing it.)
+  progress_ = ProgressBar(group_.rank() == 0 && progressEnabled(o_.progress));
+  stepLog_ = StepLog();
+  if (group_.rank() == 0 && !o_.runDir.empty()) {
+    stepLog_ = StepLog((std::filesystem::path(o_.runDir) / "progress.jsonl").string(),
+                       elasticState_->membership() > 1);
+    stepLog_.start(static_cast<int>(elasticState_->membership()), globalStep_);
+  }
+}
+
+void Trainer::maybeCommit() {
+  if (globalStep_ % o_.commitEvery != 0) return;
+  flushSteps();  // the records of the committed steps, on every rank
+  elasticState_->values[kGlobalStep] = globalStep_;
+  elasticState_->commit();
+}
+
+std::vector<EpochReport> Trainer::runElastic() {
+  if (!o_.runDir.empty()) {
+    // Every worker may become rank 0 and write it; each writes the same files.
+    createRunDirectory(o_.runDir);
+    writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
+  }
+  gyre::torch::TorchState state(model_.ptr(), sgd_, &*elasticSampler_);
+  state.values[kGlobalStep] = 0;
+  elasticState_ = &state;
+  state.onReset([&](Communicator&) {
+    globalStep_ = state.values[kGlobalStep];
+    // Records of steps after the commit are rolled back with it.
+    steps_.clear();
+    stepLosses_.clear();
+  });
+  std::vector<EpochReport> reports;
+  gyre::elastic::run(state, [&](const std::shared_ptr<Communicator>& comm) {
+    attach(comm);
+    if (group_.rank() == 0)
+      std::printf("elastic: membership %lld: %d worker%s, from global step %lld\n",
+                  static_cast<long long>(state.membership()), world_, world_ == 1 ? "" : "s",
+                  static_cast<long long>(globalStep_));
+    std::fflush(stdout);
+    while (elasticSampler_->epoch() < o_.epochs) {
+      const int epoch = static_cast<int>(elasticSampler_->epoch()) + 1;
+      EpochReport report = trainEpoch(epoch, elasticSampler_->step());
+      reports.push_back(std::move(report));
+      if (group_.rank() == 0) {
+        publish(reports.back());
+      } else {
+        recordEpoch(reports.back());
+      }
+      elasticSampler_->setEpoch(epoch);
+      state.values[kGlobalStep] = globalStep_;
+      state.commit();
+    }
+  });
+  elasticState_ = nullptr;
+  if (group_.rank() == 0 && !o_.runDir.empty()) saveModel();
+  return reports;
+}
+
+}  // namespace gyre::train::detail

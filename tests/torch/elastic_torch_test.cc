@@ -1,0 +1,235 @@
+// Elastic training on libtorch: ElasticSampler's batches and weights for any world size,
+// TorchState's commit/restore, and a model trained under elastic::run by two workers that a third
+// joins: every worker ends with the same parameters as a single process that trained the same
+// global batches.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "elastic/membership.h"
+#include "gyre/torch.h"
+#include "support/ranks.h"
+
+namespace gyre::torch {
+namespace {
+
+using namespace std::chrono_literals;
+using Indices = std::vector<std::int64_t>;
+
+Indices sorted(Indices v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(ElasticSampler, AnyWorldSplitsEachGlobalBatchExactlyAndWeighsTheShares) {
+  ElasticSampler one(1000, 128, 7);
+  for (int world : {1, 2, 3, 5}) {
+    for (std::int64_t step : {0, 3}) {
+      one.setStep(step);
+      Indices all;
+      double weights = 0;
+      for (int r = 0; r < world; ++r) {
+        ElasticSampler s(1000, 128, 7);
+        s.setWorld(r, world);
+        s.setStep(step);
+        const Indices mine = s.batch();
+        // rank r's share of the global mean: |mine| / 128 = weight / world
+        EXPECT_DOUBLE_EQ(s.weight() / world, static_cast<double>(mine.size()) / 128.0);
+        weights += s.weight();
+        all.insert(all.end(), mine.begin(), mine.end());
+      }
+      EXPECT_EQ(sorted(all), sorted(one.batch())) << "world " << world << " step " << step;
+      EXPECT_DOUBLE_EQ(weights, world);
+    }
+  }
+  EXPECT_EQ(one.stepsPerEpoch(), 1000 / 128);
+}
+
+TEST(ElasticSampler, MatchesDistributedSamplerWhenTheWorldDividesTheBatch) {
+  DistributedSamplerOptions o;
+  o.seed = 3;
+  DistributedSampler shard(960, 4, 1, o);
+  shard.setEpoch(2);
+  const Indices expected = shard.indices();
+  ElasticSampler s(960, 64, 3);
+  s.setWorld(1, 4);
+  s.setEpoch(2);
+  for (std::int64_t step = 0; step < 3; ++step, s.advance()) {
+    const Indices mine = s.batch();
+    EXPECT_EQ(mine, Indices(expected.begin() + step * 16, expected.begin() + (step + 1) * 16));
+    EXPECT_EQ(s.weight(), 1.0);
+  }
+  EXPECT_THROW(s.setWorld(4, 4), InvalidArgument);
+  EXPECT_THROW(ElasticSampler(10, 11, 0), InvalidArgument);
+}
+
+::torch::nn::Sequential tinyModel() {
+  ::torch::manual_seed(0);
+  return ::torch::nn::Sequential(::torch::nn::Linear(4, 8), ::torch::nn::ReLU(), ::torch::nn::Linear(8, 3));
+}
+
+std::vector<::torch::Tensor> copies(::torch::nn::Module& m) {
+  std::vector<::torch::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+TEST(TorchState, RestoreBringsBackTheCommittedModelOptimizerAndSampler) {
+  auto model = tinyModel();
+  auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  ElasticSampler sampler(100, 10, 1);
+  TorchState state(model.ptr(), sgd, &sampler);
+  const auto trainStep = [&] {
+    sgd->zero_grad();
+    model->forward(::torch::ones({2, 4})).sum().backward();
+    sgd->step();
+    sampler.advance();
+  };
+  trainStep();
+  state.commit();
+  const auto committed = copies(*model);
+  trainStep();
+  const auto afterOne = copies(*model);
+  trainStep();
+  sampler.setEpoch(3);
+  state.restore();
+  for (std::size_t i = 0; i < committed.size(); ++i) EXPECT_TRUE(model->parameters()[i].equal(committed[i]));
+  EXPECT_EQ(sampler.epoch(), 0);
+  EXPECT_EQ(sampler.step(), 1);
+  // The momentum came back too: the same step again gives the same parameters.
+  trainStep();
+  for (std::size_t i = 0; i < afterOne.size(); ++i) EXPECT_TRUE(model->parameters()[i].allclose(afterOne[i]));
+}
+
+struct Data {
+  ::torch::Tensor inputs, labels;
+};
+
+// A fixed random data set, drawn before any thread starts (the generator is process-wide).
+Data randomData() {
+  ::torch::manual_seed(1);
+  return {::torch::randn({240, 4}), ::torch::randint(0, 3, {240})};
+}
+
+// Trains `steps` global steps of batch 12 with SGD under elastic::run, committing every 3 steps;
+// `hold` runs after each step.
+void trainElastic(const gyre::elastic::Options& options, ::torch::nn::Sequential& model, const Data& data,
+                  int steps, const std::function<void(Communicator&, std::int64_t)>& hold) {
+  const auto& [inputs, labels] = data;
+  auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(), ::torch::optim::SGDOptions(0.05).momentum(0.5));
+  ElasticSampler sampler(240, 12, 5);
+  TorchState state(model.ptr(), sgd, &sampler);
+  state.values["step"] = 0;
+  state.onReset([&](Communicator& c) { sampler.setWorld(c.rank(), c.size()); });
+  gyre::elastic::run(
+      state,
+      [&](const std::shared_ptr<Communicator>& comm) {
+        DistributedOptimizer opt(comm, sgd);
+        while (state.values["step"] < steps) {
+          Indices mine = sampler.batch();
+          const auto index = ::torch::from_blob(mine.data(), {static_cast<std::int64_t>(mine.size())}, ::torch::kInt64);
+          opt.zeroGrad();
+          const auto loss =
+              ::torch::nn::functional::cross_entropy(model->forward(inputs.index_select(0, index)),
+                                                     labels.index_select(0, index));
+          (loss * sampler.weight()).backward();
+          opt.step();
+          sampler.advance();
+          if (sampler.epochDone()) sampler.setEpoch(sampler.epoch() + 1);
+          const std::int64_t step = ++state.values["step"];
+          if (hold) hold(*comm, step);
+          if (step % 3 == 0) state.commit();
+        }
+      },
+      options);
+}
+
+constexpr int kSteps = 30;
+
+// The model one worker alone trains.
+std::vector<::torch::Tensor> trainedAlone(const Data& data) {
+  gyre::elastic::Options alone;
+  alone.store = createMemoryStore();
+  alone.workerId = 0;
+  alone.timeout = 20s;
+  gyre::elastic::publishMembership(*alone.store, {1, {0}});
+  auto reference = tinyModel();
+  trainElastic(alone, reference, data, kSteps, {});
+  return copies(*reference);
+}
+
+void expectAllClose(const std::vector<::torch::Tensor>& got, const std::vector<::torch::Tensor>& expected,
+                    const std::string& who) {
+  ASSERT_EQ(got.size(), expected.size()) << who;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    EXPECT_TRUE(got[i].allclose(expected[i], 1e-5, 1e-6)) << who << " parameter " << i;
+}
+
+TEST(ElasticTraining, SurvivorsOfALostWorkerEndWithTheSameModelAsOneProcess) {
+  const Data data = randomData();
+  const auto expected = trainedAlone(data);
+  auto store = createMemoryStore();
+  gyre::elastic::publishMembership(*store, {1, {0, 1, 2}});
+  std::vector<::torch::nn::Sequential> models;
+  for (int id = 0; id < 3; ++id) models.push_back(tinyModel());
+  struct Died {};
+  test::runThreads(3, [&](int id) {
+    gyre::elastic::Options o;
+    o.store = store;
+    o.workerId = id;
+    o.timeout = 20s;
+    o.communicator.transport = Transport::kTcp;
+    try {
+      trainElastic(o, models[static_cast<std::size_t>(id)], data, kSteps, [&](Communicator&, std::int64_t step) {
+        if (id == 1 && step == 17) throw Died{};  // two steps after commit 5: rolled back
+      });
+    } catch (const Died&) {
+      gyre::elastic::publishMembership(*store, {2, {0, 2}});
+      return;
+    }
+    expectAllClose(copies(*models[static_cast<std::size_t>(id)]), expected, "worker " + std::to_string(id));
+  });
+}
+
+TEST(ElasticTraining, AJoiningWorkerEndsWithTheSameModelAsOneProcess) {
+  const Data data = randomData();
+  const auto expected = trainedAlone(data);
+  std::vector<::torch::nn::Sequential> models;
+  for (int id = 0; id < 3; ++id) models.push_back(tinyModel());
+
+  auto store = createMemoryStore();
+  gyre::elastic::publishMembership(*store, {1, {0, 1}});
+  std::atomic<bool> admitted{false};
+  auto launcher = test::spawn([&] {
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (!gyre::elastic::isReady(*store, 2) && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(2ms);
+    gyre::elastic::publishMembership(*store, {2, {0, 1, 2}});
+    admitted = true;
+  });
+  std::vector<std::vector<::torch::Tensor>> finals(3);
+  test::runThreads(3, [&](int id) {
+    gyre::elastic::Options o;
+    o.store = store;
+    o.workerId = id;
+    o.timeout = 20s;
+    o.communicator.transport = Transport::kTcp;
+    auto& model = models[static_cast<std::size_t>(id)];
+    trainElastic(o, model, data, kSteps, [&](Communicator&, std::int64_t step) {
+      // The first two wait at step 10 until the third is admitted, so it joins mid-run.
+      if (id != 2 && step == 10) {
+        const auto until = std::chrono::steady_clock::now() + 20s;
+        while (!admitted && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+      }
+    });
+    finals[static_cast<std::size_t>(id)] = copies(*model);
+  });
+  launcher.join();
+  for (int id = 0; id < 3; ++id) expectAllClose(finals[static_cast<std::size_t>(id)], expected, "worker " + std::to_string(id));
+}
+
+}  // namespace
+}  // namespace gyre::torch
