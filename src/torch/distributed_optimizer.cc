@@ -179,6 +179,13 @@ DistributedOptimizer::Impl::~Impl() {
     } catch (...) {  // reported, if anyone asked, by synchronize()
     }
   }
+  // Gradients stop being views into the buckets, which go with this optimizer: a plain optimizer
+  // (or a later DistributedOptimizer, as elastic training builds one per membership) can then
+  // zero or replace them.
+  for (Slot& slot : slots_) {
+    ::torch::Tensor& grad = slot.param.mutable_grad();
+    if (grad.defined()) grad = grad.detach().clone();
+  }
 }
 
 std::vector<GradientSlot> DistributedOptimizer::Impl::gradientShapes() const {
