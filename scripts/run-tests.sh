@@ -3,7 +3,8 @@
 #   1. Release build (warnings are errors when CI=true): the whole ctest suite (libtorch tests
 #      included), short `gyre bench collectives --check` and `gyre bench train` runs, so the
 #      benchmarks never rot, the convergence check (scripts/check-convergence.sh) and a few seeds
-#      of the fault-injection harness (scripts/fault-injection.py, docs/fault-tolerance.md).
+#      of the fault-injection harness in restart and elastic mode (scripts/fault-injection.py,
+#      docs/fault-tolerance.md, docs/elastic.md).
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the communication core (without
 #      libtorch, which is not built with the sanitizers): the whole suite but the jobs under
 #      mpirun (label mpi: OpenMPI's own allocations make LeakSanitizer fail every rank), and one
@@ -115,6 +116,12 @@ for stage in $STAGES; do
         run_cmd "convergence 1 vs 2 workers" scripts/check-convergence.sh "$B"
         run_cmd "fault injection (restarts)" scripts/fault-injection.py --build "$B" --model mlp --np 2 \
           --epochs 2 --max-steps 40 --batch 64 --threads 1 --checkpoint-every 10 --seeds 1-4 --timeout 300
+        # Elastic: the survivors go on without the lost worker (3 seeds, about 20 s); then one seed
+        # with a replacement, long enough (2 whole mlp epochs, about 25 s) for it to join.
+        run_cmd "fault injection (elastic)" scripts/fault-injection.py --build "$B" --job elastic --model mlp \
+          --np 2 --epochs 2 --max-steps 40 --batch 64 --threads 1 --commit-every 10 --seeds 1-3 --timeout 300
+        run_cmd "fault injection (elastic, replace)" scripts/fault-injection.py --build "$B" --job elastic \
+          --replace --model mlp --np 2 --epochs 2 --threads 1 --commit-every 10 --seeds 1 --timeout 300
       fi
       ;;
     asan)

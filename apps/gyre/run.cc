@@ -29,6 +29,13 @@ struct RunFlags {
   double startTimeoutS = 30;
   int threads = 0;
   int maxRestarts = 0;
+  bool elastic = false;
+  int minNp = 0;
+  int maxNp = 0;
+  std::string discoveryScript;
+  double discoveryIntervalS = 1;
+  double elasticTimeoutS = 600;
+  std::vector<std::string> elasticOnlyGiven;  // the elastic flags given, to refuse them without --elastic
   std::vector<std::string> exports;
   std::string gyrePath;
   std::vector<std::string> program;
@@ -57,6 +64,19 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   o.threads = f.threads;
   requireArg(f.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
   o.maxRestarts = f.maxRestarts;
+  requireArg(f.elastic || f.elasticOnlyGiven.empty(), f.elasticOnlyGiven.empty() ? "" : f.elasticOnlyGiven[0],
+             " needs --elastic");
+  requireArg(f.discoveryScript.empty() || (f.hosts.empty() && f.hostfile.empty()),
+             "give --host-discovery-script or -H/--hostfile, not both");
+  for (const std::string& name : f.elasticOnlyGiven)
+    requireArg((name != "--min-np" || f.minNp >= 1) && (name != "--max-np" || f.maxNp >= 1), name,
+               " must be at least 1");
+  o.elastic = f.elastic;
+  o.minNp = f.minNp;
+  o.maxNp = f.maxNp;
+  o.discoveryScript = f.discoveryScript;
+  o.discoveryIntervalS = f.discoveryIntervalS;
+  o.elasticTimeoutS = f.elasticTimeoutS;
   for (const std::string& x : f.exports) {
     const auto eq = x.find('=');
     const std::string name = x.substr(0, eq);
@@ -82,7 +102,7 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   CLI::App* cmd = app.add_subcommand(
       "run",
       "Start a distributed job's workers on this host or many, supervise them, and restart "
-      "them all when one fails (--max-restarts)");
+      "them all when one fails (--max-restarts), or go on without it (--elastic)");
   cmd->footer(
       "Every worker gets GYRE_RANK, GYRE_WORLD_SIZE, GYRE_LOCAL_RANK, GYRE_LOCAL_SIZE, the job's store\n"
       "address and secret, and GYRE_NUM_THREADS (also OMP_NUM_THREADS, MKL_NUM_THREADS and\n"
@@ -95,8 +115,16 @@ void addRun(CLI::App& app, std::function<int()>& action) {
       "  gyre run -np 4 -- ./train --epochs 3\n"
       "  gyre run -H node1:2,node2:2 --network-interface eth0 -- /shared/train\n"
       "  gyre run --hostfile hosts.txt --rsh-agent 'ssh -p 2222' --output-dir logs -- ./train\n"
-      "  gyre run -np 4 --max-restarts 3 -- ./train --resume");
-  cmd->add_option("--np", f->np, "Number of workers (also -np); default: every slot of the hosts, or 1");
+      "  gyre run -np 4 --max-restarts 3 -- ./train --resume\n"
+      "  gyre run --elastic -np 4 --min-np 2 --max-np 8 --max-restarts 2 -H a:4,b:4 -- ./train\n\n"
+      "With --elastic, a lost worker does not stop the job: the others go on in a new membership as\n"
+      "long as at least --min-np remain, replacements are started while --max-restarts allows, and\n"
+      "workers on hosts that --host-discovery-script adds join at the next commit. Each worker gets\n"
+      "GYRE_ELASTIC=1, its id (0, 1, ... in start order) as GYRE_ELASTIC_ID and GYRE_RANK, and\n"
+      "GYRE_MIN_NP, GYRE_MAX_NP and GYRE_ELASTIC_TIMEOUT_MS; output lines are tagged with the id.");
+  cmd->add_option("--np", f->np,
+                  "Number of workers (also -np); default: every slot of the hosts, or 1. With --elastic: "
+                  "the workers started at first; default --max-np, capped by the slots known at start");
   cmd->add_option("-H,--hosts", f->hosts, "Hosts and their slots: host1:2,host2:2 (slots default to 1)");
   cmd->add_option("--hostfile", f->hostfile,
                   "File with one host per line: `host slots=N`, `host:N` or `host`")
@@ -114,9 +142,30 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--output-dir", f->outputDir, "Also write each rank's output to DIR/rank.N.log");
   cmd->add_option("--max-restarts", f->maxRestarts,
                   "When a worker fails, stop the others and start all of them again (a new generation, "
-                  "with a fresh rendezvous), at most this many times")
+                  "with a fresh rendezvous), at most this many times; with --elastic, the most replacement "
+                  "workers over the whole job")
       ->envname("GYRE_MAX_RESTARTS")
       ->capture_default_str();
+  cmd->add_flag("--elastic", f->elastic,
+                "Elastic job: workers may be lost and added while it runs; survivors go on in a new "
+                "membership (see below)");
+  std::vector<CLI::Option*> elasticOnly;
+  elasticOnly.push_back(
+      cmd->add_option("--min-np", f->minNp,
+                      "Elastic: the fewest workers the job goes on with; below it the workers "
+                      "wait for more (required with --elastic)"));
+  elasticOnly.push_back(cmd->add_option(
+      "--max-np", f->maxNp, "Elastic: the most workers the job grows to (required with --elastic)"));
+  elasticOnly.push_back(
+      cmd->add_option("--host-discovery-script", f->discoveryScript,
+                      "Elastic: a command (run with /bin/sh) that prints the hosts available now, "
+                      "one `host` or `host:slots` a line; instead of -H/--hostfile"));
+  elasticOnly.push_back(cmd->add_option("--discovery-interval", f->discoveryIntervalS,
+                                        "Elastic: seconds between runs of the discovery script")
+                            ->capture_default_str());
+  elasticOnly.push_back(cmd->add_option("--elastic-timeout", f->elasticTimeoutS,
+                                        "Elastic: seconds the job may stay below --min-np before it gives up")
+                            ->capture_default_str());
   cmd->add_option("--timeout", f->timeoutS,
                   "Stop the whole job after this many seconds, every generation together (0: never)")
       ->capture_default_str();
@@ -134,7 +183,11 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--gyre-path", f->gyrePath,
                   "Path of the gyre executable on other hosts (default: this one's)");
   cmd->add_option("program", f->program, "The program and its arguments, after --")->required();
-  cmd->callback([f, &action] { action = [f] { return launcher::runJob(toOptions(*f)); }; });
+  cmd->callback([f, elasticOnly, &action] {
+    for (const CLI::Option* option : elasticOnly)
+      if (option->count() > 0) f->elasticOnlyGiven.push_back(option->get_name());
+    action = [f] { return launcher::runJob(toOptions(*f)); };
+  });
 
   CLI::App* agent = app.add_subcommand("agent", "Per-host helper of gyre run (started by it)");
   agent->group("");

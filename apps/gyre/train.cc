@@ -10,6 +10,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "gyre/errors.h"
 #include "launcher/agent.h"
@@ -32,7 +35,13 @@ struct TrainFlags {
   int threads = 0;  // per worker; 0: cores / np
   bool noEval = false;
   double timeoutS = 0;
-  int maxRestarts = 0;
+  int maxRestarts = 0;  // restart mode: restarts of every worker; elastic: replacement workers
+  // --elastic: gyre run --elastic's bounds (docs/elastic.md). maxNp 0: np.
+  bool elastic = false;
+  int minNp = 1;
+  int maxNp = 0;
+  double elasticTimeoutS = 600;
+  std::vector<std::string> elasticOnlyGiven;  // the elastic flags given, to refuse them without --elastic
 };
 
 // A single-worker run's throughput, from an earlier run directory.
@@ -100,12 +109,35 @@ void requireData(const std::string& dir) {
   }
 }
 
+// --elastic keeps the training state in memory, committed every --commit-every steps; the
+// checkpoint flags belong to restart mode (the worker refuses them as well).
+void checkElastic(const TrainFlags& f) {
+  const train::TrainOptions& o = f.o;
+  const int maxNp = f.maxNp > 0 ? f.maxNp : f.np;
+  for (const auto& [given, flag] : {std::pair{!o.checkpointDir.empty(), "--checkpoint-dir"},
+                                    std::pair{o.resume, "--resume"}, std::pair{o.stopAtStep > 0, "--stop-at-step"}})
+    requireArg(!given, "--elastic keeps its state in memory (a commit every --commit-every steps): ", flag,
+               " belongs to restart mode and cannot be combined with it yet");
+  requireArg(o.commitEvery >= 1, "--commit-every must be at least 1 (got ", o.commitEvery, ")");
+  requireArg(f.minNp >= 1, "--min-np must be at least 1 (got ", f.minNp, ")");
+  requireArg(f.maxNp >= 0, "--max-np must be at least 1 (got ", f.maxNp, ")");
+  requireArg(f.minNp <= f.np && f.np <= maxNp, "--np ", f.np, " is outside --min-np ", f.minNp, " .. --max-np ",
+             maxNp);
+  requireArg(o.batch >= maxNp, "--batch ", o.batch, " is the global batch: it needs at least one sample for each of "
+             "--max-np ", maxNp, " workers");
+  requireArg(f.elasticTimeoutS > 0, "--elastic-timeout must be positive (got ", f.elasticTimeoutS, ")");
+}
+
 void check(const TrainFlags& f) {
   const train::TrainOptions& o = f.o;
   requireArg(f.np >= 1, "--np must be at least 1 (got ", f.np, ")");
+  requireArg(f.elastic || f.elasticOnlyGiven.empty(), f.elasticOnlyGiven.empty() ? "" : f.elasticOnlyGiven[0],
+             " needs --elastic");
+  if (f.elastic) checkElastic(f);
   requireArg(o.epochs >= 1, "--epochs must be at least 1 (got ", o.epochs, ")");
   requireArg(o.batch >= 1, "--batch must be at least 1 (got ", o.batch, ")");
-  requireArg(o.batch % f.np == 0, "--batch ", o.batch,
+  // Elastic worlds need not divide the batch (each rank's loss is weighted by its share).
+  requireArg(f.elastic || o.batch % f.np == 0, "--batch ", o.batch,
              " is the global batch and must divide evenly among the ", f.np,
              " workers: choose a multiple of ", f.np);
   requireArg(o.lr > 0, "--lr must be positive (got ", o.lr, ")");
@@ -126,12 +158,13 @@ void check(const TrainFlags& f) {
              "--checkpoint-every needs --checkpoint-dir (where to save)");
   requireArg(!o.resume || !o.checkpointDir.empty(), "--resume needs --checkpoint-dir (where to resume from)");
   requireArg(f.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
-  requireArg(f.maxRestarts == 0 || !o.checkpointDir.empty(), "--max-restarts ", f.maxRestarts,
+  requireArg(f.maxRestarts == 0 || f.elastic || !o.checkpointDir.empty(), "--max-restarts ", f.maxRestarts,
              " needs --checkpoint-dir: a restarted generation resumes from the newest checkpoint there, and "
-             "without checkpoints it would start training over");
+             "without checkpoints it would start training over (or use --elastic, where it counts replacement "
+             "workers)");
   requireArg(o.faultAtStep >= 0, "--fault-at-step must not be negative (got ", o.faultAtStep, ")");
-  requireArg(o.faultRank >= 0 && o.faultRank < f.np, "--fault-rank ", o.faultRank, " is not a rank of the ",
-             f.np, " workers (0 to ", f.np - 1, ")");
+  requireArg(o.faultRank >= 0 && o.faultRank < f.np, "--fault-rank ", o.faultRank, " is not a ",
+             f.elastic ? "worker id" : "rank", " of the ", f.np, " workers (0 to ", f.np - 1, ")");
 }
 
 // A checkpoint directory that already holds a complete checkpoint (ckpt-<step>/manifest.json; see
@@ -171,6 +204,12 @@ int train(const TrainFlags& f) {
       "gyre train: {} on {} worker{} ({} thread{}{}), global batch {} ({} per worker), lr {}, {} epoch{}\n",
       o.model, f.np, f.np == 1 ? "" : "s", threads, threads == 1 ? "" : "s", f.np == 1 ? "" : " each",
       o.batch, o.batch / f.np, o.lr, o.epochs, o.epochs == 1 ? "" : "s");
+  if (f.elastic)
+    fmt::print("elastic: goes on with {} to {} workers, a commit every {} step{}{}\n", f.minNp,
+               f.maxNp > 0 ? f.maxNp : f.np, o.commitEvery, o.commitEvery == 1 ? "" : "s",
+               f.maxRestarts > 0 ? fmt::format(", up to {} replacement worker{}", f.maxRestarts,
+                                               f.maxRestarts == 1 ? "" : "s")
+                                 : "");
   fmt::print("run directory: {}\n", runDir.string());
   if (o.referenceSamplesPerS == 0 && f.np > 1) {
     if (const auto ref = findReference(runDir, o.model, o.batch, threads)) {
@@ -191,8 +230,15 @@ int train(const TrainFlags& f) {
   run.threads = threads;
   run.timeoutS = f.timeoutS;
   // Every generation after the first resumes from the newest valid checkpoint: the workers see
-  // GYRE_RESTART_COUNT > 0 and behave as with --resume.
+  // GYRE_RESTART_COUNT > 0 and behave as with --resume. Elastic: the replacement workers.
   run.maxRestarts = f.maxRestarts;
+  if (f.elastic) {
+    // The workers see GYRE_ELASTIC=1 and train through gyre::elastic::run (docs/elastic.md).
+    run.elastic = true;
+    run.minNp = f.minNp;
+    run.maxNp = f.maxNp > 0 ? f.maxNp : f.np;
+    run.elasticTimeoutS = f.elasticTimeoutS;
+  }
   // libgomp's threads otherwise spin while they wait, and with more than one thread per worker
   // they spin against OpenBLAS's and against anything else running: 3 to 25 times slower on a
   // busy 2-core machine. A value the user set wins.
@@ -233,6 +279,7 @@ int train(const TrainFlags& f) {
     flag("--fault-at-step", std::to_string(o.faultAtStep));
     flag("--fault-rank", std::to_string(o.faultRank));
   }
+  if (f.elastic) flag("--commit-every", std::to_string(o.commitEvery));
   return launcher::runJob(run);
 }
 
@@ -262,13 +309,20 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
       "worker starts again, up to K times (gyre run's restarts); each new generation resumes from the\n"
       "newest valid checkpoint, as --resume does, so a failure costs at most the steps since it. See\n"
       "docs/fault-tolerance.md.\n\n"
+      "With --elastic, a worker that fails does not stop the others: they roll back to their last\n"
+      "commit (an in-memory copy of the model, optimizer and position, every --commit-every steps)\n"
+      "and go on as a smaller world while at least --min-np remain (gyre run --elastic); with\n"
+      "--max-restarts K, up to K replacement workers are started and join at the next commit. The\n"
+      "global batch stays --batch whatever the world. No checkpoints in this mode (--checkpoint-dir,\n"
+      "--resume and --stop-at-step are refused). See docs/elastic.md.\n\n"
       "Examples:\n"
       "  gyre train --model cnn --np 2 --epochs 3\n"
       "  gyre train --model mlp --np 1 --threads 1      # the 1-worker reference for --np 2 on 2 cores\n"
       "  gyre train --model mlp --np 2 --compression bf16 --json\n"
       "  gyre train --model cnn --np 2 --epochs 3 --checkpoint-dir ckpt --checkpoint-every 100\n"
       "  gyre train --model cnn --np 1 --epochs 3 --checkpoint-dir ckpt --resume   # after a failure\n"
-      "  gyre train --model cnn --np 2 --checkpoint-dir ckpt --checkpoint-every 50 --max-restarts 3");
+      "  gyre train --model cnn --np 2 --checkpoint-dir ckpt --checkpoint-every 50 --max-restarts 3\n"
+      "  gyre train --model cnn --np 2 --elastic --min-np 1 --commit-every 10 --max-restarts 1");
   cmd->add_option("--model", o.model, "mlp or cnn")
       ->check(CLI::IsMember({"mlp", "cnn"}))
       ->capture_default_str();
@@ -328,18 +382,44 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--max-restarts", f->maxRestarts,
                   "After a worker fails, restart every worker from the newest checkpoint, at most this many "
-                  "times (needs --checkpoint-dir)")
+                  "times (needs --checkpoint-dir); with --elastic, the most replacement workers started")
       ->capture_default_str();
+  const std::string elastic = "Elastic training (docs/elastic.md)";
+  cmd->add_flag("--elastic", f->elastic,
+                "Survive lost workers without restarting: the others roll back to their last commit and go on "
+                "(gyre run --elastic)")
+      ->group(elastic);
+  std::vector<CLI::Option*> elasticOnly;
+  elasticOnly.push_back(cmd->add_option("--min-np", f->minNp,
+                                        "The fewest workers the job goes on with; below, it waits up to "
+                                        "--elastic-timeout for more")
+                            ->capture_default_str()
+                            ->group(elastic));
+  elasticOnly.push_back(
+      cmd->add_option("--max-np", f->maxNp, "The most workers the job grows to (default: --np)")->group(elastic));
+  elasticOnly.push_back(cmd->add_option("--elastic-timeout", f->elasticTimeoutS,
+                                        "Seconds the job may stay below --min-np before it gives up")
+                            ->capture_default_str()
+                            ->group(elastic));
+  elasticOnly.push_back(cmd->add_option("--commit-every", o.commitEvery,
+                                        "Commit the training state in memory every N global steps: a lost "
+                                        "worker costs the others at most N steps")
+                            ->capture_default_str()
+                            ->group(elastic));
   const std::string testing = "Fault injection (testing; see docs/fault-tolerance.md)";
   cmd->add_option("--fault-at-step", o.faultAtStep,
-                  "In the first generation, rank --fault-rank kills itself with SIGKILL right after this "
-                  "global step (0: never)")
+                  "In the first generation, rank --fault-rank (elastic: worker id) kills itself with SIGKILL "
+                  "right after this global step (0: never)")
       ->capture_default_str()
       ->group(testing);
-  cmd->add_option("--fault-rank", o.faultRank, "The rank --fault-at-step kills")
+  cmd->add_option("--fault-rank", o.faultRank, "The rank (elastic: the worker id) --fault-at-step kills")
       ->capture_default_str()
       ->group(testing);
-  cmd->callback([f, &action] { action = [f] { return train(*f); }; });
+  cmd->callback([f, elasticOnly, &action] {
+    for (const CLI::Option* option : elasticOnly)
+      if (option->count() > 0) f->elasticOnlyGiven.push_back(option->get_name());
+    action = [f] { return train(*f); };
+  });
 }
 
 }  // namespace gyre::app

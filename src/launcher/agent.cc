@@ -259,7 +259,8 @@ class Agent {
         if (k == name) return true;
       return std::getenv(name.c_str()) != nullptr;
     };
-    ThreadEnv threadEnv = threadEnvironment(spec_.threads, usableCores(), spec_.count, userSet);
+    const int sharing = spec_.coreShare > 0 ? spec_.coreShare : spec_.count;
+    ThreadEnv threadEnv = threadEnvironment(spec_.threads, usableCores(), sharing, userSet);
     for (auto& kv : threadEnv.env) env.push_back(std::move(kv));
     const int rank = spec_.firstRank + localRank;
     env.insert(env.end(), {{"GYRE_RANK", std::to_string(rank)},

@@ -55,6 +55,7 @@ std::string encodeSpec(const AgentSpec& s) {
                   {"program", s.program},
                   {"env", env},
                   {"threads", s.threads},
+                  {"core_share", s.coreShare},
                   {"start_timeout_ms", s.startTimeoutMs},
                   {"interface", s.interface},
                   {"stop_grace_ms", s.stopGraceMs},
@@ -78,6 +79,7 @@ AgentSpec decodeSpec(const std::string& line) {
     for (const auto& pair : j.at("env"))
       s.env.emplace_back(pair.at(0).get<std::string>(), pair.at(1).get<std::string>());
     s.threads = j.at("threads").get<int>();
+    s.coreShare = j.value("core_share", 0);
     s.startTimeoutMs = j.at("start_timeout_ms").get<int>();
     s.interface = j.at("interface").get<std::string>();
     s.stopGraceMs = j.at("stop_grace_ms").get<int>();
@@ -87,8 +89,8 @@ AgentSpec decodeSpec(const std::string& line) {
     GYRE_THROW(ProtocolError, "malformed job description from the launcher: ", e.what());
   }
   if (s.worldSize < 1 || s.count < 1 || s.firstRank < 0 || s.firstRank + s.count > s.worldSize ||
-      s.program.empty() || s.storeCandidates.empty() || s.threads < 0 || s.startTimeoutMs < 1 ||
-      s.stopGraceMs < 0 || s.restartCount < 0 || s.maxRestarts < s.restartCount)
+      s.program.empty() || s.storeCandidates.empty() || s.threads < 0 || s.coreShare < 0 ||
+      s.startTimeoutMs < 1 || s.stopGraceMs < 0 || s.restartCount < 0 || s.maxRestarts < s.restartCount)
     GYRE_THROW(ProtocolError, "inconsistent job description from the launcher");
   return s;
 }

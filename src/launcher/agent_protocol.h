@@ -28,7 +28,10 @@ struct AgentSpec {
   int count = 1;
   std::vector<std::string> program;                      // the worker's argv; argv[0] is looked up in PATH
   std::vector<std::pair<std::string, std::string>> env;  // set in every worker
-  int threads = 0;  // compute threads per worker; 0: this host's cores / count
+  int threads = 0;  // compute threads per worker; 0: this host's cores / (coreShare or count)
+  // How many workers share this host's cores when threads is 0; 0: count. An elastic job runs
+  // one agent per worker, so it passes the host's slots here.
+  int coreShare = 0;
   int startTimeoutMs = 30000;
   std::string interface;   // GYRE_IFACE for the workers; empty: none
   int stopGraceMs = 1000;  // SIGTERM, then SIGKILL after this long

@@ -2,7 +2,8 @@
 // environment), relays their output, and supervises them: the first worker that fails stops the
 // job, and so do --timeout, SIGINT, SIGTERM and SIGHUP. With --max-restarts K, a failed job is
 // started again, as a new generation of all its workers with a fresh rendezvous (a new store and
-// secret; generation.h), up to K times. See docs/gyre-run.md.
+// secret; generation.h), up to K times. With --elastic, a lost worker does not stop the job: the
+// others go on in a new membership (elastic_job.h). See docs/gyre-run.md.
 #pragma once
 
 #include <optional>
@@ -33,12 +34,23 @@ struct RunOptions {
   // --max-restarts); interrupts and --timeout are never restarted. Workers get the generation
   // as GYRE_RESTART_COUNT (0 first) and this as GYRE_MAX_RESTARTS.
   int maxRestarts = 0;
+
+  // --elastic (elastic_job.h): workers may be lost and added while the job runs; survivors
+  // re-form their world from the memberships the launcher publishes in the job's store. Then np
+  // is the first count of workers (0: maxNp, capped by the slots known at start), maxRestarts
+  // bounds the replacement workers over the whole job, and each worker's GYRE_RANK is its id.
+  bool elastic = false;
+  int minNp = 0;                  // the fewest workers the job goes on with; required
+  int maxNp = 0;                  // the most it grows to; required
+  std::string discoveryScript;    // prints `host` or `host:slots` lines; run through /bin/sh
+  double discoveryIntervalS = 1;  // between runs of the discovery script
+  double elasticTimeoutS = 600;   // below minNp this long: give up
 };
 
-// Runs the job to its end, restarts included; returns the exit code for `gyre run` (0, the last
-// failed worker's code, 128 + its signal, 124 for --timeout, 128 + the signal for an interrupt,
-// 1 for launcher errors). --timeout bounds the whole job, every generation together.
-// Throws InvalidArgument for bad options.
+// Runs the job to its end, restarts included (or as an elastic job); returns the exit code for
+// `gyre run` (0, the last failed worker's code, 128 + its signal, 124 for --timeout, 128 + the
+// signal for an interrupt, 1 for launcher errors). --timeout bounds the whole job, every
+// generation together. Throws InvalidArgument for bad options.
 int runJob(const RunOptions& options);
 
 // The variables of this process's environment that a remote worker should get: every GYRE_*

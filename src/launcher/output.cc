@@ -17,7 +17,7 @@ OutputSink::OutputSink(int worldSize, bool tag, const std::string& outputDir, st
   std::filesystem::create_directories(dir_, ec);
   if (ec) GYRE_THROW(SystemError, "--output-dir: cannot create ", dir_, ": ", ec.message());
   for (int r = 0; r < worldSize; ++r) {
-    std::FILE* f = std::fopen(logPath(r).c_str(), "w");
+    std::FILE* f = openLog(r);
     if (f == nullptr) {
       const std::string why = std::strerror(errno);
       for (std::FILE* open : logs_) std::fclose(open);
@@ -28,7 +28,27 @@ OutputSink::OutputSink(int worldSize, bool tag, const std::string& outputDir, st
 }
 
 OutputSink::~OutputSink() {
-  for (std::FILE* f : logs_) std::fclose(f);
+  for (std::FILE* f : logs_)
+    if (f != nullptr) std::fclose(f);
+}
+
+std::FILE* OutputSink::openLog(int rank) {
+  return std::fopen(logPath(rank).c_str(), "w");
+}
+
+void OutputSink::grow(int rank) {
+  const auto size = static_cast<std::size_t>(rank) + 1;
+  if (size <= tails_.size()) return;
+  tails_.resize(size);
+  partial_.resize(size);
+  if (dir_.empty()) return;
+  for (int r = static_cast<int>(logs_.size()); r <= rank; ++r) {
+    std::FILE* f = openLog(r);
+    if (f == nullptr)
+      std::fprintf(stderr, "gyre run: warning: --output-dir: cannot write %s: %s\n", logPath(r).c_str(),
+                   std::strerror(errno));
+    logs_.push_back(f);
+  }
 }
 
 std::string OutputSink::logPath(int rank) const {
@@ -37,7 +57,8 @@ std::string OutputSink::logPath(int rank) const {
 }
 
 void OutputSink::line(int rank, bool fromStderr, const std::string& text, char terminator) {
-  if (rank < 0 || rank >= static_cast<int>(tails_.size())) return;
+  if (rank < 0) return;
+  grow(rank);
   std::FILE* stream = fromStderr ? stderr : stdout;
   const char* end = terminator == '\n' ? "\n" : terminator == '\r' ? "\r" : "";
   auto write = [&](std::FILE* f) {
@@ -47,7 +68,7 @@ void OutputSink::line(int rank, bool fromStderr, const std::string& text, char t
   if (tag_) std::fprintf(stream, "[%d]<%s>:", rank, fromStderr ? "stderr" : "stdout");
   write(stream);
   if (terminator != '\n') std::fflush(stream);  // a progress bar redraws in place
-  if (!logs_.empty()) write(logs_[rank]);
+  if (!logs_.empty() && logs_[rank] != nullptr) write(logs_[rank]);
 
   partial_[rank] += text;
   if (terminator == '\0') return;
@@ -59,12 +80,14 @@ void OutputSink::line(int rank, bool fromStderr, const std::string& text, char t
 
 void OutputSink::startGeneration(int restart) {
   for (std::size_t r = 0; r < logs_.size(); ++r)
-    std::fprintf(logs_[r], "%s--- gyre run: restart %d ---\n", partial_[r].empty() ? "" : "\n", restart);
+    if (logs_[r] != nullptr)
+      std::fprintf(logs_[r], "%s--- gyre run: restart %d ---\n", partial_[r].empty() ? "" : "\n", restart);
   for (auto& t : tails_) t.clear();
   for (auto& p : partial_) p.clear();
 }
 
 std::vector<std::string> OutputSink::tail(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(tails_.size())) return {};
   std::vector<std::string> lines(tails_.at(rank).begin(), tails_.at(rank).end());
   if (!partial_.at(rank).empty()) lines.push_back(partial_.at(rank));
   return lines;
@@ -73,7 +96,8 @@ std::vector<std::string> OutputSink::tail(int rank) const {
 void OutputSink::flush() {
   std::fflush(stdout);
   std::fflush(stderr);
-  for (std::FILE* f : logs_) std::fflush(f);
+  for (std::FILE* f : logs_)
+    if (f != nullptr) std::fflush(f);
 }
 
 }  // namespace gyre::launcher

@@ -1,6 +1,7 @@
 // Where workers' output goes in `gyre run`: the launcher's stdout/stderr (tagged with the rank,
 // as `[3]<stdout>:text`, or untagged), one log file per rank with --output-dir, and the last
-// lines of every rank kept in memory for the failure report.
+// lines of every rank kept in memory for the failure report. An elastic job passes worker ids
+// as ranks; the sink grows when a higher one first writes.
 #pragma once
 
 #include <cstdio>
@@ -13,15 +14,18 @@ namespace gyre::launcher {
 
 class OutputSink {
  public:
-  // Creates outputDir (and its parents) when not empty; throws SystemError if it cannot.
+  // Creates outputDir (and its parents) when not empty, and the logs of ranks 0 .. worldSize - 1;
+  // throws SystemError if it cannot.
   OutputSink(int worldSize, bool tag, const std::string& outputDir, std::size_t tailLines = 10);
   ~OutputSink();
   OutputSink(const OutputSink&) = delete;
   OutputSink& operator=(const OutputSink&) = delete;
 
-  // One line of a rank's output; terminator '\n', '\r' or '\0' (a cut line: no terminator).
+  // One line of a rank's output; terminator '\n', '\r' or '\0' (a cut line: no terminator). A
+  // rank beyond those so far gets its log now (a log that cannot be created is skipped, with a
+  // message on stderr: the job goes on); a negative rank is ignored.
   void line(int rank, bool fromStderr, const std::string& text, char terminator);
-  // The rank's last lines, oldest first.
+  // The rank's last lines, oldest first (none for a rank that never wrote).
   std::vector<std::string> tail(int rank) const;
   // The rank's log file, or "" without --output-dir.
   std::string logPath(int rank) const;
@@ -32,10 +36,13 @@ class OutputSink {
   void flush();
 
  private:
+  std::FILE* openLog(int rank);
+  void grow(int rank);
+
   bool tag_;
   std::string dir_;
   std::size_t tailLines_;
-  std::vector<std::FILE*> logs_;
+  std::vector<std::FILE*> logs_;  // one per rank with --output-dir (null: could not be created)
   std::vector<std::deque<std::string>> tails_;
   std::vector<std::string> partial_;  // a cut line being assembled for the tail
 };

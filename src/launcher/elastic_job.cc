@@ -1,0 +1,312 @@
+#include "launcher/elastic_job.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include "common/auth.h"
+#include "common/check.h"
+#include "elastic/membership.h"
+#include "launcher/agent_pool.h"
+#include "launcher/elastic_discovery.h"
+#include "launcher/elastic_policy.h"
+#include "launcher/elastic_report.h"
+#include "launcher/failures.h"
+#include "launcher/output.h"
+
+namespace gyre::launcher {
+namespace {
+
+using Ms = std::chrono::milliseconds;
+
+constexpr int kPollMs = 50;
+
+Ms millis(double seconds) {
+  return Ms(static_cast<std::int64_t>(seconds * 1000));
+}
+
+int totalSlots(const std::vector<HostSlots>& hosts) {
+  return std::accumulate(hosts.begin(), hosts.end(), 0,
+                         [](int n, const HostSlots& h) { return n + h.slots; });
+}
+
+void checkOptions(const RunOptions& o) {
+  GYRE_USAGE_CHECK(
+      o.minNp != 0 && o.maxNp != 0,
+      "--elastic needs --min-np and --max-np (the fewest workers the job goes on with, and the most "
+      "it grows to)");
+  GYRE_USAGE_CHECK(o.minNp >= 1, "--min-np must be at least 1 (got ", o.minNp, ")");
+  GYRE_USAGE_CHECK(o.minNp <= o.maxNp, "--min-np ", o.minNp, " is above --max-np ", o.maxNp);
+  GYRE_USAGE_CHECK(o.np == 0 || (o.np >= o.minNp && o.np <= o.maxNp), "-np ", o.np, " is outside --min-np ",
+                   o.minNp, " .. --max-np ", o.maxNp);
+  GYRE_USAGE_CHECK(o.discoveryScript.empty() || o.hosts.empty(),
+                   "give --host-discovery-script or -H/--hostfile, not both");
+  GYRE_USAGE_CHECK(o.elasticTimeoutS > 0, "--elastic-timeout must be positive");
+  GYRE_USAGE_CHECK(o.discoveryIntervalS > 0, "--discovery-interval must be positive");
+}
+
+class ElasticJob {
+ public:
+  explicit ElasticJob(const RunOptions& o)
+      : o_(o),
+        agents_(
+            o_, [this](AgentHandle& a, const Event& e) { onEvent(a, e); },
+            [this](AgentHandle& a, const std::string& why) { onAgentError(a, why); }) {}
+
+  int run() {
+    signal(SIGPIPE, SIG_IGN);
+    installInterruptHandlers();
+    const std::vector<HostSlots> hosts = initialHosts();
+    ElasticLimits limits;
+    limits.np = initialCount(hosts);
+    limits.minNp = o_.minNp;
+    limits.maxNp = o_.maxNp;
+    limits.maxReplacements = o_.maxRestarts;
+    limits.discovery = discovery_.has_value();
+    limits.startTimeout = millis(o_.startTimeoutS);
+    limits.elasticTimeout = millis(o_.elasticTimeoutS);
+
+    const bool anyRemote =
+        std::any_of(hosts.begin(), hosts.end(), [](const HostSlots& h) { return !isLocalHost(h.name); });
+    // With discovery, remote hosts may turn up later: listen where they can reach the store.
+    store_ = startJobStore(o_.networkInterface, anyRemote || limits.discovery, !limits.discovery);
+    client_ = connectTcpStore(store_.localCandidates.front(), store_.secret, std::chrono::seconds(10));
+    client_->setTimeout(std::chrono::seconds(10));
+    jobId_ = "gyre-" + auth::generateSecret().substr(0, 12);
+    output_ = std::make_unique<OutputSink>(limits.np, o_.tagOutput.value_or(o_.maxNp > 1), o_.outputDir);
+    deadline_ = o_.timeoutS > 0 ? Deadline::after(millis(o_.timeoutS)) : Deadline::never();
+
+    policy_.emplace(limits, hosts, Clock::now());
+    apply(policy_->takeActions());
+    supervise();
+    output_->flush();
+    ElasticEnding ending;
+    ending.interrupt = interrupt_;
+    ending.timedOut = timedOut_;
+    ending.launcherError = launcherError_;
+    return reportElasticJob(o_, policy_->outcome(), ending, *output_);
+  }
+
+ private:
+  struct Worker {
+    AgentHandle* agent = nullptr;
+    std::string failedText;  // the agent's kFailed: why it could not start the worker
+    bool reported = false;   // its end went to the policy
+  };
+
+  std::vector<HostSlots> initialHosts() {
+    if (!o_.discoveryScript.empty()) {
+      discovery_.emplace(o_.discoveryScript, millis(o_.discoveryIntervalS));
+      const HostDiscovery::Result r = discovery_->runNow();
+      if (!r.ok) throw Error("--host-discovery-script '" + o_.discoveryScript + "' " + r.error);
+      return r.hosts;
+    }
+    if (!o_.hosts.empty()) {
+      placeRanks(o_.hosts, 0);  // refuses a host listed twice
+      return o_.hosts;
+    }
+    // This host only: as many slots as the job starts with (it grows only with discovery).
+    return {{"localhost", o_.np > 0 ? o_.np : o_.maxNp}};
+  }
+
+  int initialCount(const std::vector<HostSlots>& hosts) const {
+    const int slots = totalSlots(hosts);
+    const int np = o_.np > 0 ? o_.np : std::min(o_.maxNp, slots);
+    GYRE_USAGE_CHECK(np <= slots, "-np ", np, " asks for more workers than the ", slots,
+                     " slots known at start; add slots (host:N)");
+    GYRE_USAGE_CHECK(np >= o_.minNp, "only ", slots, " slot(s) known at start, below --min-np ", o_.minNp);
+    return np;
+  }
+
+  void startWorker(const ElasticAction& a) {
+    const HostPlacement place{a.host, isLocalHost(a.host), a.id, 1};
+    AgentSpec job = baseAgentSpec(o_, store_, place, jobId_);
+    job.worldSize = a.id + 1;  // the agent's ranks are ids; workers ignore them (GYRE_ELASTIC=1)
+    job.firstRank = a.id;
+    job.count = 1;
+    job.coreShare = a.hostSlots;
+    job.maxRestarts = o_.maxRestarts;
+    job.env.insert(job.env.end(),
+                   {{"GYRE_ELASTIC", "1"},
+                    {"GYRE_ELASTIC_ID", std::to_string(a.id)},
+                    {"GYRE_MIN_NP", std::to_string(o_.minNp)},
+                    {"GYRE_MAX_NP", std::to_string(o_.maxNp)},
+                    {"GYRE_ELASTIC_TIMEOUT_MS",
+                     std::to_string(std::min<std::int64_t>(millis(o_.elasticTimeoutS).count(), INT32_MAX))}});
+    Worker& w = workers_[a.id];
+    try {
+      if (job.storeCandidates.empty())
+        throw InvalidArgument(
+            "this host has no non-loopback IPv4 address for remote hosts to reach the job's store");
+      w.agent = &agents_.start(place, job);
+    } catch (const Error& e) {
+      workerLost(a.id, "could not be started: " + std::string(e.what()));
+    }
+  }
+
+  void workerLost(int id, const std::string& what) {
+    Worker& w = workers_[id];
+    if (w.reported) return;
+    w.reported = true;
+    policy_->exited(id, WorkerEnd{false, what, 1, false}, Clock::now());
+  }
+
+  void apply(const std::vector<ElasticAction>& actions) {
+    for (const ElasticAction& a : actions) {
+      if (stopping_) return;
+      switch (a.kind) {
+        case ElasticAction::Kind::kStart:
+          startWorker(a);
+          break;
+        case ElasticAction::Kind::kStop:
+          if (AgentHandle* agent = workers_[a.id].agent) agents_.stop(*agent);
+          break;
+        case ElasticAction::Kind::kPublish:
+          elastic::publishMembership(*client_, a.membership);
+          break;
+        case ElasticAction::Kind::kNote:
+          std::fprintf(stderr, "gyre run: %s\n", a.text.c_str());
+          break;
+        case ElasticAction::Kind::kFail:
+          elastic::publishFailure(*client_, a.text);
+          stopEverything();
+          break;
+      }
+    }
+  }
+
+  void stopEverything() {
+    if (stopping_) return;
+    stopping_ = true;
+    policy_->stopping();
+    killAt_ = Clock::now() + Ms(o_.stopGraceMs + 500);
+    agents_.stopAll();
+  }
+
+  void onEvent(AgentHandle& a, const Event& e) {
+    const int id = a.place.firstRank;
+    if (e.rank != -1 && e.rank != id)
+      GYRE_THROW(ProtocolError, "the agent of worker ", id, " on ", a.place.host, " reported worker ",
+                 e.rank);
+    Worker& w = workers_[id];
+    switch (e.kind) {
+      case Event::Kind::kStore:
+      case Event::Kind::kStarted:
+        break;
+      case Event::Kind::kDone:
+        a.done = true;
+        break;
+      case Event::Kind::kOutput:
+        output_->line(id, e.fromStderr, e.text, e.terminator);
+        break;
+      case Event::Kind::kFailed:
+        w.failedText = e.text;
+        break;
+      case Event::Kind::kExit: {
+        if (w.reported) break;
+        w.reported = true;
+        const bool ok = e.code == 0 && e.signal == 0;
+        const std::string what = exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s";
+        policy_->exited(id, WorkerEnd{ok, what, e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0},
+                        Clock::now());
+        break;
+      }
+    }
+  }
+
+  // An agent that sends what it should not: stop it; its worker counts as lost.
+  void onAgentError(AgentHandle& a, const std::string& why) {
+    agents_.stop(a);
+    workerLost(a.place.firstRank, "was lost: its agent failed: " + why);
+  }
+
+  void reapAgents() {
+    for (const auto& [a, e] : agents_.reap()) {
+      const Worker& w = workers_[a->place.firstRank];
+      if (w.reported) continue;
+      const std::string how = e.signal != 0 ? "was killed by " + signalName(e.signal)
+                                            : "exited with code " + std::to_string(e.code);
+      workerLost(a->place.firstRank, !w.failedText.empty()
+                                         ? "could not be started: " + w.failedText
+                                         : "was lost: its agent (" + a->command + ") " + how +
+                                               " before the worker's exit was reported");
+    }
+  }
+
+  // What only the store and the discovery script can say: who is ready, which hosts there are.
+  void poll() {
+    for (const int id : policy_->waitingIds())
+      if (elastic::isReady(*client_, id)) policy_->ready(id, Clock::now());
+    if (!discovery_) return;
+    const std::optional<HostDiscovery::Result> r = discovery_->poll();
+    if (!r) return;
+    if (r->ok) {
+      lastDiscoveryError_.clear();
+      policy_->discovered(r->hosts, Clock::now());
+    } else if (r->error != lastDiscoveryError_) {
+      lastDiscoveryError_ = r->error;
+      std::fprintf(stderr, "gyre run: warning: --host-discovery-script %s; keeping the previous host list\n",
+                   r->error.c_str());
+    }
+  }
+
+  void supervise() {
+    while (true) {
+      agents_.read(kPollMs);
+      reapAgents();
+      if (!stopping_) {
+        if (const int sig = interruptSignal()) {
+          interrupt_ = sig;
+          stopEverything();
+        } else if (deadline_.expired()) {
+          timedOut_ = true;
+          stopEverything();
+        } else {
+          try {
+            poll();
+            policy_->tick(Clock::now());
+            apply(policy_->takeActions());
+          } catch (const Error& e) {
+            launcherError_ = std::string("the elastic job's store or discovery failed: ") + e.what();
+            stopEverything();
+          }
+        }
+      }
+      if (stopping_ && Clock::now() >= killAt_) agents_.killAll();
+      if (agents_.allGone() && (stopping_ || policy_->over())) break;
+    }
+    agents_.stopAll();
+  }
+
+  const RunOptions& o_;
+  AgentPool agents_;
+  std::optional<HostDiscovery> discovery_;
+  JobStore store_;
+  std::shared_ptr<Store> client_;
+  std::string jobId_;
+  std::unique_ptr<OutputSink> output_;
+  Deadline deadline_ = Deadline::never();
+  std::optional<ElasticPolicy> policy_;
+  std::map<int, Worker> workers_;
+  std::string lastDiscoveryError_;
+  std::string launcherError_;
+  Clock::time_point killAt_{};
+  int interrupt_ = 0;
+  bool timedOut_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+int runElasticJob(const RunOptions& options) {
+  checkOptions(options);
+  return ElasticJob(options).run();
+}
+
+}  // namespace gyre::launcher

@@ -1,0 +1,413 @@
+// The decisions of `gyre run --elastic` (launcher/elastic_policy.h), driven with made-up events
+// and times: first membership, a death and the next membership, below --min-np (wait, recover,
+// give up), the replacement budget, the --max-np cap, the order of newcomers, the finish, and
+// hosts that a discovery script adds and removes.
+#include "launcher/elastic_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gyre/errors.h"
+
+namespace gyre::launcher {
+namespace {
+
+using Kind = ElasticAction::Kind;
+using Time = ElasticPolicy::Time;
+
+const Time t0 = Time() + std::chrono::hours(1);
+
+Time at(double seconds) {
+  return t0 + std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
+
+ElasticLimits limits(int np, int minNp, int maxNp, int replacements = 0, bool discovery = false) {
+  ElasticLimits l;
+  l.np = np;
+  l.minNp = minNp;
+  l.maxNp = maxNp;
+  l.maxReplacements = replacements;
+  l.discovery = discovery;
+  l.startTimeout = std::chrono::seconds(30);
+  l.elasticTimeout = std::chrono::seconds(5);
+  return l;
+}
+
+WorkerEnd killed() {
+  return WorkerEnd{false, "was killed by SIGKILL (Killed) after 1.0 s", 137, true};
+}
+
+WorkerEnd exitedWith(int code) {
+  return WorkerEnd{code == 0, "exited with code " + std::to_string(code) + " after 1.0 s", code, false};
+}
+
+// What a batch of actions did, by kind.
+struct Taken {
+  std::vector<std::pair<int, std::string>> starts;  // id, host
+  std::vector<int> stops;
+  std::vector<elastic::Membership> published;
+  std::vector<std::string> notes;
+  std::vector<std::string> fails;
+  int startSlots = 0;  // hostSlots of the last start
+};
+
+Taken take(ElasticPolicy& p) {
+  Taken t;
+  for (const ElasticAction& a : p.takeActions()) {
+    switch (a.kind) {
+      case Kind::kStart:
+        t.starts.emplace_back(a.id, a.host);
+        t.startSlots = a.hostSlots;
+        break;
+      case Kind::kStop:
+        t.stops.push_back(a.id);
+        break;
+      case Kind::kPublish:
+        t.published.push_back(a.membership);
+        break;
+      case Kind::kNote:
+        t.notes.push_back(a.text);
+        break;
+      case Kind::kFail:
+        t.fails.push_back(a.text);
+        break;
+    }
+  }
+  return t;
+}
+
+using Ids = std::vector<int>;
+
+// A policy whose first np workers were started, became ready and form epoch 1.
+ElasticPolicy running(ElasticLimits l, std::vector<HostSlots> hosts = {{"h", 8}}) {
+  ElasticPolicy p(l, std::move(hosts), t0);
+  for (int id = 0; id < l.np; ++id) p.ready(id, at(1));
+  const Taken t = take(p);
+  EXPECT_EQ(t.published.size(), 1u);
+  return p;
+}
+
+TEST(ElasticPolicy, StartsTheFirstWorkersOnTheFirstFreeSlotsInHostOrder) {
+  ElasticPolicy p(limits(3, 1, 4), {{"a", 2}, {"b", 2}}, t0);
+  const Taken t = take(p);
+  EXPECT_EQ(t.starts, (std::vector<std::pair<int, std::string>>{{0, "a"}, {1, "a"}, {2, "b"}}));
+  EXPECT_EQ(t.startSlots, 2);
+  EXPECT_TRUE(t.notes.empty());  // the first workers are not announced
+  EXPECT_EQ(p.waitingIds(), (Ids{0, 1, 2}));
+  EXPECT_THROW(ElasticPolicy(limits(3, 1, 4), {{"a", 2}}, t0), InvalidArgument);  // too few slots
+  EXPECT_THROW(ElasticPolicy(limits(1, 2, 4), {{"a", 2}}, t0), InvalidArgument);  // np below min
+}
+
+TEST(ElasticPolicy, PublishesTheFirstMembershipOnceEveryWorkerIsReady) {
+  ElasticPolicy p(limits(2, 1, 2), {{"h", 2}}, t0);
+  take(p);
+  p.ready(1, at(1));
+  EXPECT_TRUE(take(p).published.empty());
+  EXPECT_EQ(p.waitingIds(), (Ids{0}));
+  p.ready(1, at(1.5));  // a repeat changes nothing
+  p.ready(0, at(2));
+  const Taken t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].epoch, 1);
+  EXPECT_EQ(t.published[0].members, (Ids{0, 1}));
+  EXPECT_EQ(t.notes, std::vector<std::string>{"elastic epoch 1: workers 0, 1"});
+  EXPECT_TRUE(p.waitingIds().empty());
+}
+
+TEST(ElasticPolicy, AtTheStartTimeOutTheReadyOnesFormTheFirstMembershipAndLateOnesJoinLater) {
+  ElasticPolicy p(limits(3, 2, 3), {{"h", 3}}, t0);
+  take(p);
+  p.ready(2, at(1));
+  p.ready(0, at(2));
+  p.tick(at(29.9));
+  EXPECT_TRUE(take(p).published.empty());
+  p.tick(at(30));
+  Taken t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].members, (Ids{0, 2}));
+  p.ready(1, at(31));
+  t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].epoch, 2);
+  EXPECT_EQ(t.published[0].members, (Ids{0, 2, 1}));  // the newcomer after the survivors
+}
+
+TEST(ElasticPolicy, TooFewReadyAtTheStartTimeOutGivesUp) {
+  ElasticPolicy p(limits(3, 3, 3), {{"h", 3}}, t0);
+  take(p);
+  p.ready(0, at(1));
+  p.tick(at(30));
+  const Taken t = take(p);
+  EXPECT_TRUE(t.published.empty());
+  const std::string reason =
+      "only 1 of 3 workers ready to join within --start-timeout 30 s, below --min-np 3; stopping";
+  EXPECT_EQ(t.fails, std::vector<std::string>{reason});
+  EXPECT_EQ(t.notes, std::vector<std::string>{reason});
+  ASSERT_EQ(p.outcome().fatal.size(), 1u);
+  EXPECT_EQ(p.outcome().fatal[0].rank, -1);
+  EXPECT_EQ(p.outcome().fatal[0].exitCode, 1);
+  EXPECT_FALSE(p.over());  // its workers still run until the supervisor has stopped them
+  for (int id = 0; id < 3; ++id) p.exited(id, killed(), at(31));
+  EXPECT_TRUE(p.over());
+  EXPECT_TRUE(take(p).fails.empty());
+  EXPECT_TRUE(p.outcome().tolerated.empty());  // exits after giving up are not failures
+}
+
+TEST(ElasticPolicy, ADeadMemberLeavesTheNextMembershipAtOnce) {
+  ElasticPolicy p = running(limits(3, 1, 3));
+  p.exited(1, killed(), at(5));
+  const Taken t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].epoch, 2);
+  EXPECT_EQ(t.published[0].members, (Ids{0, 2}));
+  ASSERT_GE(t.notes.size(), 1u);
+  EXPECT_EQ(t.notes[0],
+            "worker 1 on host h was killed by SIGKILL (Killed) after 1.0 s; continuing with 2 workers "
+            "(elastic: --min-np 1)");
+  EXPECT_TRUE(t.starts.empty());  // no replacements allowed
+  ASSERT_EQ(p.outcome().tolerated.size(), 1u);
+  EXPECT_EQ(p.outcome().tolerated[0].rank, 1);
+  p.exited(1, killed(), at(6));  // a repeat changes nothing
+  EXPECT_TRUE(take(p).published.empty());
+  EXPECT_EQ(p.outcome().tolerated.size(), 1u);
+}
+
+TEST(ElasticPolicy, AWorkerThatDiesBeforeJoiningJustDisappears) {
+  ElasticPolicy p(limits(2, 1, 2), {{"h", 2}}, t0);
+  take(p);
+  p.ready(0, at(1));
+  p.exited(1, exitedWith(3), at(2));
+  const Taken t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);  // every worker still there is ready
+  EXPECT_EQ(t.published[0].members, (Ids{0}));
+  EXPECT_EQ(p.outcome().tolerated.size(), 1u);
+}
+
+TEST(ElasticPolicy, BelowMinNpPublishesNothingAndGivesUpAfterTheElasticTimeOut) {
+  ElasticPolicy p = running(limits(2, 2, 2));
+  p.exited(1, killed(), at(10));
+  Taken t = take(p);
+  EXPECT_TRUE(t.published.empty());
+  EXPECT_EQ(t.notes,
+            std::vector<std::string>{
+                "worker 1 on host h was killed by SIGKILL (Killed) after 1.0 s; 1 worker left, below "
+                "--min-np 2: waiting up to 5.0 s (--elastic-timeout) for more"});
+  p.tick(at(14.9));
+  EXPECT_TRUE(take(p).fails.empty());
+  p.tick(at(15));
+  t = take(p);
+  const std::string reason =
+      "only 1 worker(s) left, below --min-np 2, for 5.0 s (--elastic-timeout); stopping";
+  EXPECT_EQ(t.fails, std::vector<std::string>{reason});
+  EXPECT_EQ(t.notes, std::vector<std::string>{reason});
+  EXPECT_EQ(p.outcome().fatal.at(0).message, reason);
+  EXPECT_EQ(p.outcome().headline, "the job stayed below --min-np 2");
+  EXPECT_EQ(p.outcome().story.front(), "elastic epoch 1: workers 0, 1");
+  p.tick(at(100));
+  EXPECT_TRUE(take(p).fails.empty());  // once
+}
+
+TEST(ElasticPolicy, AReplacementBringsTheJobBackAboveMinNp) {
+  ElasticPolicy p = running(limits(2, 2, 2, 1), {{"a", 1}, {"b", 1}});
+  p.exited(1, killed(), at(10));
+  Taken t = take(p);
+  EXPECT_TRUE(t.published.empty());
+  EXPECT_EQ(t.starts, (std::vector<std::pair<int, std::string>>{{2, "b"}}));  // the slot the dead one left
+  EXPECT_NE(
+      std::find(t.notes.begin(), t.notes.end(),
+                "starting worker 2 on host b to replace a lost one (replacement 1 of 1, --max-restarts)"),
+      t.notes.end());
+  p.tick(at(14));
+  p.ready(2, at(14));
+  t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].epoch, 2);
+  EXPECT_EQ(t.published[0].members, (Ids{0, 2}));
+  p.tick(at(100));  // the below-min-np clock was reset
+  EXPECT_TRUE(take(p).fails.empty());
+}
+
+TEST(ElasticPolicy, TheReplacementBudgetCoversTheWholeJob) {
+  ElasticPolicy p = running(limits(2, 1, 2, 1));
+  p.exited(1, killed(), at(10));
+  Taken t = take(p);
+  EXPECT_EQ(t.starts.size(), 1u);
+  p.ready(2, at(11));
+  EXPECT_EQ(take(p).published.at(0).members, (Ids{0, 2}));
+  p.exited(2, exitedWith(4), at(12));
+  t = take(p);
+  EXPECT_TRUE(t.starts.empty());  // the one replacement is used
+  EXPECT_EQ(t.published.at(0).members, (Ids{0}));
+  EXPECT_EQ(p.outcome().replacements, 1);
+  EXPECT_EQ(p.outcome().tolerated.size(), 2u);
+}
+
+TEST(ElasticPolicy, WithoutWorkersOrReplacementsTheJobIsLost) {
+  ElasticPolicy p = running(limits(2, 1, 2, 1));
+  p.exited(0, exitedWith(3), at(10));
+  take(p);
+  p.exited(1, killed(), at(11));  // worker 2, the replacement, is still starting
+  EXPECT_TRUE(take(p).fails.empty());
+  p.exited(2, exitedWith(127), at(12));
+  const Taken t = take(p);
+  EXPECT_EQ(t.fails, std::vector<std::string>{"every worker is lost"});
+  EXPECT_TRUE(t.notes.empty());  // the final report names the cause, with its output
+  ASSERT_EQ(p.outcome().fatal.size(), 1u);
+  EXPECT_EQ(p.outcome().fatal[0].rank, 2);  // the last failure is the cause, with its code
+  EXPECT_EQ(p.outcome().fatal[0].exitCode, 127);
+  EXPECT_EQ(p.outcome().headline,
+            "every worker is lost and none can be started (1 replacement(s) of --max-restarts 1 used)");
+  EXPECT_TRUE(p.over());
+}
+
+TEST(ElasticPolicy, NewcomersJoinAfterTheSurvivorsInIdOrder) {
+  ElasticPolicy p = running(limits(3, 3, 3, 2));
+  p.exited(0, killed(), at(10));
+  p.exited(1, killed(), at(10));
+  Taken t = take(p);
+  EXPECT_EQ(t.starts, (std::vector<std::pair<int, std::string>>{{3, "h"}, {4, "h"}}));
+  EXPECT_TRUE(t.published.empty());
+  p.ready(4, at(11));
+  EXPECT_TRUE(take(p).published.empty());  // 2 and 4: still below --min-np 3
+  p.ready(3, at(12));
+  t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].epoch, 2);
+  EXPECT_EQ(t.published[0].members, (Ids{2, 3, 4}));
+}
+
+TEST(ElasticPolicy, MaxNpCapsTheWorkersAndTheMembership) {
+  ElasticPolicy p = running(limits(2, 1, 3, 0, true), {{"a", 2}});
+  p.discovered({{"a", 2}, {"b", 4}}, at(5));
+  Taken t = take(p);
+  EXPECT_EQ(t.starts, (std::vector<std::pair<int, std::string>>{{2, "b"}}));  // 3 at most
+  EXPECT_EQ(t.startSlots, 4);
+  EXPECT_EQ(t.notes, std::vector<std::string>{"starting worker 2 on host b (a discovered slot)"});
+  p.ready(2, at(6));
+  EXPECT_EQ(take(p).published.at(0).members, (Ids{0, 1, 2}));
+  EXPECT_EQ(p.outcome().replacements, 0);  // growth is not a replacement
+}
+
+TEST(ElasticPolicy, SlotsBeyondMaxNpStartNothing) {
+  // A discovered slot beyond --max-np starts nothing, and without replacements a loss is not
+  // made up from it either.
+  ElasticPolicy p = running(limits(2, 1, 2, 0, true), {{"a", 2}});
+  p.discovered({{"a", 3}}, at(5));
+  EXPECT_TRUE(take(p).starts.empty());  // --max-np 2 already
+  p.exited(1, killed(), at(6));
+  Taken t = take(p);
+  EXPECT_EQ(t.published.at(0).members, (Ids{0}));
+  EXPECT_TRUE(t.starts.empty());  // no replacements: --max-restarts 0
+}
+
+TEST(ElasticPolicy, TheFinishStopsPublishingStartingAndTheWorkersThatAreNotMembers) {
+  ElasticPolicy p = running(limits(2, 1, 2, 2));
+  p.exited(1, killed(), at(10));
+  Taken t = take(p);
+  EXPECT_EQ(t.starts.size(), 1u);  // worker 2, not ready yet
+  p.exited(0, exitedWith(0), at(11));
+  t = take(p);
+  EXPECT_EQ(t.stops, (Ids{2}));
+  EXPECT_TRUE(t.published.empty());
+  EXPECT_TRUE(t.starts.empty());
+  EXPECT_EQ(t.notes,
+            std::vector<std::string>{
+                "worker 0 finished: the job is finishing; stopping the workers that are not members: 2"});
+  p.ready(2, at(11.5));
+  p.exited(2, WorkerEnd{false, "was killed by SIGTERM (Terminated) after 1.0 s", 143, true}, at(12));
+  t = take(p);
+  EXPECT_TRUE(t.published.empty());
+  EXPECT_TRUE(t.fails.empty());
+  EXPECT_TRUE(t.starts.empty());
+  EXPECT_TRUE(p.over());
+  EXPECT_TRUE(p.outcome().finished);
+  EXPECT_EQ(p.outcome().tolerated.size(), 1u);
+  EXPECT_TRUE(p.outcome().fatal.empty());
+}
+
+TEST(ElasticPolicy, AFailureAfterTheFinishBeganEndsTheJobWithIt) {
+  ElasticPolicy p = running(limits(3, 1, 3, 1));
+  p.exited(0, exitedWith(0), at(10));
+  take(p);
+  p.exited(1, exitedWith(3), at(11));
+  const Taken t = take(p);
+  EXPECT_TRUE(t.published.empty());
+  EXPECT_TRUE(t.starts.empty());
+  EXPECT_EQ(t.fails.size(), 1u);
+  ASSERT_EQ(p.outcome().fatal.size(), 1u);
+  EXPECT_EQ(p.outcome().fatal[0].rank, 1);
+  EXPECT_EQ(p.outcome().fatal[0].exitCode, 3);
+  EXPECT_EQ(p.outcome().headline, "worker 1 failed after the job began to finish");
+  EXPECT_FALSE(p.outcome().finished);
+}
+
+TEST(ElasticPolicy, AHostThatLeavesHasItsWorkersStoppedWithoutCountingFailures) {
+  ElasticPolicy p = running(limits(3, 1, 3, 0, true), {{"a", 1}, {"b", 2}});
+  p.discovered({{"a", 1}}, at(5));
+  Taken t = take(p);
+  EXPECT_EQ(t.stops, (Ids{2, 1}));  // the newest first
+  EXPECT_NE(
+      std::find(t.notes.begin(), t.notes.end(), "host b is no longer discovered; stopping worker(s) 1, 2"),
+      t.notes.end());
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].members, (Ids{0}));
+  p.exited(1, WorkerEnd{false, "was killed by SIGTERM (Terminated) after 5.0 s", 143, true}, at(6));
+  p.exited(2, exitedWith(1), at(6));
+  t = take(p);
+  EXPECT_TRUE(t.published.empty());
+  EXPECT_TRUE(p.outcome().tolerated.empty());
+  // It comes back: new workers start there, and they are not replacements.
+  p.discovered({{"a", 1}, {"b", 2}}, at(7));
+  t = take(p);
+  EXPECT_EQ(t.starts, (std::vector<std::pair<int, std::string>>{{3, "b"}, {4, "b"}}));
+  EXPECT_EQ(p.outcome().replacements, 0);
+}
+
+TEST(ElasticPolicy, FewerSlotsOnAHostStopTheNewestWorkersThere) {
+  ElasticPolicy p = running(limits(3, 1, 3, 0, true), {{"a", 3}});
+  p.discovered({{"a", 1}}, at(5));
+  const Taken t = take(p);
+  EXPECT_EQ(t.stops, (Ids{2, 1}));
+  EXPECT_NE(std::find(t.notes.begin(), t.notes.end(), "host a has 1 slot(s) now; stopping worker(s) 1, 2"),
+            t.notes.end());
+  EXPECT_EQ(t.published.at(0).members, (Ids{0}));
+}
+
+TEST(ElasticPolicy, WithDiscoveryNoWorkersLeftWaitsForHostsUpToTheElasticTimeOut) {
+  ElasticPolicy p = running(limits(1, 1, 2, 0, true), {{"a", 1}});
+  p.discovered({}, at(5));
+  Taken t = take(p);
+  EXPECT_EQ(t.stops, (Ids{0}));
+  p.exited(0, killed(), at(6));
+  p.tick(at(9));
+  EXPECT_TRUE(take(p).fails.empty());  // a host may come back
+  p.discovered({{"b", 1}}, at(9.5));
+  t = take(p);
+  EXPECT_EQ(t.starts, (std::vector<std::pair<int, std::string>>{{1, "b"}}));
+  p.ready(1, at(9.8));
+  t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].members, (Ids{1}));
+  p.tick(at(100));
+  EXPECT_TRUE(take(p).fails.empty());
+}
+
+TEST(ElasticPolicy, WhenTheSupervisorStopsNothingMoreHappens) {
+  ElasticPolicy p = running(limits(2, 1, 2, 2));
+  p.stopping();
+  p.exited(0, killed(), at(10));
+  p.exited(1, killed(), at(10));
+  const Taken t = take(p);
+  EXPECT_TRUE(t.starts.empty());
+  EXPECT_TRUE(t.published.empty());
+  EXPECT_TRUE(t.fails.empty());
+  EXPECT_TRUE(p.outcome().tolerated.empty());
+  EXPECT_TRUE(p.over());
+  EXPECT_FALSE(p.outcome().finished);
+}
+
+}  // namespace
+}  // namespace gyre::launcher
