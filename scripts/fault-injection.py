@@ -505,9 +505,11 @@ def run_all(args, work):
     reference.start([])
     reference.finish()
     total = len(reference.steps())
-    if reference.hung or reference.exit_code != 0 or reference.accuracy() is None or total < 2:
+    # Elastic: a worker lost without a fault would leave a smaller world and still exit 0.
+    changed = args.job == "elastic" and [ids for _, ids in reference.memberships()] != [list(range(args.np))]
+    if reference.hung or reference.exit_code != 0 or reference.accuracy() is None or total < 2 or changed:
         print(f"the fault-free run failed (exit {reference.exit_code}{', hung' if reference.hung else ''}, "
-              f"{total} steps):\n{reference.tail()}")
+              f"{total} steps{', its membership changed' if changed else ''}):\n{reference.tail()}")
         return 1
     print(f"fault-free: {total} steps, test acc {reference.accuracy() * 100:.2f}%, {reference.seconds:.0f} s",
           flush=True)

@@ -37,6 +37,8 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
   progress_ = ProgressBar(group_.rank() == 0 && progressEnabled(o_.progress));
   stepLog_ = StepLog();
   if (group_.rank() == 0 && !o_.runDir.empty()) {
+    // One writer at a time: the files' temporary names are shared by every process.
+    writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
     stepLog_ = StepLog((std::filesystem::path(o_.runDir) / "progress.jsonl").string(),
                        elasticState_->membership() > 1);
     stepLog_.start(static_cast<int>(elasticState_->membership()), globalStep_);
@@ -51,11 +53,8 @@ void Trainer::maybeCommit() {
 }
 
 std::vector<EpochReport> Trainer::runElastic() {
-  if (!o_.runDir.empty()) {
-    // Every worker may become rank 0 and write it; each writes the same files.
-    createRunDirectory(o_.runDir);
-    writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
-  }
+  // Every worker may become rank 0 and write the run directory (attach()).
+  if (!o_.runDir.empty()) createRunDirectory(o_.runDir);
   gyre::torch::TorchState state(model_.ptr(), sgd_, &*elasticSampler_);
   state.values[kGlobalStep] = 0;
   elasticState_ = &state;
