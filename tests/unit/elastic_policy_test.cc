@@ -1,7 +1,8 @@
 // The decisions of `gyre run --elastic` (launcher/elastic_policy.h), driven with made-up events
 // and times: first membership, a death and the next membership, below --min-np (wait, recover,
 // give up), the replacement budget, the --max-np cap, the order of newcomers, the finish, and
-// hosts that a discovery script adds and removes.
+// hosts that a discovery script adds and removes; then the discovery script's parser and its
+// bounded runs (launcher/elastic_discovery.h).
 #include "launcher/elastic_policy.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "gyre/errors.h"
+#include "launcher/elastic_discovery.h"
 
 namespace gyre::launcher {
 namespace {
@@ -407,6 +409,38 @@ TEST(ElasticPolicy, WhenTheSupervisorStopsNothingMoreHappens) {
   EXPECT_TRUE(p.outcome().tolerated.empty());
   EXPECT_TRUE(p.over());
   EXPECT_FALSE(p.outcome().finished);
+}
+
+TEST(HostDiscovery, ParsesHostsAndSlotsAndNothingAsNoHosts) {
+  const auto hosts = parseDiscoveredHosts("# now\nnode1:2\nnode2\nnode3 slots=3\n");
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts[0].name, "node1");
+  EXPECT_EQ(hosts[0].slots, 2);
+  EXPECT_EQ(hosts[1].slots, 1);
+  EXPECT_EQ(hosts[2].slots, 3);
+  EXPECT_TRUE(parseDiscoveredHosts("").empty());
+  EXPECT_TRUE(parseDiscoveredHosts("# none\n\n").empty());
+  EXPECT_THROW(parseDiscoveredHosts("a:2\na:1\n"), InvalidArgument);
+  EXPECT_THROW(parseDiscoveredHosts("a:x\n"), InvalidArgument);
+}
+
+TEST(HostDiscovery, RunsTheScriptBoundedAndSaysWhyARunFailed) {
+  using std::chrono::milliseconds;
+  HostDiscovery::Result r = HostDiscovery("printf 'a:2\\nb\\n'", milliseconds(10)).runNow();
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.hosts.size(), 2u);
+  EXPECT_EQ(r.hosts[1].name, "b");
+  r = HostDiscovery("echo 'no hosts today' >&2; exit 3", milliseconds(10)).runNow();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "exited with code 3: no hosts today");
+  const auto began = std::chrono::steady_clock::now();
+  r = HostDiscovery("sleep 30", milliseconds(10), milliseconds(200)).runNow();
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.error, "did not finish within 0.2 s");
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(10));
+  r = HostDiscovery("echo 'a:0'", milliseconds(10)).runNow();
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("slots must be a positive integer"), std::string::npos) << r.error;
 }
 
 }  // namespace
