@@ -112,34 +112,38 @@ void State::meet(Communicator& comm) {
 void run(State& state, const TrainFunction& train, Options options) {
   Rendezvous rendezvous(std::move(options));
   const int id = rendezvous.workerId();
-  while (true) {
-    std::shared_ptr<Communicator> comm = rendezvous.join();
-    try {
-      state.rendezvous_ = &rendezvous;
-      state.comm_ = comm.get();
-      state.meet(*comm);
-      train(comm);
+  // The state checks for new memberships only while it trains in one, however that ends.
+  struct Attached {
+    State& state;
+    Attached(State& s, Rendezvous& r, Communicator& c) : state(s) {
+      state.rendezvous_ = &r;
+      state.comm_ = &c;
+    }
+    ~Attached() {
       state.rendezvous_ = nullptr;
       state.comm_ = nullptr;
+    }
+  };
+  while (true) {
+    std::shared_ptr<Communicator> comm = rendezvous.join();
+    const auto rollBack = [&](const char* what, const Error& e) {
+      log::warn("elastic: worker ", id, " (rank ", comm->rank(), " of ", comm->size(), ") ", what, ": ", e.what(),
+                "; rolling back to commit ", state.commits(), " and waiting for the next membership");
+      state.restore();
+    };
+    try {
+      Attached attached(state, rendezvous, *comm);
+      state.meet(*comm);
+      train(comm);
       return;
     } catch (const MembershipChanged&) {
       log::warn("elastic: worker ", id, " (rank ", comm->rank(), " of ", comm->size(),
                 ") sees a new membership at commit ", state.commits(), "; meeting it");
     } catch (const PeerLostError& e) {
-      log::warn("elastic: worker ", id, " (rank ", comm->rank(), " of ", comm->size(), ") lost a peer: ", e.what(),
-                "; rolling back to commit ", state.commits(), " and waiting for the next membership");
-      state.restore();
+      rollBack("lost a peer", e);
     } catch (const TimeoutError& e) {
-      log::warn("elastic: worker ", id, " (rank ", comm->rank(), " of ", comm->size(), ") timed out: ", e.what(),
-                "; rolling back to commit ", state.commits(), " and waiting for the next membership");
-      state.restore();
-    } catch (...) {
-      state.rendezvous_ = nullptr;
-      state.comm_ = nullptr;
-      throw;
+      rollBack("timed out", e);
     }
-    state.rendezvous_ = nullptr;
-    state.comm_ = nullptr;
   }
 }
 

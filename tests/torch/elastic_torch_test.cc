@@ -149,6 +149,15 @@ void trainElastic(const gyre::elastic::Options& options, ::torch::nn::Sequential
 
 constexpr int kSteps = 30;
 
+gyre::elastic::Options workerOptions(const std::shared_ptr<Store>& store, int id) {
+  gyre::elastic::Options o;
+  o.store = store;
+  o.workerId = id;
+  o.timeout = 20s;
+  o.communicator.transport = Transport::kTcp;
+  return o;
+}
+
 // The model one worker alone trains.
 std::vector<::torch::Tensor> trainedAlone(const Data& data) {
   gyre::elastic::Options alone;
@@ -177,11 +186,7 @@ TEST(ElasticTraining, SurvivorsOfALostWorkerEndWithTheSameModelAsOneProcess) {
   for (int id = 0; id < 3; ++id) models.push_back(tinyModel());
   struct Died {};
   test::runThreads(3, [&](int id) {
-    gyre::elastic::Options o;
-    o.store = store;
-    o.workerId = id;
-    o.timeout = 20s;
-    o.communicator.transport = Transport::kTcp;
+    const gyre::elastic::Options o = workerOptions(store, id);
     try {
       trainElastic(o, models[static_cast<std::size_t>(id)], data, kSteps, [&](Communicator&, std::int64_t step) {
         if (id == 1 && step == 17) throw Died{};  // two steps after commit 5: rolled back
@@ -212,11 +217,7 @@ TEST(ElasticTraining, AJoiningWorkerEndsWithTheSameModelAsOneProcess) {
   });
   std::vector<std::vector<::torch::Tensor>> finals(3);
   test::runThreads(3, [&](int id) {
-    gyre::elastic::Options o;
-    o.store = store;
-    o.workerId = id;
-    o.timeout = 20s;
-    o.communicator.transport = Transport::kTcp;
+    const gyre::elastic::Options o = workerOptions(store, id);
     auto& model = models[static_cast<std::size_t>(id)];
     trainElastic(o, model, data, kSteps, [&](Communicator&, std::int64_t step) {
       // The first two wait at step 10 until the third is admitted, so it joins mid-run.

@@ -7,11 +7,12 @@
 //   state.onReset([&](gyre::Communicator& c) { sampler.setWorld(c.rank(), c.size()); });
 //   gyre::elastic::run(state, [&](const std::shared_ptr<gyre::Communicator>& comm) {
 //     gyre::torch::DistributedOptimizer opt(comm, sgd);
-//     for (; epoch < epochs; sampler.setEpoch(++epoch))       // epoch kept in state.values
-//       for (; !sampler.epochDone(); sampler.advance()) {
-//         ... forward on sampler.batch(), loss * sampler.weight(), backward, opt.step() ...
-//         if (sampler.step() % 10 == 0) state.commit();
-//       }
+//     while (sampler.epoch() < epochs) {                      // the sampler's place is state
+//       ... forward on sampler.batch(), loss * sampler.weight(), backward, opt.step() ...
+//       sampler.advance();                                    // before the commit that covers it
+//       if (sampler.epochDone()) sampler.setEpoch(sampler.epoch() + 1);
+//       if (++state.values["step"] % 10 == 0) state.commit();
+//     }
 //   });
 #pragma once
 
