@@ -12,6 +12,7 @@
 #include "gyre/errors.h"
 #include "gyre/version.h"
 #include "info.h"
+#include "ps_server.h"
 #include "run.h"
 #include "train.h"
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   gyre::app::addInfo(app, action);
   gyre::app::addRun(app, action);
   gyre::app::addTrain(app, action);
+  gyre::app::addPsServer(app, action);  // internal: started by gyre run --servers
 
   // mpirun and horovodrun users type -np; CLI11 knows long options by their double dash.
   std::vector<char*> argvFixed(argv, argv + argc);

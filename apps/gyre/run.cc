@@ -29,6 +29,7 @@ struct RunFlags {
   double startTimeoutS = 30;
   int threads = 0;
   int maxRestarts = 0;
+  int servers = 0;
   bool elastic = false;
   int minNp = 0;
   int maxNp = 0;
@@ -64,6 +65,7 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   o.threads = f.threads;
   requireArg(f.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
   o.maxRestarts = f.maxRestarts;
+  o.servers = f.servers;  // checked by runJob
   requireArg(f.elastic || f.elasticOnlyGiven.empty(), f.elasticOnlyGiven.empty() ? "" : f.elasticOnlyGiven[0],
              " needs --elastic");
   requireArg(f.discoveryScript.empty() || (f.hosts.empty() && f.hostfile.empty()),
@@ -116,7 +118,13 @@ void addRun(CLI::App& app, std::function<int()>& action) {
       "  gyre run -H node1:2,node2:2 --network-interface eth0 -- /shared/train\n"
       "  gyre run --hostfile hosts.txt --rsh-agent 'ssh -p 2222' --output-dir logs -- ./train\n"
       "  gyre run -np 4 --max-restarts 3 -- ./train --resume\n"
-      "  gyre run --elastic -np 4 --min-np 2 --max-np 8 --max-restarts 2 -H a:4,b:4 -- ./train\n\n"
+      "  gyre run --elastic -np 4 --min-np 2 --max-np 8 --max-restarts 2 -H a:4,b:4 -- ./train\n"
+      "  gyre run -np 4 --servers 2 -- ./train_ps\n\n"
+      "With --servers S, S parameter server processes run beside the workers (round-robin over their\n"
+      "hosts; output tagged [ps0], [ps1], ...); workers get GYRE_PS_SERVERS and reach them with\n"
+      "gyre::ps::Worker::fromEnvironment. The job ends when every worker has exited; then the servers\n"
+      "are stopped. A server that dies is reported and does not stop the job: workers fail over to its\n"
+      "backup. See docs/gyre-run.md, \"Parameter servers\".\n\n"
       "With --elastic, a lost worker does not stop the job: the others go on in a new membership as\n"
       "long as at least --min-np remain, replacements are started while --max-restarts allows, and\n"
       "workers on hosts that --host-discovery-script adds join at the next commit. Each worker gets\n"
@@ -145,6 +153,9 @@ void addRun(CLI::App& app, std::function<int()>& action) {
                   "with a fresh rendezvous), at most this many times; with --elastic, the most replacement "
                   "workers over the whole job")
       ->envname("GYRE_MAX_RESTARTS")
+      ->capture_default_str();
+  cmd->add_option("--servers", f->servers,
+                  "Parameter servers to start beside the workers (gyre::ps; not with --elastic)")
       ->capture_default_str();
   cmd->add_flag("--elastic", f->elastic,
                 "Elastic job: workers may be lost and added while it runs; survivors go on in a new "

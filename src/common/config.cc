@@ -14,7 +14,7 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 26> kKnobs = {{
+constexpr std::array<Knob, 28> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
@@ -126,6 +126,23 @@ constexpr std::array<Knob, 26> kKnobs = {{
      "workers, a newcomer not yet admitted) before they fail (`gyre run --elastic-timeout`, in ms).",
      {},
      1,
+     INT32_MAX},
+    {"GYRE_PS_SERVERS",
+     KnobType::kInt,
+     "",
+     "Set by `gyre run --servers S` in every worker and parameter server: how many parameter servers the "
+     "job has (gyre::ps::Worker::fromEnvironment finds their addresses in the job's store; "
+     "docs/gyre-run.md).",
+     {},
+     1,
+     INT32_MAX},
+    {"GYRE_PS_SERVER_INDEX",
+     KnobType::kInt,
+     "",
+     "Set by `gyre run --servers S` in each parameter server process (`gyre ps-server`): its index, "
+     "0 <= index < GYRE_PS_SERVERS.",
+     {},
+     0,
      INT32_MAX},
     {"GYRE_TRANSPORT", KnobType::kChoice, "auto",
      "Transport between ranks: auto (shared memory on one host, TCP between hosts), tcp, shm, or mpi (MPI "

@@ -181,6 +181,13 @@ class Agent {
 
   void fail(const std::string& why) { send(makeEvent(Event::Kind::kFailed, why)); }
 
+  bool runsServers() const { return !spec_.serverIndices.empty(); }
+  // The rank (or, for parameter servers, the server index) of this agent's i-th process.
+  int rankOf(int i) const { return runsServers() ? spec_.serverIndices[i] : spec_.firstRank + i; }
+  std::string nameOf(int rank) const {
+    return (runsServers() ? "ps server " : "rank ") + std::to_string(rank);
+  }
+
   bool readSpec() {
     std::optional<std::string> line;
     LineReader reader;
@@ -251,8 +258,25 @@ class Agent {
     return std::nullopt;
   }
 
+  // A parameter server gets the job's store, secret and interface, and its index; no rank.
+  std::vector<std::pair<std::string, std::string>> serverEnvironment(int localIndex,
+                                                                     const std::string& store) {
+    std::vector<std::pair<std::string, std::string>> env = spec_.env;
+    env.insert(env.end(), {{"GYRE_PS_SERVER_INDEX", std::to_string(rankOf(localIndex))},
+                           {"GYRE_PS_SERVERS", std::to_string(spec_.psServers)},
+                           {"GYRE_STORE_ADDR", store},
+                           {"GYRE_SECRET", spec_.secret},
+                           {"GYRE_JOB_ID", spec_.jobId},
+                           {"GYRE_START_TIMEOUT_MS", std::to_string(spec_.startTimeoutMs)},
+                           {"GYRE_RESTART_COUNT", std::to_string(spec_.restartCount)},
+                           {"GYRE_MAX_RESTARTS", std::to_string(spec_.maxRestarts)}});
+    if (!spec_.interface.empty()) env.emplace_back("GYRE_IFACE", spec_.interface);
+    return env;
+  }
+
   std::vector<std::pair<std::string, std::string>> workerEnvironment(int localRank,
                                                                      const std::string& store) {
+    if (runsServers()) return serverEnvironment(localRank, store);
     std::vector<std::pair<std::string, std::string>> env = spec_.env;
     auto userSet = [&](const std::string& name) {
       for (const auto& [k, v] : env)
@@ -274,11 +298,20 @@ class Agent {
                            {"GYRE_RESTART_COUNT", std::to_string(spec_.restartCount)},
                            {"GYRE_MAX_RESTARTS", std::to_string(spec_.maxRestarts)}});
     if (!spec_.interface.empty()) env.emplace_back("GYRE_IFACE", spec_.interface);
+    if (spec_.psServers > 0) env.emplace_back("GYRE_PS_SERVERS", std::to_string(spec_.psServers));
     return env;
   }
 
+  // What a process must not inherit from the agent's own environment: the other role's variables.
+  std::vector<std::string> unsetEnvironment() const {
+    if (runsServers()) return {"GYRE_RANK", "GYRE_WORLD_SIZE", "GYRE_LOCAL_RANK", "GYRE_LOCAL_SIZE"};
+    if (spec_.psServers > 0) return {"GYRE_PS_SERVER_INDEX"};
+    return {"GYRE_PS_SERVER_INDEX", "GYRE_PS_SERVERS"};
+  }
+
   bool startWorkers(const std::string& store) {
-    const std::string path = findExecutable(spec_.program[0]);
+    // Parameter servers are this executable (`gyre ps-server`), whatever its path on this host.
+    const std::string path = runsServers() ? selfExecutable() : findExecutable(spec_.program[0]);
     if (path.empty()) {
       fail("host " + spec_.host + ": cannot find the program '" + spec_.program[0] +
            (spec_.program[0].find('/') == std::string::npos ? "' in PATH" : "' (or it is not executable)"));
@@ -287,7 +320,7 @@ class Agent {
     net::Fd devNull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     for (int i = 0; i < spec_.count; ++i) {
       auto w = std::make_unique<Worker>();
-      w->rank = spec_.firstRank + i;
+      w->rank = rankOf(i);
       int outPipe[2], errPipe[2];
       if (pipe2(outPipe, O_CLOEXEC) != 0 || pipe2(errPipe, O_CLOEXEC) != 0) {
         fail("host " + spec_.host + ": " + errnoText("pipe2"));
@@ -297,10 +330,11 @@ class Agent {
       w->err = net::Fd(errPipe[0]);
       net::Fd outWrite(outPipe[1]), errWrite(errPipe[1]);
       ChildSpec child;
-      child.name = "rank " + std::to_string(w->rank);
+      child.name = nameOf(w->rank);
       child.path = path;
-      child.argv = spec_.program;
+      child.argv = runsServers() ? std::vector<std::string>{"gyre", "ps-server"} : spec_.program;
       child.env = workerEnvironment(i, store);
+      child.unsetEnv = unsetEnvironment();
       child.stdinFd = devNull.get();
       child.stdoutFd = outWrite.get();
       child.stderrFd = errWrite.get();
@@ -308,7 +342,7 @@ class Agent {
       try {
         w->pid = group_.spawn(child);
       } catch (const Error& e) {
-        fail("host " + spec_.host + ": cannot start rank " + std::to_string(w->rank) + ": " + e.what());
+        fail("host " + spec_.host + ": cannot start " + nameOf(w->rank) + ": " + e.what());
         return false;
       }
       w->start = Clock::now();

@@ -1,7 +1,8 @@
 // The per-host agent of `gyre run` (`gyre agent`, started by the launcher): reads its AgentSpec
 // from stdin, finds the job's store, starts this host's workers with their environment, relays
 // their output and exits as Events on stdout, and stops them all (and anything they started)
-// when the launcher says stop, when its stdin ends, or when it gets SIGINT/SIGTERM/SIGHUP.
+// when the launcher says stop, when its stdin ends, or when it gets SIGINT/SIGTERM/SIGHUP. An agent
+// may run a host's parameter servers instead (`gyre run --servers`; AgentSpec::serverIndices).
 #pragma once
 
 #include <functional>

@@ -31,7 +31,8 @@ struct AgentHandle {
   net::Fd fromAgent;
   LineReader lines;
   bool exited = false;
-  bool done = false;  // sent kDone: every worker reported
+  bool done = false;     // sent kDone: every worker reported
+  bool servers = false;  // runs parameter servers (AgentSpec::serverIndices), not workers
   // It exited and what it sent was read to the end.
   bool gone() const { return exited && !fromAgent.valid(); }
 };

@@ -60,7 +60,9 @@ std::string encodeSpec(const AgentSpec& s) {
                   {"interface", s.interface},
                   {"stop_grace_ms", s.stopGraceMs},
                   {"restart_count", s.restartCount},
-                  {"max_restarts", s.maxRestarts}};
+                  {"max_restarts", s.maxRestarts},
+                  {"ps_servers", s.psServers},
+                  {"server_indices", s.serverIndices}};
   return j.dump();
 }
 
@@ -85,13 +87,22 @@ AgentSpec decodeSpec(const std::string& line) {
     s.stopGraceMs = j.at("stop_grace_ms").get<int>();
     s.restartCount = j.at("restart_count").get<int>();
     s.maxRestarts = j.at("max_restarts").get<int>();
+    s.psServers = j.value("ps_servers", 0);
+    s.serverIndices = j.value("server_indices", std::vector<int>{});
   } catch (const json::exception& e) {
     GYRE_THROW(ProtocolError, "malformed job description from the launcher: ", e.what());
   }
   if (s.worldSize < 1 || s.count < 1 || s.firstRank < 0 || s.firstRank + s.count > s.worldSize ||
       s.program.empty() || s.storeCandidates.empty() || s.threads < 0 || s.coreShare < 0 ||
-      s.startTimeoutMs < 1 || s.stopGraceMs < 0 || s.restartCount < 0 || s.maxRestarts < s.restartCount)
+      s.startTimeoutMs < 1 || s.stopGraceMs < 0 || s.restartCount < 0 || s.maxRestarts < s.restartCount ||
+      s.psServers < 0)
     GYRE_THROW(ProtocolError, "inconsistent job description from the launcher");
+  if (!s.serverIndices.empty()) {
+    bool inRange = s.worldSize == s.psServers && s.count == static_cast<int>(s.serverIndices.size());
+    for (int i : s.serverIndices) inRange &= i >= 0 && i < s.psServers;
+    if (!inRange)
+      GYRE_THROW(ProtocolError, "inconsistent parameter servers in the job description from the launcher");
+  }
   return s;
 }
 

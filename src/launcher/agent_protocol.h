@@ -3,7 +3,8 @@
 // The launcher starts one agent per host (`gyre agent`, directly for this host, through the rsh
 // agent for others), writes one JSON line with the AgentSpec to the agent's stdin, and keeps
 // stdin open: a "stop" line, or stdin's end, tells the agent to stop its workers. An agent serves
-// one generation of the job: after a restart (--max-restarts) the launcher starts new agents. The agent
+// one generation of the job: after a restart (--max-restarts) the launcher starts new agents. With
+// --servers, a host's parameter servers get an agent of their own (AgentSpec::serverIndices). The agent
 // answers on stdout with one Event per line. The secret travels on stdin, never on a command
 // line, so `ps` does not show it.
 #pragma once
@@ -37,6 +38,12 @@ struct AgentSpec {
   int stopGraceMs = 1000;  // SIGTERM, then SIGKILL after this long
   int restartCount = 0;    // GYRE_RESTART_COUNT: the job's generation, 0 first (--max-restarts)
   int maxRestarts = 0;     // GYRE_MAX_RESTARTS
+  // `gyre run --servers S`: S, given to every process as GYRE_PS_SERVERS; 0: no parameter servers.
+  int psServers = 0;
+  // Not empty: this agent runs these parameter servers (`gyre ps-server`, its own executable, each
+  // with GYRE_PS_SERVER_INDEX) instead of workers. Then worldSize is psServers, count is their
+  // number, events name a server by its index in `rank`, and program is not used.
+  std::vector<int> serverIndices;
 };
 
 std::string encodeSpec(const AgentSpec& spec);

@@ -1,10 +1,14 @@
 #include "launcher/generation.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cstdio>
 
 #include "common/check.h"
 #include "launcher/agent_pool.h"
 #include "launcher/process.h"
+#include "launcher/ps_servers.h"
 
 namespace gyre::launcher {
 namespace {
@@ -32,10 +36,12 @@ class Generation {
             [this](AgentHandle& a, const std::string& why) {
               fail({-1, "host " + a.place.host + ": " + why});
             }),
-        ranks_(spec.worldSize) {}
+        ranks_(spec.worldSize),
+        servers_(o_.servers) {}
 
   GenerationOutcome run() {
     store_ = startJobStore(o_.networkInterface, anyRemote());
+    for (const ServerPlacement& p : placeServers(s_.placement, o_.servers)) startServers(p);
     for (const HostPlacement& p : s_.placement) startAgent(p);
     supervise();
     output_.flush();
@@ -59,7 +65,82 @@ class Generation {
     job.count = p.count;
     job.restartCount = s_.generation;
     job.maxRestarts = s_.maxRestarts;
+    job.psServers = o_.servers;
     agents_.start(p, job);
+  }
+
+  // One agent for the parameter servers placed on a host: a second agent there, beside the
+  // workers', so that each is supervised as what it is.
+  void startServers(const ServerPlacement& p) {
+    const HostPlacement place{p.host, p.local, 0, static_cast<int>(p.indices.size())};
+    AgentSpec job = baseAgentSpec(o_, store_, place, s_.jobId);
+    job.program = {"gyre", "ps-server"};
+    job.worldSize = o_.servers;
+    job.firstRank = 0;
+    job.count = place.count;
+    job.restartCount = s_.generation;
+    job.maxRestarts = s_.maxRestarts;
+    job.psServers = o_.servers;
+    job.serverIndices = p.indices;
+    for (int i : p.indices) servers_[i].host = p.host;
+    agents_.start(place, job).servers = true;
+  }
+
+  bool allWorkersExited() const {
+    return std::all_of(ranks_.begin(), ranks_.end(), [](const RankState& r) { return r.exited; });
+  }
+
+  // Every worker has exited: the servers are no longer needed.
+  void stopServers() {
+    if (serversStopping_) return;
+    serversStopping_ = true;
+    for (const auto& a : agents_.agents())
+      if (a->servers) agents_.stop(*a);
+    killAt_ = Clock::now() + Ms(o_.stopGraceMs + 500);
+  }
+
+  // A server's exit: news only while the workers may still need it.
+  void serverExited(int index, const Event& e) {
+    ServerState& server = servers_[index];
+    if (server.exited) return;
+    server.exited = true;
+    if (!stopping_ && !serversStopping_) {
+      std::fprintf(stderr, "gyre run: %s\n",
+                   serverLostLine(index, o_.servers, server,
+                                  exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s")
+                       .c_str());
+    } else if ((e.code != 0 && e.signal == 0) ||
+               (e.signal != 0 && e.signal != SIGTERM && e.signal != SIGKILL)) {
+      std::fprintf(stderr, "gyre run: ps server %d on host %s %s while being stopped\n", index,
+                   server.host.c_str(), exitDescription(e).c_str());
+    }
+  }
+
+  void onServerEvent(AgentHandle& a, const Event& e) {
+    const bool aboutOne =
+        e.kind == Event::Kind::kStarted || e.kind == Event::Kind::kOutput || e.kind == Event::Kind::kExit;
+    if (aboutOne && (e.rank < 0 || e.rank >= o_.servers || servers_[e.rank].host != a.place.host))
+      GYRE_THROW(ProtocolError, "the agent on ", a.place.host, " reported ps server ", e.rank,
+                 ", which is not its own");
+    switch (e.kind) {
+      case Event::Kind::kStore:
+      case Event::Kind::kDone:
+        a.done |= e.kind == Event::Kind::kDone;
+        break;
+      case Event::Kind::kStarted:
+        servers_[e.rank].started = true;
+        servers_[e.rank].pid = e.pid;
+        break;
+      case Event::Kind::kOutput:
+        output_.serverLine(e.rank, e.fromStderr, e.text, e.terminator);
+        break;
+      case Event::Kind::kFailed:  // before its servers started: the workers would wait for them
+        if (!serversStopping_) fail({-1, "ps servers on host " + a.place.host + ": " + e.text});
+        break;
+      case Event::Kind::kExit:
+        serverExited(e.rank, e);
+        break;
+    }
   }
 
   void fail(Failure f) {
@@ -68,14 +149,21 @@ class Generation {
     outcome_.failures.push_back(std::move(f));
   }
 
+  // Stops the workers; the servers follow once the workers have exited (stopServers), so that no
+  // worker sees its servers go first.
   void stop() {
     if (stopping_) return;
     stopping_ = true;
     killAt_ = Clock::now() + Ms(o_.stopGraceMs + 500);
-    agents_.stopAll();
+    for (const auto& a : agents_.agents())
+      if (!a->servers) agents_.stop(*a);
   }
 
   void onEvent(AgentHandle& a, const Event& e) {
+    if (a.servers) {
+      onServerEvent(a, e);
+      return;
+    }
     const auto inRange = [&](int rank) {
       return rank >= a.place.firstRank && rank < a.place.firstRank + a.place.count;
     };
@@ -113,6 +201,15 @@ class Generation {
   void reapAgents() {
     for (const auto& [a, e] : agents_.reap()) {
       if (stopping_ || a->done) continue;
+      if (a->servers) {
+        if (serversStopping_) continue;  // told to stop (before it started them, maybe)
+        Event lost;
+        lost.kind = Event::Kind::kExit, lost.code = e.code, lost.signal = e.signal;
+        for (std::size_t i = 0; i < servers_.size(); ++i)
+          if (servers_[i].host == a->place.host && !servers_[i].exited)
+            serverExited(static_cast<int>(i), lost);
+        continue;
+      }
       std::vector<int> missing;
       bool allStarted = true;
       for (int r = a->place.firstRank; r < a->place.firstRank + a->place.count; ++r) {
@@ -134,6 +231,17 @@ class Generation {
     startChecked_ = true;
     for (const auto& a : agents_.agents()) {
       std::vector<int> missing;
+      if (a->servers) {
+        if (serversStopping_) continue;
+        for (std::size_t i = 0; i < servers_.size(); ++i)
+          if (servers_[i].host == a->place.host && !servers_[i].started)
+            missing.push_back(static_cast<int>(i));
+        if (!missing.empty())
+          fail({-1, "host " + a->place.host + ": ps server(s) " + rankList(missing) +
+                        " did not start within " + formatSeconds(o_.startTimeoutS) +
+                        " s (--start-timeout); the agent was started with: " + a->command});
+        continue;
+      }
       for (int r = a->place.firstRank; r < a->place.firstRank + a->place.count; ++r)
         if (!ranks_[r].started) missing.push_back(r);
       if (!missing.empty())
@@ -160,7 +268,14 @@ class Generation {
         }
         checkStartTimeout();
       }
-      if (stopping_ && Clock::now() >= killAt_) agents_.killAll();
+      if (!servers_.empty() && allWorkersExited()) stopServers();
+      if ((stopping_ || serversStopping_) && Clock::now() >= killAt_) {
+        if (!servers_.empty() && !serversStopping_) {
+          stopServers();  // workers past their grace period: now the servers, with theirs
+        } else {
+          agents_.killAll();
+        }
+      }
       if (agents_.allGone() || agents_.empty()) break;
     }
     agents_.stopAll();
@@ -172,12 +287,14 @@ class Generation {
   JobStore store_;
   AgentPool agents_;
   std::vector<RankState> ranks_;
+  std::vector<ServerState> servers_;  // by index; empty without --servers
   GenerationOutcome outcome_;
   Clock::time_point decideAt_{};
   Clock::time_point killAt_{};
   Clock::time_point startDeadline_{};
   bool startChecked_ = false;
   bool stopping_ = false;
+  bool serversStopping_ = false;  // every worker has exited; the servers were told to stop
 };
 
 }  // namespace

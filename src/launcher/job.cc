@@ -121,12 +121,13 @@ class Job {
 
 std::vector<std::pair<std::string, std::string>> forwardedEnvironment() {
   static const char* const kSetByLauncher[] = {
-      "GYRE_RANK",         "GYRE_WORLD_SIZE", "GYRE_LOCAL_RANK",
-      "GYRE_LOCAL_SIZE",   "GYRE_STORE_ADDR", "GYRE_SECRET",
-      "GYRE_JOB_ID",       "GYRE_HOST_STORE", "GYRE_START_TIMEOUT_MS",
-      "GYRE_NUM_THREADS",  "GYRE_IFACE",      "GYRE_RESTART_COUNT",
-      "GYRE_MAX_RESTARTS", "GYRE_ELASTIC",    "GYRE_ELASTIC_ID",
-      "GYRE_MIN_NP",       "GYRE_MAX_NP",     "GYRE_ELASTIC_TIMEOUT_MS"};
+      "GYRE_RANK",         "GYRE_WORLD_SIZE",     "GYRE_LOCAL_RANK",
+      "GYRE_LOCAL_SIZE",   "GYRE_STORE_ADDR",     "GYRE_SECRET",
+      "GYRE_JOB_ID",       "GYRE_HOST_STORE",     "GYRE_START_TIMEOUT_MS",
+      "GYRE_NUM_THREADS",  "GYRE_IFACE",          "GYRE_RESTART_COUNT",
+      "GYRE_MAX_RESTARTS", "GYRE_ELASTIC",        "GYRE_ELASTIC_ID",
+      "GYRE_MIN_NP",       "GYRE_MAX_NP",         "GYRE_ELASTIC_TIMEOUT_MS",
+      "GYRE_PS_SERVERS",   "GYRE_PS_SERVER_INDEX"};
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [name, value] : processEnvironment()) {
     if (!name.starts_with("GYRE_")) continue;
@@ -145,6 +146,10 @@ int runJob(const RunOptions& options) {
   GYRE_USAGE_CHECK(options.timeoutS >= 0, "--timeout must not be negative");
   GYRE_USAGE_CHECK(options.threads >= 0, "--threads must not be negative");
   GYRE_USAGE_CHECK(options.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
+  GYRE_USAGE_CHECK(options.servers >= 0, "--servers must not be negative (0: no parameter servers)");
+  GYRE_USAGE_CHECK(
+      !(options.elastic && options.servers > 0),
+      "--servers does not work with --elastic yet: parameter servers need a fixed set of workers");
   if (options.elastic) return runElasticJob(options);
   GYRE_USAGE_CHECK(options.minNp == 0 && options.maxNp == 0 && options.discoveryScript.empty(),
                    "--min-np, --max-np and --host-discovery-script need --elastic");

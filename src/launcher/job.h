@@ -3,7 +3,8 @@
 // job, and so do --timeout, SIGINT, SIGTERM and SIGHUP. With --max-restarts K, a failed job is
 // started again, as a new generation of all its workers with a fresh rendezvous (a new store and
 // secret; generation.h), up to K times. With --elastic, a lost worker does not stop the job: the
-// others go on in a new membership (elastic_job.h). See docs/gyre-run.md.
+// others go on in a new membership (elastic_job.h). With --servers S, parameter servers run beside
+// the workers (ps_servers.h). See docs/gyre-run.md.
 #pragma once
 
 #include <optional>
@@ -34,6 +35,12 @@ struct RunOptions {
   // --max-restarts); interrupts and --timeout are never restarted. Workers get the generation
   // as GYRE_RESTART_COUNT (0 first) and this as GYRE_MAX_RESTARTS.
   int maxRestarts = 0;
+  // --servers S: S parameter server processes (`gyre ps-server`), placed round-robin over the
+  // workers' hosts, alongside the workers; each generation has its own. Workers get
+  // GYRE_PS_SERVERS=S (gyre::ps::Worker::fromEnvironment). The job ends when every worker has
+  // exited; the servers are then stopped. A server that dies does not stop the job (workers fail
+  // over to its backup); it is reported. Not with --elastic.
+  int servers = 0;
 
   // --elastic (elastic_job.h): workers may be lost and added while the job runs; survivors
   // re-form their world from the memberships the launcher publishes in the job's store. Then np

@@ -30,6 +30,8 @@ OutputSink::OutputSink(int worldSize, bool tag, const std::string& outputDir, st
 OutputSink::~OutputSink() {
   for (std::FILE* f : logs_)
     if (f != nullptr) std::fclose(f);
+  for (std::FILE* f : serverLogs_)
+    if (f != nullptr) std::fclose(f);
 }
 
 std::FILE* OutputSink::openLog(int rank) {
@@ -78,10 +80,42 @@ void OutputSink::line(int rank, bool fromStderr, const std::string& text, char t
   if (tail.size() > tailLines_) tail.pop_front();
 }
 
+void OutputSink::serverLine(int index, bool fromStderr, const std::string& text, char terminator) {
+  if (index < 0) return;
+  std::FILE* stream = fromStderr ? stderr : stdout;
+  const char* end = terminator == '\n' ? "\n" : terminator == '\r' ? "\r" : "";
+  std::fprintf(stream, "[ps%d]<%s>:", index, fromStderr ? "stderr" : "stdout");
+  std::fwrite(text.data(), 1, text.size(), stream);
+  std::fputs(end, stream);
+  if (terminator != '\n') std::fflush(stream);
+  if (std::FILE* log = serverLog(index)) {
+    std::fwrite(text.data(), 1, text.size(), log);
+    std::fputs(end, log);
+  }
+}
+
+std::FILE* OutputSink::serverLog(int index) {
+  if (dir_.empty()) return nullptr;
+  const auto slot = static_cast<std::size_t>(index);
+  if (slot < serverLogs_.size() && serverLogs_[slot] != nullptr) return serverLogs_[slot];
+  if (slot >= serverLogs_.size()) serverLogs_.resize(slot + 1, nullptr);
+  if (serverLogFailed_) return nullptr;
+  const std::string path = (std::filesystem::path(dir_) / ("ps." + std::to_string(index) + ".log")).string();
+  serverLogs_[slot] = std::fopen(path.c_str(), "w");
+  if (serverLogs_[slot] == nullptr) {
+    std::fprintf(stderr, "gyre run: warning: --output-dir: cannot write %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    serverLogFailed_ = true;  // warned once; the servers' lines still reach the terminal
+  }
+  return serverLogs_[slot];
+}
+
 void OutputSink::startGeneration(int restart) {
   for (std::size_t r = 0; r < logs_.size(); ++r)
     if (logs_[r] != nullptr)
       std::fprintf(logs_[r], "%s--- gyre run: restart %d ---\n", partial_[r].empty() ? "" : "\n", restart);
+  for (std::FILE* f : serverLogs_)
+    if (f != nullptr) std::fprintf(f, "--- gyre run: restart %d ---\n", restart);
   for (auto& t : tails_) t.clear();
   for (auto& p : partial_) p.clear();
 }
@@ -97,6 +131,8 @@ void OutputSink::flush() {
   std::fflush(stdout);
   std::fflush(stderr);
   for (std::FILE* f : logs_)
+    if (f != nullptr) std::fflush(f);
+  for (std::FILE* f : serverLogs_)
     if (f != nullptr) std::fflush(f);
 }
 

@@ -1,7 +1,8 @@
 // Where workers' output goes in `gyre run`: the launcher's stdout/stderr (tagged with the rank,
 // as `[3]<stdout>:text`, or untagged), one log file per rank with --output-dir, and the last
 // lines of every rank kept in memory for the failure report. An elastic job passes worker ids
-// as ranks; the sink grows when a higher one first writes.
+// as ranks; the sink grows when a higher one first writes. Parameter servers' lines come tagged
+// `[ps0]` (serverLine).
 #pragma once
 
 #include <cstdio>
@@ -25,6 +26,9 @@ class OutputSink {
   // rank beyond those so far gets its log now (a log that cannot be created is skipped, with a
   // message on stderr: the job goes on); a negative rank is ignored.
   void line(int rank, bool fromStderr, const std::string& text, char terminator);
+  // One line of parameter server `index` (`gyre run --servers`): always tagged, as
+  // `[ps1]<stderr>:text`, and written to DIR/ps.N.log with --output-dir.
+  void serverLine(int index, bool fromStderr, const std::string& text, char terminator);
   // The rank's last lines, oldest first (none for a rank that never wrote).
   std::vector<std::string> tail(int rank) const;
   // The rank's log file, or "" without --output-dir.
@@ -37,6 +41,7 @@ class OutputSink {
 
  private:
   std::FILE* openLog(int rank);
+  std::FILE* serverLog(int index);  // opened at its first line; null without --output-dir
   void grow(int rank);
 
   bool tag_;
@@ -44,7 +49,9 @@ class OutputSink {
   std::size_t tailLines_;
   std::vector<std::FILE*> logs_;  // one per rank with --output-dir (null: could not be created)
   std::vector<std::deque<std::string>> tails_;
-  std::vector<std::string> partial_;  // a cut line being assembled for the tail
+  std::vector<std::string> partial_;    // a cut line being assembled for the tail
+  std::vector<std::FILE*> serverLogs_;  // with --output-dir, by server index (null: not opened)
+  bool serverLogFailed_ = false;        // one could not be created (warned once)
 };
 
 }  // namespace gyre::launcher

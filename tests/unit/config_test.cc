@@ -23,7 +23,8 @@ TEST(Config, TableDeclaresEveryKnobOnceWithDocs) {
   for (const char* required :
        {"GYRE_RANK", "GYRE_WORLD_SIZE", "GYRE_LOCAL_RANK", "GYRE_LOCAL_SIZE", "GYRE_STORE_ADDR",
         "GYRE_SECRET", "GYRE_JOB_ID", "GYRE_TIMEOUT_MS", "GYRE_TRANSPORT", "GYRE_IFACE",
-        "GYRE_DEBUG_COLLECTIVES", "GYRE_LOG_LEVEL", "GYRE_COST_MODEL", "GYRE_SPIN_US", "GYRE_SHM_RING_BYTES"})
+        "GYRE_DEBUG_COLLECTIVES", "GYRE_LOG_LEVEL", "GYRE_COST_MODEL", "GYRE_SPIN_US", "GYRE_SHM_RING_BYTES",
+        "GYRE_PS_SERVERS", "GYRE_PS_SERVER_INDEX"})
     EXPECT_EQ(names.count(required), 1u) << required;
   EXPECT_THROW(knob("GYRE_NOT_A_KNOB"), InvalidArgument);
 }
