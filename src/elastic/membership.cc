@@ -72,6 +72,15 @@ std::optional<Membership> latestMembership(Store& store) {
   return Membership{epoch, parseMembers(store.getString(membersKey(epoch)))};
 }
 
+std::optional<Membership> lastFormedMembership(Store& store) {
+  for (std::int64_t epoch = latestEpoch(store); epoch >= 1; --epoch) {
+    const std::string key = "elastic/outcome/" + std::to_string(epoch);
+    if (store.check({key}) && store.getString(key) == "go")
+      return Membership{epoch, parseMembers(store.getString(membersKey(epoch)))};
+  }
+  return std::nullopt;
+}
+
 void announceReady(Store& store, int id, const std::string& host) {
   store.setString(readyKey(id), host);
 }

@@ -38,6 +38,10 @@ std::optional<Membership> latestMembership(Store& store);
 // The newest epoch number without its members (one key read); 0 before the first.
 std::int64_t latestEpoch(Store& store);
 
+// The newest membership whose rendezvous succeeded (outcome "go"): the one the members train
+// in. nullopt when none has formed yet.
+std::optional<Membership> lastFormedMembership(Store& store);
+
 void announceReady(Store& store, int id, const std::string& host);
 bool isReady(Store& store, int id);
 

@@ -213,6 +213,7 @@ class ElasticJob {
         w.reported = true;
         const bool ok = e.code == 0 && e.signal == 0;
         const std::string what = exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s";
+        if (ok) policy_->formed(formedMembership());
         policy_->exited(id, WorkerEnd{ok, what, e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0},
                         Clock::now());
         break;
@@ -236,6 +237,17 @@ class ElasticJob {
                                          ? "could not be started: " + w.failedText
                                          : "was lost: its agent (" + a->command + ") " + how +
                                                " before the worker's exit was reported");
+    }
+  }
+
+  // The newest membership that formed; nullopt when none did or the store cannot say (the
+  // policy then keeps the published membership's members).
+  std::optional<elastic::Membership> formedMembership() {
+    try {
+      return elastic::lastFormedMembership(*client_);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "gyre run: warning: cannot read the formed membership: %s\n", e.what());
+      return std::nullopt;
     }
   }
 

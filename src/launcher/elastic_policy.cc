@@ -315,7 +315,8 @@ void ElasticPolicy::finish(int id) {
   outcome_.finished = true;
   std::vector<int> stopped;
   for (Worker& w : workers_) {
-    if (!active(w) || (published_ && published_->rankOf(w.id) >= 0)) continue;
+    const std::optional<elastic::Membership>& members = formed_ ? formed_ : published_;
+    if (!active(w) || (members && members->rankOf(w.id) >= 0)) continue;
     w.stopped = true;
     stopped.push_back(w.id);
     ElasticAction a;

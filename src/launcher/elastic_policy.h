@@ -17,8 +17,9 @@
 //   start workers (not counted as replacements), a host that disappears has its workers stopped
 //   (not failures). Workers go to the first host, in list order, with a free slot.
 // - A worker that exits 0 starts the finish: nothing more is published or started, workers that
-//   are not members are stopped, and the job ends when every worker has exited. A failure after
-//   that ends the job with that failure.
+//   are not members (of the newest membership that formed, when the supervisor says which) are
+//   stopped, and the job ends when every worker has exited. A failure after that ends the job
+//   with that failure.
 // - Without discovery, when no worker is left and none can be started, the job is lost.
 //
 // Not thread-safe; one supervisor thread owns it.
@@ -113,6 +114,11 @@ class ElasticPolicy {
   bool over() const;
   const ElasticOutcome& outcome() const { return outcome_; }
   const std::optional<elastic::Membership>& published() const { return published_; }
+  // The newest membership that formed (its rendezvous succeeded), as the supervisor reads it
+  // from the store before it reports a worker's successful exit: when the job finishes, the
+  // workers outside it (newcomers of a later membership that will never form, since the
+  // finished member will not arrive) are stopped instead of waiting out the elastic time-out.
+  void formed(std::optional<elastic::Membership> membership) { formed_ = std::move(membership); }
 
  private:
   enum class Phase { kRunning, kFinishing, kGaveUp, kStopped };
@@ -152,6 +158,7 @@ class ElasticPolicy {
   int owed_ = 0;        // replacements decided and not yet started (no free slot yet)
   int unreplaced_ = 0;  // failures without a replacement left
   std::optional<elastic::Membership> published_;
+  std::optional<elastic::Membership> formed_;
   std::optional<Time> belowSince_;
   std::optional<Failure> lastFailure_;
   std::vector<ElasticAction> actions_;

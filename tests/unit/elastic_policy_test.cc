@@ -330,6 +330,24 @@ TEST(ElasticPolicy, TheFinishStopsPublishingStartingAndTheWorkersThatAreNotMembe
   EXPECT_TRUE(p.outcome().fatal.empty());
 }
 
+// A replacement was published into membership 3, but the members finished before they reached
+// its rendezvous: it would wait for them until the elastic time-out, so the finish stops it.
+TEST(ElasticPolicy, TheFinishStopsANewcomerOfAMembershipThatNeverFormed) {
+  ElasticPolicy p = running(limits(2, 1, 2, 2));
+  p.exited(1, killed(), at(10));
+  Taken t = take(p);
+  ASSERT_EQ(t.starts.size(), 1u);  // worker 2
+  p.ready(2, at(11));
+  t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].members, (Ids{0, 2}));
+  p.formed(elastic::Membership{2, {0}});  // the supervisor read it: {0, 2} never formed
+  p.exited(0, exitedWith(0), at(12));
+  t = take(p);
+  EXPECT_EQ(t.stops, (Ids{2}));
+  EXPECT_TRUE(p.outcome().finished);
+}
+
 TEST(ElasticPolicy, AFailureAfterTheFinishBeganEndsTheJobWithIt) {
   ElasticPolicy p = running(limits(3, 1, 3, 1));
   p.exited(0, exitedWith(0), at(10));
