@@ -263,15 +263,20 @@ class Agent {
                                                                      const std::string& store) {
     std::vector<std::pair<std::string, std::string>> env = spec_.env;
     env.insert(env.end(), {{"GYRE_PS_SERVER_INDEX", std::to_string(rankOf(localIndex))},
-                           {"GYRE_PS_SERVERS", std::to_string(spec_.psServers)},
-                           {"GYRE_STORE_ADDR", store},
+                           {"GYRE_PS_SERVERS", std::to_string(spec_.psServers)}});
+    addJobEnvironment(env, store);
+    return env;
+  }
+
+  // What every process of the job gets: the store, the secret, the job and its generation.
+  void addJobEnvironment(std::vector<std::pair<std::string, std::string>>& env, const std::string& store) {
+    env.insert(env.end(), {{"GYRE_STORE_ADDR", store},
                            {"GYRE_SECRET", spec_.secret},
                            {"GYRE_JOB_ID", spec_.jobId},
                            {"GYRE_START_TIMEOUT_MS", std::to_string(spec_.startTimeoutMs)},
                            {"GYRE_RESTART_COUNT", std::to_string(spec_.restartCount)},
                            {"GYRE_MAX_RESTARTS", std::to_string(spec_.maxRestarts)}});
     if (!spec_.interface.empty()) env.emplace_back("GYRE_IFACE", spec_.interface);
-    return env;
   }
 
   std::vector<std::pair<std::string, std::string>> workerEnvironment(int localRank,
@@ -290,14 +295,8 @@ class Agent {
     env.insert(env.end(), {{"GYRE_RANK", std::to_string(rank)},
                            {"GYRE_WORLD_SIZE", std::to_string(spec_.worldSize)},
                            {"GYRE_LOCAL_RANK", std::to_string(localRank)},
-                           {"GYRE_LOCAL_SIZE", std::to_string(spec_.count)},
-                           {"GYRE_STORE_ADDR", store},
-                           {"GYRE_SECRET", spec_.secret},
-                           {"GYRE_JOB_ID", spec_.jobId},
-                           {"GYRE_START_TIMEOUT_MS", std::to_string(spec_.startTimeoutMs)},
-                           {"GYRE_RESTART_COUNT", std::to_string(spec_.restartCount)},
-                           {"GYRE_MAX_RESTARTS", std::to_string(spec_.maxRestarts)}});
-    if (!spec_.interface.empty()) env.emplace_back("GYRE_IFACE", spec_.interface);
+                           {"GYRE_LOCAL_SIZE", std::to_string(spec_.count)}});
+    addJobEnvironment(env, store);
     if (spec_.psServers > 0) env.emplace_back("GYRE_PS_SERVERS", std::to_string(spec_.psServers));
     return env;
   }
