@@ -73,6 +73,9 @@ struct TableSpec {
   std::vector<std::size_t> sizes;  // float32 elements per key; keys are 0..sizes.size()-1
   Mode mode;
   OptimizerConfig optimizer;
+  // With two or more servers, keep a backup of every slice on the next server (see above). Off:
+  // no replication traffic or work, and a server's death loses its slices.
+  bool replicate = true;
   bool operator==(const TableSpec&) const = default;
 };
 
@@ -115,8 +118,8 @@ class Worker {
   virtual int numWorkers() const = 0;
   virtual int numServers() const = 0;
   virtual const TableSpec& spec() const = 0;
-  // Steps completed: the number of clock() calls.
-  virtual std::int64_t clock() const = 0;
+  // Steps completed: the number of clock() calls so far.
+  virtual std::int64_t steps() const = 0;
 
   // Every call below is asynchronous: it returns at once and the Work completes when the
   // servers answered. `values`, `grad` and `out` must hold spec().sizes[key] floats and stay

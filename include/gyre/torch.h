@@ -1,4 +1,4 @@
-// Everything for data-parallel training on libtorch (link gyre_torch).
+// Everything for training on libtorch, data-parallel or through the parameter server (link gyre_torch).
 #pragma once
 
 #include "gyre/gyre.h"
@@ -8,6 +8,7 @@
 #include "gyre/torch/elastic.h"
 #include "gyre/torch/lr.h"
 #include "gyre/torch/metrics.h"
+#include "gyre/torch/ps_optimizer.h"
 #include "gyre/torch/sampler.h"
 #include "gyre/torch/step_timing.h"
 #include "gyre/torch/timeline.h"

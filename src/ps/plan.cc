@@ -6,7 +6,7 @@
 
 namespace gyre::ps {
 
-Plan Plan::make(const std::vector<std::size_t>& sizes, int numServers) {
+Plan Plan::make(const std::vector<std::size_t>& sizes, int numServers, bool replicate) {
   GYRE_ARG_CHECK(numServers >= 1, "a parameter-server table needs at least one server, not ", numServers);
   Plan plan;
   plan.slicesOfKey.resize(sizes.size());
@@ -29,7 +29,7 @@ Plan Plan::make(const std::vector<std::size_t>& sizes, int numServers) {
       slice.offset = offset;
       slice.length = length;
       slice.primary = static_cast<int>(server);
-      slice.backup = numServers > 1 ? static_cast<int>((server + 1) % servers) : -1;
+      slice.backup = numServers > 1 && replicate ? static_cast<int>((server + 1) % servers) : -1;
       plan.slicesOfKey[key].push_back(slice.id);
       plan.elementsOnServer[server] += length;
       plan.slices.push_back(slice);

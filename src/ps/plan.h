@@ -15,7 +15,7 @@ struct Slice {
   std::size_t offset = 0;  // within the key, in elements
   std::size_t length = 0;  // elements
   int primary = 0;
-  int backup = -1;  // the next server; -1 with a single server
+  int backup = -1;  // the next server; -1 with a single server or without replication
 };
 
 struct Plan {
@@ -23,8 +23,8 @@ struct Plan {
   std::vector<std::vector<int>> slicesOfKey;  // slice ids of each key, in offset order
   std::vector<std::size_t> elementsOnServer;
 
-  // Throws InvalidArgument for numServers < 1.
-  static Plan make(const std::vector<std::size_t>& sizes, int numServers);
+  // Throws InvalidArgument for numServers < 1. replicate false: no backups.
+  static Plan make(const std::vector<std::size_t>& sizes, int numServers, bool replicate = true);
 };
 
 }  // namespace gyre::ps

@@ -135,6 +135,7 @@ std::vector<std::uint8_t> encodeDeclaration(const Declaration& d) {
   const OptimizerConfig& o = d.spec.optimizer;
   w.u8(static_cast<std::uint8_t>(o.kind));
   for (float f : {o.momentum, o.weightDecay, o.beta1, o.beta2, o.eps}) w.u32(floatBits(f));
+  w.u8(d.spec.replicate ? 1 : 0);
   w.u32(d.numWorkers);
   w.u32(static_cast<std::uint32_t>(d.servers.size()));
   for (const std::string& s : d.servers) w.bytes(s);
@@ -167,6 +168,9 @@ Declaration decodeDeclaration(std::span<const std::uint8_t> bytes) {
   OptimizerConfig& o = d.spec.optimizer;
   o.kind = static_cast<OptimizerConfig::Kind>(kind);
   for (float* f : {&o.momentum, &o.weightDecay, &o.beta1, &o.beta2, &o.eps}) *f = bitsFloat(r.u32("optimizer setting"));
+  const std::uint8_t replicate = r.u8("replication flag");
+  if (replicate > 1) GYRE_THROW(ProtocolError, "replication flag ", int(replicate), " is not 0 or 1");
+  d.spec.replicate = replicate == 1;
   d.numWorkers = r.u32("worker count");
   if (d.numWorkers < 1 || d.numWorkers > kMaxWorkers) GYRE_THROW(ProtocolError, "worker count ", d.numWorkers, " out of range");
   const std::uint32_t servers = r.u32("server count");

@@ -46,6 +46,9 @@ std::string difference(const Declaration& got, const Declaration& table, const s
   } else if (!(got.spec.optimizer == table.spec.optimizer)) {
     out << "optimizer " << describeOptimizer(got.spec.optimizer) << ", the table has "
         << describeOptimizer(table.spec.optimizer);
+  } else if (got.spec.replicate != table.spec.replicate) {
+    out << (got.spec.replicate ? "replication on" : "replication off") << ", the table has it "
+        << (table.spec.replicate ? "on" : "off");
   } else if (got.numWorkers != table.numWorkers) {
     out << got.numWorkers << " workers, the table has " << table.numWorkers;
   } else {
@@ -150,7 +153,7 @@ void ServerCore::declare(Request& request, Outbox& out) {
     return;
   }
   auto table = std::make_unique<Table>();
-  table->plan = Plan::make(d.spec.sizes, options_.numServers);
+  table->plan = Plan::make(d.spec.sizes, options_.numServers, d.spec.replicate);
   std::size_t here = 0;
   for (const Slice& slice : table->plan.slices)
     here += slice.primary == options_.index || slice.backup == options_.index ? 1 : 0;

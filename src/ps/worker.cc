@@ -71,7 +71,7 @@ class Core : public std::enable_shared_from_this<Core> {
   Core(WorkerOptions options, TableSpec spec)
       : options_(std::move(options)),
         spec_(std::move(spec)),
-        plan_(Plan::make(spec_.sizes, static_cast<int>(options_.servers.size()))),
+        plan_(Plan::make(spec_.sizes, static_cast<int>(options_.servers.size()), spec_.replicate)),
         seq_(plan_.slices.size(), 0),
         baseVersion_(plan_.slices.size(), 0),
         dead_(options_.servers.size(), false),
@@ -405,7 +405,7 @@ class WorkerImpl final : public Worker {
   int numWorkers() const override { return core_->options().numWorkers; }
   int numServers() const override { return static_cast<int>(core_->options().servers.size()); }
   const TableSpec& spec() const override { return core_->spec(); }
-  std::int64_t clock() const override { return core_->clock(); }
+  std::int64_t steps() const override { return core_->clock(); }
 
   std::shared_ptr<Work> init(int key, const float* values) override {
     return core_->sliceCalls(Type::kInit, key, values, nullptr, 0);

@@ -233,6 +233,21 @@ TEST(PsWorker, BspPullTimesOutWhenAWorkerNeverPushes) {
   EXPECT_THROW(push->wait(), TimeoutError);
 }
 
+TEST(PsWorker, WithoutReplicationNoServerBacksAnother) {
+  Cluster cluster(2);
+  TableSpec spec = table("asp");
+  spec.replicate = false;
+  auto worker = cluster.worker(0, 1, spec);
+  const auto values = initialValues(spec);
+  initAll(*worker, values);
+  std::vector<float> g(spec.sizes[0], 1.0f);
+  worker->push(0, g.data(), 0.5f)->wait();
+  EXPECT_EQ(pullAll(*worker)[0][0], values[0][0] - 0.5f);
+  for (auto& s : cluster.servers) EXPECT_EQ(s->stats().replicated, 0u);
+  TableSpec replicated = table("asp");
+  EXPECT_THROW(cluster.worker(0, 1, replicated), Error);  // the servers hold the other table
+}
+
 TEST(PsWorker, RefusesADifferentTable) {
   Cluster cluster(2);
   auto first = cluster.worker(0, 2, table("asp"));
