@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_collectives.h"
+#include "bench_ps.h"
 #include "bench_train.h"
 #include "gyre/errors.h"
 #include "gyre/version.h"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   gyre::app::addBenchCollectives(*bench, action, args);
   gyre::app::addBenchTrain(*bench, action);
+  gyre::app::addBenchPs(*bench, action);
   gyre::app::addInfo(app, action);
   gyre::app::addRun(app, action);
   gyre::app::addTrain(app, action);

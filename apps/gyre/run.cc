@@ -30,6 +30,7 @@ struct RunFlags {
   int threads = 0;
   int maxRestarts = 0;
   int servers = 0;
+  std::string serverHosts;
   bool elastic = false;
   int minNp = 0;
   int maxNp = 0;
@@ -66,6 +67,11 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   requireArg(f.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
   o.maxRestarts = f.maxRestarts;
   o.servers = f.servers;  // checked by runJob
+  if (!f.serverHosts.empty()) {
+    std::stringstream list(f.serverHosts);
+    for (std::string host; std::getline(list, host, ',');) o.serverHosts.push_back(host);
+    if (f.serverHosts.back() == ',') o.serverHosts.push_back("");  // refused by runJob, as is an empty name
+  }
   requireArg(f.elastic || f.elasticOnlyGiven.empty(), f.elasticOnlyGiven.empty() ? "" : f.elasticOnlyGiven[0],
              " needs --elastic");
   requireArg(f.discoveryScript.empty() || (f.hosts.empty() && f.hostfile.empty()),
@@ -119,12 +125,13 @@ void addRun(CLI::App& app, std::function<int()>& action) {
       "  gyre run --hostfile hosts.txt --rsh-agent 'ssh -p 2222' --output-dir logs -- ./train\n"
       "  gyre run -np 4 --max-restarts 3 -- ./train --resume\n"
       "  gyre run --elastic -np 4 --min-np 2 --max-np 8 --max-restarts 2 -H a:4,b:4 -- ./train\n"
-      "  gyre run -np 4 --servers 2 -- ./train_ps\n\n"
+      "  gyre run -np 4 --servers 2 -- ./train_ps\n"
+      "  gyre run -H w1,w2 --servers 2 --server-hosts s1,s2 -- ./train_ps\n\n"
       "With --servers S, S parameter server processes run beside the workers (round-robin over their\n"
-      "hosts; output tagged [ps0], [ps1], ...); workers get GYRE_PS_SERVERS and reach them with\n"
-      "gyre::ps::Worker::fromEnvironment. The job ends when every worker has exited; then the servers\n"
-      "are stopped. A server that dies is reported and does not stop the job: workers fail over to its\n"
-      "backup. See docs/gyre-run.md, \"Parameter servers\".\n\n"
+      "hosts, or over --server-hosts; output tagged [ps0], [ps1], ...); workers get GYRE_PS_SERVERS and\n"
+      "reach them with gyre::ps::Worker::fromEnvironment. The job ends when every worker has exited;\n"
+      "then the servers are stopped. A server that dies is reported and does not stop the job: workers\n"
+      "fail over to its backup. See docs/gyre-run.md, \"Parameter servers\".\n\n"
       "With --elastic, a lost worker does not stop the job: the others go on in a new membership as\n"
       "long as at least --min-np remain, replacements are started while --max-restarts allows, and\n"
       "workers on hosts that --host-discovery-script adds join at the next commit. Each worker gets\n"
@@ -157,6 +164,9 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--servers", f->servers,
                   "Parameter servers to start beside the workers (gyre::ps; not with --elastic)")
       ->capture_default_str();
+  cmd->add_option("--server-hosts", f->serverHosts,
+                  "Run server i on host i mod N of this list (h1,h2,...; no worker slots needed, reached "
+                  "through --rsh-agent) instead of the workers' hosts; needs --servers");
   cmd->add_flag("--elastic", f->elastic,
                 "Elastic job: workers may be lost and added while it runs; survivors go on in a new "
                 "membership (see below)");

@@ -41,7 +41,7 @@ class Generation {
 
   GenerationOutcome run() {
     store_ = startJobStore(o_.networkInterface, anyRemote());
-    for (const ServerPlacement& p : placeServers(s_.placement, o_.servers)) startServers(p);
+    for (const ServerPlacement& p : placeServers(s_.placement, o_.servers, o_.serverHosts)) startServers(p);
     for (const HostPlacement& p : s_.placement) startAgent(p);
     supervise();
     output_.flush();
@@ -54,8 +54,11 @@ class Generation {
   }
 
  private:
+  // Hosts other than this one, the servers' (--server-hosts) included, need a store they can reach.
   bool anyRemote() const {
-    return std::any_of(s_.placement.begin(), s_.placement.end(), [](const auto& p) { return !p.local; });
+    return std::any_of(s_.placement.begin(), s_.placement.end(), [](const auto& p) { return !p.local; }) ||
+           std::any_of(o_.serverHosts.begin(), o_.serverHosts.end(),
+                       [&](const std::string& h) { return o_.servers > 0 && !isLocalHost(h); });
   }
 
   void startAgent(const HostPlacement& p) {

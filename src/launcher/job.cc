@@ -15,6 +15,7 @@
 #include "launcher/generation.h"
 #include "launcher/output.h"
 #include "launcher/process.h"
+#include "launcher/ps_servers.h"
 
 namespace gyre::launcher {
 namespace {
@@ -147,6 +148,9 @@ int runJob(const RunOptions& options) {
   GYRE_USAGE_CHECK(options.threads >= 0, "--threads must not be negative");
   GYRE_USAGE_CHECK(options.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
   GYRE_USAGE_CHECK(options.servers >= 0, "--servers must not be negative (0: no parameter servers)");
+  GYRE_USAGE_CHECK(options.serverHosts.empty() || options.servers > 0,
+                   "--server-hosts needs --servers S: it says where the S parameter servers run");
+  checkServerHosts(options.serverHosts);
   GYRE_USAGE_CHECK(
       !(options.elastic && options.servers > 0),
       "--servers does not work with --elastic yet: parameter servers need a fixed set of workers");

@@ -41,6 +41,10 @@ struct RunOptions {
   // exited; the servers are then stopped. A server that dies does not stop the job (workers fail
   // over to its backup); it is reported. Not with --elastic.
   int servers = 0;
+  // --server-hosts: with servers > 0, server i runs on serverHosts[i mod size] instead of the
+  // workers' hosts (ps_servers.h); these hosts need no worker slots and are reached through
+  // rshAgent like the others. Names must be distinct and not empty. Needs servers > 0.
+  std::vector<std::string> serverHosts;
 
   // --elastic (elastic_job.h): workers may be lost and added while the job runs; survivors
   // re-form their world from the memberships the launcher publishes in the job's store. Then np

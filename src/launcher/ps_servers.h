@@ -22,9 +22,16 @@ struct ServerPlacement {
 };
 
 // Server i runs on the (i mod H)-th of the H hosts that run workers, so that a server and its
-// backup (the next server) are on different hosts whenever there are two or more. Hosts that get
-// no server are left out. Throws InvalidArgument when `servers` is positive and there is no host.
-std::vector<ServerPlacement> placeServers(const std::vector<HostPlacement>& workers, int servers);
+// backup (the next server) are on different hosts whenever there are two or more. With
+// `serverHosts` (gyre run --server-hosts), the same over those hosts instead, whether or not they
+// run workers (a host is local when isLocalHost says so). Hosts that get no server are left out.
+// Throws InvalidArgument when `servers` is positive and there is no host, and as checkServerHosts.
+std::vector<ServerPlacement> placeServers(const std::vector<HostPlacement>& workers, int servers,
+                                          const std::vector<std::string>& serverHosts = {});
+
+// --server-hosts: every name non-empty and none twice (two agents would serve one host's
+// servers, and a server's backup could land beside it). Throws InvalidArgument.
+void checkServerHosts(const std::vector<std::string>& serverHosts);
 
 // One server as the launcher sees it.
 struct ServerState {

@@ -57,6 +57,46 @@ TEST(LauncherServers, PlacesServersRoundRobinOverTheWorkersHosts) {
   EXPECT_THROW(placeServers({}, 1), InvalidArgument);
 }
 
+TEST(LauncherServers, ServerHostsPlaceServersApartFromTheWorkers) {
+  const std::vector<HostPlacement> workers = {{"w1", false, 0, 1}, {"w2", false, 1, 1}};
+  const auto four = placeServers(workers, 4, {"s1", "s2", "s3"});
+  ASSERT_EQ(four.size(), 3u);
+  EXPECT_EQ(four[0].host, "s1");
+  EXPECT_FALSE(four[0].local);
+  EXPECT_EQ(four[0].indices, (std::vector<int>{0, 3}));
+  EXPECT_EQ(four[1].host, "s2");
+  EXPECT_EQ(four[1].indices, (std::vector<int>{1}));
+  EXPECT_EQ(four[2].host, "s3");
+  EXPECT_EQ(four[2].indices, (std::vector<int>{2}));
+
+  const auto one = placeServers(workers, 1, {"s1", "s2", "s3", "s4"});  // unused hosts get no agent
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].host, "s1");
+  EXPECT_EQ(one[0].indices, (std::vector<int>{0}));
+
+  const auto here = placeServers(workers, 2, {"localhost"});  // a local server host runs here
+  ASSERT_EQ(here.size(), 1u);
+  EXPECT_TRUE(here[0].local);
+  EXPECT_EQ(here[0].indices, (std::vector<int>{0, 1}));
+
+  EXPECT_EQ(placeServers({}, 2, {"s1", "s2"}).size(), 2u);  // no worker host needed
+  EXPECT_TRUE(placeServers(workers, 0, {"s1"}).empty());
+  EXPECT_THROW(placeServers(workers, 2, {"s1", "s1"}), InvalidArgument);
+  EXPECT_THROW(placeServers(workers, 2, {"s1", ""}), InvalidArgument);
+}
+
+TEST(LauncherServers, ServerHostsAreRefusedWithoutServersAndWhenRepeated) {
+  RunOptions o;
+  o.program = {"/bin/true"};
+  o.serverHosts = {"s1"};
+  EXPECT_EQ(refusal(o), "--server-hosts needs --servers S: it says where the S parameter servers run");
+  o.servers = 2;
+  o.serverHosts = {"s1", "s2", "s1"};
+  EXPECT_NE(refusal(o).find("--server-hosts: s1 is given twice"), std::string::npos);
+  o.serverHosts = {"s1", ""};
+  EXPECT_NE(refusal(o).find("--server-hosts: host 2 of the list is empty"), std::string::npos);
+}
+
 TEST(LauncherServers, AServerAgentsSpecRoundTripsAndIsChecked) {
   AgentSpec s;
   s.host = "b";

@@ -1,0 +1,321 @@
+#include "bench_ps_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "common/check.h"
+#include "gyre/errors.h"
+#include "gyre/ps.h"
+#include "usage_error.h"
+
+namespace gyre::app {
+namespace {
+
+constexpr int kMaxCount = 64;
+// The bucket of ps::WorkerStats::staleness that also counts every larger staleness.
+constexpr std::size_t kLastBucket = ps::WorkerStats::kMaxStaleness;
+
+std::vector<std::string> splitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
+// A whole decimal number without sign or spaces, or nullopt.
+std::optional<std::uint64_t> parseDigits(const std::string& text) {
+  if (text.empty() || text.size() > 15 || text.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoull(text);
+}
+
+double numberField(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number())
+    throw nlohmann::json::type_error::create(302, std::string(key) + " is not a number", &j);
+  return v.get<double>();
+}
+
+}  // namespace
+
+PsBenchPart parsePsBenchPart(const std::string& text) {
+  if (text == "throughput") return PsBenchPart::kThroughput;
+  if (text == "accuracy") return PsBenchPart::kAccuracy;
+  if (text == "all") return PsBenchPart::kAll;
+  usageError("--part '", text, "': expected throughput, accuracy or all");
+}
+
+bool runsThroughput(PsBenchPart part) {
+  return part != PsBenchPart::kAccuracy;
+}
+bool runsAccuracy(PsBenchPart part) {
+  return part != PsBenchPart::kThroughput;
+}
+
+std::vector<int> parseCountList(const std::string& text, const std::string& flag) {
+  std::vector<int> counts;
+  for (const std::string& part : splitCommas(text)) {
+    const std::optional<std::uint64_t> n = parseDigits(part);
+    requireArg(n && *n >= 1 && *n <= kMaxCount, flag, " '", text, "': expected counts between 1 and ",
+               kMaxCount, " separated by commas, like 1,2,4");
+    const int count = static_cast<int>(*n);
+    requireArg(std::find(counts.begin(), counts.end(), count) == counts.end(), flag, " '", text, "': ", count,
+               " is given twice");
+    counts.push_back(count);
+  }
+  return counts;
+}
+
+std::uint64_t parseSizeWithSuffix(const std::string& text, const std::string& flag) {
+  std::string digits = text;
+  std::uint64_t unit = 1;
+  if (!digits.empty() && (digits.back() == 'K' || digits.back() == 'k')) unit = 1u << 10;
+  if (!digits.empty() && (digits.back() == 'M' || digits.back() == 'm')) unit = 1u << 20;
+  if (!digits.empty() && (digits.back() == 'G' || digits.back() == 'g')) unit = 1u << 30;
+  if (unit > 1) digits.pop_back();
+  const std::optional<std::uint64_t> n = parseDigits(digits);
+  requireArg(n.has_value() && *n <= (std::uint64_t{1} << 40) / unit, flag, " '", text,
+             "': expected a count like 4M (4 x 2^20), 512K (512 x 2^10) or 100000");
+  return *n * unit;
+}
+
+void validate(const ThroughputSettings& s) {
+  requireArg(!s.servers.empty(), "--servers: nothing to run");
+  requireArg(s.workers >= 1 && s.workers <= kMaxCount, "--workers must be between 1 and ", kMaxCount,
+             " (got ", s.workers, ")");
+  requireArg(s.floats >= 64, "--floats ", s.floats, " is too small: the model needs at least 64 floats");
+  requireArg(s.floats <= (std::uint64_t{1} << 28), "--floats ", s.floats,
+             " is too large: at most 256M floats (1 GiB per copy)");
+  for (int servers : s.servers)
+    requireArg(static_cast<std::uint64_t>(servers) <= s.floats, "--servers ", servers, " exceeds --floats ",
+               s.floats);
+  try {
+    ps::Mode::parse(s.mode);
+  } catch (const InvalidArgument&) {
+    usageError("--mode '", s.mode, "': expected bsp, asp or ssp:S (S >= 0 steps)");
+  }
+  requireArg(s.steps >= 0, "--steps must not be negative (got ", s.steps, ")");
+  requireArg(s.steps > 0 || (s.seconds > 0 && s.seconds <= 3600), "--seconds must be in (0, 3600] (got ",
+             s.seconds, ")");
+  requireArg(s.warmup >= 0, "--warmup must not be negative (got ", s.warmup, ")");
+  requireArg(s.timeoutS > 0, "--op-timeout must be positive (got ", s.timeoutS, ")");
+}
+
+std::vector<std::size_t> throughputKeySizes(std::uint64_t total) {
+  GYRE_ARG_CHECK(total >= 64, "the throughput model needs at least 64 floats, not ", total);
+  static constexpr double kShares[] = {0.40, 0.30, 0.15, 0.10, 0.04, 0.01};
+  std::vector<std::size_t> sizes;
+  std::uint64_t used = 0;
+  for (double share : kShares) {
+    const auto size =
+        std::max<std::uint64_t>(1, static_cast<std::uint64_t>(share * static_cast<double>(total)));
+    sizes.push_back(size);
+    used += size;
+  }
+  // The shares sum to 1.00, so what is left is the rounding: at least one float, as a bias.
+  if (used >= total) {
+    sizes.front() -= used - total + 1;
+    used = total - 1;
+  }
+  sizes.push_back(total - used);
+  return sizes;
+}
+
+std::vector<std::string> parseTrainModes(const std::string& text) {
+  std::vector<std::string> modes;
+  for (const std::string& mode : splitCommas(text)) {
+    bool ok = mode == "allreduce";
+    if (!ok && mode.rfind("ps:", 0) == 0) {
+      try {
+        ps::Mode::parse(mode.substr(3));
+        ok = true;
+      } catch (const InvalidArgument&) {
+      }
+    }
+    requireArg(ok, "--modes '", text, "': unknown mode '", mode,
+               "'; expected allreduce, ps:bsp, ps:asp or ps:ssp:S (S >= 0), separated by commas");
+    requireArg(std::find(modes.begin(), modes.end(), mode) == modes.end(), "--modes '", text, "': ", mode,
+               " is given twice");
+    modes.push_back(mode);
+  }
+  return modes;
+}
+
+bool isPsMode(const std::string& mode) {
+  return mode.rfind("ps:", 0) == 0;
+}
+
+void validate(const AccuracySettings& s) {
+  requireArg(s.model == "mlp" || s.model == "cnn", "--model '", s.model, "': expected mlp or cnn");
+  requireArg(!s.modes.empty(), "--modes: nothing to run");
+  requireArg(s.np >= 1 && s.np <= kMaxCount, "--np must be between 1 and ", kMaxCount, " (got ", s.np, ")");
+  requireArg(s.target > 0 && s.target <= 1, "--target is a test accuracy in (0, 1] (got ", s.target, ")");
+  requireArg(s.epochs >= 1, "--epochs must be at least 1 (got ", s.epochs, ")");
+  requireArg(s.maxSteps >= 0, "--max-steps must not be negative (got ", s.maxSteps, ")");
+  requireArg(s.batch >= 1 && s.batch % s.np == 0, "--batch ", s.batch,
+             " is the global batch and must be a positive multiple of --np ", s.np);
+  requireArg(s.servers >= 1 && s.servers <= kMaxCount, "--train-servers must be between 1 and ", kMaxCount,
+             " (got ", s.servers, ")");
+  requireArg(s.stragglerFactor >= 1 && s.stragglerFactor <= 100,
+             "--straggler-factor must be in [1, 100] (got ", s.stragglerFactor, "); 1 runs no straggler");
+  requireArg(!hasStragglerRuns(s) || (s.stragglerRank >= 0 && s.stragglerRank < s.np), "--straggler-rank ",
+             s.stragglerRank, " is not a rank of the ", s.np, " workers (0 to ", s.np - 1, ")");
+  requireArg(s.evalEvery >= 1, "--eval-every must be at least 1 (got ", s.evalEvery, ")");
+  requireArg(s.runTimeoutS > 0, "--run-timeout must be positive (got ", s.runTimeoutS, ")");
+  requireArg(s.threads >= 0, "--threads must not be negative (got ", s.threads, ")");
+  requireArg(!s.lr || *s.lr > 0, "--lr must be positive");
+  requireArg(!s.momentum || *s.momentum >= 0, "--momentum must not be negative");
+}
+
+bool hasStragglerRuns(const AccuracySettings& s) {
+  return s.stragglerFactor > 1;
+}
+
+std::string AccuracyRun::label() const {
+  return straggler ? mode + " straggler" : mode;
+}
+
+std::string AccuracyRun::dirName() const {
+  std::string name = mode;
+  std::replace(name.begin(), name.end(), ':', '-');
+  return straggler ? name + "-straggler" : name;
+}
+
+std::vector<AccuracyRun> planAccuracyRuns(const AccuracySettings& s) {
+  std::vector<AccuracyRun> runs;
+  for (const std::string& mode : s.modes) runs.push_back({mode, false});
+  if (hasStragglerRuns(s))
+    for (const std::string& mode : s.modes) runs.push_back({mode, true});
+  return runs;
+}
+
+std::vector<std::string> trainArguments(const AccuracySettings& s, const AccuracyRun& run,
+                                        const std::string& runDir) {
+  auto number = [](double v) { return fmt::format("{}", v); };
+  std::vector<std::string> args = {"train",  "--model", s.model, "--np", std::to_string(s.np),
+                                   "--mode", run.mode};
+  args.insert(args.end(), {"--epochs", std::to_string(s.epochs), "--max-steps", std::to_string(s.maxSteps),
+                           "--batch", std::to_string(s.batch), "--seed", std::to_string(s.seed)});
+  args.insert(args.end(),
+              {"--eval-every", std::to_string(s.evalEvery), "--run-dir", runDir, "--progress", "off"});
+  if (isPsMode(run.mode)) args.insert(args.end(), {"--servers", std::to_string(s.servers)});
+  if (run.straggler)
+    args.insert(args.end(), {"--straggler-rank", std::to_string(s.stragglerRank), "--straggler-factor",
+                             number(s.stragglerFactor)});
+  if (s.threads > 0) args.insert(args.end(), {"--threads", std::to_string(s.threads)});
+  if (s.lr) args.insert(args.end(), {"--lr", number(*s.lr)});
+  if (s.momentum) args.insert(args.end(), {"--momentum", number(*s.momentum)});
+  if (!s.dataDir.empty()) args.insert(args.end(), {"--data-dir", s.dataDir});
+  return args;
+}
+
+std::optional<EvalPoint> parseEvalLine(const std::string& line) {
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  try {
+    if (!j.is_object()) throw Error("not a JSON object");
+    EvalPoint p;
+    p.step = static_cast<long>(numberField(j, "step"));
+    p.timeS = numberField(j, "time_s");
+    p.testAcc = numberField(j, "test_acc");
+    return p;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("unexpected eval.jsonl line ({}): {}", e.what(), line));
+  }
+}
+
+TimeToAccuracy timeToAccuracy(const std::vector<EvalPoint>& points, double target) {
+  TimeToAccuracy t;
+  t.evals = points.size();
+  for (const EvalPoint& p : points) {
+    t.bestAcc = std::max(t.bestAcc, p.testAcc);
+    if (!t.reached && p.testAcc >= target) {
+      t.reached = true;
+      t.step = p.step;
+      t.timeS = p.timeS;
+    }
+  }
+  if (!points.empty()) {
+    t.finalAcc = points.back().testAcc;
+    t.lastStep = points.back().step;
+    t.lastTimeS = points.back().timeS;
+  }
+  return t;
+}
+
+double trainingSamplesPerS(const TimeToAccuracy& t, int globalBatch) {
+  if (t.lastTimeS <= 0) return 0;
+  return static_cast<double>(t.lastStep) * globalBatch / t.lastTimeS;
+}
+
+StalenessSummary summarizeStaleness(const std::vector<std::uint64_t>& histogram) {
+  StalenessSummary s;
+  double sum = 0;
+  for (std::size_t k = 0; k < histogram.size(); ++k) {
+    s.updates += histogram[k];
+    sum += static_cast<double>(k) * static_cast<double>(histogram[k]);
+    if (histogram[k] > 0) s.max = static_cast<int>(k);
+  }
+  if (s.updates == 0) return s;
+  s.mean = sum / static_cast<double>(s.updates);
+  s.saturated = histogram.size() > kLastBucket && histogram[kLastBucket] > 0;
+  auto percentile = [&](double p) {
+    const auto rank = static_cast<std::uint64_t>(std::ceil(p * static_cast<double>(s.updates)));
+    std::uint64_t seen = 0;
+    for (std::size_t k = 0; k < histogram.size(); ++k) {
+      seen += histogram[k];
+      if (seen >= std::max<std::uint64_t>(rank, 1)) return static_cast<int>(k);
+    }
+    return s.max;
+  };
+  s.p50 = percentile(0.50);
+  s.p99 = percentile(0.99);
+  return s;
+}
+
+std::string stalenessText(const StalenessSummary& s) {
+  if (s.updates == 0) return "-";
+  return fmt::format("{:.2f}/{}/{}/{}{}", s.mean, s.p50, s.p99, s.max, s.saturated ? "+" : "");
+}
+
+RunTotals parseMetricsLines(const std::vector<std::string>& lines) {
+  RunTotals t;
+  double samples = 0;
+  for (const std::string& line : lines) {
+    if (line.empty() || line.front() != '{') continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("samples_per_s")) continue;
+    try {
+      const double seconds = numberField(j, "seconds");
+      samples += numberField(j, "samples_per_s") * seconds;
+      t.seconds += seconds;
+      if (j.contains("steps")) t.steps += static_cast<long>(numberField(j, "steps"));
+      const auto acc = j.find("test_accuracy");
+      if (acc != j.end() && acc->is_number()) t.testAcc = acc->get<double>();
+      const auto staleness = j.find("staleness");
+      if (staleness != j.end() && staleness->is_array()) {
+        const auto counts = staleness->get<std::vector<std::uint64_t>>();
+        if (t.staleness.size() < counts.size()) t.staleness.resize(counts.size(), 0);
+        for (std::size_t k = 0; k < counts.size(); ++k) t.staleness[k] += counts[k];
+        t.hasStaleness = true;
+      }
+      if (j.contains("clock_wait_s") && j["clock_wait_s"].is_number())
+        t.clockWaitS += numberField(j, "clock_wait_s");
+      ++t.epochs;
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(fmt::format("unexpected metrics.jsonl line ({}): {}", e.what(), line));
+    }
+  }
+  t.samplesPerS = t.seconds > 0 ? samples / t.seconds : 0;
+  return t;
+}
+
+}  // namespace gyre::app
