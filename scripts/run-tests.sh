@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds gyre and runs every test:
 #   1. Release build (warnings are errors when CI=true): the whole ctest suite (libtorch tests
-#      included), short `gyre bench collectives --check` and `gyre bench train` runs, so the
+#      included), short `gyre bench collectives --check`, `gyre bench train` and `gyre bench ps` runs, so the
 #      benchmarks never rot, the convergence check (scripts/check-convergence.sh) and a few seeds
 #      of the fault-injection harness in restart and elastic mode (scripts/fault-injection.py,
 #      docs/fault-tolerance.md, docs/elastic.md).
@@ -93,6 +93,8 @@ run_cmd() {
 bench_smoke() {
   local gyre="$1/bin/gyre" label=$2
   run_cmd "bench allreduce ($label)" "$gyre" bench collectives --np 2 --max-bytes 1048576 --check
+  run_cmd "bench ps throughput ($label)" "$gyre" bench ps --part throughput --servers 1,2 --floats 64K \
+    --steps 20
   if [ "$label" = release ]; then
     for op in broadcast reduce allgather reducescatter alltoall barrier; do
       run_cmd "bench $op np=3 ($label)" "$gyre" bench collectives --np 3 --op "$op" --algo all \
@@ -103,6 +105,8 @@ bench_smoke() {
     if [ -x "$1/bin/gyre_train_worker" ]; then
       run_cmd "bench train ($label)" "$gyre" bench train --model mlp,cnn --np 1,2 --steps 12 --skip 2 \
         --threads-grid 1:1
+      run_cmd "bench ps accuracy ($label)" "$gyre" bench ps --part accuracy --model mlp --modes allreduce,ps:asp \
+        --max-steps 30 --eval-every 10 --target 0.5 --straggler-factor 1 --run-timeout 300
     fi
   fi
 }

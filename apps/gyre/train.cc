@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gyre/errors.h"
+#include "gyre/ps.h"
 #include "launcher/agent.h"
 #include "launcher/job.h"
 #include "launcher/process.h"
@@ -42,7 +43,49 @@ struct TrainFlags {
   int maxNp = 0;
   double elasticTimeoutS = 600;
   std::vector<std::string> elasticOnlyGiven;  // the elastic flags given, to refuse them without --elastic
+  int servers = -1;  // --servers: parameter servers of a ps mode; -1: not given (1 with a ps mode)
 };
+
+// "ps:bsp", "ps:asp", "ps:ssp:S": true; "allreduce": false; anything else is refused.
+bool parameterServerMode(const std::string& mode) {
+  if (mode == "allreduce") return false;
+  const bool ps = mode.rfind("ps:", 0) == 0;
+  try {
+    if (ps) ps::Mode::parse(mode.substr(3));
+  } catch (const InvalidArgument&) {
+    requireArg(false, "--mode '", mode, "': the parameter-server modes are ps:bsp, ps:asp and ps:ssp:S (S >= 0)");
+  }
+  requireArg(ps, "--mode '", mode, "': allreduce, or a parameter-server mode: ps:bsp, ps:asp or ps:ssp:S");
+  return true;
+}
+
+// A ps mode trains through `gyre run --servers S`; the features that keep the model in the
+// workers (checkpoints, elastic worlds) or change what travels (compression) do not apply yet.
+void checkMode(const TrainFlags& f) {
+  const train::TrainOptions& o = f.o;
+  if (!parameterServerMode(o.mode)) {
+    requireArg(f.servers < 0, "--servers ", f.servers, " needs a parameter-server --mode (ps:bsp, ps:asp or ps:ssp:S)");
+    return;
+  }
+  requireArg(f.servers < 0 || f.servers >= 1, "--servers must be at least 1 (got ", f.servers, ")");
+  requireArg(!f.elastic, "--mode ", o.mode, " cannot be combined with --elastic yet");
+  requireArg(o.checkpointDir.empty() && !o.resume, "--mode ", o.mode,
+             " keeps the parameters on the servers: checkpoints (--checkpoint-dir, --resume) are not supported with "
+             "it yet");
+  requireArg(o.compression == "none", "--mode ", o.mode, " pushes float32 gradients: --compression ", o.compression,
+             " does not apply");
+}
+
+// A run whose config.json names a straggler (--straggler-factor above 1) measured no one's real
+// throughput.
+bool slowedOnPurpose(const fs::path& runDir) {
+  std::ifstream in(runDir / "config.json");
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  if (!config.is_object()) return false;
+  const nlohmann::json rank = config.value("straggler_rank", nlohmann::json(-1));
+  const nlohmann::json factor = config.value("straggler_factor", nlohmann::json(1.0));
+  return rank.is_number() && rank.get<double>() >= 0 && factor.is_number() && factor.get<double>() > 1;
+}
 
 // A single-worker run's throughput, from an earlier run directory.
 struct Reference {
@@ -51,8 +94,8 @@ struct Reference {
 };
 
 // The earlier runs beside `runDir` (its siblings) whose metrics.jsonl says: one worker, not plain,
-// the same model, global batch and threads. The newest such file (by modification time) wins,
-// and its last epoch's samples/s is the reference.
+// the same model, global batch and threads (and with no straggler injected). The newest such file
+// (by modification time) wins, and its last epoch's samples/s is the reference.
 std::optional<Reference> findReference(const fs::path& runDir, const std::string& model, std::int64_t batch,
                                        int threads) {
   std::error_code ec;
@@ -66,7 +109,7 @@ std::optional<Reference> findReference(const fs::path& runDir, const std::string
     while (std::getline(in, line))
       if (!line.empty()) last = line;
     const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
-    if (!j.is_object()) continue;
+    if (!j.is_object() || slowedOnPurpose(entry.path())) continue;
     try {
       if (j.at("world") != 1 || j.value("plain", false) || j.at("model") != model || j.at("batch") != batch ||
           j.at("torch_threads") != threads || !j.at("samples_per_s").is_number())
@@ -134,6 +177,11 @@ void check(const TrainFlags& f) {
   requireArg(f.elastic || f.elasticOnlyGiven.empty(), f.elasticOnlyGiven.empty() ? "" : f.elasticOnlyGiven[0],
              " needs --elastic");
   if (f.elastic) checkElastic(f);
+  checkMode(f);
+  requireArg(o.stragglerRank >= -1 && o.stragglerRank < f.np, "--straggler-rank ", o.stragglerRank,
+             " is not a rank of the ", f.np, " workers (0 to ", f.np - 1, ", or -1 for none)");
+  requireArg(o.stragglerFactor >= 1, "--straggler-factor must be at least 1 (got ", o.stragglerFactor, ")");
+  requireArg(o.evalEvery >= 0, "--eval-every must not be negative (got ", o.evalEvery, ")");
   requireArg(o.epochs >= 1, "--epochs must be at least 1 (got ", o.epochs, ")");
   requireArg(o.batch >= 1, "--batch must be at least 1 (got ", o.batch, ")");
   // Elastic worlds need not divide the batch (each rank's loss is weighted by its share).
@@ -210,6 +258,12 @@ int train(const TrainFlags& f) {
                f.maxRestarts > 0 ? fmt::format(", up to {} replacement worker{}", f.maxRestarts,
                                                f.maxRestarts == 1 ? "" : "s")
                                  : "");
+  const int servers = !parameterServerMode(o.mode) ? 0 : f.servers > 0 ? f.servers : 1;
+  if (servers > 0)
+    fmt::print("parameter servers: {} ({}), momentum {} applied on the servers\n", servers, o.mode.substr(3),
+               o.momentum);
+  if (o.stragglerRank >= 0 && o.stragglerFactor > 1)
+    fmt::print("straggler: rank {} runs {}x slower\n", o.stragglerRank, o.stragglerFactor);
   fmt::print("run directory: {}\n", runDir.string());
   if (o.referenceSamplesPerS == 0 && f.np > 1) {
     if (const auto ref = findReference(runDir, o.model, o.batch, threads)) {
@@ -232,6 +286,7 @@ int train(const TrainFlags& f) {
   // Every generation after the first resumes from the newest valid checkpoint: the workers see
   // GYRE_RESTART_COUNT > 0 and behave as with --resume. Elastic: the replacement workers.
   run.maxRestarts = f.maxRestarts;
+  run.servers = servers;
   if (f.elastic) {
     // The workers see GYRE_ELASTIC=1 and train through gyre::elastic::run (docs/elastic.md).
     run.elastic = true;
@@ -280,6 +335,12 @@ int train(const TrainFlags& f) {
     flag("--fault-rank", std::to_string(o.faultRank));
   }
   if (f.elastic) flag("--commit-every", std::to_string(o.commitEvery));
+  if (o.mode != "allreduce") flag("--mode", o.mode);
+  if (o.stragglerRank >= 0) {
+    flag("--straggler-rank", std::to_string(o.stragglerRank));
+    flag("--straggler-factor", number(o.stragglerFactor));
+  }
+  if (o.evalEvery > 0) flag("--eval-every", std::to_string(o.evalEvery));
   return launcher::runJob(run);
 }
 
@@ -315,6 +376,10 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
       "--max-restarts K, up to K replacement workers are started and join at the next commit. The\n"
       "global batch stays --batch whatever the world. No checkpoints in this mode (--checkpoint-dir,\n"
       "--resume and --stop-at-step are refused). See docs/elastic.md.\n\n"
+      "With --mode ps:bsp|ps:asp|ps:ssp:S, the model lives on --servers S parameter servers started\n"
+      "beside the workers (gyre run --servers S), which apply SGD with --momentum; each worker pushes\n"
+      "its gradients and pulls the parameters: synchronously (bsp), asynchronously (asp) or at most S\n"
+      "steps apart (ssp). metrics.jsonl then also holds each epoch's staleness. See docs/ps.md.\n\n"
       "Examples:\n"
       "  gyre train --model cnn --np 2 --epochs 3\n"
       "  gyre train --model mlp --np 1 --threads 1      # the 1-worker reference for --np 2 on 2 cores\n"
@@ -322,7 +387,8 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
       "  gyre train --model cnn --np 2 --epochs 3 --checkpoint-dir ckpt --checkpoint-every 100\n"
       "  gyre train --model cnn --np 1 --epochs 3 --checkpoint-dir ckpt --resume   # after a failure\n"
       "  gyre train --model cnn --np 2 --checkpoint-dir ckpt --checkpoint-every 50 --max-restarts 3\n"
-      "  gyre train --model cnn --np 2 --elastic --min-np 1 --commit-every 10 --max-restarts 1");
+      "  gyre train --model cnn --np 2 --elastic --min-np 1 --commit-every 10 --max-restarts 1\n"
+      "  gyre train --model mlp --np 2 --mode ps:asp --servers 2");
   cmd->add_option("--model", o.model, "mlp or cnn")
       ->check(CLI::IsMember({"mlp", "cnn"}))
       ->capture_default_str();
@@ -406,6 +472,28 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
                                         "worker costs the others at most N steps")
                             ->capture_default_str()
                             ->group(elastic));
+  const std::string psGroup = "Parameter servers (docs/ps.md)";
+  cmd->add_option("--mode", o.mode,
+                  "How gradients meet: allreduce, or through parameter servers: ps:bsp (synchronous), ps:asp "
+                  "(asynchronous) or ps:ssp:S (at most S steps apart)")
+      ->capture_default_str()
+      ->group(psGroup);
+  cmd->add_option("--servers", f->servers, "Parameter server processes for a ps --mode (default 1)")
+      ->group(psGroup);
+  const std::string bench = "Benchmarking";
+  cmd->add_option("--straggler-rank", o.stragglerRank,
+                  "This rank runs --straggler-factor times slower: it sleeps that much longer than it computes "
+                  "(-1: none)")
+      ->capture_default_str()
+      ->group(bench);
+  cmd->add_option("--straggler-factor", o.stragglerFactor, "How many times slower the straggler runs")
+      ->capture_default_str()
+      ->group(bench);
+  cmd->add_option("--eval-every", o.evalEvery,
+                  "Worker 0 snapshots its model every N steps and, after training, writes each snapshot's "
+                  "test accuracy and training time to eval.jsonl (0: never), for time-to-accuracy")
+      ->capture_default_str()
+      ->group(bench);
   const std::string testing = "Fault injection (testing; see docs/fault-tolerance.md)";
   cmd->add_option("--fault-at-step", o.faultAtStep,
                   "In the first generation, rank --fault-rank (elastic: worker id) kills itself with SIGKILL "

@@ -88,6 +88,19 @@ int main(int argc, char** argv) {
   app.add_option("--commit-every", o.commitEvery,
                  "Elastic (under gyre run --elastic): commit the state in memory every N global steps")
       ->capture_default_str();
+  app.add_option("--mode", o.mode,
+                 "allreduce, or through the parameter servers of gyre run --servers S: ps:bsp, ps:asp or "
+                 "ps:ssp:S")
+      ->capture_default_str();
+  app.add_option("--straggler-rank", o.stragglerRank,
+                 "Benchmarks: this rank runs --straggler-factor times slower (-1: none)")
+      ->capture_default_str();
+  app.add_option("--straggler-factor", o.stragglerFactor, "How many times slower the straggler runs")
+      ->capture_default_str();
+  app.add_option("--eval-every", o.evalEvery,
+                 "Rank 0 snapshots its model every N global steps and writes the snapshots' test accuracies "
+                 "to eval.jsonl after training (0: never)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -66,7 +66,42 @@ std::string toJsonLine(const EpochReport& r) {
   for (const CheckpointSave& c : r.checkpoints)
     saves.push_back({{"step", c.step}, {"bytes", c.bytes}, {"stall_s", c.stallS}, {"path", c.path}});
   j["checkpoints"] = std::move(saves);
+  j["mode"] = r.mode;
+  j["servers"] = orNull(r.servers);
+  j["staleness"] = orNull(r.staleness);
+  j["clock_wait_s"] = orNull(r.clockWaitS);
   return j.dump();
+}
+
+std::vector<std::uint64_t> trimTrailingZeros(std::vector<std::uint64_t> histogram) {
+  while (!histogram.empty() && histogram.back() == 0) histogram.pop_back();
+  return histogram;
+}
+
+std::string formatStaleness(const std::vector<std::uint64_t>& histogram) {
+  std::uint64_t total = 0;
+  double weighted = 0;
+  for (std::size_t k = 0; k < histogram.size(); ++k) {
+    total += histogram[k];
+    weighted += static_cast<double>(k) * static_cast<double>(histogram[k]);
+  }
+  if (total == 0) return "staleness: no updates";
+  const std::size_t last = histogram.size() - 1;  // counts itself and above
+  auto name = [&](std::size_t k) { return std::to_string(k) + (k == last && last > 0 ? "+" : ""); };
+  // The smallest staleness that at least `fraction` of the updates do not exceed.
+  auto percentile = [&](double fraction) {
+    std::uint64_t seen = 0;
+    for (std::size_t k = 0; k < histogram.size(); ++k) {
+      seen += histogram[k];
+      if (static_cast<double>(seen) >= fraction * static_cast<double>(total)) return name(k);
+    }
+    return name(last);
+  };
+  std::size_t max = 0;
+  for (std::size_t k = 0; k < histogram.size(); ++k)
+    if (histogram[k] > 0) max = k;
+  return "staleness: mean " + format("%.2f", weighted / static_cast<double>(total)) + ", p50 " + percentile(0.5) +
+         ", p99 " + percentile(0.99) + ", max " + name(max) + " over " + std::to_string(total) + " updates";
 }
 
 std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr) {
@@ -108,6 +143,10 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["keep_last"] = o.keepLast;
   j["resume"] = o.resume;
   j["stop_at_step"] = o.stopAtStep;
+  j["mode"] = o.mode;
+  j["straggler_rank"] = o.stragglerRank;
+  j["straggler_factor"] = o.stragglerFactor;
+  j["eval_every"] = o.evalEvery;
   return j.dump(2) + "\n";
 }
 

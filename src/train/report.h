@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "train/trainer.h"
 
@@ -19,12 +20,23 @@ std::string formatEpochLine(const EpochReport& report);
 // One JSON object on one line (no newline): epoch, epochs, world, plain, model, batch,
 // per_rank_batch, lr, compression, loss, test_accuracy, samples_per_s, seconds, steps,
 // timed_steps, speedup, efficiency, compute_s, communicate_s, wait_s, hidden_s, torch_threads,
-// blas_threads, checkpoints (an array of {step, bytes, stall_s, path}); null for what is unknown.
+// blas_threads, checkpoints (an array of {step, bytes, stall_s, path}), mode, and in the
+// parameter-server modes servers, staleness (updates by staleness, summed over the workers,
+// without trailing zeros) and clock_wait_s (seconds blocked in clock(), averaged over the
+// workers); null for what is unknown or does not apply.
 std::string toJsonLine(const EpochReport& report);
 
 // One line of steps.jsonl (no newline): {"step": global step from 1, "epoch": from 1, "loss": the
 // step's training loss averaged over ranks, "lr": the rate it used}.
 std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr);
+
+// A histogram without its trailing zeros (staleness in metrics.jsonl).
+std::vector<std::uint64_t> trimTrailingZeros(std::vector<std::uint64_t> histogram);
+
+// The closing line of a parameter-server run, from its updates by staleness (the last entry
+// counts that staleness and above, shown as "64+"):
+//   staleness: mean 0.93, p50 1, p99 3, max 4 over 938 updates
+std::string formatStaleness(const std::vector<std::uint64_t>& histogram);
 
 // The options and what they resolved to in this world, as pretty-printed JSON.
 std::string configJson(const TrainOptions& options, int world, double lr, int torchThreads);

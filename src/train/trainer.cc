@@ -60,6 +60,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
                    " workers: choose a multiple of ", world_);
   GYRE_USAGE_CHECK(o_.elastic || o_.faultAtStep == 0 || o_.faultRank < world_, "--fault-rank ", o_.faultRank,
                    " is not a rank of this world of ", world_);
+  GYRE_USAGE_CHECK(o_.stragglerRank < world_, "--straggler-rank ", o_.stragglerRank,
+                   " is not a rank of this world of ", world_);
   ::torch::set_num_threads(torchThreads_);
   data_ = loadFashionMnist(o_.dataDir);
 
@@ -78,7 +80,9 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   // The flags rule from the restored step on: the rate is set at every step, the momentum here.
   for (auto& group : sgd_->param_groups())
     static_cast<::torch::optim::SGDOptions&>(group.options()).momentum(o_.momentum);
-  if (group_.comm()) {
+  if (isParameterServerMode(o_.mode)) {
+    attachParameterServer();
+  } else if (group_.comm()) {
     gyre::torch::DistributedOptimizerOptions d;
     d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
     d.compression = gyre::torch::parseCompression(o_.compression);
@@ -150,7 +154,9 @@ std::vector<EpochReport> Trainer::run() {
     reports.push_back(std::move(report));
     if (group_.rank() == 0) publish(reports.back());
   }
+  if (ps_ && group_.rank() == 0) announceStaleness();
   checkpoints_.finish();  // the last write is on disk, or its error is thrown
+  writeEvaluations();     // rank 0, after training: the others may have left already
   if (stopped_) {
     if (group_.rank() == 0)
       std::printf("stopped after step %lld (--stop-at-step)%s\n", static_cast<long long>(globalStep_),
@@ -179,24 +185,28 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   model_->train();
   progress_.start(epoch, o_.epochs, stepsPerEpoch_, o_.batch);
   group_.barrier();
-  if (dist_) dist_->resetTiming();
+  resetTiming();
+  beginParameterServerEpoch();
   auto begin = Clock::now();
+  if (trainStart_ == Clock::time_point{}) trainStart_ = begin;
   double lossSum = 0;
   std::int64_t s = first;
   for (; s < stepsPerEpoch_ && !stopped_; ++s) {
     if (s == skip && skip > 0) {  // the warm-up steps are done: time from here
       group_.barrier();
-      if (dist_) dist_->resetTiming();
+      resetTiming();
       begin = Clock::now();
     }
     const double lr = learningRate(globalStep_);
-    gyre::torch::setLearningRate(*sgd_, lr);
+    setLearningRate(lr);
     std::vector<std::int64_t> elasticBatch;
     if (elasticSampler_) elasticBatch = elasticSampler_->batch();
     const auto batch = elasticSampler_ ? ::torch::from_blob(elasticBatch.data(),
                                                             {static_cast<std::int64_t>(elasticBatch.size())},
                                                             ::torch::kInt64)
                                        : order.slice(0, s * perRankBatch_, (s + 1) * perRankBatch_);
+    straggle();
+    const auto computeBegin = Clock::now();
     zeroGrad();
     const auto loss = ::torch::nn::functional::cross_entropy(
         model_->forward(train.images.index_select(0, batch)), train.labels.index_select(0, batch));
@@ -206,8 +216,10 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     } else {
       loss.backward();
     }
+    computeDone(seconds(Clock::now() - computeBegin));
     step();
     ++globalStep_;
+    maybeSnapshot();
     const double value = loss.item<double>();
     lossSum += value;
     steps_.push_back({globalStep_, epoch, lr});
@@ -241,7 +253,8 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   r.epoch = epoch;
   r.epochs = o_.epochs;
   r.world = world_;
-  r.plain = !dist_;
+  r.plain = !dist_ && !ps_;
+  r.mode = o_.mode;
   r.model = o_.model;
   r.batch = o_.batch;
   r.perRankBatch = perRankBatch_;
@@ -253,6 +266,8 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   gyre::torch::StepTiming timing;
   if (dist_) {
     timing = dist_->totals();
+  } else if (ps_) {
+    timing = ps_->totals();
   } else {
     timing.compute = elapsed;
   }
@@ -266,7 +281,12 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   r.waitS = mean[4];
   r.hiddenS = mean[5];
   r.samplesPerS = r.seconds > 0 ? static_cast<double>(r.timedSteps * o_.batch) / r.seconds : 0;
-  if (o_.eval) r.testAccuracy = testAccuracy();
+  recordParameterServerEpoch(r);
+  if (o_.eval) {
+    const auto evalBegin = Clock::now();
+    r.testAccuracy = testAccuracy();
+    evalS_ += seconds(Clock::now() - evalBegin);
+  }
   if (o_.referenceSamplesPerS > 0) {
     r.speedup = r.samplesPerS / o_.referenceSamplesPerS;
     r.efficiency = *r.speedup / world_;
@@ -276,22 +296,25 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   return r;
 }
 
-double Trainer::testAccuracy() {
+double Trainer::correctPredictions(::torch::nn::Sequential& model, std::int64_t first, std::int64_t last) {
   const ImageSet& test = data_.test;
-  const std::int64_t n = test.size();
+  double correct = 0;
+  ::torch::NoGradGuard noGrad;
+  model->eval();
+  for (std::int64_t b = first; b < last; b += kEvalChunk) {
+    const std::int64_t e = std::min(b + kEvalChunk, last);
+    const auto predicted = model->forward(test.images.slice(0, b, e)).argmax(1);
+    correct += static_cast<double>(predicted.eq(test.labels.slice(0, b, e)).sum().item<std::int64_t>());
+  }
+  model->train();
+  return correct;
+}
+
+double Trainer::testAccuracy() {
+  const std::int64_t n = data_.test.size();
   const std::int64_t first = n * group_.rank() / world_;
   const std::int64_t last = n * (group_.rank() + 1) / world_;
-  double correct = 0;
-  {
-    ::torch::NoGradGuard noGrad;
-    model_->eval();
-    for (std::int64_t b = first; b < last; b += kEvalChunk) {
-      const std::int64_t e = std::min(b + kEvalChunk, last);
-      const auto predicted = model_->forward(test.images.slice(0, b, e)).argmax(1);
-      correct += static_cast<double>(predicted.eq(test.labels.slice(0, b, e)).sum().item<std::int64_t>());
-    }
-    model_->train();
-  }
+  const double correct = correctPredictions(model_, first, last);
   const std::vector<double> total = group_.sum({correct, static_cast<double>(last - first)});
   return total[1] > 0 ? total[0] / total[1] : 0;
 }
@@ -339,6 +362,19 @@ void validateOptions(const TrainOptions& o) {
   GYRE_USAGE_CHECK(!o.elastic || (o.checkpointDir.empty() && o.stopAtStep == 0),
                    "--elastic keeps its state in memory (commits); --checkpoint-dir, --resume and "
                    "--stop-at-step are for restart mode and cannot be combined with it yet");
+  GYRE_USAGE_CHECK(o.stragglerRank >= -1, "--straggler-rank must be a rank, or -1 for none (got ", o.stragglerRank,
+                   ")");
+  GYRE_USAGE_CHECK(std::isfinite(o.stragglerFactor) && o.stragglerFactor >= 1,
+                   "--straggler-factor must be at least 1 (got ", o.stragglerFactor, ")");
+  GYRE_USAGE_CHECK(o.evalEvery >= 0, "--eval-every must not be negative (got ", o.evalEvery, ")");
+  if (!isParameterServerMode(o.mode)) return;
+  GYRE_USAGE_CHECK(!o.plain, "--mode ", o.mode, " trains through parameter servers: --plain does not apply");
+  GYRE_USAGE_CHECK(!o.elastic, "--mode ", o.mode, " cannot be combined with --elastic yet");
+  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, "--mode ", o.mode,
+                   " keeps the parameters on the servers: checkpoints (--checkpoint-dir, --resume) are not "
+                   "supported with it yet");
+  GYRE_USAGE_CHECK(gyre::torch::parseCompression(o.compression) == gyre::torch::Compression::kNone, "--mode ",
+                   o.mode, " pushes float32 gradients: --compression ", o.compression, " does not apply");
 }
 
 std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm) {

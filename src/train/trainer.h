@@ -75,7 +75,30 @@ struct TrainOptions {
   bool elastic = false;
   int workerId = -1;
   std::int64_t commitEvery = 10;
+  // How the workers combine their gradients: "allreduce" (the DistributedOptimizer), or through
+  // the parameter servers of `gyre run --servers S` (gyre::torch::PSOptimizer, docs/ps.md):
+  // "ps:bsp", "ps:asp" or "ps:ssp:S". The servers apply SGD with `momentum` and the rate rule
+  // above; each worker trains on its own DistributedSampler shard. Not with plain, elastic,
+  // compression or checkpoints (yet).
+  std::string mode = "allreduce";
+  // Straggler injection, for benchmarks: rank stragglerRank sleeps (stragglerFactor - 1) times its
+  // measured compute time (forward and backward) before each step's forward pass, so it runs
+  // stragglerFactor times slower. -1: no straggler.
+  int stragglerRank = -1;
+  double stragglerFactor = 1;
+  // Every evalEvery global steps (this rank's steps), rank 0 snapshots its model (a copy of the
+  // parameters and buffers, nothing else: no worker waits for it in any mode) with the step and
+  // the training time so far; after training it evaluates each snapshot's test accuracy alone and
+  // writes eval.jsonl in the run directory, one {"step", "time_s", "test_acc"} per snapshot in step
+  // order. time_s is the time since training started without the epochs' evaluations and the
+  // snapshots' copies, for time-to-accuracy. Each snapshot holds a copy of the model until the
+  // end. 0: never.
+  std::int64_t evalEvery = 0;
 };
+
+// "allreduce": false; "ps:bsp", "ps:asp", "ps:ssp:S": true. Throws InvalidArgument naming --mode
+// for anything else.
+bool isParameterServerMode(const std::string& mode);
 
 // One checkpoint saved during an epoch (rank 0's figures).
 struct CheckpointSave {
@@ -116,6 +139,13 @@ struct EpochReport {
   int torchThreads = 0;
   std::optional<int> blasThreads;           // OPENBLAS_NUM_THREADS; unset: OpenBLAS's own default
   std::vector<CheckpointSave> checkpoints;  // saved during the epoch or right after its last step
+  std::string mode = "allreduce";           // TrainOptions::mode
+  // Parameter-server modes only: the servers, the epoch's updates by staleness (summed over the
+  // workers; the last entry counts WorkerStats::kMaxStaleness and above) and the seconds a worker
+  // was blocked in clock() (averaged over the workers).
+  std::optional<int> servers;
+  std::optional<std::vector<std::uint64_t>> staleness;
+  std::optional<double> clockWaitS;
 };
 
 // Trains as `options` say and returns every epoch's report (a resumed run: the epochs it ran; an

@@ -63,6 +63,7 @@ std::vector<EpochReport> Trainer::runElastic() {
     // Records of steps after the commit are rolled back with it.
     steps_.clear();
     stepLosses_.clear();
+    std::erase_if(evalSnapshots_, [&](const EvalSnapshot& e) { return e.step > globalStep_; });
   });
   std::vector<EpochReport> reports;
   gyre::elastic::run(state, [&](const std::shared_ptr<Communicator>& comm) {
@@ -87,6 +88,7 @@ std::vector<EpochReport> Trainer::runElastic() {
     }
   });
   elasticState_ = nullptr;
+  writeEvaluations();
   if (group_.rank() == 0 && !o_.runDir.empty()) saveModel();
   return reports;
 }

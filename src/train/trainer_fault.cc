@@ -2,9 +2,12 @@
 // the deterministic mode of scripts/fault-injection.py. A real crash, not a simulated one: the
 // process is killed by SIGKILL, with no handler, no flush and no exit code of its own, and the
 // launcher sees what it sees when a machine or the OOM killer takes a worker.
+// Also the straggler of the benchmarks (TrainOptions::stragglerRank): a rank slowed down by a factor.
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "gyre/torch/checkpoint.h"
 #include "train/trainer_loop.h"
@@ -30,6 +33,13 @@ void Trainer::maybeInjectFault(std::int64_t step) {
       o_.elastic ? "worker" : "rank", who, static_cast<long long>(step), committed.c_str());
   std::fflush(stderr);
   std::raise(SIGKILL);
+}
+
+void Trainer::straggle() {
+  if (group_.rank() != o_.stragglerRank || o_.stragglerFactor <= 1 || lastComputeS_ <= 0) return;
+  // Before the forward pass, after the pull: what a slower machine's longer computation looks
+  // like to the others (its gradient comes later and from older parameters).
+  std::this_thread::sleep_for(std::chrono::duration<double>((o_.stragglerFactor - 1) * lastComputeS_));
 }
 
 }  // namespace gyre::train::detail

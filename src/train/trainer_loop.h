@@ -4,11 +4,13 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gyre/ps.h"
 #include "gyre/torch.h"
 #include "train/checkpointing.h"
 #include "train/fashion_mnist.h"
@@ -60,13 +62,26 @@ class Trainer {
   void flushSteps();
   // Correct predictions and samples of the test set, summed over the ranks' shards.
   double testAccuracy();
+  // Correct predictions of `model` (this rank's model_, or a snapshot's copy) among test images
+  // [first, last).
+  double correctPredictions(::torch::nn::Sequential& model, std::int64_t first, std::int64_t last);
   void zeroGrad() {
+    if (ps_) return ps_->zeroGrad();
     if (dist_) return dist_->zeroGrad();
     sgd_->zero_grad();
   }
   void step() {
+    if (ps_) return ps_->step();
     if (dist_) return dist_->step();
     sgd_->step();
+  }
+  void setLearningRate(double lr) {
+    gyre::torch::setLearningRate(*sgd_, lr);
+    if (ps_) ps_->setLearningRate(lr);
+  }
+  void resetTiming() {
+    if (dist_) dist_->resetTiming();
+    if (ps_) ps_->resetTiming();
   }
   // Rank 0: prints the epoch's line (and JSON), then recordEpoch().
   void publish(const EpochReport& report);
@@ -75,6 +90,24 @@ class Trainer {
   void saveModel();
   // TrainOptions::faultAtStep: after global step `step`, this rank kills itself if it is the one.
   void maybeInjectFault(std::int64_t step);
+  // TrainOptions::stragglerRank (trainer_fault.cc): the straggler sleeps (factor - 1) x the compute
+  // time of its previous step; computeDone() records this step's (forward and backward).
+  void straggle();
+  void computeDone(double seconds) { lastComputeS_ = seconds; }
+  // TrainOptions::evalEvery (trainer_records.cc). maybeSnapshot(): after global step globalStep_,
+  // when it is due, rank 0 copies the model's parameters and buffers with the step and the
+  // training time so far (the copy's own time left out), so that training is not held up (every
+  // rank in elastic mode, since any of them may become rank 0). writeEvaluations(): after
+  // training, rank 0 evaluates the snapshots in step order and writes eval.jsonl.
+  void maybeSnapshot();
+  void writeEvaluations();
+
+  // Parameter-server modes (trainer_ps.cc): ps_ in place of dist_; each epoch's staleness and
+  // clock waits, summed over the workers; rank 0's closing line on the whole run's staleness.
+  void attachParameterServer();
+  void beginParameterServerEpoch();
+  void recordParameterServerEpoch(EpochReport& report);
+  void announceStaleness();
 
   // Elastic training (trainer_elastic.cc): run() through gyre::elastic::run; attach() rebuilds
   // what depends on the world for each membership; the batch of step s and its loss weight.
@@ -95,6 +128,9 @@ class Trainer {
   double lr_;
   std::shared_ptr<::torch::optim::SGD> sgd_;
   std::unique_ptr<gyre::torch::DistributedOptimizer> dist_;
+  std::unique_ptr<gyre::torch::PSOptimizer> ps_;  // parameter-server modes, instead of dist_
+  ps::WorkerStats psEpochStart_;                   // this worker's stats when the epoch began
+  std::vector<std::uint64_t> stalenessTotal_;      // the run's updates by staleness, all workers
   std::optional<gyre::torch::DistributedSampler> sampler_;
   std::int64_t stepsPerEpoch_ = 0;
   std::optional<gyre::torch::WarmupSchedule> warmup_;
@@ -115,6 +151,17 @@ class Trainer {
   StepLog stepLog_;     // progress.jsonl (rank 0, with a run directory)
   StartPoint start_;
   bool stopped_ = false;
+  double lastComputeS_ = 0;  // the straggler's previous step
+  // Time-to-accuracy (evalEvery): when the first step began, the time since spent on anything but
+  // training (the epochs' evaluations, the snapshots), the snapshots not evaluated yet.
+  std::chrono::steady_clock::time_point trainStart_{};
+  double evalS_ = 0;
+  struct EvalSnapshot {
+    std::int64_t step;                   // global
+    double timeS;                        // training time up to it
+    std::vector<::torch::Tensor> state;  // model_'s parameters, then its buffers
+  };
+  std::vector<EvalSnapshot> evalSnapshots_;
   // Elastic mode only.
   std::optional<gyre::torch::ElasticSampler> elasticSampler_;
   gyre::torch::TorchState* elasticState_ = nullptr;

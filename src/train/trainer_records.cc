@@ -1,7 +1,10 @@
 // Trainer's records: the epoch lines and metrics.jsonl, steps.jsonl, model.pt, the checkpoints
-// and the lines that announce them.
+// and the lines that announce them; eval.jsonl (TrainOptions::evalEvery).
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "train/report.h"
@@ -83,6 +86,51 @@ void Trainer::recordEpoch(const EpochReport& report) {
   metricsText_ += toJsonLine(report) + "\n";
   if (group_.rank() == 0)
     writeFileAtomically((std::filesystem::path(o_.runDir) / "metrics.jsonl").string(), metricsText_);
+}
+
+void Trainer::maybeSnapshot() {
+  if (o_.evalEvery == 0 || globalStep_ % o_.evalEvery != 0 || o_.runDir.empty()) return;
+  if (group_.rank() != 0 && !o_.elastic) return;
+  // Only a copy here (well under a millisecond for the built-in models), no collective: the other
+  // workers are not held up in any mode. writeEvaluations() evaluates it after training.
+  const auto begin = std::chrono::steady_clock::now();
+  EvalSnapshot snapshot;
+  snapshot.step = globalStep_;
+  snapshot.timeS = std::chrono::duration<double>(begin - trainStart_).count() - evalS_;
+  ::torch::NoGradGuard noGrad;
+  for (const ::torch::Tensor& p : model_->parameters()) snapshot.state.push_back(p.detach().clone());
+  for (const ::torch::Tensor& b : model_->buffers()) snapshot.state.push_back(b.detach().clone());
+  evalSnapshots_.push_back(std::move(snapshot));
+  evalS_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
+void Trainer::writeEvaluations() {
+  if (o_.evalEvery == 0 || o_.runDir.empty() || group_.rank() != 0) {
+    evalSnapshots_.clear();
+    return;
+  }
+  // Rank 0 alone, on the whole test set, each snapshot in a copy of the model (model_ stays the
+  // final one, for model.pt). Written whole, so eval.jsonl is this run's, even when it is empty.
+  std::stable_sort(evalSnapshots_.begin(), evalSnapshots_.end(),
+                   [](const EvalSnapshot& a, const EvalSnapshot& b) { return a.step < b.step; });
+  ::torch::nn::Sequential model(std::dynamic_pointer_cast<::torch::nn::SequentialImpl>(model_->clone()));
+  std::vector<::torch::Tensor> state = model->parameters();
+  for (const ::torch::Tensor& b : model->buffers()) state.push_back(b);
+  const std::int64_t n = data_.test.size();
+  std::string text;
+  for (const EvalSnapshot& snapshot : evalSnapshots_) {
+    {
+      ::torch::NoGradGuard noGrad;
+      for (std::size_t i = 0; i < state.size(); ++i) state[i].copy_(snapshot.state[i]);
+    }
+    nlohmann::ordered_json j;
+    j["step"] = snapshot.step;
+    j["time_s"] = snapshot.timeS;
+    j["test_acc"] = n > 0 ? correctPredictions(model, 0, n) / static_cast<double>(n) : 0;
+    text += j.dump() + "\n";
+  }
+  evalSnapshots_.clear();
+  writeFileAtomically((std::filesystem::path(o_.runDir) / "eval.jsonl").string(), text);
 }
 
 void Trainer::saveModel() {

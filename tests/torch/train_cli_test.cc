@@ -63,6 +63,18 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
       {{"--progress", "maybe"}, "--progress"},
       {{"--max-steps", "5", "--skip-steps", "5"}, "--skip-steps 5"},
       {{"--frobnicate"}, "--frobnicate"},
+      {{"--mode", "sync"}, "--mode 'sync': allreduce, or a parameter-server mode"},
+      {{"--mode", "ps:xyz"}, "--mode 'ps:xyz': the parameter-server modes are ps:bsp, ps:asp and ps:ssp:S"},
+      {{"--mode", "ps:ssp:-1"}, "--mode 'ps:ssp:-1'"},
+      {{"--mode", "ps:"}, "--mode 'ps:'"},
+      {{"--servers", "2"}, "--servers 2 needs a parameter-server --mode"},
+      {{"--mode", "ps:asp", "--servers", "0"}, "--servers must be at least 1"},
+      {{"--mode", "ps:bsp", "--elastic"}, "--mode ps:bsp cannot be combined with --elastic"},
+      {{"--mode", "ps:asp", "--compression", "fp16"}, "--compression fp16 does not apply"},
+      {{"--mode", "ps:asp", "--checkpoint-dir", "ckpt"}, "checkpoints (--checkpoint-dir, --resume) are not supported"},
+      {{"--np", "2", "--straggler-rank", "2"}, "--straggler-rank 2 is not a rank of the 2 workers"},
+      {{"--straggler-factor", "0.5"}, "--straggler-factor must be at least 1"},
+      {{"--eval-every", "-1"}, "--eval-every must not be negative"},
   };
   for (const Case& c : cases) {
     const test::ProgramRun r = gyreTrain(c.args);
@@ -83,6 +95,88 @@ TEST_F(TrainCli, WorkerRejectsBadFlags) {
   const test::ProgramRun r = run({worker(), "--plain", "--batch", "0"});
   EXPECT_EQ(r.exitCode, 2) << r.describe();
   EXPECT_TRUE(contains(r.err, "gyre train: error: --batch must be at least 1")) << r.err;
+}
+
+TEST_F(TrainCli, WorkerRefusesBadModes) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--mode", "ps:ssp"}, "--mode 'ps:ssp': the parameter-server modes are"},
+      {{"--mode", "hogwild"}, "--mode 'hogwild'"},
+      {{"--plain", "--mode", "ps:asp"}, "--mode ps:asp trains through parameter servers: --plain does not apply"},
+      {{"--mode", "ps:bsp", "--compression", "bf16"}, "--compression bf16 does not apply"},
+      {{"--mode", "ps:bsp", "--resume", "--checkpoint-dir", "ckpt"}, "checkpoints"},
+      {{"--straggler-factor", "0"}, "--straggler-factor must be at least 1"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {worker()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const test::ProgramRun r = run(argv);
+    EXPECT_EQ(r.exitCode, 2) << c.args.back() << ": " << r.describe();
+    EXPECT_TRUE(contains(r.err, c.message)) << "expected '" << c.message << "' in:\n" << r.err;
+  }
+}
+
+// The parameter-server mode end to end: gyre run --servers 2 beside 2 workers, asynchronous.
+TEST_F(TrainCli, TwoWorkersTrainThroughParameterServers) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  const std::string runDir = dir.path() + "/run";
+  const test::ProgramRun r =
+      gyreTrain({"--model", "mlp", "--np", "2", "--mode", "ps:asp", "--servers", "2", "--epochs", "1",
+                 "--max-steps", "20", "--no-eval", "--eval-every", "10", "--run-dir", runDir});
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+  EXPECT_TRUE(contains(r.out, "parameter servers: 2 (asp)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "staleness: mean ")) << r.out;
+
+  const std::vector<std::string> metrics = lines(runDir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 1u);
+  const nlohmann::json epoch = nlohmann::json::parse(metrics[0]);
+  EXPECT_EQ(epoch.at("mode"), "ps:asp");
+  EXPECT_EQ(epoch.at("servers"), 2);
+  EXPECT_EQ(epoch.at("steps"), 20);
+  std::uint64_t updates = 0;
+  for (const auto& count : epoch.at("staleness")) updates += count.get<std::uint64_t>();
+  EXPECT_GE(updates, 2u * 20u) << "every worker's every step updates at least one slice";
+  EXPECT_GE(epoch.at("clock_wait_s").get<double>(), 0);
+
+  const std::vector<nlohmann::json> evals = cli::jsonLines(runDir + "/eval.jsonl");
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_EQ(evals[0].at("step"), 10);
+  EXPECT_EQ(evals[1].at("step"), 20);
+  EXPECT_LT(evals[0].at("time_s").get<double>(), evals[1].at("time_s").get<double>());
+  EXPECT_GT(evals[1].at("test_acc").get<double>(), 0.1);
+}
+
+// --eval-every snapshots the model and evaluates after training: eval.jsonl comes in step order
+// with non-decreasing training times, and under allreduce the model of the last step is the one
+// the epoch's (sharded, collective) evaluation saw, so the accuracies agree exactly.
+TEST_F(TrainCli, EvalEveryEvaluatesSnapshotsOfTheModel) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  const std::string runDir = dir.path() + "/run";
+  const test::ProgramRun r = gyreTrain({"--model", "mlp", "--np", "2", "--epochs", "1", "--max-steps", "20",
+                                        "--eval-every", "5", "--run-dir", runDir});
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+
+  const std::vector<nlohmann::json> evals = cli::jsonLines(runDir + "/eval.jsonl");
+  ASSERT_EQ(evals.size(), 4u);
+  for (std::size_t i = 0; i < evals.size(); ++i) {
+    EXPECT_EQ(evals[i].at("step"), 5 * static_cast<int>(i + 1)) << evals[i];
+    const double acc = evals[i].at("test_acc").get<double>();
+    EXPECT_TRUE(acc >= 0 && acc <= 1) << evals[i];
+    if (i > 0) {
+      EXPECT_GE(evals[i].at("time_s").get<double>(), evals[i - 1].at("time_s").get<double>());
+    }
+  }
+  EXPECT_GT(evals[0].at("time_s").get<double>(), 0);
+
+  const std::vector<std::string> metrics = lines(runDir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 1u);
+  const nlohmann::json epoch = nlohmann::json::parse(metrics[0]);
+  EXPECT_EQ(evals.back().at("test_acc").get<double>(), epoch.at("test_accuracy").get<double>());
 }
 
 TEST_F(TrainCli, TwoWorkersTrainAndWriteTheRunDirectory) {

@@ -84,6 +84,36 @@ TEST(EpochJson, CarriesEveryFieldWithNullsForTheUnknown) {
   EXPECT_EQ(toJsonLine(sample()).find('\n'), std::string::npos);
 }
 
+TEST(EpochJson, CarriesTheParameterServerFigures) {
+  const nlohmann::json allreduce = nlohmann::json::parse(toJsonLine(sample()));
+  EXPECT_EQ(allreduce.at("mode"), "allreduce");
+  for (const char* field : {"servers", "staleness", "clock_wait_s"})
+    EXPECT_TRUE(allreduce.at(field).is_null()) << field;
+  EpochReport r = sample();
+  r.mode = "ps:ssp:2";
+  r.servers = 2;
+  r.staleness = trimTrailingZeros({5, 0, 3, 0, 0});
+  r.clockWaitS = 0.25;
+  const nlohmann::json j = nlohmann::json::parse(toJsonLine(r));
+  EXPECT_EQ(j.at("mode"), "ps:ssp:2");
+  EXPECT_EQ(j.at("servers"), 2);
+  EXPECT_EQ(j.at("staleness"), nlohmann::json::array({5, 0, 3}));
+  EXPECT_EQ(j.at("clock_wait_s"), 0.25);
+}
+
+TEST(Staleness, SummarisesTheHistogram) {
+  std::vector<std::uint64_t> histogram(65, 0);  // WorkerStats::kMaxStaleness + 1
+  histogram[0] = 20;
+  histogram[1] = 70;
+  histogram[3] = 9;
+  histogram[4] = 1;
+  EXPECT_EQ(formatStaleness(histogram), "staleness: mean 1.01, p50 1, p99 3, max 4 over 100 updates");
+  histogram[64] = 1;  // 64 and above
+  EXPECT_EQ(formatStaleness(histogram), "staleness: mean 1.63, p50 1, p99 4, max 64+ over 101 updates");
+  EXPECT_EQ(formatStaleness(std::vector<std::uint64_t>(65, 0)), "staleness: no updates");
+  EXPECT_EQ(trimTrailingZeros({0, 0}), std::vector<std::uint64_t>{});
+}
+
 TEST(ProgressBar, DrawsInPlaceAndErasesItself) {
   test::TempDir dir;
   const std::string path = dir.path() + "/bar";
