@@ -13,6 +13,7 @@
 #include "gyre/torch/broadcast.h"
 #include "gyre/torch/distributed_optimizer.h"
 #include "support/ranks.h"
+#include "torch/tensor_checks.h"
 
 namespace gyre {
 namespace {
@@ -74,11 +75,7 @@ std::vector<::torch::Tensor> referenceParameters() {
 
 void expectClose(const std::vector<::torch::Tensor>& got, const std::vector<::torch::Tensor>& want, double tol,
                  int rank) {
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double diff = (got[i] - want[i]).abs().max().item<double>();
-    EXPECT_LE(diff, tol) << "rank " << rank << " parameter " << i;
-  }
+  test::expectClose(got, want, tol, "rank " + std::to_string(rank));
 }
 
 // Each rank trains on its contiguous share of every batch: the average of the shares' mean

@@ -13,6 +13,7 @@
 #include "gyre/ps.h"
 #include "gyre/torch/ps_optimizer.h"
 #include "support/ranks.h"
+#include "torch/tensor_checks.h"
 
 namespace gyre {
 namespace {
@@ -106,11 +107,7 @@ std::vector<::torch::Tensor> referenceParameters() {
 
 void expectClose(const std::vector<::torch::Tensor>& got, const std::vector<::torch::Tensor>& want, double tol,
                  int worker) {
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double diff = (got[i] - want[i]).abs().max().item<double>();
-    EXPECT_LE(diff, tol) << "worker " << worker << " parameter " << i;
-  }
+  test::expectClose(got, want, tol, "worker " + std::to_string(worker));
 }
 
 ps::OptimizerConfig sgd(float momentum) {
