@@ -16,8 +16,6 @@ namespace gyre::app {
 namespace {
 
 constexpr int kMaxCount = 64;
-// The bucket of ps::WorkerStats::staleness that also counts every larger staleness.
-constexpr std::size_t kLastBucket = ps::WorkerStats::kMaxStaleness;
 
 std::vector<std::string> splitCommas(const std::string& text) {
   std::vector<std::string> parts;
@@ -254,31 +252,6 @@ TimeToAccuracy timeToAccuracy(const std::vector<EvalPoint>& points, double targe
 double trainingSamplesPerS(const TimeToAccuracy& t, int globalBatch) {
   if (t.lastTimeS <= 0) return 0;
   return static_cast<double>(t.lastStep) * globalBatch / t.lastTimeS;
-}
-
-StalenessSummary summarizeStaleness(const std::vector<std::uint64_t>& histogram) {
-  StalenessSummary s;
-  double sum = 0;
-  for (std::size_t k = 0; k < histogram.size(); ++k) {
-    s.updates += histogram[k];
-    sum += static_cast<double>(k) * static_cast<double>(histogram[k]);
-    if (histogram[k] > 0) s.max = static_cast<int>(k);
-  }
-  if (s.updates == 0) return s;
-  s.mean = sum / static_cast<double>(s.updates);
-  s.saturated = histogram.size() > kLastBucket && histogram[kLastBucket] > 0;
-  auto percentile = [&](double p) {
-    const auto rank = static_cast<std::uint64_t>(std::ceil(p * static_cast<double>(s.updates)));
-    std::uint64_t seen = 0;
-    for (std::size_t k = 0; k < histogram.size(); ++k) {
-      seen += histogram[k];
-      if (seen >= std::max<std::uint64_t>(rank, 1)) return static_cast<int>(k);
-    }
-    return s.max;
-  };
-  s.p50 = percentile(0.50);
-  s.p99 = percentile(0.99);
-  return s;
 }
 
 std::string stalenessText(const StalenessSummary& s) {

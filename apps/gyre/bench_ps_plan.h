@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "gyre/ps.h"
+
 namespace gyre::app {
 
 // --part: which of the two measurements run.
@@ -119,19 +121,10 @@ TimeToAccuracy timeToAccuracy(const std::vector<EvalPoint>& points, double targe
 // elsewhere does not hold back.
 double trainingSamplesPerS(const TimeToAccuracy& t, int globalBatch);
 
-// Staleness counts by value, as ps::WorkerStats and metrics.jsonl hold them: index k counts the
-// updates with staleness k, index ps::WorkerStats::kMaxStaleness (64) those with 64 or more;
-// trailing zeros may be left out.
-struct StalenessSummary {
-  std::uint64_t updates = 0;
-  double mean = 0;
-  int p50 = 0;
-  int p99 = 0;
-  int max = 0;
-  bool saturated = false;  // max is bucket 64, which also holds larger values
-};
-// Percentiles by nearest rank (the smallest k whose cumulative count reaches p of the total).
-StalenessSummary summarizeStaleness(const std::vector<std::uint64_t>& histogram);
+// Staleness counts by value, as ps::WorkerStats and metrics.jsonl hold them, summarized by
+// ps::summarizeStaleness.
+using ps::StalenessSummary;
+using ps::summarizeStaleness;
 // "0.42 / 0 / 2 / 5" (mean / p50 / p99 / max; a saturated max reads "64+"), "-" with no updates.
 std::string stalenessText(const StalenessSummary& s);
 

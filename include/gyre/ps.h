@@ -101,6 +101,19 @@ struct WorkerStats {
   double clockWaitSeconds = 0;  // blocked in clock()
 };
 
+// A staleness histogram (WorkerStats::staleness, ServerStats::staleness, or their sums; trailing
+// zeros may be left out) summarized. Percentiles by nearest rank: the smallest k whose cumulative
+// count reaches that fraction of the updates.
+struct StalenessSummary {
+  std::uint64_t updates = 0;
+  double mean = 0;
+  int p50 = 0;
+  int p99 = 0;
+  int max = 0;
+  bool saturated = false;  // max is the last bucket (kMaxStaleness), which also holds larger values
+};
+StalenessSummary summarizeStaleness(const std::vector<std::uint64_t>& histogram);
+
 class Worker {
  public:
   // Connects to every server (options.servers) and declares the table. Throws InvalidArgument

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "gyre/ps.h"
 #include "gyre/version.h"
 
 namespace gyre::train {
@@ -79,29 +80,11 @@ std::vector<std::uint64_t> trimTrailingZeros(std::vector<std::uint64_t> histogra
 }
 
 std::string formatStaleness(const std::vector<std::uint64_t>& histogram) {
-  std::uint64_t total = 0;
-  double weighted = 0;
-  for (std::size_t k = 0; k < histogram.size(); ++k) {
-    total += histogram[k];
-    weighted += static_cast<double>(k) * static_cast<double>(histogram[k]);
-  }
-  if (total == 0) return "staleness: no updates";
-  const std::size_t last = histogram.size() - 1;  // counts itself and above
-  auto name = [&](std::size_t k) { return std::to_string(k) + (k == last && last > 0 ? "+" : ""); };
-  // The smallest staleness that at least `fraction` of the updates do not exceed.
-  auto percentile = [&](double fraction) {
-    std::uint64_t seen = 0;
-    for (std::size_t k = 0; k < histogram.size(); ++k) {
-      seen += histogram[k];
-      if (static_cast<double>(seen) >= fraction * static_cast<double>(total)) return name(k);
-    }
-    return name(last);
-  };
-  std::size_t max = 0;
-  for (std::size_t k = 0; k < histogram.size(); ++k)
-    if (histogram[k] > 0) max = k;
-  return "staleness: mean " + format("%.2f", weighted / static_cast<double>(total)) + ", p50 " + percentile(0.5) +
-         ", p99 " + percentile(0.99) + ", max " + name(max) + " over " + std::to_string(total) + " updates";
+  const ps::StalenessSummary s = ps::summarizeStaleness(histogram);
+  if (s.updates == 0) return "staleness: no updates";
+  return "staleness: mean " + format("%.2f", s.mean) + ", p50 " + std::to_string(s.p50) + ", p99 " +
+         std::to_string(s.p99) + ", max " + std::to_string(s.max) + (s.saturated ? "+" : "") + " over " +
+         std::to_string(s.updates) + " updates";
 }
 
 std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr) {
