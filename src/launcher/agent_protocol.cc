@@ -87,8 +87,8 @@ AgentSpec decodeSpec(const std::string& line) {
     s.stopGraceMs = j.at("stop_grace_ms").get<int>();
     s.restartCount = j.at("restart_count").get<int>();
     s.maxRestarts = j.at("max_restarts").get<int>();
-    s.psServers = j.value("ps_servers", 0);
-    s.serverIndices = j.value("server_indices", std::vector<int>{});
+    s.psServers = j.at("ps_servers").get<int>();
+    s.serverIndices = j.at("server_indices").get<std::vector<int>>();
   } catch (const json::exception& e) {
     GYRE_THROW(ProtocolError, "malformed job description from the launcher: ", e.what());
   }
