@@ -38,6 +38,7 @@ struct TrainBenchFlags {
   double momentum = 0.9;
   int seed = 0;
   std::string compression = "none";
+  bool shardOptimizer = false;
   std::string dataDir;
   std::string worker;  // gyre_train_worker; empty: next to gyre
   std::string python;  // empty: python3 on PATH, then /usr/bin/python3 (Debian's python3-torch)
@@ -175,6 +176,7 @@ class TrainBench {
                                            "--json",       "--progress",           "off"};
     argv.insert(argv.end(), more.begin(), more.end());
     if (c.runner == TrainRunner::kGyre) argv.insert(argv.end(), {"--compression", f_.compression});
+    if (c.runner == TrainRunner::kGyre && c.world > 1 && f_.shardOptimizer) argv.push_back("--shard-optimizer");
     return argv;
   }
 
@@ -219,6 +221,7 @@ int runTrainBench(const TrainBenchFlags& f) {
   ctx.lr = f.lr;
   ctx.momentum = f.momentum;
   ctx.compression = f.compression;
+  ctx.shardOptimizer = f.shardOptimizer;
   ctx.usableCores = info::countCores().usable;
   if (double load[1]; getloadavg(load, 1) == 1) ctx.loadAverage = load[0];
 
@@ -328,6 +331,8 @@ void addBenchTrain(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--compression", f->compression, "Gradient compression of gyre's workers")
       ->check(CLI::IsMember({"none", "fp16", "bf16"}))
       ->capture_default_str();
+  cmd->add_flag("--shard-optimizer", f->shardOptimizer,
+                "gyre's workers shard the optimizer step (gyre train --shard-optimizer)");
   cmd->add_option("--data-dir", f->dataDir,
                   "Fashion-MNIST's IDX files (default: the worker's, Debian's path)");
   cmd->add_option("--worker", f->worker, "The gyre_train_worker program (default: next to gyre)");

@@ -34,11 +34,11 @@ std::string machineText(const TrainReportContext& ctx) {
 std::string settingsText(const TrainConfig& any, const TrainReportContext& ctx) {
   return fmt::format(
       "model {}: global batch {}, {} steps per run (the first {} untimed), SGD lr {} momentum {}, "
-      "compression {}; {} of {} run{} per configuration\n"
+      "compression {}{}; {} of {} run{} per configuration\n"
       "threads per process: torch = libtorch intra-op (--threads), blas = OpenBLAS (OPENBLAS_NUM_THREADS), "
       "as each process reported them\n",
       any.model, any.globalBatch, any.steps, any.skip, ctx.lr, ctx.momentum, ctx.compression,
-      toString(ctx.pick), ctx.repeat, ctx.repeat == 1 ? "" : "s");
+      ctx.shardOptimizer ? ", sharded optimizer step" : "", toString(ctx.pick), ctx.repeat, ctx.repeat == 1 ? "" : "s");
 }
 
 std::string tableHeader() {
@@ -128,6 +128,7 @@ nlohmann::json configJson(const ConfigResult& r, const TrainReportContext& ctx) 
   if (r.runSamplesPerS.size() > 1) j["spread"] = runSpread(r.runSamplesPerS);
   if (c.referenceFor > 0) j["reference_for"] = c.referenceFor;
   if (c.runner == TrainRunner::kGyre) j["compression"] = ctx.compression;
+  if (c.runner == TrainRunner::kGyre) j["shard_optimizer"] = ctx.shardOptimizer && c.world > 1;
   if (f.hasSplit) {
     j["compute_share"] = f.computeShare();
     j["communicate_share"] = f.communicateShare();

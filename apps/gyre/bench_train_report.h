@@ -18,6 +18,7 @@ struct TrainReportContext {
   double lr = 0.05;
   double momentum = 0.9;
   std::string compression = "none";
+  bool shardOptimizer = false;  // gyre's workers above one run with --shard-optimizer
   int usableCores = 0;      // this process's CPUs
   double loadAverage = -1;  // the 1-minute load average at the start; < 0: unknown
 };

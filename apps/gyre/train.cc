@@ -197,6 +197,14 @@ void check(const TrainFlags& f) {
              " leaves none of the --max-steps ", o.maxSteps, " to time");
   requireArg(f.threads >= 0, "--threads must not be negative (got ", f.threads, ")");
   requireArg(o.bucketCapMb > 0, "--bucket-cap-mb must be positive (got ", o.bucketCapMb, ")");
+  requireArg(!o.shardOptimizer || (!f.elastic && !parameterServerMode(o.mode)),
+             "--shard-optimizer shards the data-parallel optimizer step: it does not apply with --elastic or --mode ",
+             o.mode);
+  requireArg(!o.shardOptimizer || (o.checkpointDir.empty() && !o.resume),
+             "--shard-optimizer keeps each worker's part of the optimizer state on that worker: checkpoints "
+             "(--checkpoint-dir, --resume) are not supported with it yet");
+  requireArg(!o.shardOptimizer || o.compression == "none",
+             "--shard-optimizer reduce-scatters float32 gradients: --compression ", o.compression, " does not apply");
   requireArg(o.referenceSamplesPerS >= 0, "--reference-samples-per-s must not be negative");
   requireArg(f.timeoutS >= 0, "--timeout must not be negative");
   requireArg(o.checkpointEvery >= 0, "--checkpoint-every must not be negative (got ", o.checkpointEvery, ")");
@@ -314,6 +322,7 @@ int train(const TrainFlags& f) {
   flag("--lr-schedule", o.lrSchedule);
   flag("--seed", std::to_string(o.seed));
   flag("--bucket-cap-mb", number(o.bucketCapMb));
+  if (o.shardOptimizer) argv.push_back("--shard-optimizer");
   flag("--max-steps", std::to_string(o.maxSteps));
   flag("--skip-steps", std::to_string(o.skipSteps));
   flag("--run-dir", runDir.string());
@@ -426,6 +435,9 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
   cmd->add_flag("--no-eval", f->noEval, "Skip the test accuracy after each epoch");
   cmd->add_option("--bucket-cap-mb", o.bucketCapMb, "Gradients allreduced together, in MiB")
       ->capture_default_str();
+  cmd->add_flag("--shard-optimizer", o.shardOptimizer,
+                "Shard the optimizer step and its state across the workers (ZeRO stage 1): reduce-scatter, "
+                "step 1/N of the parameters, allgather");
   cmd->add_flag("--json", o.json, "Also print each epoch's metrics as one JSON line");
   cmd->add_option("--progress", o.progress, "Live progress bar: auto (on a terminal), on or off")
       ->check(CLI::IsMember({"auto", "on", "off"}))

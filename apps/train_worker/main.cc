@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-eval", noEval, "Skip the test-set accuracy");
   app.add_option("--threads", o.threads, "libtorch threads (default: GYRE_NUM_THREADS, else 1)");
   app.add_option("--bucket-cap-mb", o.bucketCapMb, "Gradient bucket size, MiB")->capture_default_str();
+  app.add_flag("--shard-optimizer", o.shardOptimizer,
+               "Shard the optimizer step and state across the workers (ZeRO stage 1)");
   app.add_flag("--json", o.json, "Also print each epoch's metrics as a JSON line");
   app.add_option("--progress", o.progress, "Progress bar: auto (when stderr is a terminal), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))

@@ -10,6 +10,7 @@
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
 #include "torch/bucket_layout.h"
+#include "torch/shard_optimizer.h"
 
 namespace gyre::torch {
 namespace {
@@ -55,6 +56,8 @@ class DistributedOptimizer::Impl {
     std::shared_ptr<::torch::autograd::Node> accumulator;  // kept alive: the param holds it weakly
     std::uintptr_t hook = 0;
     std::size_t bucket = 0;
+    std::size_t group = 0;   // the wrapped optimizer's parameter group
+    std::size_t offset = 0;  // elements before it in its bucket
     ::torch::Tensor view;  // the slot's place in its bucket, shaped as the parameter
     int passes = 0;        // backward passes accumulated since the last synchronisation
     bool ready = false;
@@ -66,6 +69,12 @@ class DistributedOptimizer::Impl {
     std::vector<std::size_t> slots;
     std::size_t pending = 0;  // slots not ready yet
     std::shared_ptr<Work> work;
+    // Sharded step: the parameters, laid out as the gradients; flat and params hold
+    // size() * chunk elements (zero padding at the end), rank r's part starts at r * chunk.
+    ::torch::Tensor params;
+    std::int64_t used = 0;  // elements that belong to parameters
+    std::int64_t chunk = 0;
+    std::shared_ptr<Work> gather;
   };
 
   Impl(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
@@ -74,7 +83,8 @@ class DistributedOptimizer::Impl {
 
   void onGradientReady(std::size_t slot);
   void zeroGrad();
-  void synchronize(bool active);
+  // gatherGradients: sharded, also allgather the averaged gradients (step() needs only its part).
+  void synchronize(bool active, bool gatherGradients = true);
   void step();
   void join();
 
@@ -86,6 +96,8 @@ class DistributedOptimizer::Impl {
   std::vector<Bucket> buckets_;
   std::size_t nextToIssue_ = 0;
   bool syncEnabled_ = true;
+  bool sharded_ = false;
+  ShardOptimizer shard_;  // sharded_: steps this rank's part of every bucket
   // The buckets are planned from the ready order and times of the second synchronised step:
   // the first is a warm-up (first-touch allocations make its backward pass several times
   // slower, and unevenly so).
@@ -107,6 +119,9 @@ class DistributedOptimizer::Impl {
   void issueReadyBuckets();
   void issue(Bucket& bucket);
   void ensureAliased(Slot& slot);
+  void buildShardOptimizer();
+  StepTiming allgather(::torch::Tensor Bucket::*buffer, const char* what);
+  void stepShard();
   void adoptRankZeroOrder();
   void resetForNextStep();
 };
@@ -139,13 +154,22 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
   GYRE_USAGE_CHECK(options_.backwardPassesPerStep >= 1,
                    "backwardPassesPerStep must be at least 1, not ", options_.backwardPassesPerStep);
   GYRE_USAGE_CHECK(options_.bucketCapBytes > 0 && options_.firstBucketCapBytes > 0, "bucket caps must be positive");
-  for (auto& group : optimizer_->param_groups()) {
-    for (auto& param : group.params()) {
+  sharded_ = options_.shardOptimizerState && comm_->size() > 1;
+  GYRE_USAGE_CHECK(!sharded_ || options_.compression == Compression::kNone,
+                   "DistributedOptimizer: shardOptimizerState reduce-scatters float32 gradients; turn compression off");
+  GYRE_USAGE_CHECK(!sharded_ || !options_.unevenInputs,
+                   "DistributedOptimizer: shardOptimizerState and unevenInputs (join) do not go together");
+  auto& groups = optimizer_->param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (auto& param : groups[g].params()) {
       GYRE_USAGE_CHECK(param.device().is_cpu(), "DistributedOptimizer: parameters must live on the CPU");
       GYRE_USAGE_CHECK(!param.is_sparse(), "DistributedOptimizer: sparse parameters are not supported");
       if (!param.requires_grad()) continue;
+      GYRE_USAGE_CHECK(!sharded_ || param.scalar_type() == ::torch::kFloat32,
+                       "DistributedOptimizer: shardOptimizerState needs float32 parameters");
       Slot slot;
       slot.param = param;
+      slot.group = g;
       slots_.push_back(std::move(slot));
     }
   }
@@ -160,6 +184,8 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
       GYRE_USAGE_CHECK(slot.accumulator != nullptr, "DistributedOptimizer: parameter ", i, " is not a leaf");
       slot.hook = slot.accumulator->add_post_hook(std::make_unique<ReadyHook>(this, i));
     }
+    // Sharded, the buckets keep this layout: re-planning would move the shards and their state.
+    if (sharded_) recordOrder_ = false;
   } else {
     // One rank: nothing to reduce, so no buckets and no hooks; the wrapped optimizer alone.
     recordOrder_ = false;
@@ -173,10 +199,12 @@ DistributedOptimizer::Impl::~Impl() {
   // The communicator's thread may still write into the buckets: let it finish (each allreduce
   // is bounded by its time-out).
   for (Bucket& bucket : buckets_) {
-    if (!bucket.work) continue;
-    try {
-      bucket.work->wait();
-    } catch (...) {  // reported, if anyone asked, by synchronize()
+    for (auto* work : {&bucket.work, &bucket.gather}) {
+      if (!*work) continue;
+      try {
+        (*work)->wait();
+      } catch (...) {  // reported, if anyone asked, by synchronize() or step()
+      }
     }
   }
   // Gradients stop being views into the buckets, which go with this optimizer: a plain optimizer
@@ -203,7 +231,12 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
     const BucketPlan& plan = plans[b];
     Bucket bucket;
     const auto type = static_cast<::torch::ScalarType>(plan.dtype);
-    bucket.flat = ::torch::zeros({plan.numel}, ::torch::TensorOptions().dtype(type));
+    bucket.used = plan.numel;
+    const std::int64_t world = comm_->size();
+    bucket.chunk = sharded_ ? (plan.numel + world - 1) / world : 0;
+    const std::int64_t numel = sharded_ ? bucket.chunk * world : plan.numel;
+    bucket.flat = ::torch::zeros({numel}, ::torch::TensorOptions().dtype(type));
+    if (sharded_) bucket.params = ::torch::zeros({numel}, ::torch::TensorOptions().dtype(type));
     bucket.wireType = toDataType(type);
     bucket.wire = bucket.flat;
     if (type == ::torch::kFloat32 && options_.compression != Compression::kNone) {
@@ -216,7 +249,13 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
     for (std::size_t k = 0; k < plan.slots.size(); ++k) {
       Slot& slot = slots_[plan.slots[k]];
       slot.bucket = b;
+      slot.offset = static_cast<std::size_t>(plan.offsets[k]);
       slot.view = bucket.flat.narrow(0, plan.offsets[k], slot.param.numel()).view(slot.param.sizes());
+      if (sharded_) {  // the parameter's storage moves into the bucket; the tensor stays the same
+        auto home = bucket.params.narrow(0, plan.offsets[k], slot.param.numel()).view(slot.param.sizes());
+        home.copy_(slot.param);
+        slot.param.set_data(home);
+      }
       if (slot.param.grad().defined()) slot.view.copy_(slot.param.grad());
       slot.param.mutable_grad() = slot.view;
     }
@@ -224,6 +263,42 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
   }
   buckets_ = std::move(buckets);
   nextToIssue_ = 0;
+  if (sharded_) buildShardOptimizer();
+}
+
+void DistributedOptimizer::Impl::buildShardOptimizer() {
+  // This rank's part of each bucket, cut where the parameter group changes: flat tensors over the
+  // bucket's parameters with the matching stretch of the (reduce-scattered) gradients as grad.
+  const std::int64_t rank = comm_->rank();
+  std::vector<std::vector<::torch::Tensor>> groups(optimizer_->param_groups().size());
+  for (Bucket& bucket : buckets_) {
+    const std::int64_t lo = rank * bucket.chunk;
+    const std::int64_t hi = std::min(lo + bucket.chunk, bucket.used);
+    auto add = [&](std::size_t group, std::int64_t begin, std::int64_t end) {
+      if (begin >= end) return;
+      auto part = ::torch::from_blob(bucket.params.data_ptr<float>() + begin, {end - begin});
+      part.mutable_grad() = ::torch::from_blob(bucket.flat.data_ptr<float>() + begin, {end - begin});
+      groups[group].push_back(part);
+    };
+    std::int64_t runBegin = lo;
+    std::size_t runGroup = 0;
+    bool open = false;
+    for (std::size_t index : bucket.slots) {
+      const Slot& slot = slots_[index];
+      const auto begin = std::max(lo, static_cast<std::int64_t>(slot.offset));
+      const auto end = std::min(hi, static_cast<std::int64_t>(slot.offset) + slot.param.numel());
+      if (begin >= end) continue;
+      if (open && slot.group != runGroup) {
+        add(runGroup, runBegin, begin);
+        runBegin = begin;
+      }
+      if (!open) runBegin = begin;
+      open = true;
+      runGroup = slot.group;
+    }
+    if (open) add(runGroup, runBegin, hi);
+  }
+  shard_ = makeShardOptimizer(*optimizer_, std::move(groups));
 }
 
 void DistributedOptimizer::Impl::ensureAliased(Slot& slot) {
@@ -273,6 +348,15 @@ void DistributedOptimizer::Impl::issue(Bucket& bucket) {
   o.algorithm = options_.algorithm;
   o.timeout = options_.timeout;
   void* data = bucket.wire.data_ptr();
+  if (sharded_) {  // rank r receives the average of block r, in place
+    CollectiveOptions c;
+    c.op = options_.average ? ReduceOp::kAverage : ReduceOp::kSum;
+    c.timeout = options_.timeout;
+    float* flat = bucket.flat.data_ptr<float>();
+    bucket.work = comm_->reduceScatterAsync(flat, flat + comm_->rank() * bucket.chunk,
+                                            static_cast<std::size_t>(bucket.chunk), c);
+    return;
+  }
   bucket.work = comm_->allreduceAsync(data, data, static_cast<std::size_t>(bucket.wire.numel()), o);
 }
 
@@ -285,7 +369,7 @@ void DistributedOptimizer::Impl::zeroGrad() {
   for (Slot& slot : slots_) slot.param.mutable_grad().reset();
 }
 
-void DistributedOptimizer::Impl::synchronize(bool active) {
+void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) {
   std::unique_lock<std::mutex> lock(mu_);
   const auto begin = Clock::now();
   StepTiming timing;
@@ -314,7 +398,8 @@ void DistributedOptimizer::Impl::synchronize(bool active) {
       timing.bytes += static_cast<std::size_t>(bucket.wire.nbytes());
       ++timing.buckets;
       if (options_.timeline)
-        options_.timeline->span(Timeline::Track::kCommunication, "allreduce", bucket.work->startedAt(),
+        options_.timeline->span(Timeline::Track::kCommunication, sharded_ ? "reduce-scatter" : "allreduce",
+                                bucket.work->startedAt(),
                                 bucket.work->finishedAt(),
                                 "\"bytes\":" + std::to_string(bucket.wire.nbytes()) + ",\"bucket\":" +
                                     std::to_string(&bucket - buckets_.data()));
@@ -337,6 +422,7 @@ void DistributedOptimizer::Impl::synchronize(bool active) {
     }
     if (recordOrder_ && synchronized_ == kPlanningStep) adoptRankZeroOrder();
     ++synchronized_;
+    if (sharded_ && gatherGradients) timing += allgather(&Bucket::flat, "allgather gradients");
   }
   const auto end = Clock::now();
   timing.wait = seconds(end - begin);
@@ -398,16 +484,65 @@ void DistributedOptimizer::Impl::resetForNextStep() {
   firstReady_ = lastReady_ = Clock::time_point{};
 }
 
-void DistributedOptimizer::Impl::step() {
-  synchronize(true);
+StepTiming DistributedOptimizer::Impl::allgather(::torch::Tensor Bucket::*buffer, const char* what) {
+  // Every rank's part of each bucket's `buffer`, in place; the wait counts as waiting.
   const auto begin = Clock::now();
-  optimizer_->step();
+  CollectiveOptions o;
+  o.timeout = options_.timeout;
+  const std::size_t rank = static_cast<std::size_t>(comm_->rank());
+  for (Bucket& bucket : buckets_) {
+    float* data = (bucket.*buffer).data_ptr<float>();
+    bucket.gather = comm_->allgatherAsync(data + rank * static_cast<std::size_t>(bucket.chunk), data,
+                                          static_cast<std::size_t>(bucket.chunk), o);
+  }
+  StepTiming timing;
+  std::exception_ptr failure;
+  for (Bucket& bucket : buckets_) {
+    try {
+      bucket.gather->wait();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+    timing.communicate += seconds(bucket.gather->finishedAt() - bucket.gather->startedAt());
+    timing.bytes += static_cast<std::size_t>((bucket.*buffer).nbytes());
+    if (options_.timeline)
+      options_.timeline->span(Timeline::Track::kCommunication, what, bucket.gather->startedAt(),
+                              bucket.gather->finishedAt(),
+                              "\"bytes\":" + std::to_string((bucket.*buffer).nbytes()) + ",\"bucket\":" +
+                                  std::to_string(&bucket - buckets_.data()));
+    bucket.gather.reset();
+  }
+  if (failure) std::rethrow_exception(failure);
+  const auto end = Clock::now();
+  timing.wait = seconds(end - begin);
+  if (options_.timeline) options_.timeline->span(Timeline::Track::kCompute, "wait", begin, end);
+  return timing;
+}
+
+void DistributedOptimizer::Impl::step() {
+  synchronize(true, false);
+  const auto begin = Clock::now();
+  if (sharded_) {
+    copyGroupOptions(*optimizer_, shard_);  // the user's schedule sets the rates there
+    shard_.optimizer->step();
+  } else {
+    optimizer_->step();
+  }
   const auto end = Clock::now();
   if (options_.timeline) options_.timeline->span(Timeline::Track::kCompute, "optimizer step", begin, end);
+  if (sharded_) {
+    // The parts each rank updated, to every rank.
+    std::unique_lock<std::mutex> lock(mu_);
+    const StepTiming gathered = allgather(&Bucket::params, "allgather parameters");
+    last_.communicate += gathered.communicate;
+    last_.wait += gathered.wait;
+    last_.bytes += gathered.bytes;
+  }
+  const auto stepEnd = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
-  last_.step = seconds(end - stepBegin_);
+  last_.step = seconds(stepEnd - stepBegin_);
   last_.compute = last_.step - last_.wait;
-  stepBegin_ = end;
+  stepBegin_ = stepEnd;
   totals_ += last_;
 }
 

@@ -113,6 +113,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["momentum"] = o.momentum;
   j["compression"] = o.compression;
   j["bucket_cap_mb"] = o.bucketCapMb;
+  j["shard_optimizer"] = o.shardOptimizer;
   j["seed"] = o.seed;
   j["data_dir"] = o.dataDir;
   j["max_steps"] = o.maxSteps;

@@ -86,6 +86,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     gyre::torch::DistributedOptimizerOptions d;
     d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
     d.compression = gyre::torch::parseCompression(o_.compression);
+    d.shardOptimizerState = o_.shardOptimizer;
     d.timeline = gyre::torch::Timeline::fromEnvironment(group_.comm());
     dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), sgd_, d);
   }
@@ -367,6 +368,15 @@ void validateOptions(const TrainOptions& o) {
   GYRE_USAGE_CHECK(std::isfinite(o.stragglerFactor) && o.stragglerFactor >= 1,
                    "--straggler-factor must be at least 1 (got ", o.stragglerFactor, ")");
   GYRE_USAGE_CHECK(o.evalEvery >= 0, "--eval-every must not be negative (got ", o.evalEvery, ")");
+  GYRE_USAGE_CHECK(!o.shardOptimizer || (!o.plain && !o.elastic && !isParameterServerMode(o.mode)),
+                   "--shard-optimizer shards the data-parallel optimizer step: it does not apply with --plain, "
+                   "--elastic or --mode ", o.mode);
+  GYRE_USAGE_CHECK(!o.shardOptimizer || (o.checkpointDir.empty() && !o.resume),
+                   "--shard-optimizer keeps each worker's part of the optimizer state on that worker: checkpoints "
+                   "(--checkpoint-dir, --resume) are not supported with it yet");
+  GYRE_USAGE_CHECK(!o.shardOptimizer || gyre::torch::parseCompression(o.compression) == gyre::torch::Compression::kNone,
+                   "--shard-optimizer reduce-scatters float32 gradients: --compression ", o.compression,
+                   " does not apply");
   if (!isParameterServerMode(o.mode)) return;
   GYRE_USAGE_CHECK(!o.plain, "--mode ", o.mode, " trains through parameter servers: --plain does not apply");
   GYRE_USAGE_CHECK(!o.elastic, "--mode ", o.mode, " cannot be combined with --elastic yet");

@@ -43,6 +43,7 @@ struct TrainOptions {
   bool eval = true;                 // test accuracy after each epoch
   int threads = 0;                  // libtorch intra-op threads; 0: GYRE_NUM_THREADS, else 1
   double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
+  bool shardOptimizer = false;      // DistributedOptimizer's shardOptimizerState (ZeRO stage 1)
   bool json = false;                // also print each epoch's metrics as one JSON line on stdout
   std::string progress = "auto";    // the live progress bar: auto (when stderr is a terminal), on, off
   double referenceSamplesPerS = 0;  // one worker's throughput, for speedup/efficiency; 0: unknown

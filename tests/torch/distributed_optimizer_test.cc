@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -56,10 +57,12 @@ std::shared_ptr<::torch::optim::SGD> makeSgd(::torch::nn::Sequential& model) {
   return std::make_shared<::torch::optim::SGD>(model->parameters(), ::torch::optim::SGDOptions(0.1).momentum(0.9));
 }
 
+using MakeOptimizer = std::function<std::shared_ptr<::torch::optim::Optimizer>(::torch::nn::Sequential&)>;
+
 // One process, whole batches.
-std::vector<::torch::Tensor> referenceParameters() {
+std::vector<::torch::Tensor> referenceParameters(const MakeOptimizer& makeOptimizer = makeSgd) {
   auto model = makeModel();
-  auto sgd = makeSgd(model);
+  auto sgd = makeOptimizer(model);
   const Data data = makeData();
   for (int s = 0; s < kSteps; ++s) {
     sgd->zero_grad();
@@ -81,10 +84,11 @@ void expectClose(const std::vector<::torch::Tensor>& got, const std::vector<::to
 // Each rank trains on its contiguous share of every batch: the average of the shares' mean
 // losses is the whole batch's mean loss.
 std::vector<::torch::Tensor> trainDistributed(Communicator& comm, std::shared_ptr<Communicator> owned,
-                                              DistributedOptimizerOptions options, int micro = 1) {
+                                              DistributedOptimizerOptions options, int micro = 1,
+                                              const MakeOptimizer& makeOptimizer = makeSgd) {
   ::torch::set_num_threads(1);
   auto model = makeModel();
-  auto sgd = makeSgd(model);
+  auto sgd = makeOptimizer(model);
   DistributedOptimizer opt(std::move(owned), sgd, options);
   const Data data = makeData();
   const int share = kBatch / comm.size();
@@ -318,6 +322,133 @@ TEST(DistributedOptimizerTest, RejectsBadOptions) {
   EXPECT_THROW(DistributedOptimizer(comm, makeSgd(model), o), InvalidArgument);
   EXPECT_THROW(DistributedOptimizer(nullptr, makeSgd(model)), InvalidArgument);
   EXPECT_THROW(torch::parseCompression("zip"), InvalidArgument);
+}
+
+// Sharded optimizer step (ZeRO stage 1): reduce-scatter, each rank steps its part, allgather.
+// The result must be the one process's on the whole batch, for every world (3 does not divide
+// the buckets: padding), bucket layout and elementwise optimizer, on every rank.
+class ShardedStepTest : public ::testing::TestWithParam<std::tuple<int, std::size_t>> {};
+
+TEST_P(ShardedStepTest, MatchesOneProcessOnTheWholeBatch) {
+  const auto [size, capBytes] = GetParam();
+  const MakeOptimizer makers[] = {
+      [](::torch::nn::Sequential& m) -> std::shared_ptr<::torch::optim::Optimizer> {
+        return std::make_shared<::torch::optim::SGD>(m->parameters(),
+                                                     ::torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-2));
+      },
+      [](::torch::nn::Sequential& m) -> std::shared_ptr<::torch::optim::Optimizer> {
+        return std::make_shared<::torch::optim::Adam>(m->parameters(), ::torch::optim::AdamOptions(1e-2));
+      },
+  };
+  for (const auto& make : makers) {
+    const auto want = referenceParameters(make);
+    auto store = createMemoryStore();
+    runThreads(size, [&](int rank) {
+      auto comm = makeComm(store, rank, size);
+      DistributedOptimizerOptions o;
+      o.shardOptimizerState = true;
+      o.bucketCapBytes = capBytes;
+      o.firstBucketCapBytes = std::min<std::size_t>(capBytes, 256);
+      expectClose(trainDistributed(*comm, comm, o, 1, make), want, 1e-5, rank);
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldsAndBuckets, ShardedStepTest,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(std::size_t{64}, std::size_t{25} << 20)));
+
+// Two groups with their own rates, and a schedule that changes the user's rates between steps:
+// the shards step with the rates of the moment.
+TEST(ShardedStepTest, FollowsTheGroupsAndTheirChangingRates) {
+  auto makeGroups = [](::torch::nn::Sequential& m) -> std::shared_ptr<::torch::optim::Optimizer> {
+    auto params = m->parameters();
+    std::vector<::torch::Tensor> head(params.begin(), params.begin() + 3), tail(params.begin() + 3, params.end());
+    std::vector<::torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(head, std::make_unique<::torch::optim::SGDOptions>(::torch::optim::SGDOptions(0.1).momentum(0.9)));
+    groups.emplace_back(tail, std::make_unique<::torch::optim::SGDOptions>(::torch::optim::SGDOptions(0.3)));
+    return std::make_shared<::torch::optim::SGD>(groups, ::torch::optim::SGDOptions(0.1));
+  };
+  auto train = [&](Communicator* comm, std::shared_ptr<Communicator> owned) {
+    ::torch::set_num_threads(1);
+    auto model = makeModel();
+    auto optimizer = makeGroups(model);
+    std::unique_ptr<DistributedOptimizer> opt;
+    if (owned) {
+      DistributedOptimizerOptions o;
+      o.shardOptimizerState = true;
+      o.bucketCapBytes = o.firstBucketCapBytes = 200;
+      opt = std::make_unique<DistributedOptimizer>(owned, optimizer, o);
+    }
+    const Data data = makeData();
+    const int size = comm ? comm->size() : 1, rank = comm ? comm->rank() : 0;
+    for (int s = 0; s < kSteps; ++s) {
+      for (auto& group : optimizer->param_groups()) {
+        auto& options = static_cast<::torch::optim::SGDOptions&>(group.options());
+        options.lr(options.lr() * 0.5);
+      }
+      if (opt) opt->zeroGrad(); else optimizer->zero_grad();
+      const int share = kBatch / size;
+      const int begin = s * kBatch + rank * share;
+      ::torch::nn::functional::cross_entropy(model->forward(data.x.narrow(0, begin, share)),
+                                            data.y.narrow(0, begin, share))
+          .backward();
+      if (opt) opt->step(); else optimizer->step();
+    }
+    std::vector<::torch::Tensor> out;
+    for (auto& p : model->parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  const auto want = train(nullptr, nullptr);
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    expectClose(train(comm.get(), comm), want, 1e-5, rank);
+  });
+}
+
+// step() reduces only this rank's part; synchronize() hands every rank the whole average.
+TEST(ShardedStepTest, SynchronizeGathersTheAveragedGradients) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    ::torch::set_num_threads(1);
+    auto comm = makeComm(store, rank, 2);
+    auto model = makeModel();
+    DistributedOptimizerOptions o;
+    o.shardOptimizerState = true;
+    DistributedOptimizer opt(comm, makeSgd(model), o);
+    opt.zeroGrad();
+    model->forward(::torch::full({1, 20}, 1.0 + rank)).sum().backward();
+    std::vector<::torch::Tensor> local;
+    for (auto& p : model->parameters()) local.push_back(p.grad().clone());
+    opt.synchronize();
+    for (std::size_t i = 0; i < local.size(); ++i) {
+      auto average = local[i].clone();
+      comm->allreduce(average.data_ptr(), average.data_ptr(), static_cast<std::size_t>(average.numel()),
+                      {DataType::kFloat32, ReduceOp::kAverage});
+      EXPECT_LE((model->parameters()[i].grad() - average).abs().max().item<double>(), 1e-6) << "parameter " << i;
+    }
+    const auto timing = opt.lastStep();
+    EXPECT_GT(timing.bytes, 0u);
+  });
+}
+
+TEST(ShardedStepTest, RefusesWhatItCannotShard) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    auto model = makeModel();
+    DistributedOptimizerOptions o;
+    o.shardOptimizerState = true;
+    auto lbfgs = std::make_shared<::torch::optim::LBFGS>(model->parameters());
+    EXPECT_THROW(DistributedOptimizer(comm, lbfgs, o), InvalidArgument);
+    auto compressed = o;
+    compressed.compression = torch::Compression::kFp16;
+    EXPECT_THROW(DistributedOptimizer(comm, makeSgd(model), compressed), InvalidArgument);
+    auto uneven = o;
+    uneven.unevenInputs = true;
+    EXPECT_THROW(DistributedOptimizer(comm, makeSgd(model), uneven), InvalidArgument);
+  });
 }
 
 TEST(BroadcastTest, ParametersAndOptimizerStateComeFromTheRoot) {

@@ -13,6 +13,7 @@
 
 #include "support/jobs.h"
 #include "support/programs.h"
+#include "torch/tensor_checks.h"
 #include "support/ranks.h"
 #include "torch/cli_support.h"
 #include "train/fashion_mnist.h"
@@ -75,6 +76,10 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
       {{"--np", "2", "--straggler-rank", "2"}, "--straggler-rank 2 is not a rank of the 2 workers"},
       {{"--straggler-factor", "0.5"}, "--straggler-factor must be at least 1"},
       {{"--eval-every", "-1"}, "--eval-every must not be negative"},
+      {{"--shard-optimizer", "--checkpoint-dir", "ckpt"}, "--shard-optimizer keeps each worker's part"},
+      {{"--shard-optimizer", "--compression", "bf16"}, "--shard-optimizer reduce-scatters float32 gradients"},
+      {{"--shard-optimizer", "--mode", "ps:asp"}, "--shard-optimizer shards the data-parallel optimizer step"},
+      {{"--shard-optimizer", "--elastic"}, "--shard-optimizer shards the data-parallel optimizer step"},
   };
   for (const Case& c : cases) {
     const test::ProgramRun r = gyreTrain(c.args);
@@ -109,6 +114,8 @@ TEST_F(TrainCli, WorkerRefusesBadModes) {
       {{"--mode", "ps:bsp", "--compression", "bf16"}, "--compression bf16 does not apply"},
       {{"--mode", "ps:bsp", "--resume", "--checkpoint-dir", "ckpt"}, "checkpoints"},
       {{"--straggler-factor", "0"}, "--straggler-factor must be at least 1"},
+      {{"--plain", "--shard-optimizer"}, "--shard-optimizer shards the data-parallel optimizer step"},
+      {{"--shard-optimizer", "--resume", "--checkpoint-dir", "ckpt"}, "--shard-optimizer keeps each worker's part"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {worker()};
@@ -207,6 +214,30 @@ TEST_F(TrainCli, TwoWorkersTrainAndWriteTheRunDirectory) {
   ::torch::load(model, runDir + "/model.pt");  // a model libtorch can read back
   for (const auto& entry : std::filesystem::directory_iterator(runDir))
     EXPECT_FALSE(contains(entry.path().filename().string(), ".tmp.")) << "left behind: " << entry.path();
+}
+
+// The sharded optimizer step is the same arithmetic as the allreduce and the whole step.
+TEST_F(TrainCli, ShardedOptimizerStepTrainsTheSameModel) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  std::vector<std::vector<::torch::Tensor>> models;
+  for (const char* variant : {"allreduce", "sharded"}) {
+    const std::string runDir = dir.path() + "/" + variant;
+    std::vector<std::string> args = {"--model", "mlp", "--np", "2", "--max-steps", "15", "--no-eval", "--json",
+                                     "--run-dir", runDir};
+    if (std::string(variant) == "sharded") args.push_back("--shard-optimizer");
+    const test::ProgramRun r = gyreTrain(args);
+    ASSERT_EQ(r.exitCode, 0) << variant << ": " << r.describe() << "\nstdout:\n" << r.out;
+    ::torch::nn::Sequential model = makeModel("mlp");
+    ::torch::load(model, runDir + "/model.pt");
+    std::vector<::torch::Tensor> params;
+    for (auto& p : model->parameters()) params.push_back(p.detach().clone());
+    models.push_back(params);
+  }
+  test::expectClose(models[1], models[0], 1e-4, "sharded run");
+  std::ifstream in(dir.path() + "/sharded/config.json");
+  const nlohmann::json config = nlohmann::json::parse(in);
+  EXPECT_TRUE(config.at("shard_optimizer").get<bool>());
 }
 
 TEST_F(TrainCli, PlainWorkerTrainsWithoutGyre) {

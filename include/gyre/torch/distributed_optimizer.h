@@ -22,6 +22,9 @@
 // backward is long between them; gradients ready together share one). Later steps issue each
 // bucket as soon as backward has filled it.
 //
+// With options.shardOptimizerState each bucket is reduce-scattered instead, every rank steps its
+// part of the parameters and the parts are allgathered (see the option).
+//
 // Parameters that get no gradient in a step are reduced as zeros: step() zeroes their slots on a
 // rank that produced nothing and issues the buckets still waiting,
 // and afterwards every parameter's grad() holds the average over ranks (zero where no rank had
@@ -72,6 +75,18 @@ struct DistributedOptimizerOptions {
   bool unevenInputs = false;
   // Time-out of each allreduce; zero: the communicator's.
   Timeout timeout{0};
+  // Shard the optimizer step (ZeRO stage 1): gradients are reduce-scattered instead of
+  // allreduced, each rank updates only its 1/W of every bucket's parameters with an optimizer of
+  // the wrapped kind (same options per group, re-read at every step, so learning-rate schedules
+  // apply) whose state covers only that part, and the updated parameters are allgathered. The
+  // bytes on the wire are those of an allreduce; each rank's optimizer work and state are 1/W.
+  // The parameters move into flat per-bucket buffers (each keeps its tensor; only the storage
+  // changes). The wrapped optimizer must be SGD, Adam, AdamW, Adagrad or RMSprop (elementwise);
+  // its own step and state are not used, so save or broadcast its state only without sharding.
+  // After step(), grad() holds this rank's own gradients; synchronize() gathers the averages.
+  // Needs float32 parameters and rules out compression and unevenInputs; the buckets keep their
+  // first layout (they are not re-planned from the ready times, which would move the shards).
+  bool shardOptimizerState = false;
   // Where to record backward, each bucket's allreduce, the wait and the optimizer step (may be
   // null). See timeline.h; Timeline::fromEnvironment reads GYRE_TIMELINE.
   std::shared_ptr<Timeline> timeline;
