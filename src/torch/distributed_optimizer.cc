@@ -74,7 +74,16 @@ class DistributedOptimizer::Impl {
     ::torch::Tensor params;
     std::int64_t used = 0;  // elements that belong to parameters
     std::int64_t chunk = 0;
-    std::shared_ptr<Work> gather;
+    // Sharded: the flat tensors the shard optimizer steps (over params), and where they lie.
+    struct Part {
+      ::torch::Tensor tensor;
+      std::int64_t begin = 0;
+      std::int64_t end = 0;
+    };
+    std::vector<Part> parts;
+    // One gradient alone, reduced in the memory autograd gave it: no copy into the bucket. Its
+    // flat then changes every step (see adoptGradient).
+    bool direct = false;
   };
 
   Impl(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
@@ -117,8 +126,12 @@ class DistributedOptimizer::Impl {
   std::vector<GradientSlot> gradientShapes() const;
   void layOut(const std::vector<BucketPlan>& plans);
   void issueReadyBuckets();
-  void issue(Bucket& bucket);
+  // Starts the bucket's reduction on the communicator's thread, or (here) runs it on this one.
+  void issue(Bucket& bucket, bool here);
+  void recordReduction(StepTiming& timing, const Bucket& bucket, Clock::time_point begin, Clock::time_point end);
   void ensureAliased(Slot& slot);
+  void adoptGradient(Slot& slot, Bucket& bucket);
+  void pointPartsAtGradients(Bucket& bucket);
   void buildShardOptimizer();
   StepTiming allgather(::torch::Tensor Bucket::*buffer, const char* what);
   void stepShard();
@@ -199,12 +212,10 @@ DistributedOptimizer::Impl::~Impl() {
   // The communicator's thread may still write into the buckets: let it finish (each allreduce
   // is bounded by its time-out).
   for (Bucket& bucket : buckets_) {
-    for (auto* work : {&bucket.work, &bucket.gather}) {
-      if (!*work) continue;
-      try {
-        (*work)->wait();
-      } catch (...) {  // reported, if anyone asked, by synchronize() or step()
-      }
+    if (!bucket.work) continue;
+    try {
+      bucket.work->wait();
+    } catch (...) {  // reported, if anyone asked, by synchronize()
     }
   }
   // Gradients stop being views into the buckets, which go with this optimizer: a plain optimizer
@@ -239,6 +250,8 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
     if (sharded_) bucket.params = ::torch::zeros({numel}, ::torch::TensorOptions().dtype(type));
     bucket.wireType = toDataType(type);
     bucket.wire = bucket.flat;
+    bucket.direct = plan.slots.size() == 1 && numel == plan.numel &&
+                    (type != ::torch::kFloat32 || options_.compression == Compression::kNone);
     if (type == ::torch::kFloat32 && options_.compression != Compression::kNone) {
       const bool half = options_.compression == Compression::kFp16;
       bucket.wire = ::torch::empty({plan.numel}, ::torch::TensorOptions().dtype(half ? ::torch::kHalf : ::torch::kBFloat16));
@@ -277,7 +290,7 @@ void DistributedOptimizer::Impl::buildShardOptimizer() {
     auto add = [&](std::size_t group, std::int64_t begin, std::int64_t end) {
       if (begin >= end) return;
       auto part = ::torch::from_blob(bucket.params.data_ptr<float>() + begin, {end - begin});
-      part.mutable_grad() = ::torch::from_blob(bucket.flat.data_ptr<float>() + begin, {end - begin});
+      bucket.parts.push_back({part, begin, end});
       groups[group].push_back(part);
     };
     std::int64_t runBegin = lo;
@@ -297,11 +310,37 @@ void DistributedOptimizer::Impl::buildShardOptimizer() {
       runGroup = slot.group;
     }
     if (open) add(runGroup, runBegin, hi);
+    pointPartsAtGradients(bucket);
   }
   shard_ = makeShardOptimizer(*optimizer_, std::move(groups));
 }
 
+void DistributedOptimizer::Impl::pointPartsAtGradients(Bucket& bucket) {
+  for (auto& part : bucket.parts)
+    part.tensor.mutable_grad() =
+        ::torch::from_blob(bucket.flat.data_ptr<float>() + part.begin, {part.end - part.begin});
+}
+
+void DistributedOptimizer::Impl::adoptGradient(Slot& slot, Bucket& bucket) {
+  // The bucket becomes the gradient autograd produced (contiguous and of the parameter's type;
+  // zeros when there is none), so nothing is copied.
+  ::torch::Tensor grad = slot.param.grad();
+  if (grad.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
+  ::torch::NoGradGuard noGrad;
+  if (!grad.defined()) {
+    grad = ::torch::zeros_like(slot.param, ::torch::MemoryFormat::Contiguous);
+  } else if (!grad.is_contiguous() || grad.scalar_type() != slot.param.scalar_type() || grad.sizes() != slot.param.sizes()) {
+    grad = grad.to(slot.param.scalar_type()).contiguous().view(slot.param.sizes());
+  }
+  slot.param.mutable_grad() = grad;
+  slot.view = grad;
+  bucket.flat = grad.view({-1});
+  bucket.wire = bucket.flat;
+  pointPartsAtGradients(bucket);
+}
+
 void DistributedOptimizer::Impl::ensureAliased(Slot& slot) {
+  if (Bucket& bucket = buckets_[slot.bucket]; bucket.direct) return adoptGradient(slot, bucket);
   // Someone replaced the gradient (set it to none, assigned a tensor): bring it home.
   const ::torch::Tensor& grad = slot.param.grad();
   if (grad.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
@@ -332,11 +371,14 @@ void DistributedOptimizer::Impl::onGradientReady(std::size_t index) {
 }
 
 void DistributedOptimizer::Impl::issueReadyBuckets() {
-  // Strictly in bucket order, so every rank issues the same allreduces in the same order.
-  while (nextToIssue_ < buckets_.size() && buckets_[nextToIssue_].pending == 0) issue(buckets_[nextToIssue_++]);
+  // Strictly in bucket order, so every rank issues the same allreduces in the same order. The
+  // last bucket waits for synchronize(): backward has nothing left to overlap it with, and
+  // reducing it on the training thread saves two thread hand-offs.
+  while (nextToIssue_ + 1 < buckets_.size() && buckets_[nextToIssue_].pending == 0)
+    issue(buckets_[nextToIssue_++], false);
 }
 
-void DistributedOptimizer::Impl::issue(Bucket& bucket) {
+void DistributedOptimizer::Impl::issue(Bucket& bucket, bool here) {
   if (bucket.wire.data_ptr() != bucket.flat.data_ptr()) {
     ::torch::NoGradGuard noGrad;
     bucket.wire.copy_(bucket.flat);
@@ -353,11 +395,32 @@ void DistributedOptimizer::Impl::issue(Bucket& bucket) {
     c.op = options_.average ? ReduceOp::kAverage : ReduceOp::kSum;
     c.timeout = options_.timeout;
     float* flat = bucket.flat.data_ptr<float>();
-    bucket.work = comm_->reduceScatterAsync(flat, flat + comm_->rank() * bucket.chunk,
-                                            static_cast<std::size_t>(bucket.chunk), c);
+    float* mine = flat + comm_->rank() * bucket.chunk;
+    const auto count = static_cast<std::size_t>(bucket.chunk);
+    if (here) {
+      comm_->reduceScatter(flat, mine, count, c);
+    } else {
+      bucket.work = comm_->reduceScatterAsync(flat, mine, count, c);
+    }
     return;
   }
-  bucket.work = comm_->allreduceAsync(data, data, static_cast<std::size_t>(bucket.wire.numel()), o);
+  const auto count = static_cast<std::size_t>(bucket.wire.numel());
+  if (here) {
+    comm_->allreduce(data, data, count, o);
+  } else {
+    bucket.work = comm_->allreduceAsync(data, data, count, o);
+  }
+}
+
+void DistributedOptimizer::Impl::recordReduction(StepTiming& timing, const Bucket& bucket, Clock::time_point begin,
+                                                 Clock::time_point end) {
+  timing.communicate += seconds(end - begin);
+  timing.bytes += static_cast<std::size_t>(bucket.wire.nbytes());
+  ++timing.buckets;
+  if (options_.timeline)
+    options_.timeline->span(Timeline::Track::kCommunication, sharded_ ? "reduce-scatter" : "allreduce", begin, end,
+                            "\"bytes\":" + std::to_string(bucket.wire.nbytes()) + ",\"bucket\":" +
+                                std::to_string(&bucket - buckets_.data()));
 }
 
 void DistributedOptimizer::Impl::zeroGrad() {
@@ -389,20 +452,13 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
     if (options_.unevenInputs) count = comm_->allreduceAsync(&active_ranks, &active_ranks, 1, {});
     std::exception_ptr failure;
     for (Bucket& bucket : buckets_) {
+      if (!bucket.work) continue;  // the last bucket: reduced below
       try {
         bucket.work->wait();
       } catch (...) {
         if (!failure) failure = std::current_exception();
       }
-      timing.communicate += seconds(bucket.work->finishedAt() - bucket.work->startedAt());
-      timing.bytes += static_cast<std::size_t>(bucket.wire.nbytes());
-      ++timing.buckets;
-      if (options_.timeline)
-        options_.timeline->span(Timeline::Track::kCommunication, sharded_ ? "reduce-scatter" : "allreduce",
-                                bucket.work->startedAt(),
-                                bucket.work->finishedAt(),
-                                "\"bytes\":" + std::to_string(bucket.wire.nbytes()) + ",\"bucket\":" +
-                                    std::to_string(&bucket - buckets_.data()));
+      recordReduction(timing, bucket, bucket.work->startedAt(), bucket.work->finishedAt());
     }
     if (count) {
       try {
@@ -410,6 +466,16 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
       } catch (...) {
         if (!failure) failure = std::current_exception();
       }
+    }
+    if (!failure && !buckets_.empty()) {
+      Bucket& last = buckets_.back();
+      const auto reduceBegin = Clock::now();
+      try {
+        issue(last, true);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      recordReduction(timing, last, reduceBegin, Clock::now());
     }
     for (Bucket& bucket : buckets_) bucket.work.reset();
     if (failure) std::rethrow_exception(failure);
@@ -485,34 +551,26 @@ void DistributedOptimizer::Impl::resetForNextStep() {
 }
 
 StepTiming DistributedOptimizer::Impl::allgather(::torch::Tensor Bucket::*buffer, const char* what) {
-  // Every rank's part of each bucket's `buffer`, in place; the wait counts as waiting.
+  // Every rank's part of each bucket's `buffer`, in place, on this thread (nothing else is in
+  // flight: no hand-off to the communicator's); the time counts as waiting.
   const auto begin = Clock::now();
   CollectiveOptions o;
   o.timeout = options_.timeout;
   const std::size_t rank = static_cast<std::size_t>(comm_->rank());
+  StepTiming timing;
   for (Bucket& bucket : buckets_) {
     float* data = (bucket.*buffer).data_ptr<float>();
-    bucket.gather = comm_->allgatherAsync(data + rank * static_cast<std::size_t>(bucket.chunk), data,
-                                          static_cast<std::size_t>(bucket.chunk), o);
-  }
-  StepTiming timing;
-  std::exception_ptr failure;
-  for (Bucket& bucket : buckets_) {
-    try {
-      bucket.gather->wait();
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
-    timing.communicate += seconds(bucket.gather->finishedAt() - bucket.gather->startedAt());
+    const auto gatherBegin = Clock::now();
+    comm_->allgather(data + rank * static_cast<std::size_t>(bucket.chunk), data,
+                     static_cast<std::size_t>(bucket.chunk), o);
+    const auto gatherEnd = Clock::now();
+    timing.communicate += seconds(gatherEnd - gatherBegin);
     timing.bytes += static_cast<std::size_t>((bucket.*buffer).nbytes());
     if (options_.timeline)
-      options_.timeline->span(Timeline::Track::kCommunication, what, bucket.gather->startedAt(),
-                              bucket.gather->finishedAt(),
+      options_.timeline->span(Timeline::Track::kCommunication, what, gatherBegin, gatherEnd,
                               "\"bytes\":" + std::to_string((bucket.*buffer).nbytes()) + ",\"bucket\":" +
                                   std::to_string(&bucket - buckets_.data()));
-    bucket.gather.reset();
   }
-  if (failure) std::rethrow_exception(failure);
   const auto end = Clock::now();
   timing.wait = seconds(end - begin);
   if (options_.timeline) options_.timeline->span(Timeline::Track::kCompute, "wait", begin, end);
