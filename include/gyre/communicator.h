@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "gyre/shared_memory.h"
 #include "gyre/store.h"
 #include "gyre/types.h"
 #include "gyre/work.h"
@@ -158,6 +159,12 @@ class Communicator {
   std::shared_ptr<Work> alltoallvAsync(const void* input, std::span<const std::size_t> sendCounts, void* output,
                                        std::span<const std::size_t> recvCounts, const CollectiveOptions& o = {});
   std::shared_ptr<Work> barrierAsync(const BarrierOptions& o = {});
+
+  // Collective: `bytes` of memory mapped by every rank (shared_memory.h), or null on every rank
+  // when the ranks do not all reach each other over shared memory (other hosts, TCP or MPI
+  // transport) or the memory could not be had (/dev/shm full). Nothing is left in /dev/shm
+  // once every rank has mapped it.
+  std::shared_ptr<SharedMemory> allocateShared(std::size_t bytes);
   std::shared_ptr<Work> sendAsync(const void* buffer, std::size_t count, int dst, const P2POptions& o = {});
   std::shared_ptr<Work> recvAsync(void* buffer, std::size_t count, int src, const P2POptions& o = {});
 

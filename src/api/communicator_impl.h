@@ -23,6 +23,8 @@ class Communicator::Impl {
   const CommunicatorOptions& options() const { return options_; }
   const std::shared_ptr<Store>& store() const { return store_; }
   std::uint64_t nextSplit() { return splits_++; }
+  // Every peer is reached over shared memory (a world of one counts).
+  bool allPeersShareMemory() const;
 
   void runBlocking(collectives::OpDesc desc);
   std::shared_ptr<Work> submit(collectives::OpDesc desc);

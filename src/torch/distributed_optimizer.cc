@@ -106,6 +106,7 @@ class DistributedOptimizer::Impl {
   std::size_t nextToIssue_ = 0;
   bool syncEnabled_ = true;
   bool sharded_ = false;
+  std::shared_ptr<SharedMemory> sharedParams_;  // sharded on one host: the parameters, mapped by every rank
   ShardOptimizer shard_;  // sharded_: steps this rank's part of every bucket
   // The buckets are planned from the ready order and times of the second synchronised step:
   // the first is a warm-up (first-touch allocations make its backward pass several times
@@ -218,6 +219,12 @@ DistributedOptimizer::Impl::~Impl() {
     } catch (...) {  // reported, if anyone asked, by synchronize()
     }
   }
+  // Parameters in shared memory get private storage again: without this optimizer, ranks that
+  // went on writing them would write each other's.
+  if (sharedParams_) {
+    ::torch::NoGradGuard noGrad;
+    for (Slot& slot : slots_) slot.param.set_data(slot.param.detach().clone());
+  }
   // Gradients stop being views into the buckets, which go with this optimizer: a plain optimizer
   // (or a later DistributedOptimizer, as elastic training builds one per membership) can then
   // zero or replace them.
@@ -238,6 +245,17 @@ std::vector<GradientSlot> DistributedOptimizer::Impl::gradientShapes() const {
 void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
   std::vector<Bucket> buckets;
   ::torch::NoGradGuard noGrad;
+  // Sharded, on one host: one copy of the parameters, in memory every rank maps (each bucket's
+  // at a cache-line boundary), so the updated parts need no allgather.
+  std::int64_t sharedOffset = 0;
+  if (sharded_ && options_.shareParametersOnHost) {
+    std::size_t bytes = 0;
+    for (const BucketPlan& plan : plans) {
+      const std::int64_t padded = (plan.numel + comm_->size() - 1) / comm_->size() * comm_->size();
+      bytes += (static_cast<std::size_t>(padded) * sizeof(float) + 63) / 64 * 64;
+    }
+    sharedParams_ = comm_->allocateShared(bytes);
+  }
   for (std::size_t b = 0; b < plans.size(); ++b) {
     const BucketPlan& plan = plans[b];
     Bucket bucket;
@@ -247,7 +265,14 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
     bucket.chunk = sharded_ ? (plan.numel + world - 1) / world : 0;
     const std::int64_t numel = sharded_ ? bucket.chunk * world : plan.numel;
     bucket.flat = ::torch::zeros({numel}, ::torch::TensorOptions().dtype(type));
-    if (sharded_) bucket.params = ::torch::zeros({numel}, ::torch::TensorOptions().dtype(type));
+    if (sharded_ && sharedParams_) {
+      auto* base = static_cast<std::uint8_t*>(sharedParams_->data()) + sharedOffset;
+      sharedOffset += (numel * static_cast<std::int64_t>(sizeof(float)) + 63) / 64 * 64;
+      bucket.params = ::torch::from_blob(
+          base, {numel}, [keep = sharedParams_](void*) {}, ::torch::TensorOptions().dtype(type));
+    } else if (sharded_) {
+      bucket.params = ::torch::zeros({numel}, ::torch::TensorOptions().dtype(type));
+    }
     bucket.wireType = toDataType(type);
     bucket.wire = bucket.flat;
     bucket.direct = plan.slots.size() == 1 && numel == plan.numel &&
@@ -266,7 +291,7 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
       slot.view = bucket.flat.narrow(0, plan.offsets[k], slot.param.numel()).view(slot.param.sizes());
       if (sharded_) {  // the parameter's storage moves into the bucket; the tensor stays the same
         auto home = bucket.params.narrow(0, plan.offsets[k], slot.param.numel()).view(slot.param.sizes());
-        home.copy_(slot.param);
+        if (!sharedParams_ || comm_->rank() == 0) home.copy_(slot.param);  // shared: rank 0's values
         slot.param.set_data(home);
       }
       if (slot.param.grad().defined()) slot.view.copy_(slot.param.grad());
@@ -277,6 +302,7 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
   buckets_ = std::move(buckets);
   nextToIssue_ = 0;
   if (sharded_) buildShardOptimizer();
+  if (sharedParams_) comm_->barrier();  // rank 0's values are in place before anyone reads them
 }
 
 void DistributedOptimizer::Impl::buildShardOptimizer() {
@@ -588,7 +614,17 @@ void DistributedOptimizer::Impl::step() {
   }
   const auto end = Clock::now();
   if (options_.timeline) options_.timeline->span(Timeline::Track::kCompute, "optimizer step", begin, end);
-  if (sharded_) {
+  if (sharedParams_) {
+    // Every rank updated its part of the one copy: once all have, everyone reads the new values.
+    // (A rank updates again only after the next step's reduce-scatter, which needs every rank's
+    // gradients, so nobody writes while another still reads.)
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto barrierBegin = Clock::now();
+    comm_->barrier();
+    const auto barrierEnd = Clock::now();
+    last_.wait += seconds(barrierEnd - barrierBegin);
+    if (options_.timeline) options_.timeline->span(Timeline::Track::kCompute, "wait", barrierBegin, barrierEnd);
+  } else if (sharded_) {
     // The parts each rank updated, to every rank.
     std::unique_lock<std::mutex> lock(mu_);
     const StepTiming gathered = allgather(&Bucket::params, "allgather parameters");

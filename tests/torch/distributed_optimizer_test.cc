@@ -342,15 +342,18 @@ TEST_P(ShardedStepTest, MatchesOneProcessOnTheWholeBatch) {
   };
   for (const auto& make : makers) {
     const auto want = referenceParameters(make);
-    auto store = createMemoryStore();
-    runThreads(size, [&](int rank) {
-      auto comm = makeComm(store, rank, size);
-      DistributedOptimizerOptions o;
-      o.shardOptimizerState = true;
-      o.bucketCapBytes = capBytes;
-      o.firstBucketCapBytes = std::min<std::size_t>(capBytes, 256);
-      expectClose(trainDistributed(*comm, comm, o, 1, make), want, 1e-5, rank);
-    });
+    for (bool share : {true, false}) {  // one copy in shared memory, or private copies allgathered
+      auto store = createMemoryStore();
+      runThreads(size, [&](int rank) {
+        auto comm = makeComm(store, rank, size);
+        DistributedOptimizerOptions o;
+        o.shardOptimizerState = true;
+        o.shareParametersOnHost = share;
+        o.bucketCapBytes = capBytes;
+        o.firstBucketCapBytes = std::min<std::size_t>(capBytes, 256);
+        expectClose(trainDistributed(*comm, comm, o, 1, make), want, 1e-5, rank);
+      });
+    }
   }
 }
 
@@ -430,6 +433,32 @@ TEST(ShardedStepTest, SynchronizeGathersTheAveragedGradients) {
     }
     const auto timing = opt.lastStep();
     EXPECT_GT(timing.bytes, 0u);
+  });
+}
+
+// Ranks on one host keep one copy of the parameters while the optimizer lives, and private ones
+// after it (so plain training afterwards cannot write another rank's parameters).
+TEST(ShardedStepTest, RanksOnOneHostShareOneCopyOfTheParameters) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    ::torch::set_num_threads(1);
+    auto comm = makeComm(store, rank, 2);
+    auto model = makeModel();
+    auto first = model->parameters()[0];
+    {
+      DistributedOptimizerOptions o;
+      o.shardOptimizerState = true;
+      DistributedOptimizer opt(comm, makeSgd(model), o);
+      ::torch::NoGradGuard noGrad;
+      if (rank == 0) first.view(-1)[0].fill_(42.0);
+      comm->barrier();
+      EXPECT_EQ(first.view(-1)[0].item<float>(), 42.0f) << "rank " << rank;
+      comm->barrier();
+    }
+    ::torch::NoGradGuard noGrad;
+    if (rank == 1) first.view(-1)[0].fill_(7.0);
+    comm->barrier();
+    EXPECT_EQ(first.view(-1)[0].item<float>(), rank == 1 ? 7.0f : 42.0f) << "rank " << rank;
   });
 }
 

@@ -87,6 +87,11 @@ struct DistributedOptimizerOptions {
   // Needs float32 parameters and rules out compression and unevenInputs; the buckets keep their
   // first layout (they are not re-planned from the ready times, which would move the shards).
   bool shardOptimizerState = false;
+  // Sharded, with every rank on one host (shared-memory transport): the ranks keep one copy of
+  // the parameters in shared memory, each updates its part in place, and a barrier replaces the
+  // allgather. The constructor is then collective (it maps the memory); the parameters get
+  // private storage again when the optimizer is destroyed.
+  bool shareParametersOnHost = true;
   // Where to record backward, each bucket's allreduce, the wait and the optimizer step (may be
   // null). See timeline.h; Timeline::fromEnvironment reads GYRE_TIMELINE.
   std::shared_ptr<Timeline> timeline;
@@ -98,7 +103,9 @@ class DistributedOptimizer {
   // must pass the same model, parameters in the same order). With more than one rank, each
   // parameter's grad() becomes a view into a bucket (with one rank there is nothing to reduce:
   // no buckets, no hooks, the wrapped optimizer alone). Collective only in the sense that every rank must build
-  // one before its first step. Throws InvalidArgument for sparse or non-CPU parameters.
+  // one before its first step, except with shardOptimizerState and shareParametersOnHost, where the
+  // constructor maps shared memory with the other ranks (a collective). Throws InvalidArgument for
+  // sparse or non-CPU parameters.
   DistributedOptimizer(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
                        DistributedOptimizerOptions options = {});
   ~DistributedOptimizer();
