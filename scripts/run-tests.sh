@@ -105,6 +105,8 @@ bench_smoke() {
     if [ -x "$1/bin/gyre_train_worker" ]; then
       run_cmd "bench train ($label)" "$gyre" bench train --model mlp,cnn --np 1,2 --steps 12 --skip 2 \
         --threads-grid 1:1
+      run_cmd "bench train --shard-optimizer ($label)" "$gyre" bench train --model mlp --np 2 --steps 12 \
+        --skip 2 --threads-grid 1:1 --shard-optimizer
       run_cmd "bench ps accuracy ($label)" "$gyre" bench ps --part accuracy --model mlp --modes allreduce,ps:asp \
         --max-steps 30 --eval-every 10 --target 0.5 --straggler-factor 1 --run-timeout 300
     fi
