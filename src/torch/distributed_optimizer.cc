@@ -19,6 +19,14 @@ using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// n rounded up to a multiple of `step`.
+std::int64_t roundUp(std::int64_t n, std::int64_t step) { return (n + step - 1) / step * step; }
+
+// Bytes of `numel` floats, rounded up to a cache line.
+std::size_t alignedFloatBytes(std::int64_t numel) {
+  return static_cast<std::size_t>(roundUp(numel * static_cast<std::int64_t>(sizeof(float)), 64));
+}
+
 }  // namespace
 
 std::string_view toString(Compression compression) {
@@ -135,7 +143,8 @@ class DistributedOptimizer::Impl {
   void pointPartsAtGradients(Bucket& bucket);
   void buildShardOptimizer();
   StepTiming allgather(::torch::Tensor Bucket::*buffer, const char* what);
-  void stepShard();
+  void recordTransfer(StepTiming& timing, const char* what, const Bucket& bucket, std::size_t bytes,
+                      Clock::time_point begin, Clock::time_point end);
   void adoptRankZeroOrder();
   void resetForNextStep();
 };
@@ -247,13 +256,11 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
   ::torch::NoGradGuard noGrad;
   // Sharded, on one host: one copy of the parameters, in memory every rank maps (each bucket's
   // at a cache-line boundary), so the updated parts need no allgather.
-  std::int64_t sharedOffset = 0;
+  const std::int64_t world = comm_->size();
+  std::size_t sharedOffset = 0;
   if (sharded_ && options_.shareParametersOnHost) {
     std::size_t bytes = 0;
-    for (const BucketPlan& plan : plans) {
-      const std::int64_t padded = (plan.numel + comm_->size() - 1) / comm_->size() * comm_->size();
-      bytes += (static_cast<std::size_t>(padded) * sizeof(float) + 63) / 64 * 64;
-    }
+    for (const BucketPlan& plan : plans) bytes += alignedFloatBytes(roundUp(plan.numel, world));
     sharedParams_ = comm_->allocateShared(bytes);
   }
   for (std::size_t b = 0; b < plans.size(); ++b) {
@@ -261,13 +268,12 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
     Bucket bucket;
     const auto type = static_cast<::torch::ScalarType>(plan.dtype);
     bucket.used = plan.numel;
-    const std::int64_t world = comm_->size();
-    bucket.chunk = sharded_ ? (plan.numel + world - 1) / world : 0;
-    const std::int64_t numel = sharded_ ? bucket.chunk * world : plan.numel;
+    const std::int64_t numel = sharded_ ? roundUp(plan.numel, world) : plan.numel;
+    bucket.chunk = sharded_ ? numel / world : 0;
     bucket.flat = ::torch::zeros({numel}, ::torch::TensorOptions().dtype(type));
     if (sharded_ && sharedParams_) {
       auto* base = static_cast<std::uint8_t*>(sharedParams_->data()) + sharedOffset;
-      sharedOffset += (numel * static_cast<std::int64_t>(sizeof(float)) + 63) / 64 * 64;
+      sharedOffset += alignedFloatBytes(numel);
       bucket.params = ::torch::from_blob(
           base, {numel}, [keep = sharedParams_](void*) {}, ::torch::TensorOptions().dtype(type));
     } else if (sharded_) {
@@ -409,13 +415,6 @@ void DistributedOptimizer::Impl::issue(Bucket& bucket, bool here) {
     ::torch::NoGradGuard noGrad;
     bucket.wire.copy_(bucket.flat);
   }
-  AllreduceOptions o;
-  o.dtype = bucket.wireType;
-  // Uneven inputs sum, and step() divides by the ranks that took part.
-  o.op = options_.average && !options_.unevenInputs ? ReduceOp::kAverage : ReduceOp::kSum;
-  o.algorithm = options_.algorithm;
-  o.timeout = options_.timeout;
-  void* data = bucket.wire.data_ptr();
   if (sharded_) {  // rank r receives the average of block r, in place
     CollectiveOptions c;
     c.op = options_.average ? ReduceOp::kAverage : ReduceOp::kSum;
@@ -430,6 +429,13 @@ void DistributedOptimizer::Impl::issue(Bucket& bucket, bool here) {
     }
     return;
   }
+  AllreduceOptions o;
+  o.dtype = bucket.wireType;
+  // Uneven inputs sum, and step() divides by the ranks that took part.
+  o.op = options_.average && !options_.unevenInputs ? ReduceOp::kAverage : ReduceOp::kSum;
+  o.algorithm = options_.algorithm;
+  o.timeout = options_.timeout;
+  void* data = bucket.wire.data_ptr();
   const auto count = static_cast<std::size_t>(bucket.wire.numel());
   if (here) {
     comm_->allreduce(data, data, count, o);
@@ -440,12 +446,18 @@ void DistributedOptimizer::Impl::issue(Bucket& bucket, bool here) {
 
 void DistributedOptimizer::Impl::recordReduction(StepTiming& timing, const Bucket& bucket, Clock::time_point begin,
                                                  Clock::time_point end) {
-  timing.communicate += seconds(end - begin);
-  timing.bytes += static_cast<std::size_t>(bucket.wire.nbytes());
   ++timing.buckets;
+  recordTransfer(timing, sharded_ ? "reduce-scatter" : "allreduce", bucket,
+                 static_cast<std::size_t>(bucket.wire.nbytes()), begin, end);
+}
+
+void DistributedOptimizer::Impl::recordTransfer(StepTiming& timing, const char* what, const Bucket& bucket,
+                                                std::size_t bytes, Clock::time_point begin, Clock::time_point end) {
+  timing.communicate += seconds(end - begin);
+  timing.bytes += bytes;
   if (options_.timeline)
-    options_.timeline->span(Timeline::Track::kCommunication, sharded_ ? "reduce-scatter" : "allreduce", begin, end,
-                            "\"bytes\":" + std::to_string(bucket.wire.nbytes()) + ",\"bucket\":" +
+    options_.timeline->span(Timeline::Track::kCommunication, what, begin, end,
+                            "\"bytes\":" + std::to_string(bytes) + ",\"bucket\":" +
                                 std::to_string(&bucket - buckets_.data()));
 }
 
@@ -589,13 +601,8 @@ StepTiming DistributedOptimizer::Impl::allgather(::torch::Tensor Bucket::*buffer
     const auto gatherBegin = Clock::now();
     comm_->allgather(data + rank * static_cast<std::size_t>(bucket.chunk), data,
                      static_cast<std::size_t>(bucket.chunk), o);
-    const auto gatherEnd = Clock::now();
-    timing.communicate += seconds(gatherEnd - gatherBegin);
-    timing.bytes += static_cast<std::size_t>((bucket.*buffer).nbytes());
-    if (options_.timeline)
-      options_.timeline->span(Timeline::Track::kCommunication, what, gatherBegin, gatherEnd,
-                              "\"bytes\":" + std::to_string((bucket.*buffer).nbytes()) + ",\"bucket\":" +
-                                  std::to_string(&bucket - buckets_.data()));
+    recordTransfer(timing, what, bucket, static_cast<std::size_t>((bucket.*buffer).nbytes()), gatherBegin,
+                   Clock::now());
   }
   const auto end = Clock::now();
   timing.wait = seconds(end - begin);
@@ -627,10 +634,7 @@ void DistributedOptimizer::Impl::step() {
   } else if (sharded_) {
     // The parts each rank updated, to every rank.
     std::unique_lock<std::mutex> lock(mu_);
-    const StepTiming gathered = allgather(&Bucket::params, "allgather parameters");
-    last_.communicate += gathered.communicate;
-    last_.wait += gathered.wait;
-    last_.bytes += gathered.bytes;
+    last_ += allgather(&Bucket::params, "allgather parameters");
   }
   const auto stepEnd = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
