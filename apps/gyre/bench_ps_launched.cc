@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "gyre/communicator.h"
 #include "gyre/init.h"
 #include "gyre/ps.h"
@@ -65,17 +67,14 @@ class StopVotes {
 }  // namespace
 
 bool launchedWithServers() {
-  return std::getenv("GYRE_PS_SERVERS") != nullptr;
+  return config::isSet(processEnvironment(), "GYRE_PS_SERVERS");
 }
 
 int launchedServerCount() {
-  const char* value = std::getenv("GYRE_PS_SERVERS");
-  requireArg(value != nullptr, "GYRE_PS_SERVERS is not set: not a worker of gyre run --servers");
-  char* end = nullptr;
-  const long n = std::strtol(value, &end, 10);
-  requireArg(end != value && *end == '\0' && n >= 1 && n <= 64, "GYRE_PS_SERVERS='", value,
-             "': expected a count between 1 and 64");
-  return static_cast<int>(n);
+  const std::optional<std::int64_t> n = config::getOptionalInt(processEnvironment(), "GYRE_PS_SERVERS");
+  requireArg(n.has_value(), "GYRE_PS_SERVERS is not set: not a worker of gyre run --servers");
+  requireArg(*n <= 64, "GYRE_PS_SERVERS=", *n, ": the benchmark runs at most 64 servers");
+  return static_cast<int>(*n);
 }
 
 LaunchedThroughput measureLaunchedThroughput(const ThroughputSettings& s,

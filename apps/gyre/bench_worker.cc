@@ -100,8 +100,7 @@ CommunicatorOptions benchCommunicatorOptions(const BenchOptions& o, const std::s
 }
 
 int runBenchWorker(const BenchOptions& o) {
-  const char* secretEnv = std::getenv(kSecretEnv);
-  const std::string secret = secretEnv ? secretEnv : "";
+  const std::string secret = config::getString(processEnvironment(), kSecretEnv);
   unsetenv(kSecretEnv);
   try {
     if (secret.empty())

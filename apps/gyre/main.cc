@@ -10,7 +10,9 @@
 #include "bench_collectives.h"
 #include "bench_ps.h"
 #include "bench_train.h"
+#include "common/config.h"
 #include "gyre/errors.h"
+#include "gyre/init.h"
 #include "gyre/version.h"
 #include "info.h"
 #include "ps_server.h"
@@ -49,6 +51,8 @@ int main(int argc, char** argv) {
   }
   if (!action) return 0;
   try {
+    // A malformed GYRE_* value stops every command but `gyre info`, which shows it marked.
+    if (!app.got_subcommand("info")) gyre::config::checkEnvironment(gyre::processEnvironment());
     return action();
   } catch (const gyre::InvalidArgument& e) {
     fmt::print(stderr, "gyre: invalid argument: {}\n", e.what());

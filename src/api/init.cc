@@ -76,6 +76,7 @@ std::shared_ptr<Store> openStore(LaunchInfo& info, const config::Env& env, Commu
 
 std::shared_ptr<Communicator> init(CommunicatorOptions options) {
   auto env = processEnvironment();
+  config::checkEnvironment(env);  // a malformed GYRE_* value stops here, named
   // detectLaunch reads the transport from the environment (it decides how an mpirun job meets);
   // a transport asked for in code counts too when the environment does not override it.
   if (options.transport == Transport::kMpi && !config::isSet(env, "GYRE_TRANSPORT"))

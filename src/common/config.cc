@@ -14,40 +14,44 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 28> kKnobs = {{
+constexpr std::array<Knob, 29> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
      "This process's rank in the job, 0 <= rank < GYRE_WORLD_SIZE (set by `gyre run`).",
      {},
      0,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_WORLD_SIZE",
      KnobType::kInt,
      "",
      "Number of processes in the job (set by `gyre run`).",
      {},
      1,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_LOCAL_RANK",
      KnobType::kInt,
      "0",
      "Rank of this process among those on its host.",
      {},
      0,
-     INT32_MAX},
-    {"GYRE_LOCAL_SIZE", KnobType::kInt, "1", "Number of the job's processes on this host.", {}, 1, INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
+    {"GYRE_LOCAL_SIZE", KnobType::kInt, "1", "Number of the job's processes on this host.", {}, 1, INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_STORE_ADDR", KnobType::kString, "",
      "Rendezvous store: `host:port` or `[v6]:port` of a TCP store, or `file:PATH` of a file store. "
-     "Overrides the address a launcher implies."},
+     "Overrides the address a launcher implies.", {}, 0, INT64_MAX, KnobOrigin::kLauncher},
     {"GYRE_HOST_STORE", KnobType::kChoice, "auto",
      "Whether this process starts the TCP store server at GYRE_STORE_ADDR. auto: rank 0 under "
      "torchrun, Slurm and mpirun; nobody under `gyre run` (the launcher hosts it).",
-     "auto|1|0"},
+     "auto|1|0", 0, INT64_MAX, KnobOrigin::kLauncher},
     {"GYRE_SECRET", KnobType::kString, "",
      "Job secret every store and transport connection proves it knows (HMAC). `gyre run` generates one; "
-     "other launchers fall back to one derived from the job id, with a warning."},
-    {"GYRE_JOB_ID", KnobType::kString, "", "Job identifier (default: the launcher's own job id)."},
+     "other launchers fall back to one derived from the job id, with a warning.", {}, 0, INT64_MAX, KnobOrigin::kLauncher},
+    {"GYRE_JOB_ID", KnobType::kString, "", "Job identifier (default: the launcher's own job id).", {}, 0, INT64_MAX, KnobOrigin::kLauncher},
     {"GYRE_TIMEOUT_MS",
      KnobType::kInt,
      "60000",
@@ -62,7 +66,8 @@ constexpr std::array<Knob, 28> kKnobs = {{
      "naming the address it tried (`gyre run --start-timeout` sets it).",
      {},
      1,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_TIMELINE",
      KnobType::kString,
      "",
@@ -75,7 +80,8 @@ constexpr std::array<Knob, 28> kKnobs = {{
      "divided by its local workers; 0: the library's own default.",
      {},
      0,
-     4096},
+     4096,
+     KnobOrigin::kLauncher},
     {"GYRE_MAX_RESTARTS",
      KnobType::kInt,
      "0",
@@ -83,7 +89,8 @@ constexpr std::array<Knob, 28> kKnobs = {{
      "get the value `gyre run` used.",
      {},
      0,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_RESTART_COUNT",
      KnobType::kInt,
      "",
@@ -91,12 +98,13 @@ constexpr std::array<Knob, 28> kKnobs = {{
      "A program resumes from its newest checkpoint when it is above 0.",
      {},
      0,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_ELASTIC",
      KnobType::kBool,
      "0",
      "Set by `gyre run --elastic` in every worker: the world is whatever membership the launcher publishes, "
-     "joined through gyre::elastic (docs/elastic.md), and GYRE_RANK is the worker's id, not its rank."},
+     "joined through gyre::elastic (docs/elastic.md), and GYRE_RANK is the worker's id, not its rank.", {}, 0, INT64_MAX, KnobOrigin::kLauncher},
     {"GYRE_ELASTIC_ID",
      KnobType::kInt,
      "",
@@ -104,21 +112,24 @@ constexpr std::array<Knob, 28> kKnobs = {{
      "workers; a replacement gets a new one.",
      {},
      0,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_MIN_NP",
      KnobType::kInt,
      "",
      "An elastic job's --min-np: below it the workers wait for replacements, up to GYRE_ELASTIC_TIMEOUT_MS.",
      {},
      1,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_MAX_NP",
      KnobType::kInt,
      "",
      "An elastic job's --max-np: the most workers it grows to.",
      {},
      1,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_ELASTIC_TIMEOUT_MS",
      KnobType::kInt,
      "600000",
@@ -126,7 +137,8 @@ constexpr std::array<Knob, 28> kKnobs = {{
      "workers, a newcomer not yet admitted) before they fail (`gyre run --elastic-timeout`, in ms).",
      {},
      1,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_PS_SERVERS",
      KnobType::kInt,
      "",
@@ -135,7 +147,8 @@ constexpr std::array<Knob, 28> kKnobs = {{
      "docs/gyre-run.md).",
      {},
      1,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_PS_SERVER_INDEX",
      KnobType::kInt,
      "",
@@ -143,14 +156,15 @@ constexpr std::array<Knob, 28> kKnobs = {{
      "0 <= index < GYRE_PS_SERVERS.",
      {},
      0,
-     INT32_MAX},
+     INT32_MAX,
+     KnobOrigin::kLauncher},
     {"GYRE_TRANSPORT", KnobType::kChoice, "auto",
      "Transport between ranks: auto (shared memory on one host, TCP between hosts), tcp, shm, or mpi (MPI "
      "point-to-point messages; only under mpirun, in a build with MPI; never chosen by auto).",
      "auto|tcp|shm|mpi"},
     {"GYRE_IFACE", KnobType::kString, "",
      "Network interface name (eth0) or address to listen on. Default: the address that reaches the store, or "
-     "loopback for a single-host job."},
+     "loopback for a single-host job.", {}, 0, INT64_MAX, KnobOrigin::kLauncher},
     {"GYRE_DEBUG_COLLECTIVES", KnobType::kBool, "0",
      "Fingerprint every collective across ranks and report mismatched calls by rank instead of hanging."},
     {"GYRE_LOG_LEVEL", KnobType::kChoice, "warn", "Log verbosity on stderr.", "error|warn|info|debug"},
@@ -171,6 +185,10 @@ constexpr std::array<Knob, 28> kKnobs = {{
      {},
      4096,
      std::int64_t{1} << 32},
+    {"GYRE_BENCH_SECRET", KnobType::kString, "",
+     "Internal: the secret `gyre bench collectives` hands the worker processes it starts (they unset it "
+     "once read).",
+     {}, 0, INT64_MAX, KnobOrigin::kLauncher},
 }};
 
 std::string trim(std::string_view s) {
@@ -352,16 +370,25 @@ std::string formatText(const Env& env) {
   for (const Knob& k : kKnobs) width = std::max(width, k.name.size());
   std::ostringstream out;
   for (const Knob& k : kKnobs) {
-    out << std::string(k.name) << std::string(width + 2 - k.name.size(), ' ') << "[" << typeName(k)
-        << ", default " << (k.defaultValue.empty() ? std::string("unset") : std::string(k.defaultValue))
-        << "]";
+    out << std::string(k.name) << std::string(width + 2 - k.name.size(), ' ') << "[" << typeName(k) << "]  ";
     if (isSet(env, k.name)) {
-      out << "  = " << env.at(std::string(k.name));
+      out << "= " << env.at(std::string(k.name)) << "  (environment)";
       if (const std::string error = checkValue(env, k.name); !error.empty()) out << "  INVALID: " << error;
+    } else if (k.defaultValue.empty()) {
+      out << "unset  (default)";
+    } else {
+      out << "= " << k.defaultValue << "  (default)";
     }
     out << "\n" << std::string(width + 2, ' ') << k.doc << rangeNote(k) << "\n";
   }
   return out.str();
+}
+
+void checkEnvironment(const Env& env) {
+  for (const Knob& k : kKnobs) {
+    const std::string error = checkValue(env, k.name);
+    if (!error.empty()) throw InvalidArgument(error);
+  }
 }
 
 std::string checkValue(const Env& env, std::string_view name) {

@@ -23,6 +23,10 @@ enum class KnobType : std::uint8_t {
   kChoice,  // one of `choices` (any case; getChoice returns it lower-cased)
 };
 
+// Who sets a knob: the user (or a job script), or a launcher for each process it starts (`gyre
+// run` sets these itself and never forwards the user's values of them to remote workers).
+enum class KnobOrigin : std::uint8_t { kUser, kLauncher };
+
 struct Knob {
   std::string_view name;  // "GYRE_TIMEOUT_MS"
   KnobType type;
@@ -31,6 +35,7 @@ struct Knob {
   std::string_view choices = {};  // kChoice: "auto|tcp|shm"
   std::int64_t min = 0;           // kInt only
   std::int64_t max = INT64_MAX;   // kInt only
+  KnobOrigin origin = KnobOrigin::kUser;
 };
 
 // The whole table, in documentation order.
@@ -38,8 +43,8 @@ std::span<const Knob> knobs();
 // The knob called `name`; throws InvalidArgument for a name not in the table.
 const Knob& knob(std::string_view name);
 // The table as Markdown (docs/configuration.md) or as aligned text (`gyre info`). The text form
-// shows, for each knob set in `env`, its value, and marks a value its getter would reject with
-// the reason (checkValue).
+// shows each knob's value and where it comes from (environment or default), and marks a value
+// its getter would reject with the reason (checkValue).
 std::string formatMarkdown();
 std::string formatText(const Env& env = {});
 
@@ -47,6 +52,12 @@ std::string formatText(const Env& env = {});
 // included): the getter's message without its file:line, for people at a terminal. "" when the
 // value is valid or unset. Throws InvalidArgument for a name not in the table.
 std::string checkValue(const Env& env, std::string_view name);
+
+// Checks every knob set in `env` the way its getter would and throws InvalidArgument for the
+// first one (in table order) whose value is malformed, naming it and the accepted values.
+// gyre::init() and the gyre tool call it once at start, so a bad value stops a program before
+// it does anything instead of being read as a default later.
+void checkEnvironment(const Env& env);
 
 // True when `name` is present in env with a non-empty value (an empty value counts as unset).
 bool isSet(const Env& env, std::string_view name);

@@ -3,18 +3,30 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
+#include <exception>
+
+#include "common/config.h"
+#include "gyre/init.h"
 
 namespace gyre::log {
 namespace {
 
+// GYRE_LOG_LEVEL through the knob table (any case). gyre::init() and the gyre tool refuse a bad
+// value before anything logs; a program that logs without them hears about it here, once, and
+// gets the default.
 Level levelFromEnv() {
-  const char* v = std::getenv("GYRE_LOG_LEVEL");
-  if (v == nullptr) return Level::kWarn;
-  if (std::strcmp(v, "error") == 0) return Level::kError;
-  if (std::strcmp(v, "info") == 0) return Level::kInfo;
-  if (std::strcmp(v, "debug") == 0) return Level::kDebug;
+  std::string value;
+  try {
+    value = config::getChoice(processEnvironment(), "GYRE_LOG_LEVEL");
+  } catch (const std::exception& e) {
+    const std::string line = std::string("[gyre error] ") + e.what() + "; logging at warn\n";
+    ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)ignored;
+    return Level::kWarn;
+  }
+  if (value == "error") return Level::kError;
+  if (value == "info") return Level::kInfo;
+  if (value == "debug") return Level::kDebug;
   return Level::kWarn;
 }
 

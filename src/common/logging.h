@@ -1,5 +1,5 @@
 // Minimal leveled logging to stderr. The level comes from GYRE_LOG_LEVEL (error, warn, info,
-// debug); the default is warn. Thread-safe: each message is written with one write(2).
+// debug, any case; read through the knob table, common/config.h); the default is warn. Thread-safe: each message is written with one write(2).
 #pragma once
 
 #include <sstream>

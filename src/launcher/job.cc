@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <span>
 
 #include "common/auth.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/config.h"
 #include "gyre/init.h"
 #include "launcher/elastic_job.h"
 #include "launcher/failures.h"
@@ -121,19 +123,14 @@ class Job {
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> forwardedEnvironment() {
-  static const char* const kSetByLauncher[] = {
-      "GYRE_RANK",         "GYRE_WORLD_SIZE",     "GYRE_LOCAL_RANK",
-      "GYRE_LOCAL_SIZE",   "GYRE_STORE_ADDR",     "GYRE_SECRET",
-      "GYRE_JOB_ID",       "GYRE_HOST_STORE",     "GYRE_START_TIMEOUT_MS",
-      "GYRE_NUM_THREADS",  "GYRE_IFACE",          "GYRE_RESTART_COUNT",
-      "GYRE_MAX_RESTARTS", "GYRE_ELASTIC",        "GYRE_ELASTIC_ID",
-      "GYRE_MIN_NP",       "GYRE_MAX_NP",         "GYRE_ELASTIC_TIMEOUT_MS",
-      "GYRE_PS_SERVERS",   "GYRE_PS_SERVER_INDEX"};
+  const std::span<const config::Knob> table = config::knobs();
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [name, value] : processEnvironment()) {
     if (!name.starts_with("GYRE_")) continue;
-    if (std::find_if(std::begin(kSetByLauncher), std::end(kSetByLauncher),
-                     [&](const char* n) { return name == n; }) != std::end(kSetByLauncher))
+    // The launcher sets these for each process itself (KnobOrigin::kLauncher).
+    if (std::any_of(table.begin(), table.end(), [&](const config::Knob& k) {
+          return k.name == name && k.origin == config::KnobOrigin::kLauncher;
+        }))
       continue;
     out.emplace_back(name, value);
   }

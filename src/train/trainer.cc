@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "common/check.h"
+#include "common/config.h"
 #include "gyre/init.h"
 #include "gyre/torch.h"
 #include "train/models.h"
@@ -25,8 +26,10 @@ using Clock = std::chrono::steady_clock;
 // Test images evaluated per forward pass.
 constexpr std::int64_t kEvalChunk = 1000;
 
-std::optional<int> positiveFromEnvironment(const char* name) {
-  const char* text = std::getenv(name);
+// OPENBLAS_NUM_THREADS when it holds a thread count (OpenBLAS's own variable, not a knob);
+// nullopt otherwise: OpenBLAS then uses its own default.
+std::optional<int> blasThreadsFromEnvironment() {
+  const char* text = std::getenv("OPENBLAS_NUM_THREADS");
   if (text == nullptr || *text == '\0') return std::nullopt;
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
@@ -34,9 +37,13 @@ std::optional<int> positiveFromEnvironment(const char* name) {
   return static_cast<int>(value);
 }
 
-int torchThreads(const TrainOptions& o) {
-  if (o.threads > 0) return o.threads;
-  return positiveFromEnvironment("GYRE_NUM_THREADS").value_or(1);
+// --threads, else GYRE_NUM_THREADS (gyre run sets it for every worker), else libtorch's own
+// default (GYRE_NUM_THREADS=0, as the knob documents). Sets it and returns it.
+int setTorchThreads(const TrainOptions& o) {
+  const int threads =
+      o.threads > 0 ? o.threads : static_cast<int>(config::getInt(processEnvironment(), "GYRE_NUM_THREADS"));
+  if (threads > 0) ::torch::set_num_threads(threads);
+  return ::torch::get_num_threads();
 }
 
 double seconds(Clock::duration d) {
@@ -52,7 +59,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
       group_(std::move(comm)),
       world_(group_.size()),
       perRankBatch_(o_.batch / world_),
-      torchThreads_(torchThreads(o_)),
+      torchThreads_(setTorchThreads(o_)),
       progress_(group_.rank() == 0 && progressEnabled(o_.progress)),
       checkpoints_(o_, group_.comm()) {
   GYRE_USAGE_CHECK(o_.batch % world_ == 0, "--batch ", o_.batch,
@@ -62,7 +69,6 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
                    " is not a rank of this world of ", world_);
   GYRE_USAGE_CHECK(o_.stragglerRank < world_, "--straggler-rank ", o_.stragglerRank,
                    " is not a rank of this world of ", world_);
-  ::torch::set_num_threads(torchThreads_);
   data_ = loadFashionMnist(o_.dataDir);
 
   // Every rank draws the same initial weights; the broadcast makes sure of it.
@@ -293,7 +299,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     r.efficiency = *r.speedup / world_;
   }
   r.torchThreads = torchThreads_;
-  r.blasThreads = positiveFromEnvironment("OPENBLAS_NUM_THREADS");
+  r.blasThreads = blasThreadsFromEnvironment();
   return r;
 }
 

@@ -41,7 +41,7 @@ struct TrainOptions {
   std::int64_t maxSteps = 0;        // stop each epoch after this many steps; 0: the whole epoch
   std::int64_t skipSteps = 0;       // leave epoch 1's first steps out of the throughput (warm-up)
   bool eval = true;                 // test accuracy after each epoch
-  int threads = 0;                  // libtorch intra-op threads; 0: GYRE_NUM_THREADS, else 1
+  int threads = 0;                  // libtorch intra-op threads; 0: GYRE_NUM_THREADS, else libtorch's
   double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
   bool shardOptimizer = false;      // DistributedOptimizer's shardOptimizerState (ZeRO stage 1)
   bool json = false;                // also print each epoch's metrics as one JSON line on stdout

@@ -3,7 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "gyre/errors.h"
 
@@ -127,9 +132,81 @@ TEST(Config, CheckValueSaysWhatTheGetterWouldReject) {
 
 TEST(Config, FormatTextShowsValuesSetAndMarksInvalidOnes) {
   const std::string text = formatText({{"GYRE_TIMEOUT_MS", "5000"}, {"GYRE_SPIN_US", "soon"}});
-  EXPECT_NE(text.find("= 5000\n"), std::string::npos) << text;
-  EXPECT_NE(text.find("= soon  INVALID: GYRE_SPIN_US='soon' is not an integer"), std::string::npos) << text;
-  EXPECT_EQ(formatText().find(" = "), std::string::npos);
+  EXPECT_NE(text.find("= 5000  (environment)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("= soon  (environment)  INVALID: GYRE_SPIN_US='soon' is not an integer"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("= 4194304  (default)"), std::string::npos) << text;  // GYRE_SHM_RING_BYTES
+  EXPECT_NE(text.find("unset  (default)"), std::string::npos) << text;      // GYRE_RANK
+  const std::string defaults = formatText();
+  EXPECT_EQ(defaults.find("(environment)"), std::string::npos);
+  std::size_t lines = 0;
+  for (std::size_t at = defaults.find("(default)"); at != std::string::npos; at = defaults.find("(default)", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, knobs().size());
+}
+
+TEST(Config, CheckEnvironmentRefusesTheFirstBadValueByName) {
+  EXPECT_NO_THROW(checkEnvironment({}));
+  EXPECT_NO_THROW(checkEnvironment({{"GYRE_LOG_LEVEL", "DEBUG"}, {"GYRE_TRANSPORT", "Tcp"}, {"OTHER", "x"}}));
+  try {
+    checkEnvironment({{"GYRE_LOG_LEVEL", "verbose"}, {"GYRE_TIMEOUT_MS", "5000"}});
+    FAIL() << "GYRE_LOG_LEVEL=verbose was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), "GYRE_LOG_LEVEL='verbose' is not one of error|warn|info|debug");
+  }
+  EXPECT_THROW(checkEnvironment({{"GYRE_NUM_THREADS", "0x2"}}), InvalidArgument);
+  EXPECT_THROW(checkEnvironment({{"GYRE_PS_SERVERS", "0"}}), InvalidArgument);
+  EXPECT_THROW(checkEnvironment({{"GYRE_COST_MODEL", "1,2"}}), InvalidArgument);
+}
+
+TEST(Config, LogLevelIsReadCaseInsensitively) {
+  EXPECT_EQ(getChoice({{"GYRE_LOG_LEVEL", "Info"}}, "GYRE_LOG_LEVEL"), "info");
+  EXPECT_EQ(getChoice({}, "GYRE_LOG_LEVEL"), "warn");
+}
+
+TEST(Config, LauncherSetKnobsAreMarked) {
+  for (const char* name : {"GYRE_RANK", "GYRE_WORLD_SIZE", "GYRE_SECRET", "GYRE_NUM_THREADS", "GYRE_PS_SERVERS"})
+    EXPECT_EQ(knob(name).origin, KnobOrigin::kLauncher) << name;
+  for (const char* name : {"GYRE_TIMEOUT_MS", "GYRE_LOG_LEVEL", "GYRE_TRANSPORT", "GYRE_TIMELINE"})
+    EXPECT_EQ(knob(name).origin, KnobOrigin::kUser) << name;
+}
+
+// docs/configuration.md shows the table as formatMarkdown() prints it.
+TEST(Config, DocumentationHoldsTheTable) {
+  std::ifstream in(std::string(GYRE_SOURCE_DIR) + "/docs/configuration.md");
+  ASSERT_TRUE(in) << "docs/configuration.md is missing";
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  EXPECT_NE(doc.find(formatMarkdown()), std::string::npos)
+      << "docs/configuration.md's table is out of date; replace it with:\n" << formatMarkdown();
+}
+
+// Every GYRE_* variable is read through the table: no source file but config.cc calls getenv
+// with a GYRE_ name (the table's typed getters read an Env built once from the environment).
+TEST(Config, NoSourceReadsAGyreVariableOutsideTheTable) {
+  namespace fs = std::filesystem;
+  const fs::path root = GYRE_SOURCE_DIR;
+  ASSERT_TRUE(fs::is_directory(root / "src")) << root;
+  std::vector<std::string> offenders;
+  std::size_t scanned = 0;
+  for (const char* dir : {"src", "apps", "include", "bench", "examples"}) {
+    if (!fs::is_directory(root / dir)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root / dir)) {
+      const std::string ext = entry.path().extension().string();
+      if (!entry.is_regular_file() || (ext != ".cc" && ext != ".h" && ext != ".c")) continue;
+      ++scanned;
+      if (entry.path() == root / "src/common/config.cc") continue;
+      std::ifstream in(entry.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n)
+        if (line.find("getenv(\"GYRE_") != std::string::npos)
+          offenders.push_back(fs::relative(entry.path(), root).string() + ":" + std::to_string(n));
+    }
+  }
+  EXPECT_GT(scanned, 100u);
+  EXPECT_TRUE(offenders.empty()) << "read GYRE_* through gyre::config (src/common/config.h): "
+                                 << ::testing::PrintToString(offenders);
 }
 
 }  // namespace
