@@ -174,16 +174,17 @@ struct ServerStats {
 class Server {
  public:
   static std::unique_ptr<Server> start(const ServerOptions& options);
+  // A server of `gyre run --servers S` (`gyre ps-server`): reads GYRE_PS_SERVER_INDEX,
+  // GYRE_PS_SERVERS, the store's address and the secret from the environment, starts on the
+  // job's interface and publishes its address in the job's store as "ps/server/<index>", where
+  // Worker::fromEnvironment finds it. Throws InvalidArgument for a missing or bad variable.
+  static std::unique_ptr<Server> fromEnvironment();
   virtual ~Server() = default;
+  virtual int index() const = 0;
   // "host:port" for workers.
   virtual std::string address() const = 0;
   virtual ServerStats stats() const = 0;
 };
 
-// The main of a server process under `gyre run --servers S` (`gyre ps-server`): reads
-// GYRE_PS_SERVER_INDEX, GYRE_PS_SERVERS, the store address and secret from the environment,
-// starts a Server on the job's interface, publishes its address as "ps/server/<index>" and
-// serves until SIGTERM or SIGINT. Returns the process exit code.
-int serveFromEnvironment();
 
 }  // namespace gyre::ps

@@ -1,9 +1,6 @@
-// The two ends of `gyre run --servers S` (docs/gyre-run.md, "Parameter servers"): the main of a
-// server process (`gyre ps-server`) and Worker::fromEnvironment. Both meet at the job's store:
+// The two ends of `gyre run --servers S` (docs/gyre-run.md, "Parameter servers"):
+// Server::fromEnvironment (for `gyre ps-server`, apps/gyre/ps_server.cc) and Worker::fromEnvironment. Both meet at the job's store:
 // server i publishes "ps/server/<i>" = its "host:port", workers wait for all S keys.
-#include <pthread.h>
-#include <signal.h>
-
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -65,57 +62,26 @@ std::string bindAddress(const config::Env& env, const Store& store) {
   return "127.0.0.1";
 }
 
-std::string statsLine(int index, const std::string& address, int signal, const ServerStats& s) {
-  return "gyre ps-server " + std::to_string(index) + " (" + address + "): stopped by " +
-         (signal == SIGINT ? "SIGINT" : "SIGTERM") + "; " + std::to_string(s.updates) + " updates, " +
-         std::to_string(s.replicated) + " replicated, " + std::to_string(s.bytesIn) + " bytes in, " +
-         std::to_string(s.bytesOut) + " bytes out, " + std::to_string(s.refusedConnections) +
-         " connections refused";
-}
-
 }  // namespace
 
-int serveFromEnvironment() {
-  // Blocked before any thread exists, so every thread inherits the mask and the signals wait for
-  // sigwait() below instead of ending the process.
-  sigset_t stopSignals;
-  sigemptyset(&stopSignals);
-  sigaddset(&stopSignals, SIGTERM);
-  sigaddset(&stopSignals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
-
-  int index = -1;
-  try {
-    const config::Env env = processEnvironment();
-    ServerOptions options;
-    const JobEnvironment job = readJob(env, options.timeout);
-    GYRE_ARG_CHECK(config::isSet(env, "GYRE_PS_SERVER_INDEX"),
-                   "GYRE_PS_SERVER_INDEX is not set: this process was not started by gyre run --servers");
-    index = static_cast<int>(config::getInt(env, "GYRE_PS_SERVER_INDEX"));
-    GYRE_ARG_CHECK(index < job.numServers, "GYRE_PS_SERVER_INDEX=", index,
-                   " is not below GYRE_PS_SERVERS=", job.numServers);
-    const auto store = openStore(job.launch, job.startTimeout);
-    options.index = index;
-    options.numServers = job.numServers;
-    options.bindAddress = bindAddress(env, *store);
-    options.secret = job.launch.secret;
-    options.timeout = job.timeout;
-    const auto server = Server::start(options);
-    const std::string address = server->address();
-    store->setString(serverKey(index), address);
-
-    int signal = 0;
-    while (sigwait(&stopSignals, &signal) != 0) {
-    }
-    std::fprintf(stderr, "%s\n", statsLine(index, address, signal, server->stats()).c_str());
-    return 0;
-  } catch (const InvalidArgument& e) {
-    std::fprintf(stderr, "gyre ps-server: invalid environment: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "gyre ps-server %d: error: %s\n", index, e.what());
-    return 1;
-  }
+std::unique_ptr<Server> Server::fromEnvironment() {
+  const config::Env env = processEnvironment();
+  ServerOptions options;
+  const JobEnvironment job = readJob(env, options.timeout);
+  GYRE_ARG_CHECK(config::isSet(env, "GYRE_PS_SERVER_INDEX"),
+                 "GYRE_PS_SERVER_INDEX is not set: this process was not started by gyre run --servers");
+  const int index = static_cast<int>(config::getInt(env, "GYRE_PS_SERVER_INDEX"));
+  GYRE_ARG_CHECK(index < job.numServers, "GYRE_PS_SERVER_INDEX=", index, " is not below GYRE_PS_SERVERS=",
+                 job.numServers);
+  const auto store = openStore(job.launch, job.startTimeout);
+  options.index = index;
+  options.numServers = job.numServers;
+  options.bindAddress = bindAddress(env, *store);
+  options.secret = job.launch.secret;
+  options.timeout = job.timeout;
+  std::unique_ptr<Server> server = Server::start(options);
+  store->setString(serverKey(index), server->address());
+  return server;
 }
 
 std::unique_ptr<Worker> Worker::fromEnvironment(const TableSpec& spec) {

@@ -153,6 +153,7 @@ class ServerImpl final : public Server {
   }
 
   std::string address() const override { return address_; }
+  int index() const override { return options_.index; }
   ServerStats stats() const override { return core_.stats(); }
 
  private:
