@@ -1,5 +1,6 @@
 // The built-in trainer's models, the same as the plain libtorch reference loop's
-// (../shared/anchors/plain_libtorch), so their throughput can be compared one to one.
+// (`gyre_train_worker --plain`, the baseline of `gyre bench train`), so their throughput can be
+// compared one to one.
 #pragma once
 
 #include <torch/torch.h>
