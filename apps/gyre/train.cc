@@ -19,7 +19,7 @@
 #include "launcher/agent.h"
 #include "launcher/job.h"
 #include "launcher/process.h"
-#include "train/trainer.h"  // TrainOptions only (no libtorch): the defaults are the worker's
+#include "train/options.h"  // the flags, shared with the worker (no libtorch)
 #include "usage_error.h"
 
 namespace gyre::app {
@@ -29,52 +29,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kWorker = "gyre_train_worker";
 constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
-
-struct TrainFlags {
-  train::TrainOptions o;
-  int np = 1;
-  int threads = 0;  // per worker; 0: cores / np
-  bool noEval = false;
-  double timeoutS = 0;
-  int maxRestarts = 0;  // restart mode: restarts of every worker; elastic: replacement workers
-  // --elastic: gyre run --elastic's bounds (docs/elastic.md). maxNp 0: np.
-  bool elastic = false;
-  int minNp = 1;
-  int maxNp = 0;
-  double elasticTimeoutS = 600;
-  std::vector<std::string> elasticOnlyGiven;  // the elastic flags given, to refuse them without --elastic
-  int servers = -1;  // --servers: parameter servers of a ps mode; -1: not given (1 with a ps mode)
-};
-
-// "ps:bsp", "ps:asp", "ps:ssp:S": true; "allreduce": false; anything else is refused.
-bool parameterServerMode(const std::string& mode) {
-  if (mode == "allreduce") return false;
-  const bool ps = mode.rfind("ps:", 0) == 0;
-  try {
-    if (ps) ps::Mode::parse(mode.substr(3));
-  } catch (const InvalidArgument&) {
-    requireArg(false, "--mode '", mode, "': the parameter-server modes are ps:bsp, ps:asp and ps:ssp:S (S >= 0)");
-  }
-  requireArg(ps, "--mode '", mode, "': allreduce, or a parameter-server mode: ps:bsp, ps:asp or ps:ssp:S");
-  return true;
-}
-
-// A ps mode trains through `gyre run --servers S`; the features that keep the model in the
-// workers (checkpoints, elastic worlds) or change what travels (compression) do not apply yet.
-void checkMode(const TrainFlags& f) {
-  const train::TrainOptions& o = f.o;
-  if (!parameterServerMode(o.mode)) {
-    requireArg(f.servers < 0, "--servers ", f.servers, " needs a parameter-server --mode (ps:bsp, ps:asp or ps:ssp:S)");
-    return;
-  }
-  requireArg(f.servers < 0 || f.servers >= 1, "--servers must be at least 1 (got ", f.servers, ")");
-  requireArg(!f.elastic, "--mode ", o.mode, " cannot be combined with --elastic yet");
-  requireArg(o.checkpointDir.empty() && !o.resume, "--mode ", o.mode,
-             " keeps the parameters on the servers: checkpoints (--checkpoint-dir, --resume) are not supported with "
-             "it yet");
-  requireArg(o.compression == "none", "--mode ", o.mode, " pushes float32 gradients: --compression ", o.compression,
-             " does not apply");
-}
 
 // A run whose config.json names a straggler (--straggler-factor above 1) measured no one's real
 // throughput.
@@ -152,77 +106,6 @@ void requireData(const std::string& dir) {
   }
 }
 
-// --elastic keeps the training state in memory, committed every --commit-every steps; the
-// checkpoint flags belong to restart mode (the worker refuses them as well).
-void checkElastic(const TrainFlags& f) {
-  const train::TrainOptions& o = f.o;
-  const int maxNp = f.maxNp > 0 ? f.maxNp : f.np;
-  for (const auto& [given, flag] : {std::pair{!o.checkpointDir.empty(), "--checkpoint-dir"},
-                                    std::pair{o.resume, "--resume"}, std::pair{o.stopAtStep > 0, "--stop-at-step"}})
-    requireArg(!given, "--elastic keeps its state in memory (a commit every --commit-every steps): ", flag,
-               " belongs to restart mode and cannot be combined with it yet");
-  requireArg(o.commitEvery >= 1, "--commit-every must be at least 1 (got ", o.commitEvery, ")");
-  requireArg(f.minNp >= 1, "--min-np must be at least 1 (got ", f.minNp, ")");
-  requireArg(f.maxNp >= 0, "--max-np must be at least 1 (got ", f.maxNp, ")");
-  requireArg(f.minNp <= f.np && f.np <= maxNp, "--np ", f.np, " is outside --min-np ", f.minNp, " .. --max-np ",
-             maxNp);
-  requireArg(o.batch >= maxNp, "--batch ", o.batch, " is the global batch: it needs at least one sample for each of "
-             "--max-np ", maxNp, " workers");
-  requireArg(f.elasticTimeoutS > 0, "--elastic-timeout must be positive (got ", f.elasticTimeoutS, ")");
-}
-
-void check(const TrainFlags& f) {
-  const train::TrainOptions& o = f.o;
-  requireArg(f.np >= 1, "--np must be at least 1 (got ", f.np, ")");
-  requireArg(f.elastic || f.elasticOnlyGiven.empty(), f.elasticOnlyGiven.empty() ? "" : f.elasticOnlyGiven[0],
-             " needs --elastic");
-  if (f.elastic) checkElastic(f);
-  checkMode(f);
-  requireArg(o.stragglerRank >= -1 && o.stragglerRank < f.np, "--straggler-rank ", o.stragglerRank,
-             " is not a rank of the ", f.np, " workers (0 to ", f.np - 1, ", or -1 for none)");
-  requireArg(o.stragglerFactor >= 1, "--straggler-factor must be at least 1 (got ", o.stragglerFactor, ")");
-  requireArg(o.evalEvery >= 0, "--eval-every must not be negative (got ", o.evalEvery, ")");
-  requireArg(o.epochs >= 1, "--epochs must be at least 1 (got ", o.epochs, ")");
-  requireArg(o.batch >= 1, "--batch must be at least 1 (got ", o.batch, ")");
-  // Elastic worlds need not divide the batch (each rank's loss is weighted by its share).
-  requireArg(f.elastic || o.batch % f.np == 0, "--batch ", o.batch,
-             " is the global batch and must divide evenly among the ", f.np,
-             " workers: choose a multiple of ", f.np);
-  requireArg(o.lr > 0, "--lr must be positive (got ", o.lr, ")");
-  requireArg(o.momentum >= 0, "--momentum must not be negative (got ", o.momentum, ")");
-  requireArg(o.warmupEpochs >= 0, "--warmup-epochs must not be negative (got ", o.warmupEpochs, ")");
-  requireArg(o.maxSteps >= 0, "--max-steps must not be negative (got ", o.maxSteps, ")");
-  requireArg(o.skipSteps >= 0, "--skip-steps must not be negative (got ", o.skipSteps, ")");
-  requireArg(o.maxSteps == 0 || o.skipSteps < o.maxSteps, "--skip-steps ", o.skipSteps,
-             " leaves none of the --max-steps ", o.maxSteps, " to time");
-  requireArg(f.threads >= 0, "--threads must not be negative (got ", f.threads, ")");
-  requireArg(o.bucketCapMb > 0, "--bucket-cap-mb must be positive (got ", o.bucketCapMb, ")");
-  requireArg(!o.shardOptimizer || (!f.elastic && !parameterServerMode(o.mode)),
-             "--shard-optimizer shards the data-parallel optimizer step: it does not apply with --elastic or --mode ",
-             o.mode);
-  requireArg(!o.shardOptimizer || (o.checkpointDir.empty() && !o.resume),
-             "--shard-optimizer keeps each worker's part of the optimizer state on that worker: checkpoints "
-             "(--checkpoint-dir, --resume) are not supported with it yet");
-  requireArg(!o.shardOptimizer || o.compression == "none",
-             "--shard-optimizer reduce-scatters float32 gradients: --compression ", o.compression, " does not apply");
-  requireArg(o.referenceSamplesPerS >= 0, "--reference-samples-per-s must not be negative");
-  requireArg(f.timeoutS >= 0, "--timeout must not be negative");
-  requireArg(o.checkpointEvery >= 0, "--checkpoint-every must not be negative (got ", o.checkpointEvery, ")");
-  requireArg(o.keepLast >= 1, "--keep-last must be at least 1 (got ", o.keepLast, ")");
-  requireArg(o.stopAtStep >= 0, "--stop-at-step must not be negative (got ", o.stopAtStep, ")");
-  requireArg(o.checkpointEvery == 0 || !o.checkpointDir.empty(),
-             "--checkpoint-every needs --checkpoint-dir (where to save)");
-  requireArg(!o.resume || !o.checkpointDir.empty(), "--resume needs --checkpoint-dir (where to resume from)");
-  requireArg(f.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
-  requireArg(f.maxRestarts == 0 || f.elastic || !o.checkpointDir.empty(), "--max-restarts ", f.maxRestarts,
-             " needs --checkpoint-dir: a restarted generation resumes from the newest checkpoint there, and "
-             "without checkpoints it would start training over (or use --elastic, where it counts replacement "
-             "workers)");
-  requireArg(o.faultAtStep >= 0, "--fault-at-step must not be negative (got ", o.faultAtStep, ")");
-  requireArg(o.faultRank >= 0 && o.faultRank < f.np, "--fault-rank ", o.faultRank, " is not a ",
-             f.elastic ? "worker id" : "rank", " of the ", f.np, " workers (0 to ", f.np - 1, ")");
-}
-
 // A checkpoint directory that already holds a complete checkpoint (ckpt-<step>/manifest.json; see
 // docs/checkpoints.md) is only for --resume: starting afresh there would mix two runs. Whether it
 // is valid is for the worker to check.
@@ -237,43 +120,42 @@ void checkCheckpointDir(const train::TrainOptions& o) {
   }
 }
 
-int train(const TrainFlags& f) {
-  check(f);
+int train(train::TrainOptions o) {
+  train::validateOptions(o);
+  train::checkWorld(o, o.np);
   const std::string worker = (fs::path(launcher::selfExecutable()).parent_path() / kWorker).string();
   if (::access(worker.c_str(), X_OK) != 0)
     throw Error("this gyre was built without the trainer: " + worker +
                 " is missing (install libtorch-dev and libopenblas0-pthread, then configure and build again; "
                 "see docs/training.md)");
-  train::TrainOptions o = f.o;
-  o.eval = !f.noEval;
   if (!o.checkpointDir.empty()) o.checkpointDir = fs::absolute(o.checkpointDir).string();
   checkCheckpointDir(o);
   requireData(o.dataDir.empty() ? kDefaultDataDir : o.dataDir);
 
-  const fs::path runDir = fs::absolute(o.runDir.empty() ? defaultRunDir(o.model, f.np) : fs::path(o.runDir));
+  const fs::path runDir = fs::absolute(o.runDir.empty() ? defaultRunDir(o.model, o.np) : fs::path(o.runDir));
   std::error_code ec;
   fs::create_directories(runDir, ec);
   if (ec) throw Error("cannot create the run directory " + runDir.string() + ": " + ec.message());
 
-  const int threads = f.threads > 0 ? f.threads : std::max(1, launcher::usableCores() / f.np);
+  const int threads = o.threads > 0 ? o.threads : std::max(1, launcher::usableCores() / o.np);
   fmt::print(
       "gyre train: {} on {} worker{} ({} thread{}{}), global batch {} ({} per worker), lr {}, {} epoch{}\n",
-      o.model, f.np, f.np == 1 ? "" : "s", threads, threads == 1 ? "" : "s", f.np == 1 ? "" : " each",
-      o.batch, o.batch / f.np, o.lr, o.epochs, o.epochs == 1 ? "" : "s");
-  if (f.elastic)
-    fmt::print("elastic: goes on with {} to {} workers, a commit every {} step{}{}\n", f.minNp,
-               f.maxNp > 0 ? f.maxNp : f.np, o.commitEvery, o.commitEvery == 1 ? "" : "s",
-               f.maxRestarts > 0 ? fmt::format(", up to {} replacement worker{}", f.maxRestarts,
-                                               f.maxRestarts == 1 ? "" : "s")
+      o.model, o.np, o.np == 1 ? "" : "s", threads, threads == 1 ? "" : "s", o.np == 1 ? "" : " each",
+      o.batch, o.batch / o.np, o.lr, o.epochs, o.epochs == 1 ? "" : "s");
+  if (o.elastic)
+    fmt::print("elastic: goes on with {} to {} workers, a commit every {} step{}{}\n", o.minNp,
+               o.maxNp > 0 ? o.maxNp : o.np, o.commitEvery, o.commitEvery == 1 ? "" : "s",
+               o.maxRestarts > 0 ? fmt::format(", up to {} replacement worker{}", o.maxRestarts,
+                                               o.maxRestarts == 1 ? "" : "s")
                                  : "");
-  const int servers = !parameterServerMode(o.mode) ? 0 : f.servers > 0 ? f.servers : 1;
+  const int servers = !train::isParameterServerMode(o.mode) ? 0 : o.servers > 0 ? o.servers : 1;
   if (servers > 0)
     fmt::print("parameter servers: {} ({}), momentum {} applied on the servers\n", servers, o.mode.substr(3),
                o.momentum);
   if (o.stragglerRank >= 0 && o.stragglerFactor > 1)
     fmt::print("straggler: rank {} runs {}x slower\n", o.stragglerRank, o.stragglerFactor);
   fmt::print("run directory: {}\n", runDir.string());
-  if (o.referenceSamplesPerS == 0 && f.np > 1) {
+  if (o.referenceSamplesPerS == 0 && o.np > 1) {
     if (const auto ref = findReference(runDir, o.model, o.batch, threads)) {
       o.referenceSamplesPerS = ref->samplesPerS;
       fmt::print("speedup against 1 worker: {:.0f} samples/s in {}\n", ref->samplesPerS, ref->dir);
@@ -287,78 +169,40 @@ int train(const TrainFlags& f) {
   std::fflush(stdout);
 
   launcher::RunOptions run;
-  run.np = f.np;
+  run.np = o.np;
   run.tagOutput = false;
   run.threads = threads;
-  run.timeoutS = f.timeoutS;
+  run.timeoutS = o.timeoutS;
   // Every generation after the first resumes from the newest valid checkpoint: the workers see
   // GYRE_RESTART_COUNT > 0 and behave as with --resume. Elastic: the replacement workers.
-  run.maxRestarts = f.maxRestarts;
+  run.maxRestarts = o.maxRestarts;
   run.servers = servers;
-  if (f.elastic) {
+  if (o.elastic) {
     // The workers see GYRE_ELASTIC=1 and train through gyre::elastic::run (docs/elastic.md).
     run.elastic = true;
-    run.minNp = f.minNp;
-    run.maxNp = f.maxNp > 0 ? f.maxNp : f.np;
-    run.elasticTimeoutS = f.elasticTimeoutS;
+    run.minNp = o.minNp;
+    run.maxNp = o.maxNp > 0 ? o.maxNp : o.np;
+    run.elasticTimeoutS = o.elasticTimeoutS;
   }
   // libgomp's threads otherwise spin while they wait, and with more than one thread per worker
   // they spin against OpenBLAS's and against anything else running: 3 to 25 times slower on a
   // busy 2-core machine. A value the user set wins.
   if (threads > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr)
     run.exports.emplace_back("OMP_WAIT_POLICY", "PASSIVE");
-  std::vector<std::string>& argv = run.program;
-  auto flag = [&argv](const char* name, const std::string& value) { argv.insert(argv.end(), {name, value}); };
-  auto number = [](double value) { return fmt::format("{}", value); };
-  argv = {worker};
-  flag("--model", o.model);
-  flag("--epochs", std::to_string(o.epochs));
-  flag("--batch", std::to_string(o.batch));
-  flag("--lr", number(o.lr));
-  flag("--momentum", number(o.momentum));
-  flag("--compression", o.compression);
-  flag("--lr-scaling", o.lrScaling);
-  flag("--warmup-epochs", number(o.warmupEpochs));
-  flag("--lr-schedule", o.lrSchedule);
-  flag("--seed", std::to_string(o.seed));
-  flag("--bucket-cap-mb", number(o.bucketCapMb));
-  if (o.shardOptimizer) argv.push_back("--shard-optimizer");
-  flag("--max-steps", std::to_string(o.maxSteps));
-  flag("--skip-steps", std::to_string(o.skipSteps));
-  flag("--run-dir", runDir.string());
   // Workers write to pipes: whether to draw is decided here, where the terminal is.
-  flag("--progress", o.progress == "auto" ? (::isatty(STDERR_FILENO) ? "on" : "off") : o.progress);
-  if (!o.dataDir.empty()) flag("--data-dir", o.dataDir);
-  if (!o.eval) argv.push_back("--no-eval");
-  if (o.json) argv.push_back("--json");
-  if (o.referenceSamplesPerS > 0) flag("--reference-samples-per-s", number(o.referenceSamplesPerS));
-  if (!o.checkpointDir.empty()) {
-    flag("--checkpoint-dir", o.checkpointDir);
-    flag("--checkpoint-every", std::to_string(o.checkpointEvery));
-    flag("--keep-last", std::to_string(o.keepLast));
-  }
-  if (o.resume) argv.push_back("--resume");
-  if (o.stopAtStep > 0) flag("--stop-at-step", std::to_string(o.stopAtStep));
-  if (o.faultAtStep > 0) {
-    flag("--fault-at-step", std::to_string(o.faultAtStep));
-    flag("--fault-rank", std::to_string(o.faultRank));
-  }
-  if (f.elastic) flag("--commit-every", std::to_string(o.commitEvery));
-  if (o.mode != "allreduce") flag("--mode", o.mode);
-  if (o.stragglerRank >= 0) {
-    flag("--straggler-rank", std::to_string(o.stragglerRank));
-    flag("--straggler-factor", number(o.stragglerFactor));
-  }
-  if (o.evalEvery > 0) flag("--eval-every", std::to_string(o.evalEvery));
+  if (o.progress == "auto") o.progress = ::isatty(STDERR_FILENO) ? "on" : "off";
+  o.runDir = runDir.string();
+  run.program = {worker};
+  const std::vector<std::string> arguments = train::workerArguments(o);
+  run.program.insert(run.program.end(), arguments.begin(), arguments.end());
   return launcher::runJob(run);
 }
 
 }  // namespace
 
 void addTrain(CLI::App& app, std::function<int()>& action) {
-  auto f = std::make_shared<TrainFlags>();
-  f->o.model = "cnn";
-  train::TrainOptions& o = f->o;
+  auto o = std::make_shared<train::TrainOptions>();
+  o->model = "cnn";
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a model on Fashion-MNIST with N local workers (data-parallel, on libtorch)");
   cmd->footer(
@@ -398,127 +242,14 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
       "  gyre train --model cnn --np 2 --checkpoint-dir ckpt --checkpoint-every 50 --max-restarts 3\n"
       "  gyre train --model cnn --np 2 --elastic --min-np 1 --commit-every 10 --max-restarts 1\n"
       "  gyre train --model mlp --np 2 --mode ps:asp --servers 2");
-  cmd->add_option("--model", o.model, "mlp or cnn")
-      ->check(CLI::IsMember({"mlp", "cnn"}))
-      ->capture_default_str();
-  cmd->add_option("--np", f->np, "Number of workers (also -np)")->capture_default_str();
-  cmd->add_option("--epochs", o.epochs, "Passes over the 60,000 training images")->capture_default_str();
-  cmd->add_option("--batch", o.batch, "Global batch: samples per step over all workers (a multiple of --np)")
-      ->capture_default_str();
-  cmd->add_option("--lr", o.lr,
-                  "SGD learning rate; right as it is for any --np, since the global batch is fixed")
-      ->capture_default_str();
-  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--compression", o.compression,
-                  "Gradients on the wire: none, fp16 or bf16 (half the bytes)")
-      ->check(CLI::IsMember({"none", "fp16", "half", "bf16"}))
-      ->capture_default_str();
-  cmd->add_option("--lr-scaling", o.lrScaling,
-                  "Multiply --lr by 1 (none), by N (linear) or by sqrt(N): for a batch that grows with N")
-      ->check(CLI::IsMember({"none", "linear", "sqrt"}))
-      ->capture_default_str();
-  cmd->add_option("--warmup-epochs", o.warmupEpochs, "Raise the learning rate linearly over this many epochs")
-      ->capture_default_str();
-  cmd->add_option("--lr-schedule", o.lrSchedule,
-                  "After the warm-up: constant, or cosine (down to zero at the end of the last epoch)")
-      ->check(CLI::IsMember({"constant", "cosine"}))
-      ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "Seed of the initial weights and the samples' order")
-      ->capture_default_str();
-  cmd->add_option("--data-dir", o.dataDir, "Fashion-MNIST's IDX files")->default_str(kDefaultDataDir);
-  cmd->add_option("--run-dir", o.runDir, "Where to write the run's files (default: runs/MODEL-npN-TIME)");
-  cmd->add_option("--threads", f->threads, "Compute threads per worker (default: cores / N)");
-  cmd->add_option("--max-steps", o.maxSteps, "Stop each epoch after this many steps (0: the whole epoch)")
-      ->capture_default_str();
-  cmd->add_option("--skip-steps", o.skipSteps, "Leave epoch 1's first steps out of samples/s (warm-up)")
-      ->capture_default_str();
-  cmd->add_flag("--no-eval", f->noEval, "Skip the test accuracy after each epoch");
-  cmd->add_option("--bucket-cap-mb", o.bucketCapMb, "Gradients allreduced together, in MiB")
-      ->capture_default_str();
-  cmd->add_flag("--shard-optimizer", o.shardOptimizer,
-                "Shard the optimizer step and its state across the workers (ZeRO stage 1): reduce-scatter, "
-                "step 1/N of the parameters, allgather");
-  cmd->add_flag("--json", o.json, "Also print each epoch's metrics as one JSON line");
-  cmd->add_option("--progress", o.progress, "Live progress bar: auto (on a terminal), on or off")
-      ->check(CLI::IsMember({"auto", "on", "off"}))
-      ->capture_default_str();
-  cmd->add_option("--reference-samples-per-s", o.referenceSamplesPerS,
-                  "One worker's samples/s for speedup and efficiency (default: found in earlier runs)");
-  cmd->add_option("--timeout", f->timeoutS, "Stop the job after this many seconds (0: never)")
-      ->capture_default_str();
-  cmd->add_option("--checkpoint-dir", o.checkpointDir,
-                  "Save checkpoints here (worker 0), each in D/ckpt-STEP with a verified manifest");
-  cmd->add_option("--checkpoint-every", o.checkpointEvery,
-                  "Save a checkpoint every N global steps, and at the end (0: only at the end)")
-      ->capture_default_str();
-  cmd->add_option("--keep-last", o.keepLast, "Checkpoints kept in --checkpoint-dir; older ones are deleted")
-      ->capture_default_str();
-  cmd->add_flag("--resume", o.resume,
-                "Continue from the newest valid checkpoint in --checkpoint-dir (from scratch if none)");
-  cmd->add_option("--stop-at-step", o.stopAtStep,
-                  "Stop after this global step as if interrupted, saving a checkpoint (0: never)")
-      ->capture_default_str();
-  cmd->add_option("--max-restarts", f->maxRestarts,
-                  "After a worker fails, restart every worker from the newest checkpoint, at most this many "
-                  "times (needs --checkpoint-dir); with --elastic, the most replacement workers started")
-      ->capture_default_str();
-  const std::string elastic = "Elastic training (docs/elastic.md)";
-  cmd->add_flag("--elastic", f->elastic,
-                "Survive lost workers without restarting: the others roll back to their last commit and go on "
-                "(gyre run --elastic)")
-      ->group(elastic);
-  std::vector<CLI::Option*> elasticOnly;
-  elasticOnly.push_back(cmd->add_option("--min-np", f->minNp,
-                                        "The fewest workers the job goes on with; below, it waits up to "
-                                        "--elastic-timeout for more")
-                            ->capture_default_str()
-                            ->group(elastic));
-  elasticOnly.push_back(
-      cmd->add_option("--max-np", f->maxNp, "The most workers the job grows to (default: --np)")->group(elastic));
-  elasticOnly.push_back(cmd->add_option("--elastic-timeout", f->elasticTimeoutS,
-                                        "Seconds the job may stay below --min-np before it gives up")
-                            ->capture_default_str()
-                            ->group(elastic));
-  elasticOnly.push_back(cmd->add_option("--commit-every", o.commitEvery,
-                                        "Commit the training state in memory every N global steps: a lost "
-                                        "worker costs the others at most N steps")
-                            ->capture_default_str()
-                            ->group(elastic));
-  const std::string psGroup = "Parameter servers (docs/ps.md)";
-  cmd->add_option("--mode", o.mode,
-                  "How gradients meet: allreduce, or through parameter servers: ps:bsp (synchronous), ps:asp "
-                  "(asynchronous) or ps:ssp:S (at most S steps apart)")
-      ->capture_default_str()
-      ->group(psGroup);
-  cmd->add_option("--servers", f->servers, "Parameter server processes for a ps --mode (default 1)")
-      ->group(psGroup);
-  const std::string bench = "Benchmarking";
-  cmd->add_option("--straggler-rank", o.stragglerRank,
-                  "This rank runs --straggler-factor times slower: it sleeps that much longer than it computes "
-                  "(-1: none)")
-      ->capture_default_str()
-      ->group(bench);
-  cmd->add_option("--straggler-factor", o.stragglerFactor, "How many times slower the straggler runs")
-      ->capture_default_str()
-      ->group(bench);
-  cmd->add_option("--eval-every", o.evalEvery,
-                  "Worker 0 snapshots its model every N steps and, after training, writes each snapshot's "
-                  "test accuracy and training time to eval.jsonl (0: never), for time-to-accuracy")
-      ->capture_default_str()
-      ->group(bench);
-  const std::string testing = "Fault injection (testing; see docs/fault-tolerance.md)";
-  cmd->add_option("--fault-at-step", o.faultAtStep,
-                  "In the first generation, rank --fault-rank (elastic: worker id) kills itself with SIGKILL "
-                  "right after this global step (0: never)")
-      ->capture_default_str()
-      ->group(testing);
-  cmd->add_option("--fault-rank", o.faultRank, "The rank (elastic: the worker id) --fault-at-step kills")
-      ->capture_default_str()
-      ->group(testing);
-  cmd->callback([f, elasticOnly, &action] {
-    for (const CLI::Option* option : elasticOnly)
-      if (option->count() > 0) f->elasticOnlyGiven.push_back(option->get_name());
-    action = [f] { return train(*f); };
+  // Every flag, its default, group and help come from the one table (src/train/options.cc).
+  train::addTrainFlags(*cmd, *o, train::FlagScope::kLauncher);
+  cmd->callback([o, cmd, &action] {
+    action = [o, cmd] {
+      train::validateOptions(*o);  // the values first: their messages are the worker's too
+      train::checkGivenTogether(*cmd);
+      return train(*o);
+    };
   });
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <utility>
 
+#include "common/files.h"
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "torch/checkpoint_files.h"
@@ -140,14 +141,14 @@ class Checkpointer::Impl {
       created = true;
       std::vector<detail::ManifestEntry> entries;
       for (const auto& [name, bytes] : s.files) {
-        detail::writeFileDurably(dir, name, bytes);
+        files::writeAtomically(dir + "/" + name, bytes);
         entries.push_back({name, bytes.size(), detail::crc32c(bytes.data(), bytes.size())});
       }
-      detail::syncDirectory(dir);
+      files::syncDirectory(dir);
       // Last: its presence makes the checkpoint complete.
-      detail::writeFileDurably(dir, detail::kManifestName, detail::manifestJson(s.step, entries));
-      detail::syncDirectory(dir);
-      detail::syncDirectory(options_.dir);
+      files::writeAtomically(dir + "/" + detail::kManifestName, detail::manifestJson(s.step, entries));
+      files::syncDirectory(dir);
+      files::syncDirectory(options_.dir);
     } catch (const std::exception& e) {
       error_ = std::string(e.what()) + "; checkpoint of step " + std::to_string(s.step) +
                " not written, earlier checkpoints kept";

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "gyre/errors.h"
 
 namespace gyre::torch::detail {
@@ -36,12 +37,7 @@ constexpr CrcTables makeTables() {
 
 constexpr CrcTables kTables = makeTables();
 
-[[noreturn]] void fail(const std::string& what, const std::string& path, int error) {
-  std::string reason = std::strerror(error);
-  if (error == ENOSPC || error == EDQUOT) reason += " (the disk is full)";
-  if (error == EFBIG) reason += " (over the file size limit)";
-  throw SystemError("cannot " + what + " " + path + ": " + reason);
-}
+using files::fail;
 
 std::string hex(std::uint32_t crc) {
   char text[9];
@@ -79,42 +75,6 @@ std::optional<std::int64_t> parseCheckpointName(const std::string& name) {
     step = step * 10 + (name[i] - '0');
   }
   return step;
-}
-
-void writeFileDurably(const std::string& dir, const std::string& name, std::string_view bytes) {
-  const std::string path = dir + "/" + name;
-  const std::string temporary = path + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("write", path, errno);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      fail("write", path, error);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  // Delayed allocation can report a full disk only here.
-  int error = ::fsync(fd) != 0 ? errno : 0;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    ::unlink(temporary.c_str());
-    fail("write", path, error);
-  }
-}
-
-void syncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) fail("open the directory", dir, errno);
-  // Some file systems cannot fsync a directory (EINVAL): their renames are durable anyway.
-  const int error = ::fsync(fd) != 0 && errno != EINVAL ? errno : 0;
-  ::close(fd);
-  if (error != 0) fail("sync the directory", dir, error);
 }
 
 std::string manifestJson(std::int64_t step, const std::vector<ManifestEntry>& files) {

@@ -23,13 +23,6 @@ std::uint32_t crc32c(const void* data, std::size_t size, std::uint32_t crc = 0);
 std::string checkpointName(std::int64_t step);
 std::optional<std::int64_t> parseCheckpointName(const std::string& name);
 
-// Writes `bytes` to DIR/NAME.tmp, fsyncs it and renames it to DIR/NAME (not yet fsyncing DIR).
-// Throws SystemError naming DIR/NAME and the reason ("No space left on device (the disk is
-// full)", "Permission denied", ...); the temporary file is removed first.
-void writeFileDurably(const std::string& dir, const std::string& name, std::string_view bytes);
-// fsync of a directory, so the renames in it survive a crash. Throws SystemError.
-void syncDirectory(const std::string& dir);
-
 // The manifest of a checkpoint: each file's name, size and CRC32C, as JSON text.
 struct ManifestEntry {
   std::string name;

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "common/config.h"
+#include "common/files.h"
 #include "gyre/errors.h"
 #include "gyre/init.h"
 
@@ -108,21 +109,7 @@ void Timeline::write() {
   if (rank != 0) return;
   // The array format; the trailing comma of the last event is dropped.
   while (!all.empty() && (all.back() == '\n' || all.back() == ',')) all.pop_back();
-  const std::string temp = path_ + ".tmp";
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" << all << "\n]}\n";
-    out.flush();
-    if (!out) {
-      std::remove(temp.c_str());
-      throw Error("cannot write the timeline " + temp + ": " + std::strerror(errno));
-    }
-  }
-  if (std::rename(temp.c_str(), path_.c_str()) != 0) {
-    const std::string reason = std::strerror(errno);
-    std::remove(temp.c_str());
-    throw Error("cannot write the timeline " + path_ + ": " + reason);
-  }
+  files::writeAtomically(path_, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n" + all + "\n]}\n");
 }
 
 }  // namespace gyre::torch

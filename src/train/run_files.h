@@ -1,5 +1,5 @@
-// Writing a run directory's files so that a reader never sees half a file: each is written to a
-// temporary name beside it and renamed over the old one.
+// The run directory. Its files are written with common/files.h, so that a reader never sees
+// half of one.
 #pragma once
 
 #include <string>
@@ -8,17 +8,5 @@ namespace gyre::train {
 
 // Creates `dir` and its parents. Throws gyre::Error naming it when it cannot.
 void createRunDirectory(const std::string& dir);
-
-// PATH.tmp.PID: the temporary name a file is written under before commitFile.
-std::string temporaryPathFor(const std::string& path);
-
-// Writes `content` to PATH.tmp, flushes it to disk and renames it to `path` (as checkpoint
-// files are written). Throws gyre::SystemError naming the path and the reason (disk full,
-// permission denied, ...), and removes the temporary file.
-void writeFileAtomically(const std::string& path, const std::string& content);
-
-// Renames a finished temporary file to `path`; throws gyre::Error naming both on failure (and
-// removes the temporary file).
-void commitFile(const std::string& temporary, const std::string& path);
 
 }  // namespace gyre::train

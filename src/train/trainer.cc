@@ -11,6 +11,7 @@
 
 #include "common/check.h"
 #include "common/config.h"
+#include "common/files.h"
 #include "gyre/init.h"
 #include "gyre/torch.h"
 #include "train/models.h"
@@ -62,13 +63,9 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
       torchThreads_(setTorchThreads(o_)),
       progress_(group_.rank() == 0 && progressEnabled(o_.progress)),
       checkpoints_(o_, group_.comm()) {
-  GYRE_USAGE_CHECK(o_.batch % world_ == 0, "--batch ", o_.batch,
-                   " is the global batch and must divide evenly among the ", world_,
-                   " workers: choose a multiple of ", world_);
-  GYRE_USAGE_CHECK(o_.elastic || o_.faultAtStep == 0 || o_.faultRank < world_, "--fault-rank ", o_.faultRank,
-                   " is not a rank of this world of ", world_);
-  GYRE_USAGE_CHECK(o_.stragglerRank < world_, "--straggler-rank ", o_.stragglerRank,
-                   " is not a rank of this world of ", world_);
+  // Elastic worlds come and go (attach()); the batch need not divide them, and the fault names a
+  // worker id.
+  if (!o_.elastic) checkWorld(o_, world_);
   data_ = loadFashionMnist(o_.dataDir);
 
   // Every rank draws the same initial weights; the broadcast makes sure of it.
@@ -145,7 +142,7 @@ std::vector<EpochReport> Trainer::run() {
   if (o_.elastic) return runElastic();
   if (group_.rank() == 0 && !o_.runDir.empty()) {
     createRunDirectory(o_.runDir);
-    writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
+    files::writeAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
   }
   if (group_.rank() == 0) announceStart();
   if (group_.rank() == 0 && !o_.runDir.empty()) {
@@ -327,71 +324,6 @@ double Trainer::testAccuracy() {
 }
 
 }  // namespace detail
-
-void validateOptions(const TrainOptions& o) {
-  const std::vector<std::string> models = modelNames();
-  GYRE_USAGE_CHECK(std::find(models.begin(), models.end(), o.model) != models.end(), "--model '", o.model,
-                   "': the built-in models are mlp and cnn");
-  GYRE_USAGE_CHECK(o.epochs >= 1, "--epochs must be at least 1 (got ", o.epochs, ")");
-  GYRE_USAGE_CHECK(o.batch >= 1, "--batch must be at least 1 (got ", o.batch, ")");
-  GYRE_USAGE_CHECK(std::isfinite(o.lr) && o.lr > 0, "--lr must be positive (got ", o.lr, ")");
-  GYRE_USAGE_CHECK(std::isfinite(o.momentum) && o.momentum >= 0, "--momentum must not be negative (got ",
-                   o.momentum, ")");
-  gyre::torch::parseCompression(o.compression);
-  gyre::torch::parseLrScaling(o.lrScaling);
-  GYRE_USAGE_CHECK(o.lrSchedule == "constant" || o.lrSchedule == "cosine", "--lr-schedule '", o.lrSchedule,
-                   "': constant or cosine");
-  GYRE_USAGE_CHECK(std::isfinite(o.warmupEpochs) && o.warmupEpochs >= 0,
-                   "--warmup-epochs must not be negative (got ", o.warmupEpochs, ")");
-  GYRE_USAGE_CHECK(o.maxSteps >= 0, "--max-steps must not be negative (got ", o.maxSteps, ")");
-  GYRE_USAGE_CHECK(o.skipSteps >= 0, "--skip-steps must not be negative (got ", o.skipSteps, ")");
-  GYRE_USAGE_CHECK(o.threads >= 0, "--threads must not be negative (got ", o.threads, ")");
-  GYRE_USAGE_CHECK(std::isfinite(o.bucketCapMb) && o.bucketCapMb > 0,
-                   "--bucket-cap-mb must be positive (got ", o.bucketCapMb, ")");
-  GYRE_USAGE_CHECK(o.referenceSamplesPerS >= 0, "--reference-samples-per-s must not be negative");
-  progressEnabled(o.progress);
-  GYRE_USAGE_CHECK(o.checkpointEvery >= 0, "--checkpoint-every must not be negative (got ", o.checkpointEvery,
-                   ")");
-  GYRE_USAGE_CHECK(o.keepLast >= 1, "--keep-last must be at least 1 (got ", o.keepLast, ")");
-  GYRE_USAGE_CHECK(o.stopAtStep >= 0, "--stop-at-step must not be negative (got ", o.stopAtStep, ")");
-  GYRE_USAGE_CHECK(o.restartCount >= 0, "GYRE_RESTART_COUNT must not be negative (got ", o.restartCount, ")");
-  GYRE_USAGE_CHECK(o.faultAtStep >= 0, "--fault-at-step must not be negative (got ", o.faultAtStep, ")");
-  GYRE_USAGE_CHECK(o.faultRank >= 0, "--fault-rank must not be negative (got ", o.faultRank, ")");
-  GYRE_USAGE_CHECK(o.checkpointEvery == 0 || !o.checkpointDir.empty(),
-                   "--checkpoint-every needs --checkpoint-dir (where to save)");
-  GYRE_USAGE_CHECK(!o.resume || !o.checkpointDir.empty(),
-                   "--resume needs --checkpoint-dir (where to resume from)");
-  GYRE_USAGE_CHECK(
-      !o.plain || gyre::torch::parseCompression(o.compression) == gyre::torch::Compression::kNone,
-      "--plain trains without gyre: --compression does not apply");
-  GYRE_USAGE_CHECK(o.commitEvery >= 1, "--commit-every must be at least 1 (got ", o.commitEvery, ")");
-  GYRE_USAGE_CHECK(!o.elastic || !o.plain, "--elastic trains through gyre: --plain does not apply");
-  GYRE_USAGE_CHECK(!o.elastic || (o.checkpointDir.empty() && o.stopAtStep == 0),
-                   "--elastic keeps its state in memory (commits); --checkpoint-dir, --resume and "
-                   "--stop-at-step are for restart mode and cannot be combined with it yet");
-  GYRE_USAGE_CHECK(o.stragglerRank >= -1, "--straggler-rank must be a rank, or -1 for none (got ", o.stragglerRank,
-                   ")");
-  GYRE_USAGE_CHECK(std::isfinite(o.stragglerFactor) && o.stragglerFactor >= 1,
-                   "--straggler-factor must be at least 1 (got ", o.stragglerFactor, ")");
-  GYRE_USAGE_CHECK(o.evalEvery >= 0, "--eval-every must not be negative (got ", o.evalEvery, ")");
-  GYRE_USAGE_CHECK(!o.shardOptimizer || (!o.plain && !o.elastic && !isParameterServerMode(o.mode)),
-                   "--shard-optimizer shards the data-parallel optimizer step: it does not apply with --plain, "
-                   "--elastic or --mode ", o.mode);
-  GYRE_USAGE_CHECK(!o.shardOptimizer || (o.checkpointDir.empty() && !o.resume),
-                   "--shard-optimizer keeps each worker's part of the optimizer state on that worker: checkpoints "
-                   "(--checkpoint-dir, --resume) are not supported with it yet");
-  GYRE_USAGE_CHECK(!o.shardOptimizer || gyre::torch::parseCompression(o.compression) == gyre::torch::Compression::kNone,
-                   "--shard-optimizer reduce-scatters float32 gradients: --compression ", o.compression,
-                   " does not apply");
-  if (!isParameterServerMode(o.mode)) return;
-  GYRE_USAGE_CHECK(!o.plain, "--mode ", o.mode, " trains through parameter servers: --plain does not apply");
-  GYRE_USAGE_CHECK(!o.elastic, "--mode ", o.mode, " cannot be combined with --elastic yet");
-  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, "--mode ", o.mode,
-                   " keeps the parameters on the servers: checkpoints (--checkpoint-dir, --resume) are not "
-                   "supported with it yet");
-  GYRE_USAGE_CHECK(gyre::torch::parseCompression(o.compression) == gyre::torch::Compression::kNone, "--mode ",
-                   o.mode, " pushes float32 gradients: --compression ", o.compression, " does not apply");
-}
 
 std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm) {
   validateOptions(options);

@@ -6,6 +6,7 @@
 // the data are the elastic state. docs/elastic.md.
 #include <filesystem>
 
+#include "common/files.h"
 #include "gyre/elastic.h"
 #include "train/run_files.h"
 #include "train/trainer_loop.h"
@@ -38,7 +39,7 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
   stepLog_ = StepLog();
   if (group_.rank() == 0 && !o_.runDir.empty()) {
     // One writer at a time: the files' temporary names are shared by every process.
-    writeFileAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
+    files::writeAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
     stepLog_ = StepLog((std::filesystem::path(o_.runDir) / "progress.jsonl").string(),
                        elasticState_->membership() > 1);
     stepLog_.start(static_cast<int>(elasticState_->membership()), globalStep_);

@@ -13,19 +13,6 @@
 
 namespace gyre::train {
 
-bool isParameterServerMode(const std::string& mode) {
-  if (mode == "allreduce") return false;
-  GYRE_USAGE_CHECK(mode.rfind("ps:", 0) == 0, "--mode '", mode,
-                   "': allreduce, or a parameter-server mode: ps:bsp, ps:asp or ps:ssp:S");
-  try {
-    ps::Mode::parse(mode.substr(3));
-  } catch (const InvalidArgument&) {
-    GYRE_USAGE_CHECK(false, "--mode '", mode, "': the parameter-server modes are ps:bsp, ps:asp and ps:ssp:S ",
-                     "(S >= 0 steps of staleness)");
-  }
-  return true;
-}
-
 namespace detail {
 
 void Trainer::attachParameterServer() {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/files.h"
 #include "train/report.h"
 #include "train/run_files.h"
 #include "train/trainer_loop.h"
@@ -67,7 +68,7 @@ void Trainer::flushSteps() {
     for (std::size_t i = 0; i < steps_.size(); ++i)
       stepsText_ += stepJsonLine(steps_[i].step, steps_[i].epoch, losses[i], steps_[i].lr) + "\n";
     if (group_.rank() == 0)
-      writeFileAtomically((std::filesystem::path(o_.runDir) / "steps.jsonl").string(), stepsText_);
+      files::writeAtomically((std::filesystem::path(o_.runDir) / "steps.jsonl").string(), stepsText_);
   }
   steps_.clear();
   stepLosses_.clear();
@@ -85,7 +86,7 @@ void Trainer::recordEpoch(const EpochReport& report) {
   if (o_.runDir.empty()) return;
   metricsText_ += toJsonLine(report) + "\n";
   if (group_.rank() == 0)
-    writeFileAtomically((std::filesystem::path(o_.runDir) / "metrics.jsonl").string(), metricsText_);
+    files::writeAtomically((std::filesystem::path(o_.runDir) / "metrics.jsonl").string(), metricsText_);
 }
 
 void Trainer::maybeSnapshot() {
@@ -130,19 +131,19 @@ void Trainer::writeEvaluations() {
     text += j.dump() + "\n";
   }
   evalSnapshots_.clear();
-  writeFileAtomically((std::filesystem::path(o_.runDir) / "eval.jsonl").string(), text);
+  files::writeAtomically((std::filesystem::path(o_.runDir) / "eval.jsonl").string(), text);
 }
 
 void Trainer::saveModel() {
   const std::string path = (std::filesystem::path(o_.runDir) / "model.pt").string();
-  const std::string temporary = temporaryPathFor(path);
+  const std::string temporary = files::temporaryPath(path);
   try {
     ::torch::save(model_, temporary);
   } catch (const c10::Error& e) {
     std::filesystem::remove(temporary);
     throw Error("cannot write " + path + ": " + e.what_without_backtrace());
   }
-  commitFile(temporary, path);
+  files::commit(temporary, path);
 }
 
 }  // namespace gyre::train::detail

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/files.h"
 #include "gyre/errors.h"
 #include "support/ranks.h"
 #include "train/progress.h"
@@ -156,17 +157,17 @@ TEST(ProgressBar, DisabledDrawsNothing) {
 TEST(RunFiles, ReplaceTheFileWholeAndLeaveNoTemporary) {
   test::TempDir dir;
   const std::string path = dir.path() + "/metrics.jsonl";
-  writeFileAtomically(path, "one\n");
-  writeFileAtomically(path, "one\ntwo\n");
+  files::writeAtomically(path, "one\n");
+  files::writeAtomically(path, "one\ntwo\n");
   EXPECT_EQ(readFile(path), "one\ntwo\n");
-  EXPECT_FALSE(std::filesystem::exists(temporaryPathFor(path)));
+  EXPECT_FALSE(std::filesystem::exists(files::temporaryPath(path)));
 }
 
 TEST(RunFiles, ErrorsNameThePath) {
   test::TempDir dir;
   const std::string path = dir.path() + "/missing/metrics.jsonl";
   try {
-    writeFileAtomically(path, "x");
+    files::writeAtomically(path, "x");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot write " + path + ": No such file or directory"),
@@ -174,7 +175,7 @@ TEST(RunFiles, ErrorsNameThePath) {
         << e.what();
   }
   const std::string file = dir.path() + "/file";
-  writeFileAtomically(file, "x");
+  files::writeAtomically(file, "x");
   try {
     createRunDirectory(file + "/run");
     FAIL() << "no error";

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs a built gyre into a temporary prefix and uses it the way a user's project would:
+#   1. examples/ configured on its own with find_package(gyre) against the prefix, built, and
+#      gyre_example_allreduce run under the installed `gyre run -np 2`;
+#   2. the same program compiled by hand with `pkg-config --cflags --libs gyre` and run likewise.
+# Usage: scripts/check-install.sh BUILD_DIR. Exits non-zero, saying which step failed, on any
+# failure; removes the prefix when done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${1:?usage: scripts/check-install.sh BUILD_DIR}
+prefix=$(mktemp -d "${TMPDIR:-/tmp}/gyre-install-XXXXXX")
+trap 'rm -rf "$prefix"' EXIT
+
+step() { printf '\n--- check-install: %s\n' "$*"; }
+
+step "cmake --install $BUILD --prefix $prefix"
+cmake --install "$BUILD" --prefix "$prefix" >/dev/null
+for f in bin/gyre include/gyre/gyre.h lib/cmake/gyre/gyreConfig.cmake lib/pkgconfig/gyre.pc; do
+  [ -e "$prefix/$f" ] || { echo "check-install: $prefix/$f was not installed" >&2; exit 1; }
+done
+
+step "examples/ against the prefix with find_package(gyre)"
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+cmake -S "$ROOT/examples" -B "$prefix/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$prefix" "${launcher[@]}" >/dev/null
+cmake --build "$prefix/consumer" -j "${GYRE_JOBS:-$(nproc)}"
+ls "$prefix/consumer"/gyre_example_*
+
+step "the installed gyre run -np 2 -- gyre_example_allreduce (find_package build)"
+"$prefix/bin/gyre" run -np 2 --timeout 120 -- "$prefix/consumer/gyre_example_allreduce"
+
+step "g++ \$(pkg-config --cflags --libs gyre) examples/allreduce.cc"
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
+# shellcheck disable=SC2046  # pkg-config's words are separate arguments
+g++ -O2 "$ROOT/examples/allreduce.cc" -o "$prefix/allreduce-pc" $(pkg-config --cflags --libs gyre)
+"$prefix/bin/gyre" run -np 2 --timeout 120 -- "$prefix/allreduce-pc"
+
+echo "check-install: ok"

@@ -1,0 +1,461 @@
+#include "train/options.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "common/check.h"
+#include "gyre/errors.h"
+#include "gyre/ps.h"
+
+namespace gyre::train {
+namespace {
+
+using O = TrainOptions;
+constexpr FlagScope kBoth = FlagScope::kBoth;
+constexpr FlagScope kLauncher = FlagScope::kLauncher;
+constexpr FlagScope kWorker = FlagScope::kWorker;
+
+constexpr std::string_view kElastic = "Elastic training (docs/elastic.md)";
+constexpr std::string_view kParameterServers = "Parameter servers (docs/ps.md)";
+constexpr std::string_view kCheckpoints = "Checkpoints and restarts (docs/checkpoints.md)";
+constexpr std::string_view kBenchmarking = "Benchmarking";
+constexpr std::string_view kFaults = "Fault injection (testing; see docs/fault-tolerance.md)";
+
+// The table. --help lists the flags in this order, each under its group.
+const std::array kFlags = std::to_array<TrainFlag>({
+    {.name = "--model", .field = &O::model, .help = "The model to train", .choices = "mlp|cnn"},
+    {.name = "--np",
+     .field = &O::np,
+     .help = "Number of workers (also -np)",
+     .scope = kLauncher,
+     .bound = Bound::kAtLeast,
+     .min = 1},
+    {.name = "--epochs",
+     .field = &O::epochs,
+     .help = "Passes over the 60,000 training images",
+     .bound = Bound::kAtLeast,
+     .min = 1},
+    {.name = "--batch",
+     .field = &O::batch,
+     .help = "Global batch: samples per step over all workers (a multiple of --np)",
+     .bound = Bound::kAtLeast,
+     .min = 1},
+    {.name = "--lr",
+     .field = &O::lr,
+     .help = "SGD learning rate; right as it is for any --np, since the global batch is fixed",
+     .bound = Bound::kPositive},
+    {.name = "--momentum", .field = &O::momentum, .help = "SGD momentum", .bound = Bound::kNonNegative},
+    {.name = "--compression",
+     .field = &O::compression,
+     .help = "Gradients on the wire: none, fp16 or bf16 (half the bytes)",
+     .choices = "none|fp16|half|bf16"},
+    {.name = "--lr-scaling",
+     .field = &O::lrScaling,
+     .help = "Multiply --lr by 1 (none), by N (linear) or by sqrt(N): for a batch that grows with N",
+     .choices = "none|linear|sqrt"},
+    {.name = "--warmup-epochs",
+     .field = &O::warmupEpochs,
+     .help = "Raise the learning rate linearly over this many epochs",
+     .bound = Bound::kNonNegative},
+    {.name = "--lr-schedule",
+     .field = &O::lrSchedule,
+     .help = "After the warm-up: constant, or cosine (down to zero at the end of the last epoch)",
+     .choices = "constant|cosine"},
+    {.name = "--seed", .field = &O::seed, .help = "Seed of the initial weights and the samples' order"},
+    {.name = "--data-dir",
+     .field = &O::dataDir,
+     .help = "Fashion-MNIST's IDX files, gzip-compressed or not (default: /usr/share/datasets/fashion-mnist)"},
+    {.name = "--run-dir",
+     .field = &O::runDir,
+     .help = "Where to write the run's files (gyre train's default: runs/MODEL-npN-TIME)"},
+    {.name = "--threads",
+     .field = &O::threads,
+     .help = "Compute threads per worker (default: cores / N under gyre train; a worker alone: "
+             "GYRE_NUM_THREADS, else libtorch's default)",
+     .bound = Bound::kNonNegative,
+     .forwarded = false},  // gyre run hands it to each worker as GYRE_NUM_THREADS
+    {.name = "--max-steps",
+     .field = &O::maxSteps,
+     .help = "Stop each epoch after this many steps (0: the whole epoch)",
+     .bound = Bound::kNonNegative},
+    {.name = "--skip-steps",
+     .field = &O::skipSteps,
+     .help = "Leave epoch 1's first steps out of samples/s (warm-up)",
+     .bound = Bound::kNonNegative},
+    {.name = "--no-eval", .field = &O::eval, .help = "Skip the test accuracy after each epoch", .negated = true},
+    {.name = "--bucket-cap-mb",
+     .field = &O::bucketCapMb,
+     .help = "Gradients allreduced together, in MiB",
+     .bound = Bound::kPositive},
+    {.name = "--shard-optimizer",
+     .field = &O::shardOptimizer,
+     .help = "Shard the optimizer step and its state across the workers (ZeRO stage 1): reduce-scatter, "
+             "step 1/N of the parameters, allgather"},
+    {.name = "--json", .field = &O::json, .help = "Also print each epoch's metrics as one JSON line"},
+    {.name = "--progress",
+     .field = &O::progress,
+     .help = "Live progress bar: auto (on a terminal), on or off",
+     .choices = "auto|on|off"},
+    {.name = "--reference-samples-per-s",
+     .field = &O::referenceSamplesPerS,
+     .help = "One worker's samples/s for speedup and efficiency (gyre train's default: found in earlier runs)",
+     .bound = Bound::kNonNegative},
+    {.name = "--plain",
+     .field = &O::plain,
+     .help = "No gyre: a plain single-process libtorch loop (the benchmarks' reference)",
+     .scope = kWorker},
+    {.name = "--timeout",
+     .field = &O::timeoutS,
+     .help = "Stop the job after this many seconds (0: never)",
+     .scope = kLauncher,
+     .bound = Bound::kNonNegative},
+    {.name = "--checkpoint-dir",
+     .field = &O::checkpointDir,
+     .help = "Save checkpoints here (worker 0), each in D/ckpt-STEP with a verified manifest",
+     .group = kCheckpoints},
+    {.name = "--checkpoint-every",
+     .field = &O::checkpointEvery,
+     .help = "Save a checkpoint every N global steps, and at the end (0: only at the end)",
+     .group = kCheckpoints,
+     .bound = Bound::kNonNegative},
+    {.name = "--keep-last",
+     .field = &O::keepLast,
+     .help = "Checkpoints kept in --checkpoint-dir; older ones are deleted",
+     .group = kCheckpoints,
+     .bound = Bound::kAtLeast,
+     .min = 1},
+    {.name = "--resume",
+     .field = &O::resume,
+     .help = "Continue from the newest valid checkpoint in --checkpoint-dir (from scratch if none)",
+     .group = kCheckpoints},
+    {.name = "--stop-at-step",
+     .field = &O::stopAtStep,
+     .help = "Stop after this global step as if interrupted, saving a checkpoint (0: never)",
+     .group = kCheckpoints,
+     .bound = Bound::kNonNegative},
+    {.name = "--max-restarts",
+     .field = &O::maxRestarts,
+     .help = "After a worker fails, restart every worker from the newest checkpoint, at most this many "
+             "times (needs --checkpoint-dir); with --elastic, the most replacement workers started",
+     .group = kCheckpoints,
+     .scope = kLauncher,
+     .bound = Bound::kNonNegative},
+    {.name = "--elastic",
+     .field = &O::elastic,
+     .help = "Survive lost workers without restarting: the others roll back to their last commit and go on "
+             "(gyre run --elastic)",
+     .group = kElastic,
+     .scope = kLauncher},
+    {.name = "--min-np",
+     .field = &O::minNp,
+     .help = "The fewest workers the job goes on with; below, it waits up to --elastic-timeout for more",
+     .group = kElastic,
+     .scope = kLauncher,
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .needs = "--elastic"},
+    {.name = "--max-np",
+     .field = &O::maxNp,
+     .help = "The most workers the job grows to (0: --np)",
+     .group = kElastic,
+     .scope = kLauncher,
+     .bound = Bound::kNonNegative,
+     .needs = "--elastic"},
+    {.name = "--elastic-timeout",
+     .field = &O::elasticTimeoutS,
+     .help = "Seconds the job may stay below --min-np before it gives up",
+     .group = kElastic,
+     .scope = kLauncher,
+     .bound = Bound::kPositive,
+     .needs = "--elastic"},
+    {.name = "--commit-every",
+     .field = &O::commitEvery,
+     .help = "Commit the training state in memory every N global steps: a lost worker costs the others at "
+             "most N steps",
+     .group = kElastic,
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .needs = "--elastic"},
+    {.name = "--mode",
+     .field = &O::mode,
+     .help = "How gradients meet: allreduce, or through parameter servers: ps:bsp (synchronous), ps:asp "
+             "(asynchronous) or ps:ssp:S (at most S steps apart)",
+     .group = kParameterServers},
+    {.name = "--servers",
+     .field = &O::servers,
+     .help = "Parameter server processes for a ps --mode (default 1)",
+     .group = kParameterServers,
+     .scope = kLauncher},
+    {.name = "--straggler-rank",
+     .field = &O::stragglerRank,
+     .help = "This rank runs --straggler-factor times slower: it sleeps that much longer than it computes "
+             "(-1: none)",
+     .group = kBenchmarking,
+     .bound = Bound::kRankOrNone},
+    {.name = "--straggler-factor",
+     .field = &O::stragglerFactor,
+     .help = "How many times slower the straggler runs",
+     .group = kBenchmarking,
+     .bound = Bound::kAtLeast,
+     .min = 1},
+    {.name = "--eval-every",
+     .field = &O::evalEvery,
+     .help = "Worker 0 snapshots its model every N steps and, after training, writes each snapshot's test "
+             "accuracy and training time to eval.jsonl (0: never), for time-to-accuracy",
+     .group = kBenchmarking,
+     .bound = Bound::kNonNegative},
+    {.name = "--fault-at-step",
+     .field = &O::faultAtStep,
+     .help = "In the first generation, rank --fault-rank (elastic: worker id) kills itself with SIGKILL "
+             "right after this global step (0: never)",
+     .group = kFaults,
+     .bound = Bound::kNonNegative},
+    {.name = "--fault-rank",
+     .field = &O::faultRank,
+     .help = "The rank (elastic: the worker id) --fault-at-step kills",
+     .group = kFaults,
+     .bound = Bound::kNonNegative},
+});
+
+std::vector<std::string_view> split(std::string_view choices) {
+  std::vector<std::string_view> out;
+  while (!choices.empty()) {
+    const auto bar = choices.find('|');
+    out.push_back(choices.substr(0, bar));
+    choices = bar == std::string_view::npos ? std::string_view() : choices.substr(bar + 1);
+  }
+  return out;
+}
+
+// "a, b or c".
+std::string spoken(std::string_view choices) {
+  const std::vector<std::string_view> parts = split(choices);
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i > 0) out += i + 1 == parts.size() ? " or " : ", ";
+    out += parts[i];
+  }
+  return out;
+}
+
+// The shortest text that reads back as `value`.
+std::string formatNumber(double value) {
+  char buffer[64];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return ec == std::errc() ? std::string(buffer, end) : std::to_string(value);
+}
+
+template <typename T>
+std::string text(const T& value) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    return value;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return formatNumber(value);
+  } else {
+    return std::to_string(value);
+  }
+}
+
+// The flag's bound, checked on a number.
+template <typename T>
+void checkBound(const TrainFlag& f, T value) {
+  const double v = static_cast<double>(value);
+  const std::string got = " (got " + text(value) + ")";
+  switch (f.bound) {
+    case Bound::kNone:
+      return;
+    case Bound::kNonNegative:
+      GYRE_USAGE_CHECK(std::isfinite(v) && v >= 0, f.name, " must not be negative", got);
+      return;
+    case Bound::kPositive:
+      GYRE_USAGE_CHECK(std::isfinite(v) && v > 0, f.name, " must be positive", got);
+      return;
+    case Bound::kAtLeast:
+      GYRE_USAGE_CHECK(std::isfinite(v) && v >= f.min, f.name, " must be at least ", formatNumber(f.min), got);
+      return;
+    case Bound::kRankOrNone:
+      GYRE_USAGE_CHECK(v >= -1, f.name, " must be a rank, or -1 for none", got);
+      return;
+  }
+}
+
+void checkFlag(const TrainFlag& f, const TrainOptions& o) {
+  std::visit(
+      [&](auto member) {
+        using T = std::remove_cvref_t<decltype(o.*member)>;
+        const T& value = o.*member;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (f.choices.empty()) return;
+          const std::vector<std::string_view> choices = split(f.choices);
+          GYRE_USAGE_CHECK(std::find(choices.begin(), choices.end(), value) != choices.end(), f.name, " '", value,
+                           "': expected ", spoken(f.choices));
+        } else if constexpr (!std::is_same_v<T, bool>) {
+          checkBound(f, value);
+        }
+      },
+      f.field);
+}
+
+// The --elastic combinations: the state lives in memory, so the checkpoint flags do not apply.
+void checkElastic(const TrainOptions& o) {
+  for (const auto& [given, flag] : {std::pair{!o.checkpointDir.empty(), "--checkpoint-dir"},
+                                    std::pair{o.resume, "--resume"}, std::pair{o.stopAtStep > 0, "--stop-at-step"}})
+    GYRE_USAGE_CHECK(!given, "--elastic keeps its state in memory (a commit every --commit-every steps): ", flag,
+                     " belongs to restart mode and cannot be combined with it yet");
+  GYRE_USAGE_CHECK(!o.plain, "--elastic trains through gyre: --plain does not apply");
+}
+
+// A ps mode keeps the model on the servers; the features that keep it in the workers
+// (checkpoints, elastic worlds) or change what travels (compression) do not apply yet.
+void checkParameterServerMode(const TrainOptions& o) {
+  GYRE_USAGE_CHECK(!o.plain, "--mode ", o.mode, " trains through parameter servers: --plain does not apply");
+  GYRE_USAGE_CHECK(!o.elastic, "--mode ", o.mode, " cannot be combined with --elastic yet");
+  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, "--mode ", o.mode,
+                   " keeps the parameters on the servers: checkpoints (--checkpoint-dir, --resume) are not supported "
+                   "with it yet");
+  GYRE_USAGE_CHECK(o.compression == "none", "--mode ", o.mode, " pushes float32 gradients: --compression ",
+                   o.compression, " does not apply");
+}
+
+void checkShardOptimizer(const TrainOptions& o) {
+  GYRE_USAGE_CHECK(!o.plain && !o.elastic && !isParameterServerMode(o.mode),
+                   "--shard-optimizer shards the data-parallel optimizer step: it does not apply with --plain, "
+                   "--elastic or --mode ",
+                   o.mode);
+  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume,
+                   "--shard-optimizer keeps each worker's part of the optimizer state on that worker: checkpoints "
+                   "(--checkpoint-dir, --resume) are not supported with it yet");
+  GYRE_USAGE_CHECK(o.compression == "none", "--shard-optimizer reduce-scatters float32 gradients: --compression ",
+                   o.compression, " does not apply");
+}
+
+}  // namespace
+
+std::span<const TrainFlag> trainFlags() {
+  return kFlags;
+}
+
+const TrainFlag& trainFlag(std::string_view name) {
+  for (const TrainFlag& f : kFlags)
+    if (f.name == name) return f;
+  GYRE_THROW(InvalidArgument, "unknown training flag ", name);
+}
+
+void addTrainFlags(CLI::App& app, TrainOptions& o, FlagScope scope) {
+  for (const TrainFlag& f : kFlags) {
+    if (f.scope != FlagScope::kBoth && f.scope != scope) continue;
+    const std::string name(f.name);
+    const std::string help(f.help);
+    CLI::Option* option = std::visit(
+        [&](auto member) -> CLI::Option* {
+          using T = std::remove_cvref_t<decltype(o.*member)>;
+          T& value = o.*member;
+          if constexpr (std::is_same_v<T, bool>) {
+            if (f.negated) return app.add_flag_callback(name, [&value] { value = false; }, help);
+            return app.add_flag(name, value, help);
+          } else {
+            CLI::Option* added = app.add_option(name, value, help);
+            if constexpr (std::is_same_v<T, std::string>) {
+              if (!value.empty()) added->default_str(value);
+              if (!f.choices.empty()) added->type_name("{" + spoken(f.choices) + "}");
+            } else {
+              added->default_str(text(value));
+            }
+            return added;
+          }
+        },
+        f.field);
+    if (!f.group.empty()) option->group(std::string(f.group));
+  }
+}
+
+void checkGivenTogether(const CLI::App& app) {
+  for (const TrainFlag& f : kFlags) {
+    if (f.needs.empty()) continue;
+    const CLI::Option* given = app.get_option_no_throw(std::string(f.name));
+    const CLI::Option* needed = app.get_option_no_throw(std::string(f.needs));
+    if (given == nullptr || needed == nullptr) continue;  // not flags of this program
+    GYRE_USAGE_CHECK(given->count() == 0 || needed->count() > 0, f.name, " needs ", f.needs);
+  }
+}
+
+std::vector<std::string> workerArguments(const TrainOptions& o) {
+  std::vector<std::string> argv;
+  for (const TrainFlag& f : kFlags) {
+    if (f.scope != FlagScope::kBoth || !f.forwarded) continue;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(o.*member)>;
+          const T& value = o.*member;
+          if constexpr (std::is_same_v<T, bool>) {
+            if (value != f.negated) argv.emplace_back(f.name);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            if (!value.empty()) argv.insert(argv.end(), {std::string(f.name), value});
+          } else {
+            argv.insert(argv.end(), {std::string(f.name), text(value)});
+          }
+        },
+        f.field);
+  }
+  return argv;
+}
+
+void validateOptions(const TrainOptions& o) {
+  for (const TrainFlag& f : kFlags) checkFlag(f, o);
+  const bool ps = isParameterServerMode(o.mode);
+  GYRE_USAGE_CHECK(o.restartCount >= 0, "GYRE_RESTART_COUNT must not be negative (got ", o.restartCount, ")");
+  GYRE_USAGE_CHECK(o.maxSteps == 0 || o.skipSteps < o.maxSteps, "--skip-steps ", o.skipSteps,
+                   " leaves none of the --max-steps ", o.maxSteps, " to time");
+  GYRE_USAGE_CHECK(o.checkpointEvery == 0 || !o.checkpointDir.empty(),
+                   "--checkpoint-every needs --checkpoint-dir (where to save)");
+  GYRE_USAGE_CHECK(!o.resume || !o.checkpointDir.empty(), "--resume needs --checkpoint-dir (where to resume from)");
+  GYRE_USAGE_CHECK(!o.plain || o.compression == "none", "--plain trains without gyre: --compression does not apply");
+  if (o.elastic) checkElastic(o);
+  if (ps) checkParameterServerMode(o);
+  if (o.shardOptimizer) checkShardOptimizer(o);
+  // The job's own flags (gyre train's; a worker has their defaults).
+  GYRE_USAGE_CHECK(o.servers < 0 || ps, "--servers ", o.servers,
+                   " needs a parameter-server --mode (ps:bsp, ps:asp or ps:ssp:S)");
+  GYRE_USAGE_CHECK(o.servers < 0 || o.servers >= 1, "--servers must be at least 1 (got ", o.servers, ")");
+  GYRE_USAGE_CHECK(o.maxRestarts == 0 || o.elastic || !o.checkpointDir.empty(), "--max-restarts ", o.maxRestarts,
+                   " needs --checkpoint-dir: a restarted generation resumes from the newest checkpoint there, and "
+                   "without checkpoints it would start training over (or use --elastic, where it counts "
+                   "replacement workers)");
+  if (o.elastic) {
+    const int maxNp = o.maxNp > 0 ? o.maxNp : o.np;
+    GYRE_USAGE_CHECK(o.minNp <= o.np && o.np <= maxNp, "--np ", o.np, " is outside --min-np ", o.minNp,
+                     " .. --max-np ", maxNp);
+    GYRE_USAGE_CHECK(o.batch >= maxNp, "--batch ", o.batch,
+                     " is the global batch: it needs at least one sample for each of --max-np ", maxNp, " workers");
+  }
+}
+
+void checkWorld(const TrainOptions& o, int world) {
+  // Elastic worlds need not divide the batch (each rank's loss is weighted by its share), and the
+  // fault names a worker id, not a rank.
+  GYRE_USAGE_CHECK(o.elastic || o.batch % world == 0, "--batch ", o.batch,
+                   " is the global batch and must divide evenly among the ", world, " workers: choose a multiple of ",
+                   world);
+  GYRE_USAGE_CHECK(o.stragglerRank < world, "--straggler-rank ", o.stragglerRank, " is not a rank of the ", world,
+                   " workers (0 to ", world - 1, ", or -1 for none)");
+  GYRE_USAGE_CHECK(o.faultAtStep == 0 || o.faultRank < world, "--fault-rank ", o.faultRank, " is not a ",
+                   o.elastic ? "worker id" : "rank", " of the ", world, " workers (0 to ", world - 1, ")");
+}
+
+bool isParameterServerMode(const std::string& mode) {
+  if (mode == "allreduce") return false;
+  GYRE_USAGE_CHECK(mode.rfind("ps:", 0) == 0, "--mode '", mode,
+                   "': allreduce, or a parameter-server mode: ps:bsp, ps:asp or ps:ssp:S");
+  try {
+    ps::Mode::parse(mode.substr(3));
+  } catch (const InvalidArgument&) {
+    GYRE_USAGE_CHECK(false, "--mode '", mode, "': the parameter-server modes are ps:bsp, ps:asp and ps:ssp:S ",
+                     "(S >= 0 steps of staleness)");
+  }
+  return true;
+}
+
+}  // namespace gyre::train

@@ -1,0 +1,166 @@
+// Every option of the built-in trainer, declared once: `gyre train`'s flags, gyre_train_worker's
+// flags, the arguments `gyre train` hands its workers, their validation and their --help are all
+// generated from the one table in options.cc. Adding a flag is one entry there (plus a field in
+// TrainOptions and its use); docs/training.md describes them.
+//
+// libtorch-free: the gyre tool links it without the trainer.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace gyre::train {
+
+struct TrainOptions {
+  std::string model = "mlp";  // "mlp" or "cnn" (models.h)
+  int epochs = 1;
+  // The global batch: every step trains on `batch` samples in all, batch / world on each rank,
+  // so one rank and W ranks see the same samples at every step (the batch must divide evenly).
+  std::int64_t batch = 128;
+  double lr = 0.05;  // SGD learning rate before scaling
+  double momentum = 0.9;
+  std::string compression = "none";  // gradients on the wire: none, fp16, bf16
+  // How the rate grows with the world: none (the default: the global batch is fixed, so the
+  // single-worker rate is right), linear or sqrt, for runs that grow the batch with the workers.
+  std::string lrScaling = "none";
+  // Linear warm-up over this many epochs (fractions allowed): from --lr to the scaled rate, or
+  // from a tenth of the rate when it is not scaled.
+  double warmupEpochs = 0;
+  // After the warm-up: "constant", or "cosine" (down to zero at the end of the last epoch, which
+  // settles the final accuracy instead of leaving it to the noise of a large step).
+  std::string lrSchedule = "constant";
+  std::uint64_t seed = 0;           // model initialisation and the samples' order
+  std::string dataDir;              // empty: Debian's /usr/share/datasets/fashion-mnist
+  std::string runDir;               // empty: write no files
+  bool plain = false;               // no gyre: plain torch::optim::SGD in this one process
+  std::int64_t maxSteps = 0;        // stop each epoch after this many steps; 0: the whole epoch
+  std::int64_t skipSteps = 0;       // leave epoch 1's first steps out of the throughput (warm-up)
+  bool eval = true;                 // test accuracy after each epoch
+  int threads = 0;                  // compute threads per worker; 0: GYRE_NUM_THREADS, else libtorch's
+  double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
+  bool shardOptimizer = false;      // DistributedOptimizer's shardOptimizerState (ZeRO stage 1)
+  bool json = false;                // also print each epoch's metrics as one JSON line on stdout
+  std::string progress = "auto";    // the live progress bar: auto (when stderr is a terminal), on, off
+  double referenceSamplesPerS = 0;  // one worker's throughput, for speedup/efficiency; 0: unknown
+  // Checkpoints (docs/checkpoints.md): rank 0 saves into checkpointDir every checkpointEvery
+  // global steps (0: only at the end) and at the end, keeping the keepLast newest. resume: start
+  // from the newest valid checkpoint there (from scratch when there is none); without it, a
+  // directory that holds a complete checkpoint is refused.
+  std::string checkpointDir;
+  std::int64_t checkpointEvery = 0;
+  int keepLast = 3;
+  bool resume = false;
+  // Stop after this global step as if interrupted (the schedule still spans all epochs), saving a
+  // checkpoint when checkpointDir is set; 0: run to the end.
+  std::int64_t stopAtStep = 0;
+  // The launcher's generation (GYRE_RESTART_COUNT; `gyre train --max-restarts`): 0 at first. It
+  // goes into progress.jsonl and gates the fault below; the caller turns `resume` on for a restart.
+  int restartCount = 0;
+  // Fault injection for scripts/fault-injection.py (docs/fault-tolerance.md): in generation 0, rank
+  // faultRank kills itself with SIGKILL right after global step faultAtStep (and its checkpoint,
+  // when one is due), as a crash would. 0: never.
+  std::int64_t faultAtStep = 0;
+  int faultRank = 0;
+  // Elastic training (`gyre train --elastic`, under `gyre run --elastic`; docs/elastic.md): the
+  // world is whatever membership the launcher publishes, through gyre::elastic::run. The state
+  // (model, optimizer, position in the data) is committed in memory every commitEvery global
+  // steps; a lost worker costs the survivors the steps since. workerId is GYRE_ELASTIC_ID: the
+  // fault above then names a worker id, not a rank. The global batch stays `batch` whatever the
+  // world (each rank's loss is weighted by its share when the world does not divide it), so the
+  // learning rate is unchanged unless lrScaling asks for it, re-applied at every membership.
+  bool elastic = false;
+  int workerId = -1;
+  std::int64_t commitEvery = 10;
+  // How the workers combine their gradients: "allreduce" (the DistributedOptimizer), or through
+  // the parameter servers of `gyre run --servers S` (gyre::torch::PSOptimizer, docs/ps.md):
+  // "ps:bsp", "ps:asp" or "ps:ssp:S". The servers apply SGD with `momentum` and the rate rule
+  // above; each worker trains on its own DistributedSampler shard. Not with plain, elastic,
+  // compression or checkpoints (yet).
+  std::string mode = "allreduce";
+  // Straggler injection, for benchmarks: rank stragglerRank sleeps (stragglerFactor - 1) times its
+  // measured compute time (forward and backward) before each step's forward pass, so it runs
+  // stragglerFactor times slower. -1: no straggler.
+  int stragglerRank = -1;
+  double stragglerFactor = 1;
+  // Every evalEvery global steps (this rank's steps), rank 0 snapshots its model (a copy of the
+  // parameters and buffers, nothing else: no worker waits for it in any mode) with the step and
+  // the training time so far; after training it evaluates each snapshot's test accuracy alone and
+  // writes eval.jsonl in the run directory, one {"step", "time_s", "test_acc"} per snapshot in step
+  // order. time_s is the time since training started without the epochs' evaluations and the
+  // snapshots' copies, for time-to-accuracy. Each snapshot holds a copy of the model until the
+  // end. 0: never.
+  std::int64_t evalEvery = 0;
+
+  // The job, for `gyre train` (the launcher) only; a worker ignores these.
+  int np = 1;               // workers
+  double timeoutS = 0;      // stop the job after this long; 0: never
+  int maxRestarts = 0;      // restart mode: restarts of every worker; elastic: replacement workers
+  int minNp = 1;            // --elastic: the fewest workers the job goes on with
+  int maxNp = 0;            // --elastic: the most; 0: np
+  double elasticTimeoutS = 600;
+  int servers = -1;         // parameter servers of a ps mode; -1: not given (1 with a ps mode)
+};
+
+// Which program takes a flag: both (gyre train passes it on to its workers), only `gyre train`
+// (the job: workers, restarts, elastic bounds), or only the worker (its plain loop).
+enum class FlagScope : std::uint8_t { kBoth, kLauncher, kWorker };
+
+// A numeric flag's lower bound, and how its message says it.
+enum class Bound : std::uint8_t {
+  kNone,
+  kNonNegative,  // "must not be negative"
+  kPositive,     // "must be positive"
+  kAtLeast,      // "must be at least <min>"
+  kRankOrNone,   // -1 or more: "must be a rank, or -1 for none"
+};
+
+struct TrainFlag {
+  using Field = std::variant<bool TrainOptions::*, int TrainOptions::*, std::int64_t TrainOptions::*,
+                             std::uint64_t TrainOptions::*, double TrainOptions::*, std::string TrainOptions::*>;
+  std::string_view name;  // "--lr"
+  Field field;
+  std::string_view help;
+  std::string_view group = {};  // the --help section; empty: the options at the top
+  FlagScope scope = FlagScope::kBoth;
+  Bound bound = Bound::kNone;
+  double min = 0;                  // kAtLeast
+  std::string_view choices = {};   // strings: "mlp|cnn"; empty: free text
+  bool negated = false;            // a flag that sets its bool field to false (--no-eval)
+  std::string_view needs = {};     // a flag this one is meaningless without ("--elastic")
+  bool forwarded = true;           // kBoth: passed on to the workers as an argument
+};
+
+// The whole table, in --help order.
+std::span<const TrainFlag> trainFlags();
+// The flag called `name`; throws InvalidArgument for a name not in the table.
+const TrainFlag& trainFlag(std::string_view name);
+
+// Registers every flag of `scope` (and kBoth) on `app`, bound to `o`'s fields with their current
+// values as defaults. -np is accepted for --np (the gyre tool rewrites it before parsing).
+void addTrainFlags(CLI::App& app, TrainOptions& o, FlagScope scope);
+
+// After parsing: throws InvalidArgument ("--min-np needs --elastic") for a flag given without the
+// flag it needs, when `app` has both.
+void checkGivenTogether(const CLI::App& app);
+
+// The arguments that give a worker `o`'s values of every forwarded flag (strings when not empty,
+// bool flags when they differ from the default).
+std::vector<std::string> workerArguments(const TrainOptions& o);
+
+// Throws InvalidArgument, with the same message whichever program was given the flag, when a
+// flag's value is out of its bound or not one of its choices, or when flags that cannot go
+// together are combined. The checks that need the number of workers are checkWorld's.
+void validateOptions(const TrainOptions& o);
+// The checks that need the world: the launcher's --np, a worker's world size (the same messages).
+void checkWorld(const TrainOptions& o, int world);
+
+// "allreduce": false; "ps:bsp", "ps:asp", "ps:ssp:S": true. Throws InvalidArgument naming --mode
+// for anything else.
+bool isParameterServerMode(const std::string& mode);
+
+}  // namespace gyre::train

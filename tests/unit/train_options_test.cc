@@ -1,0 +1,241 @@
+// The built-in trainer's option table (src/train/options.h): flags generated for both programs,
+// the arguments `gyre train` hands its workers, and one validation with one message per flag.
+#include "train/options.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gyre/errors.h"
+
+namespace gyre::train {
+namespace {
+
+// Parses `args` with the flags of `scope` into a fresh TrainOptions.
+TrainOptions parse(const std::vector<std::string>& args, FlagScope scope) {
+  TrainOptions o;
+  CLI::App app{"test"};
+  addTrainFlags(app, o, scope);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  app.parse(reversed);
+  return o;
+}
+
+// The message validateOptions gives, or "" when it accepts.
+std::string refusal(const TrainOptions& o) {
+  try {
+    validateOptions(o);
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TrainOptions, TableNamesEveryFlagOnceWithHelp) {
+  std::set<std::string_view> names;
+  for (const TrainFlag& f : trainFlags()) {
+    EXPECT_TRUE(f.name.starts_with("--")) << f.name;
+    EXPECT_TRUE(names.insert(f.name).second) << f.name << " is declared twice";
+    EXPECT_FALSE(f.help.empty()) << f.name;
+    if (!f.needs.empty()) {
+      EXPECT_NO_THROW(trainFlag(f.needs)) << f.name;
+    }
+  }
+  EXPECT_GT(names.size(), 40u);
+  EXPECT_THROW(trainFlag("--frobnicate"), InvalidArgument);
+}
+
+TEST(TrainOptions, EachProgramGetsItsFlags) {
+  TrainOptions o;
+  CLI::App launcher{"gyre train"}, worker{"worker"};
+  addTrainFlags(launcher, o, FlagScope::kLauncher);
+  addTrainFlags(worker, o, FlagScope::kWorker);
+  for (const TrainFlag& f : trainFlags()) {
+    const std::string name(f.name);
+    EXPECT_EQ(launcher.get_option_no_throw(name) != nullptr, f.scope != FlagScope::kWorker) << name;
+    EXPECT_EQ(worker.get_option_no_throw(name) != nullptr, f.scope != FlagScope::kLauncher) << name;
+  }
+  const std::string help = launcher.help();
+  EXPECT_NE(help.find("--checkpoint-every"), std::string::npos);
+  EXPECT_NE(help.find("{mlp or cnn}"), std::string::npos) << help;
+  EXPECT_NE(help.find("Elastic training"), std::string::npos) << help;
+}
+
+// What gyre train passes on is what the worker reads back, field for field.
+TEST(TrainOptions, WorkerArgumentsRoundTrip) {
+  TrainOptions o;
+  o.model = "cnn";
+  o.epochs = 3;
+  o.batch = 96;
+  o.lr = 0.0125;
+  o.momentum = 0.5;
+  o.compression = "bf16";
+  o.lrScaling = "sqrt";
+  o.warmupEpochs = 0.25;
+  o.lrSchedule = "cosine";
+  o.seed = 1234567890123ULL;
+  o.dataDir = "/data/fm";
+  o.runDir = "/tmp/run";
+  o.maxSteps = 40;
+  o.skipSteps = 3;
+  o.eval = false;
+  o.threads = 7;  // not forwarded: gyre run sets GYRE_NUM_THREADS
+  o.bucketCapMb = 0.5;
+  o.json = true;
+  o.progress = "off";
+  o.referenceSamplesPerS = 1234.5;
+  o.checkpointDir = "/ck";
+  o.checkpointEvery = 5;
+  o.keepLast = 2;
+  o.resume = true;
+  o.stopAtStep = 9;
+  o.commitEvery = 4;
+  o.mode = "ps:ssp:2";
+  o.stragglerRank = 1;
+  o.stragglerFactor = 2.5;
+  o.evalEvery = 6;
+  o.faultAtStep = 8;
+  o.faultRank = 1;
+  o.np = 4;  // the job's: not forwarded
+  const TrainOptions back = parse(workerArguments(o), FlagScope::kWorker);
+  EXPECT_EQ(back.model, o.model);
+  EXPECT_EQ(back.epochs, o.epochs);
+  EXPECT_EQ(back.batch, o.batch);
+  EXPECT_EQ(back.lr, o.lr);
+  EXPECT_EQ(back.momentum, o.momentum);
+  EXPECT_EQ(back.compression, o.compression);
+  EXPECT_EQ(back.lrScaling, o.lrScaling);
+  EXPECT_EQ(back.warmupEpochs, o.warmupEpochs);
+  EXPECT_EQ(back.lrSchedule, o.lrSchedule);
+  EXPECT_EQ(back.seed, o.seed);
+  EXPECT_EQ(back.dataDir, o.dataDir);
+  EXPECT_EQ(back.runDir, o.runDir);
+  EXPECT_EQ(back.maxSteps, o.maxSteps);
+  EXPECT_EQ(back.skipSteps, o.skipSteps);
+  EXPECT_FALSE(back.eval);
+  EXPECT_EQ(back.threads, 0);
+  EXPECT_EQ(back.bucketCapMb, o.bucketCapMb);
+  EXPECT_TRUE(back.json);
+  EXPECT_EQ(back.progress, o.progress);
+  EXPECT_EQ(back.referenceSamplesPerS, o.referenceSamplesPerS);
+  EXPECT_EQ(back.checkpointDir, o.checkpointDir);
+  EXPECT_EQ(back.checkpointEvery, o.checkpointEvery);
+  EXPECT_EQ(back.keepLast, o.keepLast);
+  EXPECT_TRUE(back.resume);
+  EXPECT_EQ(back.stopAtStep, o.stopAtStep);
+  EXPECT_EQ(back.commitEvery, o.commitEvery);
+  EXPECT_EQ(back.mode, o.mode);
+  EXPECT_EQ(back.stragglerRank, o.stragglerRank);
+  EXPECT_EQ(back.stragglerFactor, o.stragglerFactor);
+  EXPECT_EQ(back.evalEvery, o.evalEvery);
+  EXPECT_EQ(back.faultAtStep, o.faultAtStep);
+  EXPECT_EQ(back.faultRank, o.faultRank);
+  EXPECT_EQ(back.np, 1);
+  EXPECT_FALSE(back.plain);
+
+  // The defaults pass on as defaults.
+  const TrainOptions defaults = parse(workerArguments(TrainOptions{}), FlagScope::kWorker);
+  EXPECT_TRUE(defaults.eval);
+  EXPECT_FALSE(defaults.json);
+  EXPECT_EQ(defaults.mode, "allreduce");
+  EXPECT_EQ(defaults.stragglerRank, -1);
+}
+
+// Every bounded flag: an out-of-range value is refused with one message naming the flag.
+TEST(TrainOptions, EveryBoundIsCheckedWithTheFlagsName) {
+  EXPECT_EQ(refusal(TrainOptions{}), "");
+  int checked = 0;
+  for (const TrainFlag& f : trainFlags()) {
+    if (f.bound == Bound::kNone && f.choices.empty()) continue;
+    TrainOptions o;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(o.*member)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            o.*member = "bogus";
+          } else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool> && std::is_signed_v<T>) {
+            o.*member = f.bound == Bound::kRankOrNone ? T(-2) : f.bound == Bound::kAtLeast ? T(f.min - 1) : T(-1);
+          }
+        },
+        f.field);
+    const std::string message = refusal(o);
+    EXPECT_TRUE(message.starts_with(std::string(f.name) + " ")) << f.name << ": '" << message << "'";
+    ++checked;
+  }
+  EXPECT_GT(checked, 25);
+  TrainOptions o;
+  o.lr = 0;
+  EXPECT_EQ(refusal(o), "--lr must be positive (got 0)");
+  o = {};
+  o.keepLast = 0;
+  EXPECT_EQ(refusal(o), "--keep-last must be at least 1 (got 0)");
+  o = {};
+  o.model = "resnet";
+  EXPECT_EQ(refusal(o), "--model 'resnet': expected mlp or cnn");
+  o = {};
+  o.mode = "ps:ssp";
+  EXPECT_NE(refusal(o).find("--mode 'ps:ssp'"), std::string::npos);
+}
+
+TEST(TrainOptions, CombinationsAreRefused) {
+  TrainOptions o;
+  o.checkpointEvery = 5;
+  EXPECT_EQ(refusal(o), "--checkpoint-every needs --checkpoint-dir (where to save)");
+  o = {};
+  o.elastic = true;
+  o.resume = true;
+  o.checkpointDir = "ck";
+  EXPECT_NE(refusal(o).find("--elastic keeps its state in memory"), std::string::npos);
+  o = {};
+  o.servers = 2;
+  EXPECT_NE(refusal(o).find("--servers 2 needs a parameter-server --mode"), std::string::npos);
+  o = {};
+  o.shardOptimizer = true;
+  o.compression = "fp16";
+  EXPECT_NE(refusal(o).find("--shard-optimizer reduce-scatters"), std::string::npos);
+  o = {};
+  o.maxRestarts = 1;
+  EXPECT_NE(refusal(o).find("--max-restarts 1 needs --checkpoint-dir"), std::string::npos);
+}
+
+TEST(TrainOptions, WorldChecksNameTheWorld) {
+  TrainOptions o;
+  o.batch = 100;
+  EXPECT_THROW(checkWorld(o, 3), InvalidArgument);
+  EXPECT_NO_THROW(checkWorld(o, 4));
+  o.elastic = true;
+  EXPECT_NO_THROW(checkWorld(o, 3));  // elastic worlds weigh uneven shares
+  o = {};
+  o.stragglerRank = 2;
+  try {
+    checkWorld(o, 2);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), "--straggler-rank 2 is not a rank of the 2 workers (0 to 1, or -1 for none)");
+  }
+}
+
+TEST(TrainOptions, FlagsGivenWithoutTheFlagTheyNeedAreRefused) {
+  TrainOptions o;
+  CLI::App app{"gyre train"};
+  addTrainFlags(app, o, FlagScope::kLauncher);
+  app.parse(std::vector<std::string>{"2", "--min-np"});
+  try {
+    checkGivenTogether(app);
+    FAIL() << "--min-np without --elastic was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()), "--min-np needs --elastic");
+  }
+  TrainOptions elastic;
+  CLI::App ok{"gyre train"};
+  addTrainFlags(ok, elastic, FlagScope::kLauncher);
+  ok.parse(std::vector<std::string>{"2", "--min-np", "--elastic"});
+  EXPECT_NO_THROW(checkGivenTogether(ok));
+  EXPECT_TRUE(elastic.elastic);
+  EXPECT_EQ(elastic.minNp, 2);
+}
+
+}  // namespace
+}  // namespace gyre::train
