@@ -11,7 +11,13 @@
 #      bench run.
 #   3. ThreadSanitizer build: the threaded tests (ctest -L threads), without libtorch.
 # Sanitizer runs set GYRE_TEST_QUICK=1, which tests use to shrink their largest sizes.
-# Ends with "N passed, N failed" over every run and exits non-zero if anything failed.
+# Counts: each build and each command (bench, convergence, fault injection) is one check that
+# passes or fails; each ctest test passes, fails or is skipped, as ctest's JUnit report
+# (BUILD_DIR/ctest-STAGE.xml) says. A skipped test (GTEST_SKIP(): ctest's SKIP_REGULAR_EXPRESSION,
+# tests/CMakeLists.txt; or a disabled test) is neither a pass nor a failure: the summary lists each
+# with its reason (the GTEST_SKIP() message), and each failed test by name. The summary gives each
+# check's counts and duration in seconds, then the total time, and the last line is
+# "N passed, N failed, N skipped" over every run; exits non-zero if anything failed.
 #
 # Environment: GYRE_JOBS (build parallelism, default nproc), GYRE_TEST_STAGES (default
 # "release asan tsan"), GYRE_BUILD_DIR (default build; the sanitizer builds go to
@@ -32,20 +38,24 @@ if [ "${CI:-}" = "true" ]; then WERROR=ON; fi
 
 passed=0
 failed=0
+skipped=0
 CTEST_PREFIX=""  # a command that ctest runs under (setarch for ThreadSanitizer)
 summary=()
+skip_list=()  # "STAGE: TEST: reason", for the summary
+fail_list=()  # "STAGE: TEST (why)", or the check's name
 start_all=$SECONDS
 
 note() { printf '\n=== %s\n' "$*"; }
 
-# record NAME PASSED FAILED
+# record NAME PASSED FAILED SKIPPED SECONDS
 record() {
   passed=$((passed + $2))
   failed=$((failed + $3))
-  summary+=("$(printf '%-34s %4d passed, %4d failed' "$1" "$2" "$3")")
+  skipped=$((skipped + $4))
+  summary+=("$(printf '%-34s %4d passed, %4d failed, %4d skipped %6d s' "$1" "$2" "$3" "$4" "$5")")
 }
 
-# build DIR CMAKE_ARGS...: configure and build; records a failure and returns 1 if either fails.
+# build DIR CMAKE_ARGS...: configure and build, one check; returns 1 if either fails.
 build() {
   local dir=$1
   shift
@@ -54,31 +64,114 @@ build() {
   if cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGYRE_WERROR="$WERROR" "$@" &&
     cmake --build "$dir" -j "$JOBS"; then
     echo "built $dir in $((SECONDS - t0)) s"
+    record "build $dir" 1 0 0 $((SECONDS - t0))
     return 0
   fi
-  record "build $dir" 0 1
+  record "build $dir" 0 1 0 $((SECONDS - t0))
+  fail_list+=("build $dir")
   return 1
 }
 
-# run_ctest NAME DIR CTEST_ARGS...: runs ctest and adds its counts from the summary line.
+# junit_counts STAGE FILE LOG: reads ctest's JUnit report (and ctest's output in LOG, for why a
+# test failed: Failed, Timeout, SEGFAULT...). Prints "PASSED FAILED SKIPPED", then one
+# line per skipped test ("skip<TAB>STAGE: TEST: reason") and per failed one ("fail<TAB>STAGE: TEST
+# (why)"). Skipped: ctest's SKIP_REGULAR_EXPRESSION or SKIP_RETURN_CODE matched, or the test is
+# disabled; any other test that did not run (executable missing, fixture failed) failed. The
+# reason is GTEST_SKIP()'s message (the lines after "FILE:LINE: Skipped"), else the output's
+# last line. Exits non-zero when the file cannot be read or holds no test.
+junit_counts() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'  # standard library only
+import re, sys
+import xml.etree.ElementTree as ET
+
+stage, path, log = sys.argv[1:4]
+cases = list(ET.parse(path).getroot().iter("testcase"))
+if not cases:
+    sys.exit(f"{path}: no test ran")
+try:  # ctest's list after "The following tests FAILED:", as "  7 - Suite.Test (Timeout)"
+    with open(log, errors="replace") as f:
+        failed_list = f.read().partition("The following tests FAILED:")[2]
+    listed = dict(re.findall(r"^\s*\d+ - (.+) \(([^()]+)\)$", failed_list, re.M))
+except OSError:
+    listed = {}
+
+
+def reason(out, ctest_message):
+    lines = out.splitlines()
+    at = max((i for i, l in enumerate(lines) if re.search(r"(^|: )Skipped$", l)), default=None)
+    if at is not None:
+        text = []
+        for l in lines[at + 1:]:
+            if l.startswith("[  SKIPPED ]") or (not l.strip() and text):
+                break
+            if l.strip():
+                text.append(l.strip())
+        why = " ".join(text) or "(GTEST_SKIP() without a message)"
+    else:
+        rest = [l.strip() for l in lines if l.strip() and not l.startswith("[")]
+        why = rest[-1] if rest else ctest_message or "(no reason given)"
+    return why if len(why) <= 200 else why[:197] + "..."
+
+
+counts = {"pass": 0, "fail": 0, "skip": 0}
+notes = []
+for case in cases:
+    name, status = case.get("name", "?"), case.get("status", "")
+    out = case.findtext("system-out") or ""
+    skip = case.find("skipped")
+    message = skip.get("message", "") if skip is not None else ""
+    if status == "run":
+        counts["pass"] += 1
+    elif status == "disabled":
+        counts["skip"] += 1
+        notes.append(f"skip\t{stage}: {name}: disabled")
+    elif status == "notrun" and message.startswith("SKIP_"):
+        counts["skip"] += 1
+        notes.append(f"skip\t{stage}: {name}: {reason(out, message)}")
+    else:
+        failure = case.find("failure")
+        why = (failure.get("message") if failure is not None else "") or (
+            f"did not run: {message}" if message else listed.get(name, "failed"))
+        counts["fail"] += 1
+        notes.append(f"fail\t{stage}: {name} ({why})")
+print(counts["pass"], counts["fail"], counts["skip"])
+print("\n".join(notes))
+PY
+}
+
+# run_ctest NAME DIR CTEST_ARGS...: runs ctest and adds its passed, failed and skipped tests, read
+# from its JUnit report (junit_counts).
 run_ctest() {
   local name=$1 dir=$2
   shift 2
   note "ctest $name"
-  local log="$dir/ctest-$name.log" t0=$SECONDS rc=0
-  (cd "$dir" && $CTEST_PREFIX ctest --output-on-failure -j2 "$@") 2>&1 | tee "$log" || rc=$?
-  local line total fails
-  line=$(grep -E '[0-9]+ tests? failed out of [0-9]+' "$log" | tail -1 || true)
-  if [ -z "$line" ]; then
-    echo "ctest $name: no summary line (exit code $rc); counted as one failure"
-    record "ctest $name" 0 1
+  local log junit t0=$SECONDS rc=0
+  log="$dir/ctest-$name.log"
+  junit="$(cd "$dir" && pwd)/ctest-$name.xml"
+  rm -f "$junit"
+  (cd "$dir" && $CTEST_PREFIX ctest --output-on-failure -j2 --output-junit "$junit" "$@") 2>&1 | tee "$log" ||
+    rc=$?
+  local report counts kind text pass fails skips
+  if ! report=$(junit_counts "$name" "$junit" "$log"); then
+    echo "ctest $name: no readable JUnit report (exit code $rc); counted as one failure"
+    record "ctest $name" 0 1 0 $((SECONDS - t0))
+    fail_list+=("$name: no readable report from ctest (exit code $rc)")
     return
   fi
-  fails=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
-  total=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")
-  if [ "$rc" -ne 0 ] && [ "$fails" -eq 0 ]; then fails=1; fi
-  record "ctest $name" $((total - fails)) "$fails"
-  echo "ctest $name took $((SECONDS - t0)) s"
+  counts=$(head -1 <<<"$report")
+  read -r pass fails skips <<<"$counts"
+  while IFS=$'\t' read -r kind text; do
+    case $kind in
+      skip) skip_list+=("$text") ;;
+      fail) fail_list+=("$text") ;;
+    esac
+  done < <(tail -n +2 <<<"$report")
+  if [ "$rc" -ne 0 ] && [ "$fails" -eq 0 ]; then
+    fails=1
+    fail_list+=("$name: ctest exited with code $rc")
+  fi
+  record "ctest $name" "$pass" "$fails" "$skips" $((SECONDS - t0))
+  echo "ctest $name took $((SECONDS - t0)) s: $pass passed, $fails failed, $skips skipped"
 }
 
 # run_cmd NAME COMMAND...: one check that passes when the command exits 0.
@@ -86,7 +179,13 @@ run_cmd() {
   local name=$1
   shift
   note "$name: $*"
-  if timeout 600 "$@"; then record "$name" 1 0; else record "$name" 0 1; fi
+  local t0=$SECONDS
+  if timeout 600 "$@"; then
+    record "$name" 1 0 0 $((SECONDS - t0))
+  else
+    record "$name" 0 1 0 $((SECONDS - t0))
+    fail_list+=("$name")
+  fi
 }
 
 # bench_smoke DIR LABEL: the benchmark on small sizes with result checks.
@@ -120,6 +219,7 @@ for stage in $STAGES; do
         run_ctest release "$B"
         bench_smoke "$B" release
         run_cmd "convergence 1 vs 2 workers" scripts/check-convergence.sh "$B"
+        run_cmd "install + find_package(gyre) consumer" scripts/check-install.sh "$B"
         run_cmd "fault injection (restarts)" scripts/fault-injection.py --build "$B" --model mlp --np 2 \
           --epochs 2 --max-steps 40 --batch 64 --threads 1 --checkpoint-every 10 --seeds 1-4 --timeout 300
         # Elastic: the survivors go on without the lost worker (3 seeds, about 20 s); then one seed
@@ -147,11 +247,20 @@ for stage in $STAGES; do
         CTEST_PREFIX=""
       fi
       ;;
-    *) echo "run-tests: unknown stage '$stage' (release, asan, tsan)" >&2; record "stage $stage" 0 1 ;;
+    *) echo "run-tests: unknown stage '$stage' (release, asan, tsan)" >&2; record "stage $stage" 0 1 0 0 ;;
   esac
 done
 
-note "summary ($((SECONDS - start_all)) s)"
+note "summary"
 printf '%s\n' "${summary[@]}"
-echo "$passed passed, $failed failed"
+if [ "${#skip_list[@]}" -gt 0 ]; then
+  echo "skipped (${#skip_list[@]}):"
+  printf '  %s\n' "${skip_list[@]}"
+fi
+if [ "${#fail_list[@]}" -gt 0 ]; then
+  echo "failed (${#fail_list[@]}):"
+  printf '  %s\n' "${fail_list[@]}"
+fi
+echo "total time $((SECONDS - start_all)) s"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

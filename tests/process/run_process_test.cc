@@ -5,6 +5,7 @@
 // reached through an --rsh-agent that runs the command here, which exercises the agent path.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -112,10 +113,13 @@ TEST(GyreRun, RunsARealJobOnThisHostAndThroughTheRshAgent) {
 TEST(GyreRun, AWorkerThatExitsNonZeroStopsTheJobWithOneLineNamingIt) {
   test::TempDir dir;
   const std::string sleep = uniqueSleep();
-  const ProgramRun run =
-      gyreRun({"-np", "3", "--", "/bin/sh", "-c",
-               startLeftovers(sleep, dir.path()) +
-                   "if [ $GYRE_RANK = 1 ]; then echo last words; exit 3; fi; exec sleep " + sleep});
+  // Rank 1 lives at least 0.5 s, so the time in its line has a known lower bound.
+  const auto begin = std::chrono::steady_clock::now();
+  const ProgramRun run = gyreRun(
+      {"-np", "3", "--", "/bin/sh", "-c",
+       startLeftovers(sleep, dir.path()) +
+           "if [ $GYRE_RANK = 1 ]; then echo last words; sleep 0.5; exit 3; fi; exec sleep " + sleep});
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   EXPECT_FALSE(run.timedOut);
   EXPECT_EQ(run.exitCode, 3) << run.describe();
   double seconds = -1;
@@ -125,7 +129,8 @@ TEST(GyreRun, AWorkerThatExitsNonZeroStopsTheJobWithOneLineNamingIt) {
                         "gyre run: rank 1 on host localhost exited with code 3 after %lf s", &seconds),
             1)
       << run.err;
-  EXPECT_GE(seconds, 0) << run.err;
+  EXPECT_GE(seconds, 0.5) << run.err;          // printed with one decimal (%.1f)
+  EXPECT_LE(seconds, wall + 0.05) << run.err;  // within the whole `gyre run`, up to that rounding
   EXPECT_NE(run.err.find("[1] last words"), std::string::npos) << run.err;
   EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
 }
