@@ -7,9 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_collectives.h"
-#include "bench_ps.h"
-#include "bench_train.h"
+#include "bench.h"
 #include "common/config.h"
 #include "gyre/errors.h"
 #include "gyre/init.h"
@@ -28,15 +26,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer("Run `gyre COMMAND --help` for a command's options. Documentation: docs/README.md");
 
-  CLI::App* bench = app.add_subcommand("bench", "Measure gyre's performance (against OpenMPI, a plain libtorch loop and PyTorch DDP)");
-  bench->require_subcommand(1);
-  gyre::app::addBenchCollectives(*bench, action, args);
-  gyre::app::addBenchTrain(*bench, action);
-  gyre::app::addBenchPs(*bench, action);
+  gyre::app::addBench(app, action, args);  // bench/cli/
   gyre::app::addInfo(app, action);
   gyre::app::addRun(app, action);
   gyre::app::addTrain(app, action);
-  gyre::app::addPsServer(app, action);  // internal: started by gyre run --servers
+  gyre::app::addPsServer(app, action);  // started by gyre run --servers; not in --help
 
   // mpirun and horovodrun users type -np; CLI11 knows long options by their double dash.
   std::vector<char*> argvFixed(argv, argv + argc);

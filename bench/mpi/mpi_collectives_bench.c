@@ -2,7 +2,7 @@
    mpi`. Times exactly as anchors/mpi_allreduce_bw.c and gyre's benchmark do: warm-up calls, a
    barrier, `iters` back-to-back calls, the mean per call on each rank, the maximum over ranks.
    Sizes, element counts, iterations and buffer placement follow the same rules as gyre's
-   (apps/gyre/bench_options.cc). Rank 0 prints one JSON object per size:
+   (bench/cli/bench_options.cc). Rank 0 prints one JSON object per size:
      {"bytes":B,"count":C,"time_us":T,"op":"allreduce","np":N,"iters":I}
    Usage: mpirun -np N gyre_mpi_bench [--op OP] [--dtype T] [--redop R] [--min-bytes B]
           [--max-bytes B] [--step-factor F] [--iters N] [--warmup N] [--inplace|--no-inplace] */

@@ -1,6 +1,6 @@
-// `gyre bench ps`'s settings, plan, figures and report (apps/gyre/bench_ps_plan.h,
+// `gyre bench ps`'s settings, plan, figures and report (bench/cli/bench_ps_plan.h,
 // bench_ps_report.h), without running anything. The gyre tool's sources are only on the include
-// path when it is built (GYRE_BUILD_APPS, gyre_app_info); without it this file has no tests.
+// path when it is built (GYRE_BUILD_APPS, gyre_bench); without it this file has no tests.
 #if __has_include("bench_ps_plan.h")
 #include <gtest/gtest.h>
 

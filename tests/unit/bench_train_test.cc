@@ -1,6 +1,6 @@
-// `gyre bench train`'s plan, figures and targets (apps/gyre/bench_train_plan.h), without running
+// `gyre bench train`'s plan, figures and targets (bench/cli/bench_train_plan.h), without running
 // anything. The gyre tool's sources are only on the include path when it is built
-// (GYRE_BUILD_APPS, gyre_app_info); without it this file has no tests.
+// (GYRE_BUILD_APPS, gyre_bench); without it this file has no tests.
 #if __has_include("bench_train_plan.h")
 #include <gtest/gtest.h>
 

@@ -298,7 +298,7 @@ void addBenchTrain(CLI::App& bench, std::function<int()>& action) {
       "Runs, one after another: the plain single-process loop over a grid of torch:BLAS threads, the plain\n"
       "loop at each world's per-worker batch (the reference of E(W)), gyre with every --np (1 torch + 1\n"
       "BLAS thread per worker), and with --baseline ddp PyTorch DDP (gloo). Prints samples/s, the\n"
-      "step-time split and issue 4's targets (PASS/MISS). Exits 0 whatever the targets say.\n"
+      "step-time split and gyre's throughput goals (PASS/MISS). Exits 0 whatever the goals say.\n"
       "See docs/benchmarks.md, \"gyre bench train\".\n\n"
       "Examples:\n"
       "  gyre bench train --model mlp,cnn --np 1,2 --baseline ddp\n"

@@ -1,4 +1,4 @@
-// `gyre bench ps`: the parameter server measured two ways (issue 6). Part 1, throughput versus
+// `gyre bench ps`: the parameter server measured two ways. Part 1, throughput versus
 // the number of servers: servers and workers in this process (bench_ps_throughput.h). Part 2,
 // time to a test accuracy on Fashion-MNIST for allreduce and the parameter-server modes, with and
 // without a straggler: one `gyre train` after another (this same executable), read back from

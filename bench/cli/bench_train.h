@@ -1,7 +1,7 @@
 // `gyre bench train`: training throughput of gyre's data parallelism against the project's plain
 // single-process libtorch loop and, with --baseline ddp, PyTorch DDP (gloo), all in one
 // invocation, with the threads of every process set exactly; prints the table, the step-time split
-// and issue 4's targets with PASS/MISS. The gyre tool itself never links libtorch: every
+// and gyre's throughput goals with PASS/MISS. The gyre tool itself never links libtorch: every
 // configuration runs as child processes of gyre_train_worker (next to gyre), under `gyre run` for
 // more than one worker, and python3 for DDP. See docs/benchmarks.md, `gyre bench train`.
 #pragma once

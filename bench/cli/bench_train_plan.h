@@ -1,6 +1,6 @@
 // `gyre bench train` apart from running anything: which configurations run for a model, how the
-// JSON lines of one run become its figures, how repeats become one figure, and the targets of
-// issue 4 ("Performance") computed from those figures. No libtorch and no processes, so the unit
+// JSON lines of one run become its figures, how repeats become one figure, and the throughput
+// goals (docs/benchmarks.md) computed from those figures. No libtorch and no processes, so the unit
 // tests check it on its own (tests/unit/bench_train_test.cc); bench_train.cc runs the plan.
 #pragma once
 
@@ -135,7 +135,7 @@ struct ConfigResult {
   std::vector<double> runSamplesPerS;  // every repeat, in the order they ran
 };
 
-// One target of the issue, or a figure printed for information (threshold absent).
+// One throughput goal, or a figure printed for information (threshold absent).
 struct TargetCheck {
   std::string model;
   std::string name;        // "1 worker overhead", "E(2)", "2 workers / best plain", ...
