@@ -159,7 +159,8 @@ std::vector<int> exampleWorkerCounts(int usableCores) {
 
 std::vector<std::string> unknownGyreVariables(const config::Env& env) {
   std::vector<std::string> out;
-  for (const auto& [name, value] : env) {
+  for (const auto& entry : env) {
+    const std::string& name = entry.first;  // not a structured binding: the lambda captures it
     if (!name.starts_with("GYRE_")) continue;
     const auto knobs = config::knobs();
     if (std::none_of(knobs.begin(), knobs.end(), [&](const config::Knob& k) { return k.name == name; }))

@@ -22,35 +22,36 @@ template <typename E, typename... Args>
 #define GYRE_THROW(Type, ...) ::gyre::detail::fail<::gyre::Type>(__FILE__, __LINE__, __VA_ARGS__)
 
 // GYRE_ENFORCE(cond, "message parts"...): throws gyre::Error when cond is false.
-#define GYRE_ENFORCE(cond, ...)                                                                 \
-  do {                                                                                          \
-    if (!(cond)) ::gyre::detail::fail<::gyre::Error>(__FILE__, __LINE__, "check failed: " #cond \
-                                                     " ", ##__VA_ARGS__);                       \
+#define GYRE_ENFORCE(cond, ...)                                                                   \
+  do {                                                                                            \
+    if (!(cond))                                                                                  \
+      ::gyre::detail::fail<::gyre::Error>(__FILE__, __LINE__,                                     \
+                                          "check failed: " #cond " " __VA_OPT__(, ) __VA_ARGS__); \
   } while (0)
 
-#define GYRE_ENFORCE_OP_(Type, a, b, op, ...)                                                   \
-  do {                                                                                          \
-    const auto& gyre_a_ = (a);                                                                  \
-    const auto& gyre_b_ = (b);                                                                  \
-    if (!(gyre_a_ op gyre_b_))                                                                  \
-      ::gyre::detail::fail<::gyre::Type>(__FILE__, __LINE__, #a " " #op " " #b " failed: ",    \
-                                         gyre_a_, " vs ", gyre_b_, " ", ##__VA_ARGS__);         \
+#define GYRE_ENFORCE_OP_(Type, a, b, op, ...)                                                                \
+  do {                                                                                                       \
+    const auto& gyre_a_ = (a);                                                                               \
+    const auto& gyre_b_ = (b);                                                                               \
+    if (!(gyre_a_ op gyre_b_))                                                                               \
+      ::gyre::detail::fail<::gyre::Type>(__FILE__, __LINE__, #a " " #op " " #b " failed: ", gyre_a_, " vs ", \
+                                         gyre_b_, " " __VA_OPT__(, ) __VA_ARGS__);                           \
   } while (0)
 
-#define GYRE_ENFORCE_EQ(a, b, ...) GYRE_ENFORCE_OP_(Error, a, b, ==, ##__VA_ARGS__)
-#define GYRE_ENFORCE_LE(a, b, ...) GYRE_ENFORCE_OP_(Error, a, b, <=, ##__VA_ARGS__)
-#define GYRE_ENFORCE_LT(a, b, ...) GYRE_ENFORCE_OP_(Error, a, b, <, ##__VA_ARGS__)
+#define GYRE_ENFORCE_EQ(a, b, ...) GYRE_ENFORCE_OP_(Error, a, b, == __VA_OPT__(, ) __VA_ARGS__)
+#define GYRE_ENFORCE_LE(a, b, ...) GYRE_ENFORCE_OP_(Error, a, b, <= __VA_OPT__(, ) __VA_ARGS__)
+#define GYRE_ENFORCE_LT(a, b, ...) GYRE_ENFORCE_OP_(Error, a, b, < __VA_OPT__(, ) __VA_ARGS__)
 // Argument checks: the same, but throw InvalidArgument.
-#define GYRE_ARG_CHECK(cond, ...)                                                               \
-  do {                                                                                          \
+#define GYRE_ARG_CHECK(cond, ...)                                                                \
+  do {                                                                                           \
     if (!(cond)) ::gyre::detail::fail<::gyre::InvalidArgument>(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 // Checks of what a user typed (flags, host lists): InvalidArgument with the message alone, since
 // a file:line means nothing at the command line.
-#define GYRE_USAGE_CHECK(cond, ...)                            \
-  do {                                                         \
-    if (!(cond)) ::gyre::detail::failUsage(__VA_ARGS__);       \
+#define GYRE_USAGE_CHECK(cond, ...)                      \
+  do {                                                   \
+    if (!(cond)) ::gyre::detail::failUsage(__VA_ARGS__); \
   } while (0)
 
 namespace gyre::detail {

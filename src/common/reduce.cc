@@ -11,11 +11,19 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define GYRE_REDUCE_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 // Functions marked GYRE_AVX2 are compiled for AVX2+F16C and only called after the CPU check.
 #define GYRE_AVX2 __attribute__((target("avx2,f16c")))
 #else
 #define GYRE_REDUCE_X86 0
+#endif
+
+// "The iterations of the next loop are independent" to GCC's vectoriser; clang needs no hint.
+#if defined(__clang__)
+#define GYRE_IVDEP
+#else
+#define GYRE_IVDEP _Pragma("GCC ivdep")
 #endif
 
 namespace gyre::reduce {
@@ -317,7 +325,7 @@ struct DivideBy {
 template <typename E, typename Op>
 __attribute__((always_inline)) inline void scalarLoop(typename E::Storage* dst, const typename E::Storage* a,
                                                       const typename E::Storage* b, std::size_t n, Op op) {
-#pragma GCC ivdep
+  GYRE_IVDEP
   for (std::size_t i = 0; i < n; ++i) dst[i] = E::store(op.apply(E::load(a[i]), E::load(b[i])));
 }
 
@@ -438,12 +446,22 @@ constexpr Kernels kPortable = makeKernels<false>();
 constexpr Kernels kAvx2 = makeKernels<true>();
 #endif
 
+#if GYRE_REDUCE_X86
+// CPUID leaf 1, ECX bit 29 for F16C (clang 14's __builtin_cpu_supports does not know "f16c").
+bool cpuHasAvx2AndF16c() {
+  __builtin_cpu_init();
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && f16c;
+}
+#endif
+
 // The only mutable state: set by forcePortableForTesting, read relaxed on every call.
 std::atomic<bool> forcePortable{false};
 
 const Kernels& kernels() {
 #if GYRE_REDUCE_X86
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool avx2 = cpuHasAvx2AndF16c();
   if (avx2 && !forcePortable.load(std::memory_order_relaxed)) return kAvx2;
 #endif
   return kPortable;

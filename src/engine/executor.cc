@@ -4,27 +4,27 @@ namespace gyre::engine {
 
 Executor::~Executor() {
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return queue_.empty() && serving_ == nextTicket_; });
+    MutexLock lock(mu_);
+    cv_.wait(mu_, [&]() GYRE_REQUIRES(mu_) { return queue_.empty() && serving_ == nextTicket_; });
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
   if (worker_.joinable()) worker_.join();
 }
 
 void Executor::finishTurn() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++serving_;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
 }
 
 void Executor::runBlocking(const std::function<void()>& fn) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const std::uint64_t ticket = nextTicket_++;
-    cv_.wait(lock, [&] { return serving_ == ticket; });
+    cv_.wait(mu_, [&]() GYRE_REQUIRES(mu_) { return serving_ == ticket; });
   }
   try {
     fn();
@@ -38,11 +38,11 @@ void Executor::runBlocking(const std::function<void()>& fn) {
 std::shared_ptr<Work> Executor::submit(std::function<void()> fn) {
   auto work = std::make_shared<WorkImpl>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     queue_.push_back(Task{nextTicket_++, std::move(fn), work});
     if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
   }
-  cv_.notify_all();
+  cv_.notifyAll();
   return work;
 }
 
@@ -50,8 +50,10 @@ void Executor::workerLoop() {
   for (;;) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || (!queue_.empty() && queue_.front().ticket == serving_); });
+      MutexLock lock(mu_);
+      cv_.wait(mu_, [&]() GYRE_REQUIRES(mu_) {
+        return stop_ || (!queue_.empty() && queue_.front().ticket == serving_);
+      });
       if (queue_.empty()) return;  // stop_ with nothing left
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -7,14 +7,13 @@
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "engine/work.h"
 
 namespace gyre::engine {
@@ -28,9 +27,9 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // Runs fn on this thread in its turn; rethrows what fn throws.
-  void runBlocking(const std::function<void()>& fn);
+  void runBlocking(const std::function<void()>& fn) GYRE_EXCLUDES(mu_);
   // Queues fn; the Work completes with fn's exception, if any.
-  std::shared_ptr<Work> submit(std::function<void()> fn);
+  std::shared_ptr<Work> submit(std::function<void()> fn) GYRE_EXCLUDES(mu_);
 
  private:
   struct Task {
@@ -39,16 +38,16 @@ class Executor {
     std::shared_ptr<WorkImpl> work;
   };
 
-  void workerLoop();
-  void finishTurn();
+  void workerLoop() GYRE_EXCLUDES(mu_);
+  void finishTurn() GYRE_EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t nextTicket_ = 0;  // handed to the next submission
-  std::uint64_t serving_ = 0;     // the ticket allowed to run now
-  std::deque<Task> queue_;
-  bool stop_ = false;
-  std::thread worker_;
+  Mutex mu_;
+  CondVar cv_;
+  std::uint64_t nextTicket_ GYRE_GUARDED_BY(mu_) = 0;  // handed to the next submission
+  std::uint64_t serving_ GYRE_GUARDED_BY(mu_) = 0;     // the ticket allowed to run now
+  std::deque<Task> queue_ GYRE_GUARDED_BY(mu_);
+  bool stop_ GYRE_GUARDED_BY(mu_) = false;
+  std::thread worker_ GYRE_GUARDED_BY(mu_);  // started under mu_; joined by the destructor
 };
 
 }  // namespace gyre::engine

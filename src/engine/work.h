@@ -1,9 +1,7 @@
 // The Work handle's implementation: completion flag, error, and a condition variable.
 #pragma once
 
-#include <condition_variable>
-#include <mutex>
-
+#include "common/mutex.h"
 #include "gyre/work.h"
 
 namespace gyre::engine {
@@ -22,12 +20,12 @@ class WorkImpl final : public Work {
   void complete(std::exception_ptr error);
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::exception_ptr error_;
-  std::chrono::steady_clock::time_point started_;
-  std::chrono::steady_clock::time_point finished_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool done_ GYRE_GUARDED_BY(mu_) = false;
+  std::exception_ptr error_ GYRE_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point started_ GYRE_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point finished_ GYRE_GUARDED_BY(mu_);
 };
 
 }  // namespace gyre::engine

@@ -125,14 +125,15 @@ class Job {
 std::vector<std::pair<std::string, std::string>> forwardedEnvironment() {
   const std::span<const config::Knob> table = config::knobs();
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& [name, value] : processEnvironment()) {
+  for (const auto& entry : processEnvironment()) {
+    const std::string& name = entry.first;  // not a structured binding: the lambda captures it
     if (!name.starts_with("GYRE_")) continue;
     // The launcher sets these for each process itself (KnobOrigin::kLauncher).
     if (std::any_of(table.begin(), table.end(), [&](const config::Knob& k) {
           return k.name == name && k.origin == config::KnobOrigin::kLauncher;
         }))
       continue;
-    out.emplace_back(name, value);
+    out.emplace_back(name, entry.second);
   }
   return out;
 }

@@ -7,12 +7,12 @@
 #include <cerrno>
 #include <future>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "common/auth.h"
 #include "common/check.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/socket.h"
 
 namespace gyre::ps {
@@ -58,14 +58,14 @@ class LinkImpl final : public Link {
   ~LinkImpl() override { close(); }
 
   void send(Header request, std::span<const iovec> payload, void* into, std::size_t intoBytes,
-            Callback done) override {
+            Callback done) override GYRE_EXCLUDES(writeMu_, mu_) {
     GYRE_ARG_CHECK(payload.size() < kMaxIov, "a request of ", payload.size(), " payload parts");
     std::uint64_t bytes = 0;
     for (const iovec& part : payload) bytes += part.iov_len;
-    std::unique_lock<std::mutex> write(writeMu_);
+    UniqueLock write(writeMu_);
     std::uint32_t id;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      UniqueLock lock(mu_);
       if (broken_) {
         lock.unlock();
         write.unlock();
@@ -94,15 +94,15 @@ class LinkImpl final : public Link {
     }
   }
 
-  void close() override {
+  void close() override GYRE_EXCLUDES(closeMu_, mu_) {
     breakLink("the link was closed");
-    std::lock_guard<std::mutex> lock(closeMu_);
+    MutexLock lock(closeMu_);
     if (reader_.joinable()) reader_.join();
     failPending();
   }
 
-  bool broken() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool broken() const override GYRE_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return broken_;
   }
   const std::string& peerName() const override { return peerName_; }
@@ -115,12 +115,12 @@ class LinkImpl final : public Link {
     Callback done;
   };
 
-  Outcome lostOutcome(const Header& request) const {
+  Outcome lostOutcome(const Header& request) const GYRE_EXCLUDES(mu_) {
     Outcome out;
     out.header = request;
     std::string why;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       why = reason_;
     }
     out.error = std::make_exception_ptr(PeerLostError("lost the connection to " + peerName_ + ": " + why, -1));
@@ -128,9 +128,9 @@ class LinkImpl final : public Link {
   }
 
   // Marks the link broken and wakes the reader; the reader fails what is pending.
-  void breakLink(const std::string& why) {
+  void breakLink(const std::string& why) GYRE_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (broken_) return;
       broken_ = true;
       reason_ = why;
@@ -139,11 +139,11 @@ class LinkImpl final : public Link {
   }
 
   // Runs the callbacks of every request in flight with PeerLostError, in request order.
-  void failPending() {
-    std::lock_guard<std::mutex> failing(failMu_);
+  void failPending() GYRE_EXCLUDES(failMu_, mu_) {
+    MutexLock failing(failMu_);
     std::map<std::uint32_t, Pending> pending;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       pending.swap(pending_);
     }
     for (auto& [id, p] : pending) {
@@ -163,14 +163,14 @@ class LinkImpl final : public Link {
     failPending();
   }
 
-  void readOne() {
+  void readOne() GYRE_EXCLUDES(mu_) {
     std::uint8_t raw[kHeaderBytes];
     net::readAll(fd_.get(), raw, kHeaderBytes, Deadline::never());
     const Header h = decodeHeader(raw);
     if (!h.response) GYRE_THROW(ProtocolError, peerName_, " sent a request (", h.debugString(), ") instead of a response");
     Pending p;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       auto it = pending_.find(h.id);
       if (it == pending_.end() || it->second.type != h.type)
         GYRE_THROW(ProtocolError, peerName_, " answered a request it was not asked (", h.debugString(), ")");
@@ -210,15 +210,15 @@ class LinkImpl final : public Link {
 
   net::Fd fd_;
   const std::string peerName_;
-  std::mutex writeMu_;  // one request on the wire at a time
-  mutable std::mutex mu_;
-  bool broken_ = false;
-  std::string reason_;
-  std::uint32_t nextId_ = 1;
-  std::map<std::uint32_t, Pending> pending_;
-  std::mutex failMu_;   // failPending's callbacks run one batch at a time
-  std::mutex closeMu_;  // close() from several threads
-  std::thread reader_;
+  Mutex writeMu_;  // one request on the wire at a time
+  mutable Mutex mu_;
+  bool broken_ GYRE_GUARDED_BY(mu_) = false;
+  std::string reason_ GYRE_GUARDED_BY(mu_);
+  std::uint32_t nextId_ GYRE_GUARDED_BY(mu_) = 1;
+  std::map<std::uint32_t, Pending> pending_ GYRE_GUARDED_BY(mu_);
+  Mutex failMu_;                                  // failPending's callbacks run one batch at a time
+  Mutex closeMu_;                                 // close() from several threads
+  std::thread reader_ GYRE_GUARDED_BY(closeMu_);  // started by the constructor, joined by close()
 };
 
 }  // namespace

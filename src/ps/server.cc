@@ -10,14 +10,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <list>
-#include <mutex>
 #include <thread>
 
 #include "common/auth.h"
 #include "common/check.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/socket.h"
 #include "gyre/ps.h"
 #include "ps/server_core.h"
@@ -74,12 +73,12 @@ class Connection final : public Peer {
   Connection(net::Fd fd, std::string name, ServerCore& core, std::chrono::milliseconds timeout)
       : fd_(std::move(fd)), name_(std::move(name)), core_(core), timeout_(timeout) {}
 
-  void respond(Header header, std::span<const std::uint8_t> payload) override {
+  void respond(Header header, std::span<const std::uint8_t> payload) override GYRE_EXCLUDES(writeMutex_) {
     header.response = true;
     header.payloadBytes = payload.size();
     std::uint8_t head[kHeaderBytes];
     encodeHeader(header, head);
-    std::lock_guard<std::mutex> lock(writeMutex_);
+    MutexLock lock(writeMutex_);
     if (dead_.load()) return;
     try {
       writeMessage(fd_.get(), head, payload, Deadline::after(timeout_));
@@ -108,7 +107,7 @@ class Connection final : public Peer {
   const std::string name_;
   ServerCore& core_;
   const std::chrono::milliseconds timeout_;
-  std::mutex writeMutex_;
+  Mutex writeMutex_;  // one response on the wire at a time
   std::atomic<bool> dead_{false};
   std::atomic<std::uint32_t> worker_{0};
 };
@@ -130,10 +129,10 @@ class ServerImpl final : public Server {
 
   ~ServerImpl() override {
     {
-      std::lock_guard<std::mutex> lock(reapMutex_);
+      MutexLock lock(reapMutex_);
       stopping_.store(true);
     }
-    reapCv_.notify_all();
+    reapCv_.notifyAll();
     const std::uint64_t one = 1;
     ssize_t ignored = ::write(wake_.get(), &one, sizeof(one));
     (void)ignored;
@@ -142,7 +141,7 @@ class ServerImpl final : public Server {
     // fails at once instead of waiting for its deadline.
     std::list<Session> sessions;
     {
-      std::lock_guard<std::mutex> lock(sessionsMutex_);
+      MutexLock lock(sessionsMutex_);
       for (Session& s : sessions_) s.connection->kill();
       sessions.splice(sessions.end(), sessions_);
     }
@@ -186,7 +185,7 @@ class ServerImpl final : public Server {
     }
   }
 
-  void acceptOne() {
+  void acceptOne() GYRE_EXCLUDES(sessionsMutex_) {
     net::Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!fd.valid()) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
@@ -198,7 +197,7 @@ class ServerImpl final : public Server {
     } catch (const Error&) {
     }
     auto connection = std::make_shared<Connection>(std::move(fd), peer, core_, options_.timeout);
-    std::lock_guard<std::mutex> lock(sessionsMutex_);
+    MutexLock lock(sessionsMutex_);
     if (sessions_.size() >= kMaxConnections) {
       refuse(*connection, "too many connections (" + std::to_string(kMaxConnections) + ")");
       return;
@@ -223,10 +222,10 @@ class ServerImpl final : public Server {
     }
   }
 
-  void joinFinished() {
+  void joinFinished() GYRE_EXCLUDES(sessionsMutex_) {
     std::list<Session> finished;
     {
-      std::lock_guard<std::mutex> lock(sessionsMutex_);
+      MutexLock lock(sessionsMutex_);
       for (auto it = sessions_.begin(); it != sessions_.end();) {
         auto next = std::next(it);
         if (it->finished.load()) finished.splice(finished.end(), sessions_, it);
@@ -236,12 +235,12 @@ class ServerImpl final : public Server {
     for (Session& s : finished) s.thread.join();
   }
 
-  void reapLoop() {
+  void reapLoop() GYRE_EXCLUDES(reapMutex_) {
     const auto tick = std::clamp<std::chrono::milliseconds>(
         options_.timeout / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(100));
-    std::unique_lock<std::mutex> lock(reapMutex_);
+    UniqueLock lock(reapMutex_);
     while (!stopping_.load()) {
-      reapCv_.wait_for(lock, tick);
+      reapCv_.waitFor(reapMutex_, tick);
       if (stopping_.load()) break;
       lock.unlock();
       try {
@@ -378,11 +377,13 @@ class ServerImpl final : public Server {
   net::Fd wake_;
   std::atomic<bool> stopping_{false};
 
-  std::mutex sessionsMutex_;
-  std::list<Session> sessions_;
+  Mutex sessionsMutex_;
+  std::list<Session> sessions_ GYRE_GUARDED_BY(sessionsMutex_);
 
-  std::mutex reapMutex_;
-  std::condition_variable reapCv_;
+  // The reaper sleeps on reapCv_; the destructor sets stopping_ under reapMutex_ to wake it
+  // without a lost wake-up (reapMutex_ guards no member).
+  Mutex reapMutex_;
+  CondVar reapCv_;
 
   std::thread acceptor_;
   std::thread reaper_;

@@ -19,14 +19,14 @@ BackupLink::BackupLink(int index, int backupIndex, std::string secret, std::chro
 BackupLink::~BackupLink() {
   std::unique_ptr<Link> link;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     link = std::move(link_);
   }
   if (link) link->close();  // callbacks of requests in flight run here, outside mutex_
 }
 
 void BackupLink::setAddress(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   address_ = address;
 }
 
@@ -37,7 +37,7 @@ void BackupLink::markGone(const std::string& why) {
 }
 
 Link* BackupLink::linkOrNull() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(mutex_);
   if (gone_.load() || address_.empty()) return nullptr;
   if (!link_) {
     Header hello;

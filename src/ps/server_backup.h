@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ps/link.h"
 #include "ps/protocol.h"
 
@@ -32,7 +32,7 @@ class BackupLink {
   BackupLink& operator=(const BackupLink&) = delete;
 
   // The backup's "host:port", from the declaration; before it is set, send() returns false.
-  void setAddress(const std::string& address);
+  void setAddress(const std::string& address) GYRE_EXCLUDES(mutex_);
   bool gone() const { return gone_.load(); }
 
   // Sends `request` with the first `payloadBytes` bytes of `payload` (kept alive until the
@@ -40,10 +40,10 @@ class BackupLink {
   // then runs exactly once, when the backup answered or the link broke. Returns false, without
   // running it, when the backup is gone or cannot be connected.
   bool send(Header request, std::shared_ptr<const std::vector<float>> payload, std::size_t payloadBytes,
-            std::function<void()> acknowledged);
+            std::function<void()> acknowledged) GYRE_EXCLUDES(mutex_);
 
  private:
-  Link* linkOrNull();
+  Link* linkOrNull() GYRE_EXCLUDES(mutex_);
   void markGone(const std::string& why);
 
   const int index_;
@@ -51,9 +51,9 @@ class BackupLink {
   const std::string secret_;
   const std::chrono::milliseconds timeout_;
   std::atomic<bool> gone_{false};
-  std::mutex mutex_;  // connecting, address_, link_
-  std::string address_;
-  std::unique_ptr<Link> link_;
+  Mutex mutex_;  // connecting, address_, link_
+  std::string address_ GYRE_GUARDED_BY(mutex_);
+  std::unique_ptr<Link> link_ GYRE_GUARDED_BY(mutex_);
 };
 
 }  // namespace gyre::ps

@@ -142,7 +142,7 @@ void ServerCore::declare(Request& request, Outbox& out) {
                                  std::to_string(options_.numServers)));
     return;
   }
-  std::lock_guard<std::mutex> lock(declareMutex_);
+  MutexLock lock(declareMutex_);
   if (const Table* t = table_.load(std::memory_order_acquire)) {
     if (d == t->declaration) {
       out.push_back(okReply(request));
@@ -170,7 +170,7 @@ void ServerCore::declare(Request& request, Outbox& out) {
       table->slices[static_cast<std::size_t>(slice.id)] = std::make_unique<SliceState>(slice, d.numWorkers);
   }
   {
-    std::lock_guard<std::mutex> clocks(clockMutex_);
+    MutexLock clocks(clockMutex_);
     clocks_.assign(d.numWorkers, 0);
   }
   if (backup_)
@@ -209,7 +209,7 @@ void ServerCore::clock(Request request, Outbox& out) {
                                  std::to_string(t->declaration.numWorkers) + " workers"));
     return;
   }
-  std::lock_guard<std::mutex> lock(clockMutex_);
+  MutexLock lock(clockMutex_);
   std::int64_t& mine = clocks_[h.worker];
   mine = std::max(mine, h.a);
   if (clockDue(h.a))
@@ -220,7 +220,7 @@ void ServerCore::clock(Request request, Outbox& out) {
 }
 
 void ServerCore::wakeClocks(Outbox& out) {
-  std::erase_if(clockWaiting_, [&](const Request& r) {
+  std::erase_if(clockWaiting_, [&](const Request& r) GYRE_REQUIRES(clockMutex_) {
     if (r.from && r.from->dead()) return true;
     if (!clockDue(r.header.a)) return false;
     out.push_back(okReply(r, minClock()));
@@ -239,7 +239,7 @@ std::string ServerCore::describe(const Header& h, const Table& table) const {
 void ServerCore::expireSlice(SliceState& s, const Table& table, Clock::time_point now, Outbox& out) {
   std::ostringstream waited;
   waited << " waited " << std::chrono::duration<double>(options_.timeout).count() << " s for ";
-  std::erase_if(s.parked, [&](const Request& r) {
+  std::erase_if(s.parked, [&](const Request& r) GYRE_REQUIRES(s.mutex) {
     if (r.from && r.from->dead()) return true;
     if (r.deadline > now) return false;
     std::string what = !s.initialized ? "the key to be initialized"
@@ -249,7 +249,7 @@ void ServerCore::expireSlice(SliceState& s, const Table& table, Clock::time_poin
         errorReply(r, Status::kTimeout, name_ + ": " + describe(r.header, table) + waited.str() + what));
     return true;
   });
-  std::erase_if(s.bspWaiting, [&](const Request& r) {
+  std::erase_if(s.bspWaiting, [&](const Request& r) GYRE_REQUIRES(s.mutex) {
     if (r.from && r.from->dead()) return true;
     if (r.deadline > now) return false;
     out.push_back(errorReply(r, Status::kTimeout,
@@ -266,12 +266,12 @@ void ServerCore::expire(Clock::time_point now) {
   Outbox out;
   for (const auto& slice : t->slices) {
     if (!slice) continue;
-    std::lock_guard<std::mutex> lock(slice->mutex);
+    MutexLock lock(slice->mutex);
     expireSlice(*slice, *t, now, out);
   }
   {
-    std::lock_guard<std::mutex> lock(clockMutex_);
-    std::erase_if(clockWaiting_, [&](const Request& r) {
+    MutexLock lock(clockMutex_);
+    std::erase_if(clockWaiting_, [&](const Request& r) GYRE_REQUIRES(clockMutex_) {
       if (r.from && r.from->dead()) return true;
       if (r.deadline > now) return false;
       std::string behind;

@@ -17,13 +17,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "gyre/ps.h"
 #include "ps/optimizer.h"
 #include "ps/plan.h"
@@ -98,21 +98,23 @@ class ServerCore {
 
   struct SliceState {
     SliceState(const Slice& s, std::uint32_t numWorkers);
-    std::mutex mutex;
+    Mutex mutex;
     const Slice slice;
-    bool promoted = false;  // a backup that took the slice over
-    bool initialized = false;
-    std::int64_t version = 0;
-    std::vector<float> params;
-    SliceOptimizerState optimizer;
-    std::vector<std::int64_t> nextSeq;  // per worker
+    bool promoted GYRE_GUARDED_BY(mutex) = false;  // a backup that took the slice over
+    bool initialized GYRE_GUARDED_BY(mutex) = false;
+    std::int64_t version GYRE_GUARDED_BY(mutex) = 0;
+    std::vector<float> params GYRE_GUARDED_BY(mutex);
+    SliceOptimizerState optimizer GYRE_GUARDED_BY(mutex);
+    std::vector<std::int64_t> nextSeq GYRE_GUARDED_BY(mutex);  // per worker
     // bsp: the gradients of the step being gathered, by worker (seq -1: none yet).
-    std::vector<std::vector<float>> contribution;
-    std::vector<std::int64_t> contributedSeq;
-    std::uint32_t contributors = 0;
-    float lastLr = 0;
-    std::vector<Request> bspWaiting;  // pushes whose step has not applied yet
-    std::vector<Request> parked;      // pushes waiting for init; pulls for init or a version
+    std::vector<std::vector<float>> contribution GYRE_GUARDED_BY(mutex);
+    std::vector<std::int64_t> contributedSeq GYRE_GUARDED_BY(mutex);
+    std::uint32_t contributors GYRE_GUARDED_BY(mutex) = 0;
+    float lastLr GYRE_GUARDED_BY(mutex) = 0;
+    // Pushes whose step has not applied yet.
+    std::vector<Request> bspWaiting GYRE_GUARDED_BY(mutex);
+    // Pushes waiting for init; pulls for init or a version.
+    std::vector<Request> parked GYRE_GUARDED_BY(mutex);
   };
 
   struct Table {
@@ -122,13 +124,14 @@ class ServerCore {
   };
 
   // server_core.cc
-  void declare(Request& request, Outbox& out);
-  void clock(Request request, Outbox& out);
-  bool clockDue(std::int64_t clock) const;
-  std::int64_t minClock() const;
-  void wakeClocks(Outbox& out);
+  void declare(Request& request, Outbox& out) GYRE_EXCLUDES(declareMutex_, clockMutex_);
+  void clock(Request request, Outbox& out) GYRE_EXCLUDES(clockMutex_);
+  bool clockDue(std::int64_t clock) const GYRE_REQUIRES(clockMutex_);
+  std::int64_t minClock() const GYRE_REQUIRES(clockMutex_);
+  void wakeClocks(Outbox& out) GYRE_REQUIRES(clockMutex_);
   std::string describe(const Header& h, const Table& table) const;
-  void expireSlice(SliceState& s, const Table& table, Clock::time_point now, Outbox& out);
+  void expireSlice(SliceState& s, const Table& table, Clock::time_point now, Outbox& out)
+      GYRE_REQUIRES(s.mutex);
   static Reply okReply(const Request& r, std::int64_t a = 0, std::int64_t b = 0);
   Reply errorReply(const Request& r, Status status, const std::string& text) const;
   static void answer(const Waiter& w, Status status, std::int64_t a, std::int64_t b,
@@ -137,31 +140,31 @@ class ServerCore {
 
   // server_slice.cc
   void sliceRequest(Request request, Outbox& out);
-  void initLocked(SliceState& s, Request request, Outbox& out);
-  void pushLocked(SliceState& s, Request request, Outbox& out);
-  void bspPushLocked(SliceState& s, Request request, Outbox& out);
-  void pullLocked(SliceState& s, Request request, Outbox& out);
-  void replicateLocked(SliceState& s, Request request, Outbox& out);
-  void replicateInitLocked(SliceState& s, Request request, Outbox& out);
-  void wakeLocked(SliceState& s, Outbox& out);
+  void initLocked(SliceState& s, Request request, Outbox& out) GYRE_REQUIRES(s.mutex);
+  void pushLocked(SliceState& s, Request request, Outbox& out) GYRE_REQUIRES(s.mutex);
+  void bspPushLocked(SliceState& s, Request request, Outbox& out) GYRE_REQUIRES(s.mutex);
+  void pullLocked(SliceState& s, Request request, Outbox& out) GYRE_REQUIRES(s.mutex);
+  void replicateLocked(SliceState& s, Request request, Outbox& out) GYRE_REQUIRES(s.mutex);
+  void replicateInitLocked(SliceState& s, Request request, Outbox& out) GYRE_REQUIRES(s.mutex);
+  void wakeLocked(SliceState& s, Outbox& out) GYRE_REQUIRES(s.mutex);
   bool replicates(const SliceState& s) const;
   // After an update of s (version already advanced): sends it to the backup when `update` is
   // set and answers `waiters` (a = version, b = staleness) once acknowledged, or at once.
   void finishUpdate(SliceState& s, float lr, std::shared_ptr<std::vector<float>> update,
                     std::span<const Contributor> contributors, std::vector<Waiter> waiters,
-                    std::int64_t staleness, Outbox& out);
+                    std::int64_t staleness, Outbox& out) GYRE_REQUIRES(s.mutex);
   void countUpdate(std::int64_t staleness);
 
   const ServerOptions options_;
   const std::string name_;  // "ps server I", the prefix of every message
 
-  std::mutex declareMutex_;
-  std::unique_ptr<Table> tableOwner_;         // set once, under declareMutex_
+  Mutex declareMutex_;
+  std::unique_ptr<Table> tableOwner_ GYRE_GUARDED_BY(declareMutex_);  // set once
   std::atomic<const Table*> table_{nullptr};  // published after it is complete
 
-  mutable std::mutex clockMutex_;
-  std::vector<std::int64_t> clocks_;  // per worker
-  std::vector<Request> clockWaiting_;
+  mutable Mutex clockMutex_;
+  std::vector<std::int64_t> clocks_ GYRE_GUARDED_BY(clockMutex_);  // per worker
+  std::vector<Request> clockWaiting_ GYRE_GUARDED_BY(clockMutex_);
 
   std::atomic<std::uint64_t> updates_{0}, replicated_{0}, bytesIn_{0}, bytesOut_{0}, refused_{0};
   std::array<std::atomic<std::uint64_t>, WorkerStats::kMaxStaleness + 1> staleness_{};

@@ -48,7 +48,7 @@ void ServerCore::sliceRequest(Request request, Outbox& out) {
                                  ": the job has " + std::to_string(t->declaration.numWorkers) + " workers"));
     return;
   }
-  std::lock_guard<std::mutex> lock(s->mutex);
+  MutexLock lock(s->mutex);
   if (fromWorker && slice.primary != options_.index && !s->promoted) {
     s->promoted = true;
     log::warn(name_, ": taking over slice ", slice.id, " (key ", slice.key, ", [", slice.offset, ", ",

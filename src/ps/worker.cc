@@ -8,13 +8,12 @@
 // queued), then sends the queue in issue order to the backups. Recovery runs at the next call or
 // while a caller waits.
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <utility>
 
 #include "common/check.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
 #include "ps/link.h"
@@ -50,7 +49,9 @@ class PsWork final : public Work {
  private:
   friend class Core;
   std::shared_ptr<Core> core_;
-  int remaining_;  // under Core::mu_
+  // Under core_->mu_. Not annotated: Core is incomplete here, and where Core touches them (under
+  // its own mu_) the analysis could not tell that work.core_ is that Core.
+  int remaining_;
   std::exception_ptr error_;
   const std::string what_;
 };
@@ -77,8 +78,9 @@ class Core : public std::enable_shared_from_this<Core> {
         dead_(options_.servers.size(), false),
         needRecover_(options_.servers.size(), false) {}
 
-  void connect() {
+  void connect() GYRE_EXCLUDES(routeMu_) {
     const Deadline deadline = Deadline::after(options_.timeout);
+    MutexLock route(routeMu_);  // uncontended (nobody else has the Core yet); it guards links_
     Declaration declaration{spec_, static_cast<std::uint32_t>(options_.numWorkers), options_.servers};
     const std::vector<std::uint8_t> bytes = encodeDeclaration(declaration);
     for (std::size_t s = 0; s < options_.servers.size(); ++s) {
@@ -93,10 +95,10 @@ class Core : public std::enable_shared_from_this<Core> {
     }
   }
 
-  void shutdown() {
-    std::lock_guard<std::mutex> route(routeMu_);
+  void shutdown() GYRE_EXCLUDES(routeMu_, mu_) {
+    MutexLock route(routeMu_);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       shuttingDown_ = true;
     }
     for (auto& link : links_) link->close();
@@ -104,7 +106,7 @@ class Core : public std::enable_shared_from_this<Core> {
     // call -> work -> core).
     std::vector<std::shared_ptr<Call>> calls;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       calls.swap(toResend_);
     }
     for (const auto& call : calls)
@@ -113,16 +115,17 @@ class Core : public std::enable_shared_from_this<Core> {
 
   const TableSpec& spec() const { return spec_; }
   const WorkerOptions& options() const { return options_; }
-  std::int64_t clock() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  std::int64_t clock() const GYRE_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return clock_;
   }
-  WorkerStats stats() const {
-    std::lock_guard<std::mutex> lock(mu_);
+  WorkerStats stats() const GYRE_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return stats_;
   }
 
-  std::shared_ptr<Work> sliceCalls(Type type, int key, const float* in, float* out, float lr) {
+  std::shared_ptr<Work> sliceCalls(Type type, int key, const float* in, float* out, float lr)
+      GYRE_EXCLUDES(routeMu_, mu_) {
     GYRE_ARG_CHECK(key >= 0 && static_cast<std::size_t>(key) < spec_.sizes.size(), "parameter-server key ", key,
                    " out of range (the table has ", spec_.sizes.size(), " keys)");
     GYRE_ARG_CHECK(in != nullptr || out != nullptr || spec_.sizes[static_cast<std::size_t>(key)] == 0,
@@ -130,7 +133,7 @@ class Core : public std::enable_shared_from_this<Core> {
     const std::vector<int>& slices = plan_.slicesOfKey[static_cast<std::size_t>(key)];
     auto work = std::make_shared<PsWork>(shared_from_this(), static_cast<int>(slices.size()),
                                          std::string(toString(type)) + " of key " + std::to_string(key));
-    std::lock_guard<std::mutex> route(routeMu_);
+    MutexLock route(routeMu_);
     recoverLocked();
     for (int id : slices) {
       const Slice& slice = plan_.slices[static_cast<std::size_t>(id)];
@@ -149,7 +152,7 @@ class Core : public std::enable_shared_from_this<Core> {
       }
       if (type == Type::kPush) {
         call.header.a = seq_[static_cast<std::size_t>(id)]++;
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         call.header.b = baseVersion_[static_cast<std::size_t>(id)];
         ++pushesInFlight_;
       }
@@ -159,20 +162,21 @@ class Core : public std::enable_shared_from_this<Core> {
     return work;
   }
 
-  void endStep() {
+  void endStep() GYRE_EXCLUDES(routeMu_, mu_) {
     const auto start = Clock::now();
     {
       // Every push of the step answered (under bsp: the step's update applied).
       const Deadline deadline = Deadline::after(options_.timeout + kWaitSlack);
-      waitUntil([this] { return pushesInFlight_ == 0; }, deadline, "its pushes to be acknowledged");
-      std::lock_guard<std::mutex> lock(mu_);
+      waitUntil([this]() GYRE_REQUIRES(mu_) { return pushesInFlight_ == 0; }, deadline,
+                "its pushes to be acknowledged");
+      MutexLock lock(mu_);
       if (pushError_) std::rethrow_exception(std::exchange(pushError_, nullptr));
       ++clock_;
     }
     if (spec_.mode.consistency == Consistency::kSsp) {
       std::shared_ptr<PsWork> work;
       {
-        std::lock_guard<std::mutex> route(routeMu_);
+        MutexLock route(routeMu_);
         recoverLocked();
         std::vector<int> live;
         for (std::size_t s = 0; s < dead_.size(); ++s)
@@ -192,22 +196,24 @@ class Core : public std::enable_shared_from_this<Core> {
       }
       work->wait(std::chrono::milliseconds(-1));
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stats_.clockWaitSeconds += secondsSince(start);
   }
 
   // PsWork::wait.
-  bool waitFor(PsWork& work, std::chrono::milliseconds timeout) {
+  bool waitFor(PsWork& work, std::chrono::milliseconds timeout) GYRE_EXCLUDES(routeMu_, mu_) {
     const bool bounded = timeout.count() >= 0;
     const Deadline deadline = Deadline::after(bounded ? timeout : options_.timeout + kWaitSlack);
-    if (!waitUntil([&] { return work.remaining_ == 0; }, deadline, work.what_ + " to be answered", bounded))
+    if (!waitUntil([&]() GYRE_REQUIRES(mu_) { return work.remaining_ == 0; }, deadline,
+                   work.what_ + " to be answered", bounded))
       return false;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (work.error_) std::rethrow_exception(work.error_);
     return true;
   }
 
-  mutable std::mutex mu_;
+  // Guards the members marked GYRE_GUARDED_BY(mu_) below, and each PsWork's remaining_ and error_.
+  mutable Mutex mu_;
 
  private:
   std::string serverName(int s) const {
@@ -217,11 +223,12 @@ class Core : public std::enable_shared_from_this<Core> {
   // Waits on mu_ until done() holds, running recovery when a server was lost. Past the deadline:
   // false when `quiet`, else TimeoutError.
   template <typename Done>
-  bool waitUntil(Done done, Deadline deadline, const std::string& what, bool quiet = false) {
+  bool waitUntil(Done done, Deadline deadline, const std::string& what, bool quiet = false)
+      GYRE_EXCLUDES(routeMu_, mu_) {
     for (;;) {
       bool recover = false;
       {
-        std::unique_lock<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         for (;;) {
           if (done()) return true;
           recover = std::find(needRecover_.begin(), needRecover_.end(), true) != needRecover_.end();
@@ -231,16 +238,16 @@ class Core : public std::enable_shared_from_this<Core> {
             GYRE_THROW(TimeoutError, "ps worker ", options_.workerId, ": timed out waiting for ", what, " (",
                        options_.timeout.count(), " ms)");
           }
-          cv_.wait_until(lock, std::min(deadline.at(), Clock::now() + std::chrono::milliseconds(500)));
+          cv_.waitUntil(mu_, std::min(deadline.at(), Clock::now() + std::chrono::milliseconds(500)));
         }
       }
-      std::lock_guard<std::mutex> route(routeMu_);
+      MutexLock route(routeMu_);
       recoverLocked();
     }
   }
 
   // The server a slice's requests go to now. Under routeMu_.
-  int route(int sliceId) const {
+  int route(int sliceId) const GYRE_REQUIRES(routeMu_) {
     const Slice& slice = plan_.slices[static_cast<std::size_t>(sliceId)];
     if (!dead_[static_cast<std::size_t>(slice.primary)]) return slice.primary;
     if (slice.backup >= 0 && !dead_[static_cast<std::size_t>(slice.backup)]) return slice.backup;
@@ -251,7 +258,7 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
   // Sends one call. Under routeMu_.
-  void issue(const std::shared_ptr<Call>& call) {
+  void issue(const std::shared_ptr<Call>& call) GYRE_REQUIRES(routeMu_) GYRE_EXCLUDES(mu_) {
     if (call->header.type != Type::kClock) {
       try {
         call->server = route(static_cast<int>(call->header.slice));
@@ -269,12 +276,12 @@ class Core : public std::enable_shared_from_this<Core> {
   }
 
   // A Link callback (a reader thread, or the sender's when the link already broke).
-  void answered(const std::shared_ptr<Call>& call, Link::Outcome&& outcome) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void answered(const std::shared_ptr<Call>& call, Link::Outcome&& outcome) GYRE_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (outcome.error && isPeerLost(outcome.error) && !shuttingDown_) {
       toResend_.push_back(call);
       needRecover_[static_cast<std::size_t>(call->server)] = true;
-      cv_.notify_all();
+      cv_.notifyAll();
       return;
     }
     if (!outcome.error) {
@@ -298,12 +305,12 @@ class Core : public std::enable_shared_from_this<Core> {
     finishLocked(*call, outcome.error);
   }
 
-  void finish(Call& call, std::exception_ptr error) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void finish(Call& call, std::exception_ptr error) GYRE_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     finishLocked(call, std::move(error));
   }
 
-  void finishLocked(Call& call, std::exception_ptr error) {
+  void finishLocked(Call& call, std::exception_ptr error) GYRE_REQUIRES(mu_) {
     if (error) {
       try {
         std::rethrow_exception(error);
@@ -321,16 +328,16 @@ class Core : public std::enable_shared_from_this<Core> {
     }
     if (call.header.type == Type::kPush) --pushesInFlight_;
     --call.work->remaining_;
-    cv_.notify_all();
+    cv_.notifyAll();
   }
 
   // Fails over from every server whose link broke: closes its link (every request in flight
   // there is then queued), then resends the queue in issue order. Under routeMu_.
-  void recoverLocked() {
+  void recoverLocked() GYRE_REQUIRES(routeMu_) GYRE_EXCLUDES(mu_) {
     for (;;) {
       int server = -1;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         for (std::size_t s = 0; s < needRecover_.size() && server < 0; ++s)
           if (needRecover_[s]) server = static_cast<int>(s), needRecover_[s] = false;
       }
@@ -339,7 +346,7 @@ class Core : public std::enable_shared_from_this<Core> {
       if (!dead_[s]) {
         links_[s]->close();
         dead_[s] = true;
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         needRecover_[s] = false;
         ++stats_.failovers;
         log::warn("ps worker ", options_.workerId, ": lost ", serverName(server),
@@ -347,7 +354,7 @@ class Core : public std::enable_shared_from_this<Core> {
       }
       std::vector<std::shared_ptr<Call>> calls;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         auto mine = std::stable_partition(toResend_.begin(), toResend_.end(),
                                           [&](const auto& c) { return c->server != server; });
         calls.assign(mine, toResend_.end());
@@ -367,32 +374,31 @@ class Core : public std::enable_shared_from_this<Core> {
   const WorkerOptions options_;
   const TableSpec spec_;
   const Plan plan_;
-  std::mutex routeMu_;  // sending and recovery
-  std::vector<std::unique_ptr<Link>> links_;
-  std::vector<std::int64_t> seq_;  // under routeMu_
-  std::uint64_t nextOrder_ = 0;    // under routeMu_
-  // Under mu_:
-  std::condition_variable cv_;
-  std::vector<std::int64_t> baseVersion_;
-  std::vector<bool> dead_;  // written under routeMu_ and read under it
-  std::vector<bool> needRecover_;
-  std::vector<std::shared_ptr<Call>> toResend_;
-  std::int64_t pushesInFlight_ = 0;
-  std::exception_ptr pushError_;
-  std::int64_t clock_ = 0;
-  bool shuttingDown_ = false;
-  WorkerStats stats_;
+  Mutex routeMu_;  // sending and recovery
+  std::vector<std::unique_ptr<Link>> links_ GYRE_GUARDED_BY(routeMu_);
+  std::vector<std::int64_t> seq_ GYRE_GUARDED_BY(routeMu_);
+  std::uint64_t nextOrder_ GYRE_GUARDED_BY(routeMu_) = 0;
+  CondVar cv_;  // with mu_: a call answered, a server to recover
+  std::vector<std::int64_t> baseVersion_ GYRE_GUARDED_BY(mu_);
+  std::vector<bool> dead_ GYRE_GUARDED_BY(routeMu_);
+  std::vector<bool> needRecover_ GYRE_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Call>> toResend_ GYRE_GUARDED_BY(mu_);
+  std::int64_t pushesInFlight_ GYRE_GUARDED_BY(mu_) = 0;
+  std::exception_ptr pushError_ GYRE_GUARDED_BY(mu_);
+  std::int64_t clock_ GYRE_GUARDED_BY(mu_) = 0;
+  bool shuttingDown_ GYRE_GUARDED_BY(mu_) = false;
+  WorkerStats stats_ GYRE_GUARDED_BY(mu_);
 };
 
 bool PsWork::isCompleted() const {
-  std::lock_guard<std::mutex> lock(core_->mu_);
+  MutexLock lock(core_->mu_);
   return remaining_ == 0;
 }
 
 bool PsWork::wait(std::chrono::milliseconds timeout) { return core_->waitFor(*this, timeout); }
 
 std::exception_ptr PsWork::exception() const {
-  std::lock_guard<std::mutex> lock(core_->mu_);
+  MutexLock lock(core_->mu_);
   return error_;
 }
 

@@ -12,11 +12,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/socket.h"
 #include "rendezvous/store_table.h"
 #include "rendezvous/wire.h"
@@ -33,14 +33,14 @@ class FileStore final : public Store {
  public:
   explicit FileStore(std::string path) : path_(std::move(path)) {
     GYRE_ARG_CHECK(!path_.empty(), "file store path is empty");
-    std::lock_guard<std::mutex> guard(mutex_);
+    MutexLock guard(mutex_);
     Locked locked(*this, LOCK_SH);  // fails early on a path that cannot be opened
   }
 
   void set(const std::string& key, const Bytes& value) override {
     rendezvous::checkKey(key);
     rendezvous::checkValue(value);
-    std::lock_guard<std::mutex> guard(mutex_);
+    MutexLock guard(mutex_);
     Locked locked(*this, LOCK_EX);
     append(locked.fd(), kSetRecord, key, value);
   }
@@ -48,13 +48,13 @@ class FileStore final : public Store {
   Bytes get(const std::string& key, Duration timeout) override {
     rendezvous::checkKey(key);
     Bytes value;
-    waitFor({key}, resolve(timeout), "get", [&] { value = *table_.find(key); });
+    waitFor({key}, resolve(timeout), "get", [&]() GYRE_REQUIRES(mutex_) { value = *table_.find(key); });
     return value;
   }
 
   std::int64_t add(const std::string& key, std::int64_t delta) override {
     rendezvous::checkKey(key);
-    std::lock_guard<std::mutex> guard(mutex_);
+    MutexLock guard(mutex_);
     Locked locked(*this, LOCK_EX);
     rendezvous::KeyValueTable scratch;
     if (const Bytes* current = table_.find(key)) scratch.set(key, *current);
@@ -66,7 +66,7 @@ class FileStore final : public Store {
   Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
     rendezvous::checkKey(key);
     rendezvous::checkValue(desired);
-    std::lock_guard<std::mutex> guard(mutex_);
+    MutexLock guard(mutex_);
     Locked locked(*this, LOCK_EX);
     const Bytes* current = table_.find(key);
     const bool swap = current == nullptr ? expected.empty() : (!expected.empty() && *current == expected);
@@ -77,7 +77,7 @@ class FileStore final : public Store {
 
   bool deleteKey(const std::string& key) override {
     rendezvous::checkKey(key);
-    std::lock_guard<std::mutex> guard(mutex_);
+    MutexLock guard(mutex_);
     Locked locked(*this, LOCK_EX);
     if (table_.find(key) == nullptr) return false;
     append(locked.fd(), kDeleteRecord, key, {});
@@ -86,7 +86,7 @@ class FileStore final : public Store {
 
   bool check(const std::vector<std::string>& keys) override {
     rendezvous::checkKeys(keys);
-    std::lock_guard<std::mutex> guard(mutex_);
+    MutexLock guard(mutex_);
     Locked locked(*this, LOCK_SH);
     return table_.containsAll(keys);
   }
@@ -100,7 +100,7 @@ class FileStore final : public Store {
   // The file opened and flock'ed, with the table brought up to date. Caller holds mutex_.
   class Locked {
    public:
-    Locked(FileStore& store, int operation) {
+    Locked(FileStore& store, int operation) GYRE_REQUIRES(store.mutex_) {
       fd_ = net::Fd(::open(store.path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
       if (!fd_.valid()) net::throwErrno("file store: open " + store.path_);
       while (::flock(fd_.get(), operation) != 0)
@@ -114,7 +114,7 @@ class FileStore final : public Store {
   };
 
   // Applies the records appended since the last replay (all of them if the file was replaced).
-  void replay(int fd) {
+  void replay(int fd) GYRE_REQUIRES(mutex_) {
     struct stat st {};
     if (::fstat(fd, &st) != 0) net::throwErrno("file store: fstat " + path_);
     const auto size = static_cast<std::size_t>(st.st_size);
@@ -160,7 +160,7 @@ class FileStore final : public Store {
   }
 
   // Appends one record after the last complete one (cutting off a torn record) and applies it.
-  void append(int fd, std::uint8_t kind, const std::string& key, const Bytes& value) {
+  void append(int fd, std::uint8_t kind, const std::string& key, const Bytes& value) GYRE_REQUIRES(mutex_) {
     if (fileEnd_ > validEnd_ && ::ftruncate(fd, static_cast<off_t>(validEnd_)) != 0)
       net::throwErrno("file store: ftruncate " + path_);
     if (validEnd_ == 0) {
@@ -206,12 +206,13 @@ class FileStore final : public Store {
   // Polls until every key exists, sleeping a little longer each round, then runs onReady under
   // the lock.
   template <typename F>
-  void waitFor(const std::vector<std::string>& keys, Duration timeout, const char* what, F&& onReady) {
+  void waitFor(const std::vector<std::string>& keys, Duration timeout, const char* what, F&& onReady)
+      GYRE_EXCLUDES(mutex_) {
     const Deadline deadline = rendezvous::deadlineAfter(timeout);
     std::chrono::milliseconds interval{1};
     for (;;) {
       {
-        std::lock_guard<std::mutex> guard(mutex_);
+        MutexLock guard(mutex_);
         Locked locked(*this, LOCK_SH);
         if (table_.containsAll(keys)) {
           onReady();
@@ -228,14 +229,14 @@ class FileStore final : public Store {
   }
 
   const std::string path_;
-  std::mutex mutex_;
-  // Guarded by mutex_: the replayed log and where it ends.
-  rendezvous::KeyValueTable table_;
-  std::size_t validEnd_ = 0;  // end of the last complete record
-  std::size_t fileEnd_ = 0;   // file size at the last look
-  bool known_ = false;
-  dev_t dev_ = 0;
-  ino_t ino_ = 0;
+  Mutex mutex_;
+  // The replayed log and where it ends.
+  rendezvous::KeyValueTable table_ GYRE_GUARDED_BY(mutex_);
+  std::size_t validEnd_ GYRE_GUARDED_BY(mutex_) = 0;  // end of the last complete record
+  std::size_t fileEnd_ GYRE_GUARDED_BY(mutex_) = 0;   // file size at the last look
+  bool known_ GYRE_GUARDED_BY(mutex_) = false;
+  dev_t dev_ GYRE_GUARDED_BY(mutex_) = 0;
+  ino_t ino_ GYRE_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace

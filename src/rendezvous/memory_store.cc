@@ -1,9 +1,7 @@
 // The in-process store: a table under a mutex, with a condition variable for waiters.
-#include <condition_variable>
-#include <mutex>
-
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "rendezvous/store_table.h"
 
 namespace gyre {
@@ -15,16 +13,16 @@ class MemoryStore final : public Store {
     rendezvous::checkKey(key);
     rendezvous::checkValue(value);
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       table_.set(key, value);
     }
-    changed_.notify_all();
+    changed_.notifyAll();
   }
 
   Bytes get(const std::string& key, Duration timeout) override {
     rendezvous::checkKey(key);
-    std::unique_lock<std::mutex> lock(mutex_);
-    waitLocked(lock, {key}, resolve(timeout), "get");
+    MutexLock lock(mutex_);
+    waitLocked({key}, resolve(timeout), "get");
     return *table_.find(key);
   }
 
@@ -32,10 +30,10 @@ class MemoryStore final : public Store {
     rendezvous::checkKey(key);
     std::int64_t result = 0;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       result = table_.add(key, delta);
     }
-    changed_.notify_all();
+    changed_.notifyAll();
     return result;
   }
 
@@ -44,43 +42,44 @@ class MemoryStore final : public Store {
     rendezvous::checkValue(desired);
     Bytes result;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       result = table_.compareSet(key, expected, desired);
     }
-    changed_.notify_all();
+    changed_.notifyAll();
     return result;
   }
 
   bool deleteKey(const std::string& key) override {
     rendezvous::checkKey(key);
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return table_.erase(key);
   }
 
   bool check(const std::vector<std::string>& keys) override {
     rendezvous::checkKeys(keys);
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     return table_.containsAll(keys);
   }
 
   void wait(const std::vector<std::string>& keys, Duration timeout) override {
     rendezvous::checkKeys(keys);
-    std::unique_lock<std::mutex> lock(mutex_);
-    waitLocked(lock, keys, resolve(timeout), "wait");
+    MutexLock lock(mutex_);
+    waitLocked(keys, resolve(timeout), "wait");
   }
 
  private:
-  void waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys, Duration timeout,
-                  const char* what) {
+  void waitLocked(const std::vector<std::string>& keys, Duration timeout, const char* what)
+      GYRE_REQUIRES(mutex_) {
     const Deadline deadline = rendezvous::deadlineAfter(timeout);
-    if (!changed_.wait_until(lock, deadline.at(), [&] { return table_.containsAll(keys); }))
+    if (!changed_.waitUntil(mutex_, deadline.at(),
+                            [&]() GYRE_REQUIRES(mutex_) { return table_.containsAll(keys); }))
       GYRE_THROW(TimeoutError, "memory store ", what, " timed out after ", timeout.count(), " ms; missing ",
                  rendezvous::describeKeys(table_.missing(keys)));
   }
 
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  rendezvous::KeyValueTable table_;
+  Mutex mutex_;
+  CondVar changed_;
+  rendezvous::KeyValueTable table_ GYRE_GUARDED_BY(mutex_);
 };
 
 }  // namespace

@@ -2,12 +2,12 @@
 // opens one when all are busy), so a thread blocked in get/wait never holds up the others.
 // A connection whose exchange broke (time-out mid-message, malformed reply) is discarded; once
 // the server closes a connection it is taken to be gone, and every later call throws at once.
-#include <mutex>
 #include <tuple>
 #include <vector>
 
 #include "common/auth.h"
 #include "common/check.h"
+#include "common/mutex.h"
 #include "common/socket.h"
 #include "rendezvous/network_store.h"
 #include "rendezvous/tcp_store_protocol.h"
@@ -97,7 +97,7 @@ class TcpStoreClient final : public Store, public rendezvous::NetworkStore {
 
   net::Fd acquire(Deadline deadline) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (!gone_.empty()) GYRE_THROW(Error, "tcp store at ", address_, " is unusable: ", gone_);
       if (!idle_.empty()) {
         net::Fd fd = std::move(idle_.back());
@@ -109,7 +109,7 @@ class TcpStoreClient final : public Store, public rendezvous::NetworkStore {
   }
 
   void release(net::Fd fd) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (gone_.empty() && idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
   }
 
@@ -126,7 +126,7 @@ class TcpStoreClient final : public Store, public rendezvous::NetworkStore {
       response = rendezvous::decodeResponse(body);
     } catch (const net::ConnectionClosed& e) {
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         gone_ = "the server closed the connection";
         idle_.clear();
       }
@@ -147,9 +147,9 @@ class TcpStoreClient final : public Store, public rendezvous::NetworkStore {
   std::string host_;
   std::uint16_t port_ = 0;
   std::string localAddress_;  // this host's address on the route to the server
-  std::mutex mutex_;
-  std::vector<net::Fd> idle_;  // guarded by mutex_
-  std::string gone_;           // guarded by mutex_; why the client is unusable, once it is
+  Mutex mutex_;
+  std::vector<net::Fd> idle_ GYRE_GUARDED_BY(mutex_);
+  std::string gone_ GYRE_GUARDED_BY(mutex_);  // why the client is unusable, once it is
 };
 
 }  // namespace

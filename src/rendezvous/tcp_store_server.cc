@@ -12,12 +12,12 @@
 #include <atomic>
 #include <list>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "common/auth.h"
 #include "common/check.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "common/socket.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_service.h"
@@ -45,7 +45,8 @@ struct Connection {
   bool dead = false;
 };
 
-// A connection whose handshake runs on its own thread.
+// A connection whose handshake runs on its own thread. fd and done are under the server's mutex_
+// (not annotated: GYRE_GUARDED_BY can only name a mutex reachable from the struct itself).
 struct Handshake {
   std::thread thread;
   int fd = -1;  // for shutdown(2) at destruction; -1 once the thread no longer owns it
@@ -82,7 +83,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     thread_.join();
     std::list<Handshake> pending;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       for (auto& h : handshakes_)
         if (h.fd >= 0) ::shutdown(h.fd, SHUT_RDWR);
       pending.splice(pending.end(), handshakes_);
@@ -172,7 +173,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
         peer = net::peerAddress(fd.get());
       } catch (const Error&) {
       }
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (handshakes_.size() >= kMaxPendingHandshakes) {
         refuse(peer, "too many connections are authenticating at once");
         continue;
@@ -201,7 +202,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       failure = e.what();
     }
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       h.fd = -1;
       h.done = true;
       if (failure.empty()) authenticated_.emplace_back(std::move(fd), peer);
@@ -216,7 +217,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void reapHandshakes() {
     std::list<Handshake> finished;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       for (auto it = handshakes_.begin(); it != handshakes_.end();) {
         auto next = std::next(it);
         if (it->done) finished.splice(finished.end(), handshakes_, it);
@@ -230,7 +231,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     std::uint64_t drained = 0;
     ssize_t ignored = ::read(wake_.get(), &drained, sizeof(drained));
     (void)ignored;
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     for (auto& [fd, peer] : authenticated_) {
       auto c = std::make_unique<Connection>();
       c->id = nextId_++;
@@ -364,9 +365,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   std::atomic<std::uint64_t> refused_{0};
 
   // Shared with handshake threads.
-  std::mutex mutex_;
-  std::list<Handshake> handshakes_;
-  std::vector<std::pair<net::Fd, std::string>> authenticated_;
+  Mutex mutex_;
+  std::list<Handshake> handshakes_ GYRE_GUARDED_BY(mutex_);
+  std::vector<std::pair<net::Fd, std::string>> authenticated_ GYRE_GUARDED_BY(mutex_);
 
   // The loop thread's own.
   std::map<std::uint64_t, std::unique_ptr<Connection>> connections_;

@@ -4,9 +4,9 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "common/check.h"
+#include "common/mutex.h"
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
 #include "torch/bucket_layout.h"
@@ -98,21 +98,23 @@ class DistributedOptimizer::Impl {
        DistributedOptimizerOptions options);
   ~Impl();
 
-  void onGradientReady(std::size_t slot);
-  void zeroGrad();
+  void onGradientReady(std::size_t slot) GYRE_EXCLUDES(mu_);
+  void zeroGrad() GYRE_EXCLUDES(mu_);
   // gatherGradients: sharded, also allgather the averaged gradients (step() needs only its part).
-  void synchronize(bool active, bool gatherGradients = true);
-  void step();
-  void join();
+  void synchronize(bool active, bool gatherGradients = true) GYRE_EXCLUDES(mu_);
+  void step() GYRE_EXCLUDES(mu_);
+  void join() GYRE_EXCLUDES(mu_);
 
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<::torch::optim::Optimizer> optimizer_;
   DistributedOptimizerOptions options_;
-  std::mutex mu_;
-  std::vector<Slot> slots_;
-  std::vector<Bucket> buckets_;
-  std::size_t nextToIssue_ = 0;
-  bool syncEnabled_ = true;
+  // Guards what the hooks touch. The constructor alone sets sharded_, sharedParams_ and shard_
+  // (sharded, the buckets are never laid out again).
+  Mutex mu_;
+  std::vector<Slot> slots_ GYRE_GUARDED_BY(mu_);
+  std::vector<Bucket> buckets_ GYRE_GUARDED_BY(mu_);
+  std::size_t nextToIssue_ GYRE_GUARDED_BY(mu_) = 0;
+  bool syncEnabled_ GYRE_GUARDED_BY(mu_) = true;
   bool sharded_ = false;
   std::shared_ptr<SharedMemory> sharedParams_;  // sharded on one host: the parameters, mapped by every rank
   ShardOptimizer shard_;  // sharded_: steps this rank's part of every bucket
@@ -120,33 +122,37 @@ class DistributedOptimizer::Impl {
   // the first is a warm-up (first-touch allocations make its backward pass several times
   // slower, and unevenly so).
   static constexpr int kPlanningStep = 1;
-  int synchronized_ = 0;  // steps synchronised so far
-  bool recordOrder_ = true;  // until the buckets are planned
-  std::vector<std::size_t> readyOrder_;
-  std::vector<double> readySeconds_;  // when each of readyOrder_ became ready, after the first
+  int synchronized_ GYRE_GUARDED_BY(mu_) = 0;     // steps synchronised so far
+  bool recordOrder_ GYRE_GUARDED_BY(mu_) = true;  // until the buckets are planned
+  std::vector<std::size_t> readyOrder_ GYRE_GUARDED_BY(mu_);
+  // When each of readyOrder_ became ready, after the first.
+  std::vector<double> readySeconds_ GYRE_GUARDED_BY(mu_);
+  Clock::time_point stepBegin_ GYRE_GUARDED_BY(mu_);
+  Clock::time_point firstReady_ GYRE_GUARDED_BY(mu_){};
+  Clock::time_point lastReady_ GYRE_GUARDED_BY(mu_){};
+  // The training thread's own: written under mu_ where it is held anyway, read without it by
+  // join(), lastStep() and totals() (on that same thread).
   float activeRanks_ = 0;
-  Clock::time_point stepBegin_;
-  Clock::time_point firstReady_{};
-  Clock::time_point lastReady_{};
   StepTiming last_;
   StepTiming totals_;
 
  private:
-  std::vector<GradientSlot> gradientShapes() const;
-  void layOut(const std::vector<BucketPlan>& plans);
-  void issueReadyBuckets();
+  std::vector<GradientSlot> gradientShapes() const GYRE_REQUIRES(mu_);
+  void layOut(const std::vector<BucketPlan>& plans) GYRE_REQUIRES(mu_);
+  void issueReadyBuckets() GYRE_REQUIRES(mu_);
   // Starts the bucket's reduction on the communicator's thread, or (here) runs it on this one.
-  void issue(Bucket& bucket, bool here);
-  void recordReduction(StepTiming& timing, const Bucket& bucket, Clock::time_point begin, Clock::time_point end);
-  void ensureAliased(Slot& slot);
-  void adoptGradient(Slot& slot, Bucket& bucket);
-  void pointPartsAtGradients(Bucket& bucket);
-  void buildShardOptimizer();
-  StepTiming allgather(::torch::Tensor Bucket::*buffer, const char* what);
+  void issue(Bucket& bucket, bool here) GYRE_REQUIRES(mu_);
+  void recordReduction(StepTiming& timing, const Bucket& bucket, Clock::time_point begin,
+                       Clock::time_point end) GYRE_REQUIRES(mu_);
+  void ensureAliased(Slot& slot) GYRE_REQUIRES(mu_);
+  void adoptGradient(Slot& slot, Bucket& bucket) GYRE_REQUIRES(mu_);
+  void pointPartsAtGradients(Bucket& bucket) GYRE_REQUIRES(mu_);
+  void buildShardOptimizer() GYRE_REQUIRES(mu_);
+  StepTiming allgather(::torch::Tensor Bucket::*buffer, const char* what) GYRE_REQUIRES(mu_);
   void recordTransfer(StepTiming& timing, const char* what, const Bucket& bucket, std::size_t bytes,
-                      Clock::time_point begin, Clock::time_point end);
-  void adoptRankZeroOrder();
-  void resetForNextStep();
+                      Clock::time_point begin, Clock::time_point end) GYRE_REQUIRES(mu_);
+  void adoptRankZeroOrder() GYRE_REQUIRES(mu_);
+  void resetForNextStep() GYRE_REQUIRES(mu_);
 };
 
 namespace {
@@ -386,7 +392,7 @@ void DistributedOptimizer::Impl::ensureAliased(Slot& slot) {
 }
 
 void DistributedOptimizer::Impl::onGradientReady(std::size_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Slot& slot = slots_[index];
   ensureAliased(slot);
   if (!syncEnabled_ || slot.ready) return;
@@ -466,12 +472,12 @@ void DistributedOptimizer::Impl::zeroGrad() {
   // its fresh gradient tensor without adding it to zeros; the ready hook copies it into the
   // bucket (one pass over the memory, where zeroing the bucket and accumulating into it take
   // two). Slots that get no gradient are zeroed at synchronisation.
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (Slot& slot : slots_) slot.param.mutable_grad().reset();
 }
 
 void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const auto begin = Clock::now();
   StepTiming timing;
   timing.steps = 1;
@@ -625,7 +631,7 @@ void DistributedOptimizer::Impl::step() {
     // Every rank updated its part of the one copy: once all have, everyone reads the new values.
     // (A rank updates again only after the next step's reduce-scatter, which needs every rank's
     // gradients, so nobody writes while another still reads.)
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const auto barrierBegin = Clock::now();
     comm_->barrier();
     const auto barrierEnd = Clock::now();
@@ -633,11 +639,11 @@ void DistributedOptimizer::Impl::step() {
     if (options_.timeline) options_.timeline->span(Timeline::Track::kCompute, "wait", barrierBegin, barrierEnd);
   } else if (sharded_) {
     // The parts each rank updated, to every rank.
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     last_ += allgather(&Bucket::params, "allgather parameters");
   }
   const auto stepEnd = Clock::now();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   last_.step = seconds(stepEnd - stepBegin_);
   last_.compute = last_.step - last_.wait;
   stepBegin_ = stepEnd;
@@ -667,12 +673,12 @@ void DistributedOptimizer::synchronize() { impl_->synchronize(true); }
 void DistributedOptimizer::join() { impl_->join(); }
 
 DistributedOptimizer::NoSyncGuard::NoSyncGuard(DistributedOptimizer& owner) : owner_(owner) {
-  std::lock_guard<std::mutex> lock(owner_.impl_->mu_);
+  MutexLock lock(owner_.impl_->mu_);
   owner_.impl_->syncEnabled_ = false;
 }
 
 DistributedOptimizer::NoSyncGuard::~NoSyncGuard() {
-  std::lock_guard<std::mutex> lock(owner_.impl_->mu_);
+  MutexLock lock(owner_.impl_->mu_);
   owner_.impl_->syncEnabled_ = true;
 }
 
@@ -680,7 +686,7 @@ const StepTiming& DistributedOptimizer::lastStep() const { return impl_->last_; 
 const StepTiming& DistributedOptimizer::totals() const { return impl_->totals_; }
 
 void DistributedOptimizer::resetTiming() {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  MutexLock lock(impl_->mu_);
   impl_->totals_ = StepTiming{};
   impl_->stepBegin_ = Clock::now();
 }
@@ -690,7 +696,7 @@ Communicator& DistributedOptimizer::communicator() { return *impl_->comm_; }
 const DistributedOptimizerOptions& DistributedOptimizer::options() const { return impl_->options_; }
 
 std::vector<std::size_t> DistributedOptimizer::bucketBytes() const {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  MutexLock lock(impl_->mu_);
   std::vector<std::size_t> bytes;
   for (const auto& bucket : impl_->buckets_) bytes.push_back(static_cast<std::size_t>(bucket.wire.nbytes()));
   return bytes;

@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
-#include <mutex>
 #include <string>
 
 #include "common/check.h"
+#include "common/mutex.h"
 #include "gyre/errors.h"
 
 namespace gyre::torch {
@@ -63,24 +63,26 @@ class PSOptimizer::Impl {
        PSOptimizerOptions options);
   ~Impl();
 
-  void onGradientReady(std::size_t index);
-  void step();
+  void onGradientReady(std::size_t index) GYRE_EXCLUDES(mu_);
+  void step() GYRE_EXCLUDES(mu_);
 
   std::shared_ptr<ps::Worker> worker_;
   PSOptimizerOptions options_;
   std::vector<::torch::Tensor> params_;
-  mutable std::mutex mu_;
-  std::vector<Slot> slots_;
-  float lr_;
-  Clock::time_point stepBegin_;
-  Clock::time_point firstPush_{};
+  mutable Mutex mu_;
+  std::vector<Slot> slots_ GYRE_GUARDED_BY(mu_);
+  float lr_ GYRE_GUARDED_BY(mu_);
+  Clock::time_point stepBegin_ GYRE_GUARDED_BY(mu_);
+  Clock::time_point firstPush_ GYRE_GUARDED_BY(mu_){};
+  // The training thread's own: written under mu_ by step(), read without it by lastStep() and
+  // totals() (on that same thread).
   StepTiming last_;
   StepTiming totals_;
 
  private:
-  // Sends slot `index`'s gradient (or zeros); mu_ held.
-  void push(std::size_t index, const ::torch::Tensor& grad);
-  void pullAll();
+  // Sends slot `index`'s gradient (or zeros).
+  void push(std::size_t index, const ::torch::Tensor& grad) GYRE_REQUIRES(mu_);
+  void pullAll() GYRE_REQUIRES(mu_);
 };
 
 namespace {
@@ -183,7 +185,7 @@ void PSOptimizer::Impl::push(std::size_t index, const ::torch::Tensor& grad) {
 }
 
 void PSOptimizer::Impl::onGradientReady(std::size_t index) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Slot& slot = slots_[index];
   GYRE_USAGE_CHECK(!slot.push, "PSOptimizer: parameter ", index,
                    " got a second gradient before step(): one backward pass per step (its first gradient "
@@ -202,7 +204,7 @@ void PSOptimizer::Impl::pullAll() {
 }
 
 void PSOptimizer::Impl::step() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const auto begin = Clock::now();
   StepTiming timing;
   timing.steps = 1;
@@ -227,7 +229,7 @@ void PSOptimizer::Impl::step() {
   if (failure) std::rethrow_exception(failure);
   pullAll();
   const auto end = Clock::now();
-  const std::size_t bytes = [&] {
+  const std::size_t bytes = [&]() GYRE_REQUIRES(mu_) {
     std::size_t total = 0;
     for (const Slot& slot : slots_) total += static_cast<std::size_t>(slot.param.nbytes());
     return total;
@@ -251,7 +253,7 @@ PSOptimizer::PSOptimizer(std::vector<::torch::Tensor> params, std::shared_ptr<ps
 PSOptimizer::~PSOptimizer() = default;
 
 void PSOptimizer::zeroGrad() {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  MutexLock lock(impl_->mu_);
   for (auto& slot : impl_->slots_) slot.param.mutable_grad().reset();
 }
 
@@ -260,12 +262,12 @@ void PSOptimizer::step() { impl_->step(); }
 void PSOptimizer::setLearningRate(double lr) {
   GYRE_USAGE_CHECK(std::isfinite(lr) && lr >= 0, "PSOptimizer: the learning rate must be a finite, non-negative "
                    "number (got ", lr, ")");
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  MutexLock lock(impl_->mu_);
   impl_->lr_ = static_cast<float>(lr);
 }
 
 double PSOptimizer::learningRate() const {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  MutexLock lock(impl_->mu_);
   return impl_->lr_;
 }
 
@@ -273,7 +275,7 @@ const StepTiming& PSOptimizer::lastStep() const { return impl_->last_; }
 const StepTiming& PSOptimizer::totals() const { return impl_->totals_; }
 
 void PSOptimizer::resetTiming() {
-  std::lock_guard<std::mutex> lock(impl_->mu_);
+  MutexLock lock(impl_->mu_);
   impl_->totals_ = StepTiming{};
   impl_->stepBegin_ = Clock::now();
 }

@@ -12,7 +12,8 @@ namespace {
 class ProcessMatrixTest : public ::testing::TestWithParam<std::tuple<Transport, int>> {};
 
 TEST_P(ProcessMatrixTest, EveryCollectiveMatchesTheSerialReference) {
-  const auto [transport, size] = GetParam();
+  const auto transport = std::get<0>(GetParam());  // not a structured binding: the lambda captures it
+  const int size = std::get<1>(GetParam());
   test::TempDir dir;
   const std::string path = dir.path() + "/store";
   test::runProcesses(size, [&](int rank) {

@@ -3,39 +3,39 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <mutex>
 #include <sstream>
 
 #include "common/check.h"
+#include "common/mutex.h"
 #include "common/reduce.h"
 #include "gyre/errors.h"
 
 namespace gyre::test {
 
 struct FakeNetwork::Fifo {
-  std::mutex mu;
-  std::vector<std::byte> ring;  // allocated on first write
-  std::size_t head = 0;
-  std::size_t used = 0;
-  std::size_t sent = 0;
-  std::deque<std::size_t> messages;  // sizes of the messages begun and not yet read in full
+  Mutex mu;
+  std::vector<std::byte> ring GYRE_GUARDED_BY(mu);  // allocated on first write
+  std::size_t head GYRE_GUARDED_BY(mu) = 0;
+  std::size_t used GYRE_GUARDED_BY(mu) = 0;
+  std::size_t sent GYRE_GUARDED_BY(mu) = 0;
+  // Sizes of the messages begun and not yet read in full.
+  std::deque<std::size_t> messages GYRE_GUARDED_BY(mu);
 };
 
 struct FakeNetwork::Doorbell {
-  mutable std::mutex mu;
-  mutable std::condition_variable cv;
-  std::uint64_t epoch = 0;
+  mutable Mutex mu;
+  mutable CondVar cv;
+  std::uint64_t epoch GYRE_GUARDED_BY(mu) = 0;
 };
 
 struct FakeNetwork::Failure {
-  mutable std::mutex mu;
-  bool broken = false;
-  int lostRank = -1;
-  std::string reason;
+  mutable Mutex mu;
+  bool broken GYRE_GUARDED_BY(mu) = false;
+  int lostRank GYRE_GUARDED_BY(mu) = -1;
+  std::string reason GYRE_GUARDED_BY(mu);
 };
 
 FakeNetwork::FakeNetwork(int size, std::size_t capacity)
@@ -55,16 +55,16 @@ FakeNetwork::Fifo& FakeNetwork::fifo(int src, int dst) const {
 void FakeNetwork::ring(int rank) const {
   Doorbell& d = *doorbells_[static_cast<std::size_t>(rank)];
   {
-    std::lock_guard<std::mutex> lock(d.mu);
+    MutexLock lock(d.mu);
     ++d.epoch;
   }
-  d.cv.notify_all();
+  d.cv.notifyAll();
 }
 
 std::size_t FakeNetwork::pendingBytes() const {
   std::size_t total = 0;
   for (const auto& f : fifos_) {
-    std::lock_guard<std::mutex> lock(f->mu);
+    MutexLock lock(f->mu);
     total += f->used;
   }
   return total;
@@ -73,7 +73,7 @@ std::size_t FakeNetwork::pendingBytes() const {
 std::size_t FakeNetwork::sentBytes() const {
   std::size_t total = 0;
   for (const auto& f : fifos_) {
-    std::lock_guard<std::mutex> lock(f->mu);
+    MutexLock lock(f->mu);
     total += f->sent;
   }
   return total;
@@ -84,7 +84,7 @@ std::size_t FakeNetwork::write(int src, int dst, const std::byte* data, std::siz
   Fifo& f = fifo(src, dst);
   std::size_t n = 0;
   {
-    std::lock_guard<std::mutex> lock(f.mu);
+    MutexLock lock(f.mu);
     if (f.ring.empty()) f.ring.resize(capacity_);
     n = std::min(bytes, capacity_ - f.used);
     if (offset == 0 && n > 0) f.messages.push_back(message);
@@ -104,7 +104,7 @@ std::size_t FakeNetwork::read(int src, int dst, std::byte* data, std::size_t byt
   Fifo& f = fifo(src, dst);
   std::size_t n = 0;
   {
-    std::lock_guard<std::mutex> lock(f.mu);
+    MutexLock lock(f.mu);
     if (f.used == 0) return 0;
     if (f.messages.front() != message)
       GYRE_THROW(ProtocolError, "rank ", dst, " receives a message of ", message, " bytes from rank ", src,
@@ -126,24 +126,24 @@ std::size_t FakeNetwork::read(int src, int dst, std::byte* data, std::size_t byt
 
 std::uint64_t FakeNetwork::epoch(int rank) const {
   Doorbell& d = *doorbells_[static_cast<std::size_t>(rank)];
-  std::lock_guard<std::mutex> lock(d.mu);
+  MutexLock lock(d.mu);
   return d.epoch;
 }
 
 bool FakeNetwork::wait(int rank, std::uint64_t seen, Clock::time_point deadline) const {
   Doorbell& d = *doorbells_[static_cast<std::size_t>(rank)];
-  std::unique_lock<std::mutex> lock(d.mu);
-  auto changed = [&] { return d.epoch != seen; };
+  MutexLock lock(d.mu);
+  auto changed = [&]() GYRE_REQUIRES(d.mu) { return d.epoch != seen; };
   if (deadline == Clock::time_point::max()) {
-    d.cv.wait(lock, changed);
+    d.cv.wait(d.mu, changed);
     return true;
   }
-  return d.cv.wait_until(lock, deadline, changed);
+  return d.cv.waitUntil(d.mu, deadline, changed);
 }
 
 void FakeNetwork::breakAll(int lostRank, const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(failure_->mu);
+    MutexLock lock(failure_->mu);
     if (failure_->broken) return;
     failure_->broken = true;
     failure_->lostRank = lostRank;
@@ -153,7 +153,7 @@ void FakeNetwork::breakAll(int lostRank, const std::string& reason) {
 }
 
 void FakeNetwork::throwIfBroken() const {
-  std::lock_guard<std::mutex> lock(failure_->mu);
+  MutexLock lock(failure_->mu);
   if (failure_->broken) throw PeerLostError(failure_->reason, failure_->lostRank);
 }
 
@@ -266,21 +266,21 @@ FakeJob::FakeJob(int size, std::size_t capacity)
 
 FakeJob::~FakeJob() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  changed_.notifyAll();
   for (auto& t : threads_) t.join();
 }
 
 void FakeJob::run(const Task& fn, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   task_ = &fn;
   deadline_ = Deadline::after(timeout);
   busy_ = size();
   ++generation_;
-  changed_.notify_all();
-  changed_.wait(lock, [&] { return busy_ == 0; });
+  changed_.notifyAll();
+  changed_.wait(mu_, [&]() GYRE_REQUIRES(mu_) { return busy_ == 0; });
   task_ = nullptr;
 }
 
@@ -291,8 +291,8 @@ void FakeJob::serve(int r) {
     const Task* task = nullptr;
     Deadline deadline = Deadline::never();
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      changed_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      MutexLock lock(mu_);
+      changed_.wait(mu_, [&]() GYRE_REQUIRES(mu_) { return stopping_ || generation_ != seen; });
       if (stopping_) return;
       seen = generation_;
       task = task_;
@@ -305,8 +305,8 @@ void FakeJob::serve(int r) {
       meshes_[i]->abort(r, e.what());
       ADD_FAILURE() << "rank " << r << " threw: " << e.what();
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--busy_ == 0) changed_.notify_all();
+    MutexLock lock(mu_);
+    if (--busy_ == 0) changed_.notifyAll();
   }
 }
 

@@ -19,12 +19,10 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
@@ -33,6 +31,7 @@
 #include "collectives/context.h"
 #include "collectives/cost_model.h"
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "transport/mesh.h"
 
 namespace gyre::test {
@@ -127,23 +126,23 @@ class FakeJob {
   // instead of waiting out the deadline) and is reported as a gtest failure naming the rank, as
   // are the others' errors.
   using Task = std::function<void(collectives::Context&, int rank)>;
-  void run(const Task& fn, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  void run(const Task& fn, std::chrono::milliseconds timeout = std::chrono::seconds(30)) GYRE_EXCLUDES(mu_);
 
  private:
-  void serve(int rank);
+  void serve(int rank) GYRE_EXCLUDES(mu_);
 
   std::shared_ptr<FakeNetwork> network_;
   std::vector<std::unique_ptr<FakeMesh>> meshes_;
   std::vector<collectives::Scratch> scratch_;
   std::vector<collectives::CostModel> costs_;
 
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::uint64_t generation_ = 0;  // bumped by run() for each task
-  int busy_ = 0;                  // ranks still working on the current task
-  bool stopping_ = false;
-  const Task* task_ = nullptr;
-  Deadline deadline_ = Deadline::never();
+  Mutex mu_;
+  CondVar changed_;
+  std::uint64_t generation_ GYRE_GUARDED_BY(mu_) = 0;  // bumped by run() for each task
+  int busy_ GYRE_GUARDED_BY(mu_) = 0;                  // ranks still working on the current task
+  bool stopping_ GYRE_GUARDED_BY(mu_) = false;
+  const Task* task_ GYRE_GUARDED_BY(mu_) = nullptr;
+  Deadline deadline_ GYRE_GUARDED_BY(mu_) = Deadline::never();
   std::vector<std::thread> threads_;
 };
 

@@ -70,12 +70,13 @@ TEST_P(BroadcastTest, EveryRankGetsTheRootsBytes) {
   using BroadcastFn = void (*)(Context&, void*, std::size_t, int);
   const std::pair<const char*, BroadcastFn> algorithms[] = {{"chain", broadcastChain},
                                                             {"tree", broadcastTree}};
-  for (auto [name, fn] : algorithms)
+  for (const auto& [name, algorithm] : algorithms)
     for (int root : roots(p))
       for (std::size_t n : sizes()) {
         const std::string what = std::string(name) + " p=" + std::to_string(p) +
                                  " root=" + std::to_string(root) + " bytes=" + std::to_string(n);
         std::vector<Bytes> buf(static_cast<std::size_t>(p));
+        const BroadcastFn fn = algorithm;  // clang before 16 cannot capture a structured binding
         job.run([&](Context& c, int r) {
           auto& b = buf[static_cast<std::size_t>(r)];
           b = r == root ? pattern(n, root) : Bytes(n, kUnwritten);

@@ -26,7 +26,8 @@ CommunicatorOptions testOptions(Transport transport, std::string name = "world")
 class MatrixTest : public ::testing::TestWithParam<std::tuple<Transport, int>> {};
 
 TEST_P(MatrixTest, EveryCollectiveMatchesTheSerialReference) {
-  const auto [transport, size] = GetParam();
+  const auto transport = std::get<0>(GetParam());  // not a structured binding: the lambda captures it
+  const int size = std::get<1>(GetParam());
   auto store = createMemoryStore();
   const auto matrix = test::defaultMatrix();
   runThreads(size, [&](int rank) {

@@ -196,7 +196,9 @@ TEST_P(MeshTest, HostileClientsAreRefusedAndSetUpCarriesOn) {
   std::atomic<bool> attacked{false};
   std::thread attacker([&] {
     const std::string record = store_->getString("hostile/mesh/0", std::chrono::seconds(20));
-    auto [host, port] = net::splitHostPort(record.substr(0, record.find('|')));
+    const auto hostPort = net::splitHostPort(record.substr(0, record.find('|')));
+    const auto& host = hostPort.first;  // not structured bindings: the lambda below captures them
+    const auto& port = hostPort.second;
     const Deadline deadline = Deadline::after(std::chrono::seconds(5));
     auto sendRaw = [&](const std::string& bytes) {
       net::Fd fd = net::connectTo(host, port, deadline);

@@ -1,5 +1,9 @@
 #include "common/reduce.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -395,7 +399,9 @@ INSTANTIATE_TEST_SUITE_P(Kernels, ReduceTest, ::testing::Values(true, false),
 TEST(ReduceDispatch, UsesAvx2WhereTheCpuHasIt) {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  EXPECT_EQ(usingAvx2(), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"));
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // CPUID leaf 1: ECX bit 29 is F16C
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  EXPECT_EQ(usingAvx2(), __builtin_cpu_supports("avx2") && f16c);
 #else
   EXPECT_FALSE(usingAvx2());
 #endif

@@ -63,6 +63,8 @@ class Timeline {
   std::shared_ptr<Communicator> comm_;
   std::size_t maxEvents_;
   Clock::time_point origin_;
+  // Guards the three below. A plain std::mutex, unannotated: this public header stays free of
+  // gyre's internal thread-safety annotations (src/common/mutex.h).
   mutable std::mutex mu_;
   std::string events_;  // JSON objects, one per line, each followed by ",\n"
   std::size_t count_ = 0;

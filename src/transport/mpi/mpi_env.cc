@@ -13,13 +13,13 @@ namespace {
 // Who uses MPI, and whether gyre must finalize it. Guarded by `mutex` (MPI calls made here are
 // made with it held, which also serializes initialization and finalization).
 struct Registry {
-  std::mutex mutex;
-  std::unique_ptr<Environment> env;
-  bool ownsMpi = false;  // gyre called MPI_Init_thread, so gyre calls MPI_Finalize
-  bool exiting = false;  // the atexit handler ran
-  bool finalizedByUs = false;
-  bool failed = false;  // a communicator over MPI broke (noteFailure)
-  int users = 0;        // live references from acquire()
+  Mutex mutex;
+  std::unique_ptr<Environment> env GYRE_GUARDED_BY(mutex);
+  bool ownsMpi GYRE_GUARDED_BY(mutex) = false;  // gyre called MPI_Init_thread, so gyre calls MPI_Finalize
+  bool exiting GYRE_GUARDED_BY(mutex) = false;  // the atexit handler ran
+  bool finalizedByUs GYRE_GUARDED_BY(mutex) = false;
+  bool failed GYRE_GUARDED_BY(mutex) = false;  // a communicator over MPI broke (noteFailure)
+  int users GYRE_GUARDED_BY(mutex) = 0;        // live references from acquire()
 
   static Registry& get() {
     // Never destroyed: a communicator in static storage may be destroyed after every other
@@ -28,8 +28,7 @@ struct Registry {
     return *registry;
   }
 
-  // Caller holds `mutex`.
-  void finalizeIfDone() {
+  void finalizeIfDone() GYRE_REQUIRES(mutex) {
     if (!ownsMpi || finalizedByUs || !exiting || users > 0) return;
     finalizedByUs = true;
     if (Environment::finalized()) return;
@@ -44,14 +43,14 @@ struct Registry {
 
   static void atExit() {
     Registry& r = get();
-    std::lock_guard lock(r.mutex);
+    MutexLock lock(r.mutex);
     r.exiting = true;
     r.finalizeIfDone();
   }
 
   static void release() {
     Registry& r = get();
-    std::lock_guard lock(r.mutex);
+    MutexLock lock(r.mutex);
     --r.users;
     r.finalizeIfDone();
   }
@@ -72,7 +71,7 @@ void check(int code, const char* what) {
 
 void Environment::noteFailure() {
   Registry& r = Registry::get();
-  std::lock_guard lock(r.mutex);
+  MutexLock lock(r.mutex);
   r.failed = true;
 }
 
@@ -82,13 +81,13 @@ bool Environment::finalized() {
   return done != 0;
 }
 
-std::unique_lock<std::mutex> Environment::lock() {
-  return serialized_ ? std::unique_lock<std::mutex>(mutex_) : std::unique_lock<std::mutex>();
+std::unique_lock<Mutex> Environment::lock() {
+  return serialized_ ? std::unique_lock<Mutex>(mutex_) : std::unique_lock<Mutex>();
 }
 
 std::shared_ptr<Environment> Environment::acquire() {
   Registry& r = Registry::get();
-  std::lock_guard lock(r.mutex);
+  MutexLock lock(r.mutex);
   if (r.finalizedByUs || finalized())
     GYRE_THROW(Error, "the MPI transport cannot start: MPI has been finalized in this process");
   if (!r.env) {

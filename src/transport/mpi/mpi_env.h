@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 
+#include "common/mutex.h"
+
 namespace gyre::transport::mpi {
 
 class Environment {
@@ -36,8 +38,9 @@ class Environment {
   bool serialized() const { return serialized_; }
 
   // Hold it around every MPI call: it owns the process-wide MPI mutex when MPI gives less than
-  // MPI_THREAD_MULTIPLE, and nothing otherwise.
-  std::unique_lock<std::mutex> lock();
+  // MPI_THREAD_MULTIPLE, and nothing otherwise. (A std::unique_lock, held or not by the thread
+  // level: beyond the thread-safety analysis, which is why mutex_ guards no annotated member.)
+  std::unique_lock<Mutex> lock();
 
   // True once MPI_Finalize has run (by gyre or by the program); MPI must not be called then.
   static bool finalized();
@@ -59,7 +62,7 @@ class Environment {
   int worldRank_;
   int worldSize_;
   int tagUpperBound_;
-  std::mutex mutex_;
+  Mutex mutex_;  // serializes gyre's MPI calls (MPI's own state), when serialized_
 };
 
 // MPI's text for an error code.
