@@ -4,6 +4,7 @@
 #include "gyre/gyre.h"
 #include "gyre/torch/broadcast.h"
 #include "gyre/torch/checkpoint.h"
+#include "gyre/torch/data.h"
 #include "gyre/torch/distributed_optimizer.h"
 #include "gyre/torch/elastic.h"
 #include "gyre/torch/lr.h"

@@ -14,7 +14,6 @@ namespace gyre::train {
 namespace {
 
 using O = TrainOptions;
-constexpr FlagScope kBoth = FlagScope::kBoth;
 constexpr FlagScope kLauncher = FlagScope::kLauncher;
 constexpr FlagScope kWorker = FlagScope::kWorker;
 
@@ -77,6 +76,11 @@ const std::array kFlags = std::to_array<TrainFlag>({
              "GYRE_NUM_THREADS, else libtorch's default)",
      .bound = Bound::kNonNegative,
      .forwarded = false},  // gyre run hands it to each worker as GYRE_NUM_THREADS
+    {.name = "--data-workers",
+     .field = &O::dataWorkers,
+     .help = "Threads per worker assembling the next batches ahead of the training loop (0: the loop assembles "
+             "each batch itself)",
+     .bound = Bound::kNonNegative},
     {.name = "--max-steps",
      .field = &O::maxSteps,
      .help = "Stop each epoch after this many steps (0: the whole epoch)",

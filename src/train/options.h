@@ -42,6 +42,7 @@ struct TrainOptions {
   std::int64_t skipSteps = 0;       // leave epoch 1's first steps out of the throughput (warm-up)
   bool eval = true;                 // test accuracy after each epoch
   int threads = 0;                  // compute threads per worker; 0: GYRE_NUM_THREADS, else libtorch's
+  int dataWorkers = 1;              // threads assembling batches ahead (gyre::data::Loader); 0: inline
   double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
   bool shardOptimizer = false;      // DistributedOptimizer's shardOptimizerState (ZeRO stage 1)
   bool json = false;                // also print each epoch's metrics as one JSON line on stdout

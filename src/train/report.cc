@@ -32,7 +32,8 @@ std::string formatEpochLine(const EpochReport& r) {
   const double step = r.computeS + r.waitS;
   if (!r.plain && step > 0) {
     auto percent = [&](double part) { return format("%.0f%%", 100 * part / step); };
-    line += "  step: compute " + percent(r.computeS) + " comm " + percent(r.communicateS) + " (hidden " +
+    line += "  step: data " + format("%.1f%%", 100 * r.dataWaitS / step) + " compute " +
+            percent(r.computeS - r.dataWaitS) + " comm " + percent(r.communicateS) + " (hidden " +
             percent(r.hiddenS) + ") wait " + percent(r.waitS);
   }
   return line;
@@ -61,6 +62,7 @@ std::string toJsonLine(const EpochReport& r) {
   j["communicate_s"] = r.communicateS;
   j["wait_s"] = r.waitS;
   j["hidden_s"] = r.hiddenS;
+  j["data_wait_s"] = r.dataWaitS;
   j["torch_threads"] = r.torchThreads;
   j["blas_threads"] = orNull(r.blasThreads);
   nlohmann::ordered_json saves = nlohmann::ordered_json::array();
@@ -120,6 +122,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["skip_steps"] = o.skipSteps;
   j["eval"] = o.eval;
   j["torch_threads"] = torchThreads;
+  j["data_workers"] = o.dataWorkers;
   j["reference_samples_per_s"] =
       o.referenceSamplesPerS > 0 ? nlohmann::json(o.referenceSamplesPerS) : nullptr;
   j["checkpoint_dir"] = o.checkpointDir;

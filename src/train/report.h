@@ -12,14 +12,16 @@ namespace gyre::train {
 
 // One line per epoch, as
 //   epoch 1/3  loss 0.4312  test acc 87.12%  2093 samples/s  speedup 1.86  efficiency 0.93
-//   step: compute 98% comm 9% (hidden 7%) wait 2%      (on the same line)
+//   step: data 0.2% compute 96% comm 9% (hidden 7%) wait 2%      (on the same line)
+// where data + compute + wait = 100% (compute without the data wait).
 // Leaves out what is unknown (test accuracy with --no-eval, speedup and efficiency without a
 // reference, the step split in plain mode).
 std::string formatEpochLine(const EpochReport& report);
 
 // One JSON object on one line (no newline): epoch, epochs, world, plain, model, batch,
 // per_rank_batch, lr, compression, loss, test_accuracy, samples_per_s, seconds, steps,
-// timed_steps, speedup, efficiency, compute_s, communicate_s, wait_s, hidden_s, torch_threads,
+// timed_steps, speedup, efficiency, compute_s (the data wait included), communicate_s, wait_s,
+// hidden_s, data_wait_s, torch_threads,
 // blas_threads, checkpoints (an array of {step, bytes, stall_s, path}), mode, and in the
 // parameter-server modes servers, staleness (updates by staleness, summed over the workers,
 // without trailing zeros) and clock_wait_s (seconds blocked in clock(), averaged over the

@@ -66,7 +66,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   // Elastic worlds come and go (attach()); the batch need not divide them, and the fault names a
   // worker id.
   if (!o_.elastic) checkWorld(o_, world_);
-  data_ = loadFashionMnist(o_.dataDir);
+  data_.train = gyre::data::loadFashionMnist(o_.dataDir, "train", {.cache = true});
+  data_.test = gyre::data::loadFashionMnist(o_.dataDir, "t10k", {.cache = true});
 
   // Every rank draws the same initial weights; the broadcast makes sure of it.
   ::torch::manual_seed(o_.seed);
@@ -100,10 +101,12 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     elasticSampler_.emplace(data_.train.size(), o_.batch, o_.seed);
     stepsPerEpoch_ = elasticSampler_->stepsPerEpoch();
   } else {
-    gyre::torch::DistributedSamplerOptions s;
+    // Padded shards, full batches only: a partial last batch is dropped.
+    gyre::data::BatchSamplerOptions s;
     s.seed = o_.seed;
-    sampler_.emplace(data_.train.size(), world_, group_.rank(), s);
-    stepsPerEpoch_ = sampler_->steps(perRankBatch_);
+    s.dropLastBatch = true;
+    batchSampler_.emplace(data_.train.size(), world_, group_.rank(), perRankBatch_, s);
+    stepsPerEpoch_ = batchSampler_->size();
   }
   GYRE_USAGE_CHECK(stepsPerEpoch_ > 0, "--batch ", o_.batch, " leaves no step for a worker of the ", world_);
   if (o_.maxSteps > 0) stepsPerEpoch_ = std::min(stepsPerEpoch_, o_.maxSteps);
@@ -173,15 +176,39 @@ std::vector<EpochReport> Trainer::run() {
   return reports;
 }
 
-EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
-  std::vector<std::int64_t> indices;
-  if (sampler_) {
-    sampler_->setEpoch(epoch - 1);
-    indices = sampler_->indices();
+gyre::data::Batch Trainer::nextBatch(std::optional<gyre::data::Loader>& loader) {
+  if (loader) {
+    gyre::data::Batch batch = loader->next();
+    dataWaitS_ += loader->lastWaitSeconds();
+    GYRE_ENFORCE(static_cast<bool>(batch), "the epoch's loader ran out of batches");
+    return batch;
   }
-  const auto order =
-      ::torch::from_blob(indices.data(), {static_cast<std::int64_t>(indices.size())}, ::torch::kInt64);
-  const ImageSet& train = data_.train;
+  // Elastic: the sampler's place is part of the elastic state (rolled back with a commit), so the
+  // batch is assembled here, step by step.
+  const auto begin = Clock::now();
+  std::vector<std::int64_t> indices = elasticSampler_->batch();
+  const auto index = ::torch::from_blob(indices.data(), {static_cast<std::int64_t>(indices.size())}, ::torch::kInt64);
+  gyre::data::Batch batch;
+  batch.images = data_.train.images.index_select(0, index);
+  batch.labels = data_.train.labels.index_select(0, index);
+  batch.index = elasticSampler_->step();
+  dataWaitS_ += seconds(Clock::now() - begin);
+  return batch;
+}
+
+EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
+  // This rank's batches of the epoch from step `first` on, assembled ahead on o_.dataWorkers
+  // threads (started here, so the first batches are ready when the loop begins).
+  std::optional<gyre::data::Loader> loader;
+  if (batchSampler_) {
+    batchSampler_->setEpoch(epoch - 1);
+    std::vector<std::vector<std::int64_t>> batches = batchSampler_->batches();
+    batches.resize(static_cast<std::size_t>(stepsPerEpoch_));  // --max-steps
+    batches.erase(batches.begin(), batches.begin() + static_cast<std::ptrdiff_t>(first));
+    gyre::data::LoaderOptions l;
+    l.workers = o_.dataWorkers;
+    loader.emplace(data_.train, std::move(batches), std::move(l));
+  }
   // The warm-up steps left out of the throughput: epoch 1's first, unless it is resumed midway.
   const std::int64_t skip = epoch == 1 && first == 0 ? o_.skipSteps : 0;
   std::vector<CheckpointSave> saves;
@@ -203,17 +230,11 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     }
     const double lr = learningRate(globalStep_);
     setLearningRate(lr);
-    std::vector<std::int64_t> elasticBatch;
-    if (elasticSampler_) elasticBatch = elasticSampler_->batch();
-    const auto batch = elasticSampler_ ? ::torch::from_blob(elasticBatch.data(),
-                                                            {static_cast<std::int64_t>(elasticBatch.size())},
-                                                            ::torch::kInt64)
-                                       : order.slice(0, s * perRankBatch_, (s + 1) * perRankBatch_);
+    const gyre::data::Batch batch = nextBatch(loader);
     straggle();
     const auto computeBegin = Clock::now();
     zeroGrad();
-    const auto loss = ::torch::nn::functional::cross_entropy(
-        model_->forward(train.images.index_select(0, batch)), train.labels.index_select(0, batch));
+    const auto loss = ::torch::nn::functional::cross_entropy(model_->forward(batch.images), batch.labels);
     // Elastic worlds that do not divide the batch: each rank's share weighs its mean loss.
     if (elasticSampler_ && elasticSampler_->weight() != 1.0) {
       (loss * elasticSampler_->weight()).backward();
@@ -275,15 +296,18 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   } else {
     timing.compute = elapsed;
   }
+  // The batches' wait happened between two step()s: inside timing.compute (and inside plain's
+  // elapsed), of which it is a part.
   const std::vector<double> mean =
       group_.mean({lossSum / static_cast<double>(std::max<std::int64_t>(ran, 1)), elapsed, timing.compute,
-                   timing.communicate, timing.wait, timing.hidden()});
+                   timing.communicate, timing.wait, timing.hidden(), dataWaitS_});
   r.loss = mean[0];
   r.seconds = mean[1];
   r.computeS = mean[2];
   r.communicateS = mean[3];
   r.waitS = mean[4];
   r.hiddenS = mean[5];
+  r.dataWaitS = std::min(mean[6], r.computeS);
   r.samplesPerS = r.seconds > 0 ? static_cast<double>(r.timedSteps * o_.batch) / r.seconds : 0;
   recordParameterServerEpoch(r);
   if (o_.eval) {
@@ -301,7 +325,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
 }
 
 double Trainer::correctPredictions(::torch::nn::Sequential& model, std::int64_t first, std::int64_t last) {
-  const ImageSet& test = data_.test;
+  const gyre::data::Dataset& test = data_.test;
   double correct = 0;
   ::torch::NoGradGuard noGrad;
   model->eval();

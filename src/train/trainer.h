@@ -51,6 +51,9 @@ struct EpochReport {
   double communicateS = 0;
   double waitS = 0;
   double hiddenS = 0;
+  // The part of computeS the loop spent waiting for its batches (gyre::data::Loader::next()):
+  // the step splits into dataWaitS + (computeS - dataWaitS) + waitS.
+  double dataWaitS = 0;
   int torchThreads = 0;
   std::optional<int> blasThreads;           // OPENBLAS_NUM_THREADS; unset: OpenBLAS's own default
   std::vector<CheckpointSave> checkpoints;  // saved during the epoch or right after its last step

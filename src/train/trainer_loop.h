@@ -13,7 +13,6 @@
 #include "gyre/ps.h"
 #include "gyre/torch.h"
 #include "train/checkpointing.h"
-#include "train/fashion_mnist.h"
 #include "train/progress.h"
 #include "train/step_log.h"
 #include "train/trainer.h"
@@ -82,7 +81,11 @@ class Trainer {
   void resetTiming() {
     if (dist_) dist_->resetTiming();
     if (ps_) ps_->resetTiming();
+    dataWaitS_ = 0;
   }
+  // Step s's batch (this rank's share): from the epoch's loader, or, elastic, assembled here from
+  // the elastic sampler's indices. Adds the time it took to dataWaitS_.
+  gyre::data::Batch nextBatch(std::optional<gyre::data::Loader>& loader);
   // Rank 0: prints the epoch's line (and JSON), then recordEpoch().
   void publish(const EpochReport& report);
   // metrics.jsonl gets the epoch (written by rank 0; kept by every rank in elastic mode).
@@ -123,7 +126,12 @@ class Trainer {
   int world_;
   std::int64_t perRankBatch_;
   int torchThreads_;
-  FashionMnist data_;
+  // Fashion-MNIST through gyre::data (cached: a second trainer in this process does not decode it
+  // again).
+  struct Data {
+    gyre::data::Dataset train;
+    gyre::data::Dataset test;
+  } data_;
   ::torch::nn::Sequential model_;
   double lr_;
   std::shared_ptr<::torch::optim::SGD> sgd_;
@@ -131,7 +139,10 @@ class Trainer {
   std::unique_ptr<gyre::torch::PSOptimizer> ps_;  // parameter-server modes, instead of dist_
   ps::WorkerStats psEpochStart_;                   // this worker's stats when the epoch began
   std::vector<std::uint64_t> stalenessTotal_;      // the run's updates by staleness, all workers
-  std::optional<gyre::torch::DistributedSampler> sampler_;
+  // This rank's batches of each epoch (not elastic), assembled by a gyre::data::Loader per epoch
+  // on o_.dataWorkers threads.
+  std::optional<gyre::data::DistributedBatchSampler> batchSampler_;
+  double dataWaitS_ = 0;  // seconds the loop waited for batches since resetTiming()
   std::int64_t stepsPerEpoch_ = 0;
   std::optional<gyre::torch::WarmupSchedule> warmup_;
   std::int64_t warmupSteps_ = 0;

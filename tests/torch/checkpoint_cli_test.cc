@@ -18,7 +18,7 @@
 #include "support/programs.h"
 #include "support/ranks.h"
 #include "torch/cli_support.h"
-#include "train/fashion_mnist.h"
+#include "gyre/torch/data.h"
 
 namespace gyre::train {
 namespace {

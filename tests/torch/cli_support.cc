@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "support/jobs.h"
-#include "train/fashion_mnist.h"
+#include "gyre/torch/data.h"
 
 namespace gyre::train::cli {
 
@@ -23,7 +23,7 @@ bool haveTrainer() {
 }
 
 bool haveData() {
-  return std::filesystem::exists(std::string(kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
+  return std::filesystem::exists(std::string(gyre::data::kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
 }
 
 bool contains(const std::string& text, const std::string& part) {

@@ -39,6 +39,7 @@ EpochReport sample() {
   r.communicateS = 0.8;
   r.waitS = 0.2;
   r.hiddenS = 0.6;
+  r.dataWaitS = 0.05;  // part of computeS
   r.torchThreads = 1;
   return r;
 }
@@ -57,12 +58,12 @@ TEST(EpochLine, ShowsWhatIsKnown) {
   r.efficiency = 0.93;
   EXPECT_EQ(formatEpochLine(r),
             "epoch 1/3  loss 0.4312  test acc 87.12%  2093 samples/s  speedup 1.86  efficiency 0.93  "
-            "step: compute 98% comm 9% (hidden 6%) wait 2%");
+            "step: data 0.5% compute 97% comm 9% (hidden 6%) wait 2%");
 }
 
 TEST(EpochLine, LeavesOutWhatIsUnknown) {
   EXPECT_EQ(formatEpochLine(sample()),
-            "epoch 1/3  loss 0.4312  2093 samples/s  step: compute 98% comm 9% (hidden 6%) wait 2%");
+            "epoch 1/3  loss 0.4312  2093 samples/s  step: data 0.5% compute 97% comm 9% (hidden 6%) wait 2%");
   EpochReport plain = sample();
   plain.plain = true;
   EXPECT_EQ(formatEpochLine(plain), "epoch 1/3  loss 0.4312  2093 samples/s");
@@ -74,7 +75,7 @@ TEST(EpochJson, CarriesEveryFieldWithNullsForTheUnknown) {
        {"epoch",    "epochs",        "world",       "model",         "batch",         "per_rank_batch",
         "lr",       "compression",   "loss",        "test_accuracy", "samples_per_s", "seconds",
         "steps",    "speedup",       "efficiency",  "compute_s",     "communicate_s", "wait_s",
-        "hidden_s", "torch_threads", "blas_threads"})
+        "hidden_s", "data_wait_s", "torch_threads", "blas_threads"})
     EXPECT_TRUE(j.contains(field)) << field;
   EXPECT_TRUE(j.at("test_accuracy").is_null());
   EXPECT_TRUE(j.at("speedup").is_null());
@@ -82,6 +83,7 @@ TEST(EpochJson, CarriesEveryFieldWithNullsForTheUnknown) {
   EXPECT_TRUE(j.at("blas_threads").is_null());
   EXPECT_EQ(j.at("world"), 2);
   EXPECT_EQ(j.at("per_rank_batch"), 64);
+  EXPECT_EQ(j.at("data_wait_s"), 0.05);
   EXPECT_EQ(toJsonLine(sample()).find('\n'), std::string::npos);
 }
 

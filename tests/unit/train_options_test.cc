@@ -82,6 +82,7 @@ TEST(TrainOptions, WorkerArgumentsRoundTrip) {
   o.skipSteps = 3;
   o.eval = false;
   o.threads = 7;  // not forwarded: gyre run sets GYRE_NUM_THREADS
+  o.dataWorkers = 3;
   o.bucketCapMb = 0.5;
   o.json = true;
   o.progress = "off";
@@ -116,6 +117,7 @@ TEST(TrainOptions, WorkerArgumentsRoundTrip) {
   EXPECT_EQ(back.skipSteps, o.skipSteps);
   EXPECT_FALSE(back.eval);
   EXPECT_EQ(back.threads, 0);
+  EXPECT_EQ(back.dataWorkers, o.dataWorkers);
   EXPECT_EQ(back.bucketCapMb, o.bucketCapMb);
   EXPECT_TRUE(back.json);
   EXPECT_EQ(back.progress, o.progress);

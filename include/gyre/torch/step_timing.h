@@ -12,7 +12,9 @@ namespace gyre::torch {
 struct StepTiming {
   std::int64_t steps = 0;   // 1 for lastStep(), the count for totals()
   double step = 0;          // from the end of the previous step() (or zeroGrad) to the end of this one
-  double compute = 0;       // step - wait: forward, backward and optimizer, with the hidden communication
+  // step - wait: forward, backward and optimizer, with the hidden communication, and whatever else
+  // the loop does between two steps (waiting for its next batch: gyre::data::Loader::waitSeconds())
+  double compute = 0;
   double communicate = 0;   // time the step's allreduces ran on the communicator's thread
   double wait = 0;          // time step() blocked on allreduces still running: the exposed communication
   std::size_t bytes = 0;    // bytes allreduced (after compression)

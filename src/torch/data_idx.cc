@@ -1,37 +1,17 @@
-#include "train/fashion_mnist.h"
-
+// gyre::data::readIdxFile: IDX files through zlib, which reads gzip-compressed and plain files
+// alike.
 #include <zlib.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include "gyre/errors.h"
+#include "gyre/torch/data.h"
 
-namespace gyre::train {
+namespace gyre::data {
 namespace {
-
-constexpr std::int64_t kSide = 28;
-constexpr std::int64_t kClasses = 10;
-constexpr double kMean = 0.2860;
-constexpr double kStd = 0.3530;
-
-std::string notFound(const std::string& dir, const std::string& detail) {
-  return "Fashion-MNIST not found in " + dir + detail +
-         ": install Debian's dataset-fashion-mnist package (sudo apt-get install dataset-fashion-mnist) "
-         "or pass --data-dir";
-}
-
-// DIR/NAME.gz, or DIR/NAME when only the uncompressed file is there.
-std::string findFile(const std::string& dir, const std::string& name) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw Error(notFound(dir, ""));
-  for (const fs::path& path : {fs::path(dir) / (name + ".gz"), fs::path(dir) / name})
-    if (fs::exists(path, ec)) return path.string();
-  throw Error(notFound(dir, " (there is no " + name + ".gz)"));
-}
 
 std::vector<std::uint8_t> readAll(const std::string& path) {
   struct Closer {
@@ -92,35 +72,4 @@ IdxArray readIdxFile(const std::string& path, int rank) {
   return array;
 }
 
-ImageSet loadFashionMnistSplit(const std::string& dirIn, const std::string& split) {
-  const std::string dir = dirIn.empty() ? kFashionMnistDir : dirIn;
-  const std::string imagesPath = findFile(dir, split + "-images-idx3-ubyte");
-  const std::string labelsPath = findFile(dir, split + "-labels-idx1-ubyte");
-  IdxArray images = readIdxFile(imagesPath, 3);
-  IdxArray labels = readIdxFile(labelsPath, 1);
-  if (images.dims[1] != kSide || images.dims[2] != kSide)
-    throw Error(imagesPath + " holds " + std::to_string(images.dims[1]) + "x" +
-                std::to_string(images.dims[2]) + " images; Fashion-MNIST's are 28x28");
-  if (images.dims[0] != labels.dims[0])
-    throw Error(imagesPath + " holds " + std::to_string(images.dims[0]) + " images but " + labelsPath + " " +
-                std::to_string(labels.dims[0]) + " labels");
-  for (std::uint8_t label : labels.data)
-    if (label >= kClasses)
-      throw Error(labelsPath + " holds the label " + std::to_string(label) + "; Fashion-MNIST's are 0 to 9");
-
-  const std::int64_t n = images.dims[0];
-  ImageSet set;
-  set.images = ::torch::from_blob(images.data.data(), {n, 1, kSide, kSide}, ::torch::kUInt8)
-                   .to(::torch::kFloat32)
-                   .div(255)
-                   .sub(kMean)
-                   .div(kStd);
-  set.labels = ::torch::from_blob(labels.data.data(), {n}, ::torch::kUInt8).to(::torch::kInt64);
-  return set;
-}
-
-FashionMnist loadFashionMnist(const std::string& dir) {
-  return {loadFashionMnistSplit(dir, "train"), loadFashionMnistSplit(dir, "t10k")};
-}
-
-}  // namespace gyre::train
+}  // namespace gyre::data

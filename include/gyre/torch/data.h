@@ -1,0 +1,218 @@
+// gyre::data: the data pipeline of the libtorch part, which `gyre train` uses too. Four pieces,
+// each usable alone (docs/data.md):
+//
+//   - readIdxFile: the IDX format of MNIST-like data sets, gzip-compressed or plain;
+//   - loadMnist, loadFashionMnist: one split as normalised float images and int64 labels,
+//     optionally kept in a process-wide cache of decoded sets;
+//   - DistributedBatchSampler: this rank's batches of sample indices for an epoch, built on
+//     gyre::torch::DistributedSampler (seeded, shuffled per epoch, disjoint shards);
+//   - Loader: assembles an epoch's batches on background threads, a bounded number ahead, and
+//     hands them out in order, measuring how long the training loop waited for them.
+//
+//   auto train = gyre::data::loadFashionMnist("", "train");            // Debian's directory
+//   gyre::data::DistributedBatchSampler sampler(train.size(), comm->size(), comm->rank(), 64, {.seed = 0});
+//   for (int epoch = 0; epoch < epochs; ++epoch) {
+//     sampler.setEpoch(epoch);
+//     gyre::data::Loader loader(train, sampler);                        // 1 thread, 2 batches ahead
+//     while (gyre::data::Batch batch = loader.next()) {
+//       opt.zeroGrad();
+//       torch::nn::functional::cross_entropy(model->forward(batch.images), batch.labels).backward();
+//       opt.step();
+//     }
+//     // loader.waitSeconds(): the epoch's time spent waiting for data
+//   }
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gyre/torch/sampler.h"
+
+namespace gyre::data {
+
+// ---------------------------------------------------------------------------------------------
+// IDX files
+
+// The contents of one IDX file (gzip-compressed or not: zlib reads both): its dimensions and its
+// bytes.
+struct IdxArray {
+  std::vector<std::int64_t> dims;
+  std::vector<std::uint8_t> data;
+};
+
+// Reads `path`, checks the magic number (unsigned bytes, `rank` dimensions) and that the data is
+// complete, with nothing after it. Throws gyre::Error naming the file when it cannot be opened or
+// read (a damaged gzip stream included), is not an IDX file of that kind, is truncated or has
+// trailing bytes.
+IdxArray readIdxFile(const std::string& path, int rank);
+
+// ---------------------------------------------------------------------------------------------
+// Data sets
+
+// Images [N, 1, 28, 28] float32, normalised as (x / 255 - mean) / std, and labels [N] int64 in
+// 0..9. The tensors are CPU tensors; copying a Dataset copies handles, not the data.
+struct Dataset {
+  ::torch::Tensor images;
+  ::torch::Tensor labels;
+  std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+// Debian's dataset-fashion-mnist package installs Fashion-MNIST here. MNIST has no Debian
+// package, hence no default directory.
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// The training sets' mean and standard deviation of the pixels scaled to [0, 1].
+inline constexpr double kFashionMnistMean = 0.2860;
+inline constexpr double kFashionMnistStd = 0.3530;
+inline constexpr double kMnistMean = 0.1307;
+inline constexpr double kMnistStd = 0.3081;
+
+struct LoadOptions {
+  // Keep the decoded split in a process-wide cache, keyed by the files' canonical paths, sizes
+  // and modification times and the normalisation: a later load with cache = true (a restarted
+  // training loop in the same process, an evaluation) returns the same tensors without reading
+  // the files again. The cached tensors are shared with every caller: do not modify them in
+  // place (clone() first). clearCache() frees them.
+  bool cache = false;
+};
+
+// One split ("train" or "t10k") from `dir`, which holds SPLIT-images-idx3-ubyte and
+// SPLIT-labels-idx1-ubyte, each gzip-compressed (NAME.gz, preferred when both are there) or not.
+// Throws gyre::Error when the directory or a file is missing (for Fashion-MNIST, naming Debian's
+// dataset-fashion-mnist package), and when a file is unreadable, not an IDX file of the expected
+// kind, truncated, not of 28x28 images, holds a label outside 0..9 or disagrees with its partner
+// (naming the file).
+// loadFashionMnist: `dir` empty means kFashionMnistDir; normalised with the Fashion-MNIST figures.
+Dataset loadFashionMnist(const std::string& dir, const std::string& split, LoadOptions options = {});
+// loadMnist: `dir` is required (InvalidArgument when empty); normalised with the MNIST figures.
+Dataset loadMnist(const std::string& dir, const std::string& split, LoadOptions options = {});
+
+// Drops every cached data set (tensors still held by callers stay valid). Returns how many there
+// were.
+std::size_t clearCache();
+
+// ---------------------------------------------------------------------------------------------
+// Batches of indices
+
+struct BatchSamplerOptions {
+  bool shuffle = true;
+  std::uint64_t seed = 0;  // the same on every rank
+  // The shards: DistributedSamplerOptions::dropLast (false: pad the epoch's order by repeating
+  // its first samples so every rank gets ceil(n / ranks); true: every rank gets floor(n / ranks)).
+  bool dropLast = false;
+  // The last batch of a shard, when the batch size does not divide it: true (the default, as
+  // `gyre train` does) drops it, so every batch is full; false keeps it, shorter than the others
+  // (the same length on every rank, since every rank's shard is as long).
+  bool dropLastBatch = true;
+};
+
+// This rank's batches of an epoch: rank r's shard of epoch e's order (DistributedSampler's
+// indices(), disjoint across ranks, the same order on every run with the same seed, another for
+// every epoch), cut into consecutive batches of `batch` indices. With W ranks and batch B / W,
+// batch s of every rank together are the samples of batch s of one rank with batch B.
+//
+// Thread-safety: none needed; a sampler is a value.
+class DistributedBatchSampler {
+ public:
+  // Throws InvalidArgument unless 0 <= rank < ranks, datasetSize >= 0 and batch >= 1.
+  DistributedBatchSampler(std::int64_t datasetSize, int ranks, int rank, std::int64_t batch,
+                          BatchSamplerOptions options = {});
+
+  void setEpoch(std::int64_t epoch) { sampler_.setEpoch(epoch); }
+  std::int64_t epoch() const { return sampler_.epoch(); }
+  std::int64_t batchSize() const { return batch_; }
+  bool dropLastBatch() const { return options_.dropLastBatch; }
+  // Batches per epoch, the same on every rank.
+  std::int64_t size() const { return sampler_.steps(batch_, options_.dropLastBatch); }
+
+  // The current epoch's batches, in order.
+  std::vector<std::vector<std::int64_t>> batches() const;
+  const gyre::torch::DistributedSampler& sampler() const { return sampler_; }
+
+ private:
+  std::int64_t batch_;
+  BatchSamplerOptions options_;
+  gyre::torch::DistributedSampler sampler_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The loader
+
+// One assembled batch: images.index_select(0, indices) and labels.index_select(0, indices).
+// A default-constructed (empty) Batch marks the end of the epoch.
+struct Batch {
+  ::torch::Tensor images;
+  ::torch::Tensor labels;
+  std::int64_t index = -1;  // its position in the loader's list of batches, from 0
+  explicit operator bool() const { return index >= 0; }
+  std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+struct LoaderOptions {
+  // Background threads assembling batches; 0: next() assembles each batch itself, on the
+  // caller's thread (then `prefetch` does not apply). With threads, next() still assembles a
+  // batch itself when no thread has started it yet (they are behind), rather than wait for one.
+  // On Linux the threads run under SCHED_BATCH: the caller's priority, but waking one (next()
+  // making room) does not preempt the training thread.
+  int workers = 1;
+  // At most this many batches are ahead of the caller: batch i is started only once next() has
+  // returned batch i - prefetch (so at most `prefetch` are being assembled or waiting at any
+  // time, whatever `workers` is). At least 1.
+  int prefetch = 2;
+  // Copy each batch into page-locked memory (Tensor::pin_memory) for faster copies to a GPU.
+  // Needs a libtorch with CUDA: InvalidArgument otherwise (Debian's libtorch is CPU-only).
+  bool pin = false;
+  // Testing and instrumentation: called with a batch's index on the thread that assembles it, just
+  // before it does (with several workers, on several threads at once). An exception it throws is
+  // that batch's error.
+  std::function<void(std::int64_t)> onAssemble = nullptr;
+};
+
+// Hands out `batches` of `data` in order: batch i holds data's images and labels at batches[i].
+// With workers >= 1 the batches are assembled on that many threads, at most `prefetch` ahead
+// (LoaderOptions); whatever the threads, next() returns batch 0, 1, 2, ... in order, with the
+// same contents as workers = 0 would. An index outside the data set, or any other error while
+// assembling batch i, is thrown by the next() that would have returned batch i (the batches
+// before it are returned first); every later next() throws it again.
+//
+// The destructor stops the threads (a batch being assembled is finished, no more are started)
+// and joins them: destroying a loader mid-epoch returns promptly.
+//
+// Thread-safety: next(), waitSeconds() and lastWaitSeconds() are for one thread at a time (the
+// training loop); the background threads are the loader's own. The data set's tensors are only
+// read, never written: do not modify them in place while a loader uses them.
+class Loader {
+ public:
+  // Throws InvalidArgument for workers < 0, prefetch < 1, a `pin` without CUDA, or a data set
+  // whose images and labels disagree in length.
+  Loader(Dataset data, std::vector<std::vector<std::int64_t>> batches, LoaderOptions options = {});
+  // The sampler's batches of its current epoch.
+  Loader(Dataset data, const DistributedBatchSampler& sampler, LoaderOptions options = {});
+  ~Loader();
+  // A moved-from loader may only be destroyed or assigned to.
+  Loader(Loader&&) noexcept;
+  Loader& operator=(Loader&&) noexcept;
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // The next batch in order, waiting for it if it is not ready; an empty Batch after the last.
+  Batch next();
+  // Batches in all, and returned so far.
+  std::int64_t size() const;
+  std::int64_t returned() const;
+  // Seconds next() spent waiting for a batch (with workers = 0: assembling it): in all since
+  // construction, and in the last call.
+  double waitSeconds() const;
+  double lastWaitSeconds() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gyre::data
