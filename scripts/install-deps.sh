@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential clang cmake ninja-build ccache pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libopenmpi-dev openmpi-bin

@@ -9,7 +9,11 @@
 #      libtorch, which is not built with the sanitizers): the whole suite but the jobs under
 #      mpirun (label mpi: OpenMPI's own allocations make LeakSanitizer fail every rank), and one
 #      bench run.
-#   3. ThreadSanitizer build: the threaded tests (ctest -L threads), without libtorch.
+#   3. Clang build (without libtorch) with the thread-safety analysis as errors
+#      (-Werror=thread-safety: a GYRE_GUARDED_BY member used without its mutex fails it).
+#   4. ThreadSanitizer build: the threaded tests (ctest -L threads) and the in-process libtorch
+#      tests (-L torch, the CLI tests excepted), libtorch's own reports suppressed by
+#      tests/tsan-libtorch.supp.
 # Sanitizer runs set GYRE_TEST_QUICK=1, which tests use to shrink their largest sizes.
 # Counts: each build and each command (bench, convergence, fault injection) is one check that
 # passes or fails; each ctest test passes, fails or is skipped, as ctest's JUnit report
@@ -20,8 +24,8 @@
 # "N passed, N failed, N skipped" over every run; exits non-zero if anything failed.
 #
 # Environment: GYRE_JOBS (build parallelism, default nproc), GYRE_TEST_STAGES (default
-# "release asan tsan"), GYRE_BUILD_DIR (default build; the sanitizer builds go to
-# ${GYRE_BUILD_DIR}-asan and -tsan), CCACHE_DIR (default .cache/ccache in the repository).
+# "release asan clang tsan"), GYRE_BUILD_DIR (default build; the others go to
+# ${GYRE_BUILD_DIR}-asan, -clang and -tsan), CCACHE_DIR (default .cache/ccache in the repository).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,7 +35,7 @@ scripts/install-deps.sh
 export CCACHE_DIR="${CCACHE_DIR:-$ROOT/.cache/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 JOBS="${GYRE_JOBS:-$(nproc)}"
-STAGES="${GYRE_TEST_STAGES:-release asan tsan}"
+STAGES="${GYRE_TEST_STAGES:-release asan clang tsan}"
 B="${GYRE_BUILD_DIR:-build}"
 WERROR=OFF
 if [ "${CI:-}" = "true" ]; then WERROR=ON; fi
@@ -238,16 +242,28 @@ for stage in $STAGES; do
         GYRE_TEST_QUICK=1 bench_smoke "$B-asan" asan
       fi
       ;;
+    clang)
+      # The thread-safety analysis: with clang, -Werror=thread-safety turns a member used without
+      # the mutex it is GYRE_GUARDED_BY into a build failure (GYRE_THREAD_SAFETY). Without
+      # libtorch, whose 1.13 headers do not compile under clang in C++20.
+      build "$B-clang" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGYRE_THREAD_SAFETY=ON \
+        -DGYRE_WITH_TORCH=OFF || true
+      ;;
     tsan)
-      if build "$B-tsan" -DGYRE_SANITIZE=thread -DGYRE_BUILD_APPS=OFF -DGYRE_WITH_TORCH=OFF; then
+      if build "$B-tsan" -DGYRE_SANITIZE=thread -DGYRE_BUILD_APPS=OFF -DGYRE_WITH_TORCH=ON; then
         # ThreadSanitizer needs the address layout it expects; setarch -R turns off ASLR for it.
         if command -v setarch >/dev/null; then CTEST_PREFIX="setarch $(uname -m) -R"; fi
         TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1}" GYRE_TEST_QUICK=1 \
           run_ctest tsan "$B-tsan" -L threads
+        # The libtorch tests in one process (optimizer, sharded step, checkpoint writer, PS
+        # optimizer, data loader; not the ones that start gyre_train_worker processes). libtorch
+        # is not instrumented: tests/tsan-libtorch.supp names the reports it causes, and only those.
+        TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1} suppressions=$ROOT/tests/tsan-libtorch.supp" \
+          OMP_NUM_THREADS=1 GYRE_TEST_QUICK=1 run_ctest tsan-torch "$B-tsan" -L torch -E "Cli\."
         CTEST_PREFIX=""
       fi
       ;;
-    *) echo "run-tests: unknown stage '$stage' (release, asan, tsan)" >&2; record "stage $stage" 0 1 0 0 ;;
+    *) echo "run-tests: unknown stage '$stage' (release, asan, clang, tsan)" >&2; record "stage $stage" 0 1 0 0 ;;
   esac
 done
 
