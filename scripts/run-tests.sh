@@ -5,13 +5,12 @@
 #      benchmarks never rot, the convergence check (scripts/check-convergence.sh) and a few seeds
 #      of the fault-injection harness in restart and elastic mode (scripts/fault-injection.py,
 #      docs/fault-tolerance.md, docs/elastic.md).
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the communication core (without
-#      libtorch, which is not built with the sanitizers): the whole suite but the jobs under
-#      mpirun (label mpi: OpenMPI's own allocations make LeakSanitizer fail every rank), and one
-#      bench run.
-#   3. Clang build (without libtorch) with the thread-safety analysis as errors
-#      (-Werror=thread-safety: a GYRE_GUARDED_BY member used without its mutex fails it).
-#   4. ThreadSanitizer build: the threaded tests (ctest -L threads) and the in-process libtorch
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the communication core and the
+#      tool (without libtorch, which is not built with the sanitizers) with clang, which makes it
+#      the thread-safety analysis build too (-Werror=thread-safety: a GYRE_GUARDED_BY member
+#      used without its mutex fails it): the whole suite but the jobs under mpirun (label mpi:
+#      OpenMPI's own allocations make LeakSanitizer fail every rank), and one bench run.
+#   3. ThreadSanitizer build: the threaded tests (ctest -L threads) and the in-process libtorch
 #      tests (-L torch, the CLI tests excepted), libtorch's own reports suppressed by
 #      tests/tsan-libtorch.supp.
 # Sanitizer runs set GYRE_TEST_QUICK=1, which tests use to shrink their largest sizes.
@@ -24,8 +23,8 @@
 # "N passed, N failed, N skipped" over every run; exits non-zero if anything failed.
 #
 # Environment: GYRE_JOBS (build parallelism, default nproc), GYRE_TEST_STAGES (default
-# "release asan clang tsan"), GYRE_BUILD_DIR (default build; the others go to
-# ${GYRE_BUILD_DIR}-asan, -clang and -tsan), CCACHE_DIR (default .cache/ccache in the repository).
+# "release asan tsan"), GYRE_BUILD_DIR (default build; the others go to
+# ${GYRE_BUILD_DIR}-asan and -tsan), CCACHE_DIR (default .cache/ccache in the repository).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -35,7 +34,7 @@ scripts/install-deps.sh
 export CCACHE_DIR="${CCACHE_DIR:-$ROOT/.cache/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 JOBS="${GYRE_JOBS:-$(nproc)}"
-STAGES="${GYRE_TEST_STAGES:-release asan clang tsan}"
+STAGES="${GYRE_TEST_STAGES:-release asan tsan}"
 B="${GYRE_BUILD_DIR:-build}"
 WERROR=OFF
 if [ "${CI:-}" = "true" ]; then WERROR=ON; fi
@@ -235,19 +234,17 @@ for stage in $STAGES; do
       fi
       ;;
     asan)
-      if build "$B-asan" -DGYRE_SANITIZE=address,undefined -DGYRE_WITH_TORCH=OFF; then
+      # Built with clang, so this build is also the thread-safety analysis, as errors
+      # (GYRE_THREAD_SAFETY: a GYRE_GUARDED_BY member used without its mutex fails it). Without
+      # libtorch, which is not built with the sanitizers (and whose 1.13 headers clang rejects in
+      # C++20).
+      if build "$B-asan" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGYRE_THREAD_SAFETY=ON \
+        -DGYRE_SANITIZE=address,undefined -DGYRE_WITH_TORCH=OFF; then
         ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1}" \
           UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" GYRE_TEST_QUICK=1 \
           run_ctest asan "$B-asan" -LE mpi  # OpenMPI's allocations at exit fail LeakSanitizer
         GYRE_TEST_QUICK=1 bench_smoke "$B-asan" asan
       fi
-      ;;
-    clang)
-      # The thread-safety analysis: with clang, -Werror=thread-safety turns a member used without
-      # the mutex it is GYRE_GUARDED_BY into a build failure (GYRE_THREAD_SAFETY). Without
-      # libtorch, whose 1.13 headers do not compile under clang in C++20.
-      build "$B-clang" -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGYRE_THREAD_SAFETY=ON \
-        -DGYRE_WITH_TORCH=OFF || true
       ;;
     tsan)
       if build "$B-tsan" -DGYRE_SANITIZE=thread -DGYRE_BUILD_APPS=OFF -DGYRE_WITH_TORCH=ON; then
@@ -263,7 +260,7 @@ for stage in $STAGES; do
         CTEST_PREFIX=""
       fi
       ;;
-    *) echo "run-tests: unknown stage '$stage' (release, asan, clang, tsan)" >&2; record "stage $stage" 0 1 0 0 ;;
+    *) echo "run-tests: unknown stage '$stage' (release, asan, tsan)" >&2; record "stage $stage" 0 1 0 0 ;;
   esac
 done
 
