@@ -1,9 +1,8 @@
 // The two ends of `gyre run --servers S` (docs/gyre-run.md, "Parameter servers"):
-// Server::fromEnvironment (for `gyre ps-server`, apps/gyre/ps_server.cc) and Worker::fromEnvironment. Both meet at the job's store:
-// server i publishes "ps/server/<i>" = its "host:port", workers wait for all S keys.
+// Server::fromEnvironment (for `gyre ps-server`, apps/gyre/ps_server.cc) and
+// Worker::fromEnvironment. Both meet at the job's store: server i publishes "ps/server/<i>" = its
+// "host:port", workers wait for all S keys.
 #include <chrono>
-#include <cstdio>
-#include <exception>
 #include <string>
 #include <vector>
 

@@ -102,18 +102,11 @@ class Loader::Impl {
 
   Batch assemble(std::int64_t i) {
     if (options_.onAssemble) options_.onAssemble(i);
-    const std::vector<std::int64_t>& indices = batches_[static_cast<std::size_t>(i)];
-    // from_blob over the list (kept alive by the loader); index_select copies what it selects.
-    const ::torch::Tensor index = ::torch::from_blob(const_cast<std::int64_t*>(indices.data()),
-                                                     {static_cast<std::int64_t>(indices.size())}, ::torch::kInt64);
-    Batch batch;
-    batch.images = data_.images.index_select(0, index);
-    batch.labels = data_.labels.index_select(0, index);
+    Batch batch = gatherBatch(data_, batches_[static_cast<std::size_t>(i)], i);
     if (options_.pin) {
       batch.images = batch.images.pin_memory();
       batch.labels = batch.labels.pin_memory();
     }
-    batch.index = i;
     return batch;
   }
 
@@ -231,6 +224,17 @@ Loader::Loader(Dataset data, const DistributedBatchSampler& sampler, LoaderOptio
 Loader::~Loader() = default;
 Loader::Loader(Loader&&) noexcept = default;
 Loader& Loader::operator=(Loader&&) noexcept = default;
+
+Batch gatherBatch(const Dataset& data, const std::vector<std::int64_t>& indices, std::int64_t index) {
+  // from_blob over the caller's list, which outlives the call; index_select copies what it selects.
+  const ::torch::Tensor at = ::torch::from_blob(const_cast<std::int64_t*>(indices.data()),
+                                                {static_cast<std::int64_t>(indices.size())}, ::torch::kInt64);
+  Batch batch;
+  batch.images = data.images.index_select(0, at);
+  batch.labels = data.labels.index_select(0, at);
+  batch.index = index;
+  return batch;
+}
 
 Batch Loader::next() { return impl_->next(); }
 std::int64_t Loader::size() const { return impl_->size(); }

@@ -186,12 +186,7 @@ gyre::data::Batch Trainer::nextBatch(std::optional<gyre::data::Loader>& loader) 
   // Elastic: the sampler's place is part of the elastic state (rolled back with a commit), so the
   // batch is assembled here, step by step.
   const auto begin = Clock::now();
-  std::vector<std::int64_t> indices = elasticSampler_->batch();
-  const auto index = ::torch::from_blob(indices.data(), {static_cast<std::int64_t>(indices.size())}, ::torch::kInt64);
-  gyre::data::Batch batch;
-  batch.images = data_.train.images.index_select(0, index);
-  batch.labels = data_.train.labels.index_select(0, index);
-  batch.index = elasticSampler_->step();
+  gyre::data::Batch batch = gyre::data::gatherBatch(data_.train, elasticSampler_->batch(), elasticSampler_->step());
   dataWaitS_ += seconds(Clock::now() - begin);
   return batch;
 }

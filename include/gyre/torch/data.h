@@ -153,6 +153,10 @@ struct Batch {
   std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
 };
 
+// Batch `index` of `data`: its images and labels at `indices`, copied out (index_select). What
+// the Loader does for each batch, for a loop that picks its indices one step at a time.
+Batch gatherBatch(const Dataset& data, const std::vector<std::int64_t>& indices, std::int64_t index);
+
 struct LoaderOptions {
   // Background threads assembling batches; 0: next() assembles each batch itself, on the
   // caller's thread (then `prefetch` does not apply). With threads, next() still assembles a
