@@ -2,11 +2,6 @@
 if(GYRE_SANITIZE)
   set(_san "-fsanitize=${GYRE_SANITIZE}" -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_compile_options(${_san} -O1 -g)
-  # GCC's -Wnull-dereference runs after inlining, and at -O1 it reports paths that cannot happen
-  # inside library headers (CLI11's string splitting, in src/train/options.cc under
-  # ThreadSanitizer); the Release build keeps the warning.
-  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
-    add_compile_options(-Wno-null-dereference)
-  endif()
+  # (cmake/warnings.cmake leaves GCC's -Wnull-dereference out of these builds.)
   add_link_options(${_san})
 endif()
