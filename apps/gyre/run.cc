@@ -64,7 +64,6 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   o.timeoutS = f.timeoutS;
   o.startTimeoutS = f.startTimeoutS;
   o.threads = f.threads;
-  requireArg(f.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
   o.maxRestarts = f.maxRestarts;
   o.servers = f.servers;  // checked by runJob
   if (!f.serverHosts.empty()) {
@@ -137,7 +136,7 @@ void addRun(CLI::App& app, std::function<int()>& action) {
       "workers on hosts that --host-discovery-script adds join at the next commit. Each worker gets\n"
       "GYRE_ELASTIC=1, its id (0, 1, ... in start order) as GYRE_ELASTIC_ID and GYRE_RANK, and\n"
       "GYRE_MIN_NP, GYRE_MAX_NP and GYRE_ELASTIC_TIMEOUT_MS; output lines are tagged with the id.");
-  cmd->add_option("--np", f->np,
+  CLI::Option* npOption = cmd->add_option("--np", f->np,
                   "Number of workers (also -np); default: every slot of the hosts, or 1. With --elastic: "
                   "the workers started at first; default --max-np, capped by the slots known at start");
   cmd->add_option("-H,--hosts", f->hosts, "Hosts and their slots: host1:2,host2:2 (slots default to 1)");
@@ -204,10 +203,16 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--gyre-path", f->gyrePath,
                   "Path of the gyre executable on other hosts (default: this one's)");
   cmd->add_option("program", f->program, "The program and its arguments, after --")->required();
-  cmd->callback([f, elasticOnly, &action] {
+  cmd->callback([f, elasticOnly, npOption, &action] {
     for (const CLI::Option* option : elasticOnly)
       if (option->count() > 0) f->elasticOnlyGiven.push_back(option->get_name());
-    action = [f] { return launcher::runJob(toOptions(*f)); };
+    const bool npGiven = npOption->count() > 0;
+    action = [f, npGiven] {
+      // Inside, 0 means "not given" (every slot); a 0 the user typed is an error, not that.
+      requireArg(!npGiven || f->np >= 1, "-np must be an integer of at least 1; got ", f->np,
+                 " (leave it out for every slot of the hosts)");
+      return launcher::runJob(toOptions(*f));
+    };
   });
 
   CLI::App* agent = app.add_subcommand("agent", "Per-host helper of gyre run (started by it)");

@@ -62,8 +62,14 @@ std::string hostPort(const std::string& host, int port) {
   return net::joinHostPort(host, static_cast<std::uint16_t>(port));
 }
 
-void readGyre(const Env& env, LaunchInfo& info) {
+// The variables a launcher's place came from, for messages that name what to fix.
+struct PlaceNames {
+  std::string rank, size, localRank, localSize;
+};
+
+void readGyre(const Env& env, LaunchInfo& info, PlaceNames& names) {
   info.launcher = "gyre";
+  names = {"GYRE_RANK", "GYRE_WORLD_SIZE", "GYRE_LOCAL_RANK", "GYRE_LOCAL_SIZE"};
   info.rank = static_cast<int>(config::getOptionalInt(env, "GYRE_RANK").value_or(-1));
   GYRE_ARG_CHECK(info.rank >= 0, "GYRE_RANK is not set (GYRE_WORLD_SIZE is)");
   auto size = config::getOptionalInt(env, "GYRE_WORLD_SIZE");
@@ -74,8 +80,10 @@ void readGyre(const Env& env, LaunchInfo& info) {
   info.jobId = "gyre";
 }
 
-void readOpenMpi(const Env& env, LaunchInfo& info) {
+void readOpenMpi(const Env& env, LaunchInfo& info, PlaceNames& names) {
   info.launcher = "mpirun";
+  names = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+           "OMPI_COMM_WORLD_LOCAL_SIZE"};
   const std::string why = "expected under mpirun";
   info.rank = requireInt(env, "OMPI_COMM_WORLD_RANK", 0, why);
   info.size = requireInt(env, "OMPI_COMM_WORLD_SIZE", 1, why);
@@ -103,8 +111,10 @@ void readOpenMpi(const Env& env, LaunchInfo& info) {
   }
 }
 
-void readSlurm(const Env& env, LaunchInfo& info) {
+void readSlurm(const Env& env, LaunchInfo& info, PlaceNames& names) {
   info.launcher = "slurm";
+  names = {"SLURM_PROCID", has(env, "SLURM_NTASKS") ? "SLURM_NTASKS" : "SLURM_NPROCS", "SLURM_LOCALID",
+           "the tasks per node of SLURM_NODEID"};
   const std::string why = "expected from srun";
   info.rank = requireInt(env, "SLURM_PROCID", 0, why);
   info.size = has(env, "SLURM_NTASKS") ? requireInt(env, "SLURM_NTASKS", 1, why)
@@ -114,6 +124,7 @@ void readSlurm(const Env& env, LaunchInfo& info) {
   info.localSize = 1;
   for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
     if (auto spec = lookup(env, name)) {
+      names.localSize = std::string(name) + "[SLURM_NODEID]";
       const auto perNode = launch::expandTasksPerNode(*spec, name);
       info.localSize =
           perNode.size() == 1 ? perNode[0] : perNode.at(std::min<std::size_t>(node, perNode.size() - 1));
@@ -147,8 +158,9 @@ void readSlurm(const Env& env, LaunchInfo& info) {
   info.storeAddress = hostPort(host, port);
 }
 
-void readTorchrun(const Env& env, LaunchInfo& info) {
+void readTorchrun(const Env& env, LaunchInfo& info, PlaceNames& names) {
   info.launcher = "torchrun";
+  names = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
   const std::string why = "RANK and WORLD_SIZE come together";
   info.rank = requireInt(env, "RANK", 0, why);
   info.size = requireInt(env, "WORLD_SIZE", 1, why);
@@ -168,13 +180,14 @@ void readTorchrun(const Env& env, LaunchInfo& info) {
   info.jobId = lookup(env, "TORCHELASTIC_RUN_ID").value_or("torchrun-" + info.storeAddress);
 }
 
-void checkPlace(const LaunchInfo& info, const std::string& launcher) {
-  GYRE_ARG_CHECK(info.rank < info.size, launcher, ": rank ", info.rank, " is not below the world size ",
-                 info.size);
-  GYRE_ARG_CHECK(info.localRank < info.localSize, launcher, ": local rank ", info.localRank,
-                 " is not below the local size ", info.localSize);
-  GYRE_ARG_CHECK(info.localSize <= info.size, launcher, ": local size ", info.localSize,
-                 " exceeds the world size ", info.size);
+// "RANK=2 is not below WORLD_SIZE=2 (torchrun)": the variables, as docs/launching.md promises.
+void checkPlace(const LaunchInfo& info, const PlaceNames& n) {
+  GYRE_USAGE_CHECK(info.rank < info.size, n.rank, "=", info.rank, " is not below ", n.size, "=", info.size, " (",
+                   info.launcher, ")");
+  GYRE_USAGE_CHECK(info.localRank < info.localSize, n.localRank, "=", info.localRank, " is not below ",
+                   n.localSize, "=", info.localSize, " (", info.launcher, ")");
+  GYRE_USAGE_CHECK(info.localSize <= info.size, n.localSize, "=", info.localSize, " exceeds ", n.size, "=",
+                   info.size, " (", info.launcher, ")");
 }
 
 }  // namespace
@@ -192,20 +205,21 @@ std::map<std::string, std::string> processEnvironment() {
 
 LaunchInfo detectLaunch(const std::map<std::string, std::string>& env) {
   LaunchInfo info;
+  PlaceNames names{"rank", "world size", "local rank", "local size"};
   if (config::isSet(env, "GYRE_RANK") || config::isSet(env, "GYRE_WORLD_SIZE")) {
-    readGyre(env, info);
+    readGyre(env, info, names);
   } else if (has(env, "TORCHELASTIC_RUN_ID") && (has(env, "RANK") || has(env, "WORLD_SIZE"))) {
-    readTorchrun(env, info);  // torchrun started inside srun or mpirun: its workers inherit theirs
+    readTorchrun(env, info, names);  // torchrun started inside srun or mpirun: its workers inherit theirs
   } else if (has(env, "OMPI_COMM_WORLD_RANK") || has(env, "OMPI_COMM_WORLD_SIZE")) {
-    readOpenMpi(env, info);
+    readOpenMpi(env, info, names);
   } else if (has(env, "SLURM_PROCID")) {
-    readSlurm(env, info);
+    readSlurm(env, info, names);
   } else if (has(env, "RANK") || has(env, "WORLD_SIZE")) {
-    readTorchrun(env, info);
+    readTorchrun(env, info, names);
   } else {
     info.launcher = "none";
   }
-  checkPlace(info, info.launcher);
+  checkPlace(info, names);
 
   if (config::isSet(env, "GYRE_JOB_ID")) info.jobId = config::getString(env, "GYRE_JOB_ID");
   if (info.size == 1) info.storeAddress.clear();  // a world of one meets nobody, unless told to

@@ -5,7 +5,8 @@ namespace gyre {
 void applyKnobs(const config::Env& env, CommunicatorOptions& options) {
   if (config::isSet(env, "GYRE_TIMEOUT_MS"))
     options.timeout = std::chrono::milliseconds(config::getInt(env, "GYRE_TIMEOUT_MS"));
-  if (config::isSet(env, "GYRE_START_TIMEOUT_MS"))
+  // The knob's default (30 s) applies under every launcher unless the caller chose a start time-out.
+  if (config::isSet(env, "GYRE_START_TIMEOUT_MS") || options.startTimeout.count() == 0)
     options.startTimeout = std::chrono::milliseconds(config::getInt(env, "GYRE_START_TIMEOUT_MS"));
   if (config::isSet(env, "GYRE_TRANSPORT"))
     options.transport = parseTransport(config::getChoice(env, "GYRE_TRANSPORT"));

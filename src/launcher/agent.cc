@@ -21,6 +21,7 @@
 #include "common/auth.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/numbers.h"
 #include "common/socket.h"
 #include "launcher/agent_protocol.h"
 #include "launcher/line_reader.h"
@@ -251,10 +252,8 @@ class Agent {
     std::string tried;
     for (std::size_t i = 0; i < errors.size(); ++i)
       tried += (i == 0 ? "" : "; ") + spec_.storeCandidates[i] + " (" + errors[i] + ")";
-    char limit[32];
-    std::snprintf(limit, sizeof limit, "%.1f", spec_.startTimeoutMs / 1000.0);
-    fail("host " + spec_.host + " (" + net::hostName() + ") could not reach the job's store within " + limit +
-         " s (--start-timeout); tried " + tried);
+    fail("host " + spec_.host + " (" + net::hostName() + ") could not reach the job's store within " +
+         numbers::format(spec_.startTimeoutMs / 1000.0) + " s (--start-timeout); tried " + tried);
     return std::nullopt;
   }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "common/numbers.h"
 #include "launcher/failures.h"
 
 namespace gyre::launcher {
@@ -24,7 +25,7 @@ AgentSpec baseAgentSpec(const RunOptions& o, const JobStore& store, const HostPl
   spec.env = forwardedEnvironment();
   spec.env.insert(spec.env.end(), o.exports.begin(), o.exports.end());
   spec.threads = o.threads;
-  spec.startTimeoutMs = static_cast<int>(o.startTimeoutS * 1000);
+  spec.startTimeoutMs = static_cast<int>(numbers::millis(o.startTimeoutS).count());
   spec.interface = o.networkInterface;
   spec.stopGraceMs = o.stopGraceMs;
   return spec;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/check.h"
+#include "common/numbers.h"
 #include "launcher/agent_pool.h"
 #include "launcher/process.h"
 #include "launcher/ps_servers.h"
@@ -255,7 +256,7 @@ class Generation {
   }
 
   void supervise() {
-    startDeadline_ = Clock::now() + Ms(static_cast<std::int64_t>(o_.startTimeoutS * 1000) + 5000);
+    startDeadline_ = Clock::now() + numbers::millis(o_.startTimeoutS) + Ms(5000);
     while (true) {
       agents_.read(kPollMs);
       reapAgents();

@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/numbers.h"
 #include "gyre/init.h"
 #include "launcher/elastic_job.h"
 #include "launcher/failures.h"
@@ -41,7 +42,7 @@ class Job {
     for (const auto& p : spec.placement) spec.worldSize += p.count;
     spec.jobId = "gyre-" + auth::generateSecret().substr(0, 12);
     spec.maxRestarts = o_.maxRestarts;
-    spec.jobDeadline = o_.timeoutS > 0 ? Deadline::after(Ms(static_cast<std::int64_t>(o_.timeoutS * 1000)))
+    spec.jobDeadline = o_.timeoutS > 0 ? Deadline::after(numbers::millis(o_.timeoutS))
                                        : Deadline::never();
     worldSize_ = spec.worldSize;
     output_ = std::make_unique<OutputSink>(worldSize_, o_.tagOutput.value_or(worldSize_ > 1), o_.outputDir);
@@ -138,14 +139,31 @@ std::vector<std::pair<std::string, std::string>> forwardedEnvironment() {
   return out;
 }
 
+namespace {
+
+// Every number of RunOptions, each in the range --help states.
+void checkRunNumbers(const RunOptions& o) {
+  using numbers::kMaxSeconds;
+  using numbers::kMinSeconds;
+  constexpr std::int64_t kMaxCount = 1 << 20;  // workers, servers, threads, restarts
+  numbers::checkInt("-np", o.np, 0, kMaxCount, "0: every slot of the hosts");
+  numbers::check("--timeout", o.timeoutS, {.min = 0, .max = kMaxSeconds, .unit = "s", .note = "0: never"});
+  numbers::check("--start-timeout", o.startTimeoutS, {.min = kMinSeconds, .max = kMaxSeconds, .unit = "s"});
+  numbers::checkInt("--threads", o.threads, 0, kMaxCount, "0: cores / workers on the host");
+  numbers::checkInt("--max-restarts", o.maxRestarts, 0, kMaxCount, "0: no restarts");
+  numbers::checkInt("--servers", o.servers, 0, kMaxCount, "0: no parameter servers");
+  numbers::checkInt("--min-np", o.minNp, 0, kMaxCount);
+  numbers::checkInt("--max-np", o.maxNp, 0, kMaxCount);
+  numbers::check("--discovery-interval", o.discoveryIntervalS,
+                 {.min = kMinSeconds, .max = kMaxSeconds, .unit = "s"});
+  numbers::check("--elastic-timeout", o.elasticTimeoutS, {.min = kMinSeconds, .max = kMaxSeconds, .unit = "s"});
+}
+
+}  // namespace
+
 int runJob(const RunOptions& options) {
   GYRE_USAGE_CHECK(!options.program.empty(), "no program given: gyre run [options] -- PROGRAM [ARGS...]");
-  GYRE_USAGE_CHECK(options.np >= 0, "-np must be positive");
-  GYRE_USAGE_CHECK(options.startTimeoutS > 0, "--start-timeout must be positive");
-  GYRE_USAGE_CHECK(options.timeoutS >= 0, "--timeout must not be negative");
-  GYRE_USAGE_CHECK(options.threads >= 0, "--threads must not be negative");
-  GYRE_USAGE_CHECK(options.maxRestarts >= 0, "--max-restarts must not be negative (0: no restarts)");
-  GYRE_USAGE_CHECK(options.servers >= 0, "--servers must not be negative (0: no parameter servers)");
+  checkRunNumbers(options);
   GYRE_USAGE_CHECK(options.serverHosts.empty() || options.servers > 0,
                    "--server-hosts needs --servers S: it says where the S parameter servers run");
   checkServerHosts(options.serverHosts);

@@ -4,9 +4,11 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "common/check.h"
+#include "common/numbers.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
 
@@ -17,6 +19,7 @@ using O = TrainOptions;
 constexpr FlagScope kLauncher = FlagScope::kLauncher;
 constexpr FlagScope kWorker = FlagScope::kWorker;
 
+constexpr double kMaxProcesses = 1 << 20;  // workers or servers of one job
 constexpr std::string_view kElastic = "Elastic training (docs/elastic.md)";
 constexpr std::string_view kParameterServers = "Parameter servers (docs/ps.md)";
 constexpr std::string_view kCheckpoints = "Checkpoints and restarts (docs/checkpoints.md)";
@@ -31,7 +34,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .help = "Number of workers (also -np)",
      .scope = kLauncher,
      .bound = Bound::kAtLeast,
-     .min = 1},
+     .min = 1,
+     .max = kMaxProcesses},
     {.name = "--epochs",
      .field = &O::epochs,
      .help = "Passes over the 60,000 training images",
@@ -93,7 +97,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
     {.name = "--bucket-cap-mb",
      .field = &O::bucketCapMb,
      .help = "Gradients allreduced together, in MiB",
-     .bound = Bound::kPositive},
+     .bound = Bound::kPositive,
+     .max = 1 << 20},
     {.name = "--shard-optimizer",
      .field = &O::shardOptimizer,
      .help = "Shard the optimizer step and its state across the workers (ZeRO stage 1): reduce-scatter, "
@@ -115,7 +120,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .field = &O::timeoutS,
      .help = "Stop the job after this many seconds (0: never)",
      .scope = kLauncher,
-     .bound = Bound::kNonNegative},
+     .bound = Bound::kNonNegative,
+     .max = numbers::kMaxSeconds},
     {.name = "--checkpoint-dir",
      .field = &O::checkpointDir,
      .help = "Save checkpoints here (worker 0), each in D/ckpt-STEP with a verified manifest",
@@ -160,6 +166,7 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .scope = kLauncher,
      .bound = Bound::kAtLeast,
      .min = 1,
+     .max = kMaxProcesses,
      .needs = "--elastic"},
     {.name = "--max-np",
      .field = &O::maxNp,
@@ -167,6 +174,7 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .group = kElastic,
      .scope = kLauncher,
      .bound = Bound::kNonNegative,
+     .max = kMaxProcesses,
      .needs = "--elastic"},
     {.name = "--elastic-timeout",
      .field = &O::elasticTimeoutS,
@@ -174,6 +182,7 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .group = kElastic,
      .scope = kLauncher,
      .bound = Bound::kPositive,
+     .max = numbers::kMaxSeconds,
      .needs = "--elastic"},
     {.name = "--commit-every",
      .field = &O::commitEvery,
@@ -245,45 +254,61 @@ std::string spoken(std::string_view choices) {
   return out;
 }
 
-// The shortest text that reads back as `value`.
-std::string formatNumber(double value) {
-  char buffer[64];
-  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return ec == std::errc() ? std::string(buffer, end) : std::to_string(value);
-}
+using numbers::format;  // the shortest text that reads back as the number
 
 template <typename T>
 std::string text(const T& value) {
   if constexpr (std::is_same_v<T, std::string>) {
     return value;
   } else if constexpr (std::is_same_v<T, double>) {
-    return formatNumber(value);
+    return format(value);
   } else {
     return std::to_string(value);
   }
 }
 
-// The flag's bound, checked on a number.
+// The flag's bound, checked on a number: finite (doubles) and inside [lower, f.max].
 template <typename T>
 void checkBound(const TrainFlag& f, T value) {
-  const double v = static_cast<double>(value);
-  const std::string got = " (got " + text(value) + ")";
+  double lower = 0;
+  bool exclusive = false;
+  std::string_view note;
   switch (f.bound) {
     case Bound::kNone:
       return;
     case Bound::kNonNegative:
-      GYRE_USAGE_CHECK(std::isfinite(v) && v >= 0, f.name, " must not be negative", got);
-      return;
+      break;
     case Bound::kPositive:
-      GYRE_USAGE_CHECK(std::isfinite(v) && v > 0, f.name, " must be positive", got);
-      return;
+      exclusive = true;
+      break;
     case Bound::kAtLeast:
-      GYRE_USAGE_CHECK(std::isfinite(v) && v >= f.min, f.name, " must be at least ", formatNumber(f.min), got);
-      return;
+      lower = f.min;
+      break;
     case Bound::kRankOrNone:
-      GYRE_USAGE_CHECK(v >= -1, f.name, " must be a rank, or -1 for none", got);
-      return;
+      lower = -1;
+      note = "-1: none";
+      break;
   }
+  if constexpr (std::is_integral_v<T>) {
+    const auto min = static_cast<std::int64_t>(exclusive ? lower + 1 : lower);
+    numbers::checkInt(f.name, static_cast<std::int64_t>(value), min, static_cast<std::int64_t>(f.max), note);
+  } else {
+    numbers::check(f.name, value, {.min = lower, .max = f.max, .minExclusive = exclusive, .note = note});
+  }
+}
+
+// CLI11 reads an integer too large for its field as the field's largest value; this refuses it.
+template <typename T>
+CLI::Validator fitsIn() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        T parsed{};
+        const auto [end, ec] = std::from_chars(input.data(), input.data() + input.size(), parsed);
+        if (ec != std::errc::result_out_of_range) return {};  // other mistakes: CLI11's own message
+        return input + " is out of range: integers from " +
+               std::to_string(std::numeric_limits<T>::min()) + " to " + std::to_string(std::numeric_limits<T>::max());
+      },
+      "", "");
 }
 
 void checkFlag(const TrainFlag& f, const TrainOptions& o) {
@@ -367,6 +392,7 @@ void addTrainFlags(CLI::App& app, TrainOptions& o, FlagScope scope) {
               if (!f.choices.empty()) added->type_name("{" + spoken(f.choices) + "}");
             } else {
               added->default_str(text(value));
+              if constexpr (std::is_integral_v<T>) added->check(fitsIn<T>());
             }
             return added;
           }
@@ -423,7 +449,8 @@ void validateOptions(const TrainOptions& o) {
   // The job's own flags (gyre train's; a worker has their defaults).
   GYRE_USAGE_CHECK(o.servers < 0 || ps, "--servers ", o.servers,
                    " needs a parameter-server --mode (ps:bsp, ps:asp or ps:ssp:S)");
-  GYRE_USAGE_CHECK(o.servers < 0 || o.servers >= 1, "--servers must be at least 1 (got ", o.servers, ")");
+  // -1 inside: not given (1 with a ps mode).
+  if (o.servers >= 0) numbers::checkInt("--servers", o.servers, 1, static_cast<std::int64_t>(kMaxProcesses));
   GYRE_USAGE_CHECK(o.maxRestarts == 0 || o.elastic || !o.checkpointDir.empty(), "--max-restarts ", o.maxRestarts,
                    " needs --checkpoint-dir: a restarted generation resumes from the newest checkpoint there, and "
                    "without checkpoints it would start training over (or use --elastic, where it counts "

@@ -14,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "common/numbers.h"
+
 namespace gyre::train {
 
 struct TrainOptions {
@@ -130,6 +132,7 @@ struct TrainFlag {
   FlagScope scope = FlagScope::kBoth;
   Bound bound = Bound::kNone;
   double min = 0;                  // kAtLeast
+  double max = numbers::kNoMax;    // every bound: the largest value accepted
   std::string_view choices = {};   // strings: "mlp|cnn"; empty: free text
   bool negated = false;            // a flag that sets its bool field to false (--no-eval)
   std::string_view needs = {};     // a flag this one is meaningless without ("--elastic")

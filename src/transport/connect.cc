@@ -101,6 +101,43 @@ Hello readHello(int fd, Deadline deadline) {
   return h;
 }
 
+// Ranks started with different world sizes would each wait for peers that never come. The first
+// rank to arrive records its size; one with another size records the disagreement and fails at
+// once, and every rank still waiting watches for that record, so all of them fail with it.
+constexpr auto kWaitSlice = std::chrono::milliseconds(200);
+
+void checkWorldSize(Store& store, const std::string& prefix, const MeshOptions& o) {
+  const std::string mine = std::to_string(o.size) + "|" + std::to_string(o.rank);
+  const Store::Bytes desired(mine.begin(), mine.end());
+  const Store::Bytes now = store.compareSet(prefix + "size", {}, desired);
+  const std::string first(now.begin(), now.end());
+  const auto bar = first.find('|');
+  if (first.substr(0, bar) == std::to_string(o.size)) return;
+  const std::string message = "the ranks disagree on the world size: rank " + std::to_string(o.rank) +
+                              " was started in a world of " + std::to_string(o.size) + ", rank " +
+                              first.substr(bar + 1) + " in a world of " + first.substr(0, bar) +
+                              " (check every rank's GYRE_WORLD_SIZE, WORLD_SIZE, OMPI_COMM_WORLD_SIZE or "
+                              "SLURM_NTASKS)";
+  store.setString(prefix + "size-mismatch", message);
+  GYRE_THROW(InvalidArgument, message);
+}
+
+// store.wait(keys) until the deadline, failing at once when a rank has recorded a size mismatch.
+void waitForRecords(Store& store, const std::vector<std::string>& keys, const std::string& prefix,
+                    Deadline deadline) {
+  const std::string mismatch = prefix + "size-mismatch";
+  for (;;) {
+    const auto slice = std::min<std::int64_t>(kWaitSlice.count(), std::max(1, deadline.remainingMs()));
+    try {
+      store.wait(keys, std::chrono::milliseconds(slice));
+      return;
+    } catch (const TimeoutError&) {
+      if (store.check({mismatch})) GYRE_THROW(InvalidArgument, store.getString(mismatch));
+      if (deadline.expired()) throw;
+    }
+  }
+}
+
 Deadline handshakeDeadline(Deadline overall) {
   return Deadline(std::min(overall.at(), Clock::now() + kHandshakeLimit));
 }
@@ -123,6 +160,7 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
   const std::string myId = hostIdentity();
   const std::string prefix = o.name + "/mesh/";
   const int myMpiRank = useMpi ? mpi::worldPlace().rank : -1;
+  checkWorldSize(store, prefix, o);  // first: a rank that disagrees publishes no record to wait for
   store.setString(prefix + std::to_string(o.rank), encodeRecord(self, net::hostName(), myId, myMpiRank));
   std::vector<std::string> keys;
   for (int r = 0; r < o.size; ++r) keys.push_back(prefix + std::to_string(r));
@@ -131,7 +169,7 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
     if (o.rank == 0) store.setString(mpiTagKey, std::to_string(store.add(kMpiGroupCounter, 1)));
     keys.push_back(mpiTagKey);
   }
-  store.wait(keys, std::chrono::milliseconds(std::max(1, deadline.remainingMs())));
+  waitForRecords(store, keys, prefix, deadline);
 
   std::vector<int> local;     // ranks on this host that use shared memory, in rank order
   std::vector<int> mpiRanks;  // MPI_COMM_WORLD rank of each rank (MPI transport)

@@ -286,7 +286,7 @@ TEST(GyreRunElastic, RefusesBadFlags) {
         "--", "true"},
        "give --host-discovery-script or -H/--hostfile, not both"},
       {{"--elastic", "--min-np", "1", "--max-np", "2", "--elastic-timeout", "0", "--", "true"},
-       "--elastic-timeout must be positive"},
+       "--elastic-timeout must be a finite number in [0.001, 2147483] s"},
   };
   for (const auto& [args, message] : cases) {
     const ProgramRun run = gyreRun(args);

@@ -236,6 +236,42 @@ TEST(GyreRun, BadCommandLinesAreRefusedClearly) {
   EXPECT_NE(run.err.find("cannot find the program '/nonexistent/program'"), std::string::npos) << run.err;
 }
 
+// Every number gyre run takes, given NaN, infinities, too much, too little, or 0 where 0 makes no
+// sense: refused before anything starts (exit 2), naming the flag and the accepted range.
+TEST(GyreRun, EveryNumberFlagIsRangeCheckedBeforeAnythingStarts) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::string seconds = " must be a finite number in [0.001, 2147483] s; got ";
+  const std::vector<Case> cases = {
+      {{"-np", "0"}, "-np must be an integer of at least 1; got 0"},
+      {{"-np", "-1"}, "-np must be an integer of at least 1; got -1"},
+      {{"-np", "99999999999"}, "--np"},
+      {{"--timeout", "inf"}, "--timeout must be a finite number in [0, 2147483] s (0: never); got inf"},
+      {{"--timeout", "1e300"}, "--timeout must be a finite number in [0, 2147483] s (0: never); got 1e+300"},
+      {{"--timeout", "nan"}, "--timeout must be a finite number in [0, 2147483] s (0: never); got nan"},
+      {{"--timeout", "-1"}, "--timeout must be a finite number in [0, 2147483] s (0: never); got -1"},
+      {{"--start-timeout", "1e10"}, "--start-timeout" + seconds + "1e+10"},
+      {{"--start-timeout", "0"}, "--start-timeout" + seconds + "0"},
+      {{"--start-timeout", "0.0001"}, "--start-timeout" + seconds + "1e-04"},
+      {{"--start-timeout", "-inf"}, "--start-timeout" + seconds + "-inf"},
+      {{"--threads", "-3"}, "--threads must be an integer in [0, 1048576] (0: cores / workers on the host); got -3"},
+      {{"--max-restarts", "-1"}, "--max-restarts must be an integer in [0, 1048576] (0: no restarts); got -1"},
+      {{"--servers", "-1"}, "--servers must be an integer in [0, 1048576] (0: no parameter servers); got -1"},
+      {{"--elastic", "--min-np", "1", "--max-np", "2", "--elastic-timeout", "inf"}, "--elastic-timeout" + seconds + "inf"},
+      {{"--elastic", "--min-np", "1", "--max-np", "2", "--discovery-interval", "0"},
+       "--discovery-interval" + seconds + "0"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.insert(args.end(), {"--", "/bin/true"});
+    const ProgramRun run = gyreRun(args);
+    EXPECT_EQ(run.exitCode, 2) << run.describe();
+    EXPECT_NE(run.err.find(c.message), std::string::npos) << c.args[0] << ": " << run.err;
+  }
+}
+
 #else
 TEST(GyreRun, NeedsTheTool) {
   GTEST_SKIP() << "the gyre tool is not built (GYRE_BUILD_APPS=OFF)";

@@ -47,10 +47,10 @@ TEST_F(CheckpointCli, BadFlagsExit2) {
   const std::vector<Case> cases = {
       {{"--checkpoint-every", "5"}, "--checkpoint-every needs --checkpoint-dir"},
       {{"--resume"}, "--resume needs --checkpoint-dir"},
-      {{"--checkpoint-dir", path("c"), "--keep-last", "0"}, "--keep-last must be at least 1"},
+      {{"--checkpoint-dir", path("c"), "--keep-last", "0"}, "--keep-last must be an integer of at least 1"},
       {{"--checkpoint-dir", path("c"), "--checkpoint-every", "-1"},
-       "--checkpoint-every must not be negative"},
-      {{"--stop-at-step", "-3"}, "--stop-at-step must not be negative"},
+       "--checkpoint-every must be an integer of at least 0"},
+      {{"--stop-at-step", "-3"}, "--stop-at-step must be an integer of at least 0"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {gyreTool(), "train", "--np", "1"};

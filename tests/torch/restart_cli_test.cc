@@ -51,10 +51,10 @@ TEST_F(RestartCli, BadFlagsExit2) {
   };
   const std::vector<Case> cases = {
       {{"--max-restarts", "2"}, "--max-restarts 2 needs --checkpoint-dir"},
-      {{"--max-restarts", "-1"}, "--max-restarts must not be negative"},
+      {{"--max-restarts", "-1"}, "--max-restarts must be an integer of at least 0"},
       {{"--np", "2", "--fault-at-step", "3", "--fault-rank", "2"},
        "--fault-rank 2 is not a rank of the 2 workers"},
-      {{"--fault-at-step", "-3"}, "--fault-at-step must not be negative"},
+      {{"--fault-at-step", "-3"}, "--fault-at-step must be an integer of at least 0"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {gyreTool(), "train"};

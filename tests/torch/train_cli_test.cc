@@ -55,11 +55,11 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
   };
   const std::vector<Case> cases = {
       {{"--model", "resnet"}, "--model"},
-      {{"--np", "0"}, "--np must be at least 1"},
+      {{"--np", "0"}, "--np must be an integer of at least 1"},
       {{"--np", "3", "--batch", "128"}, "must divide evenly among the 3 workers"},
-      {{"--epochs", "0"}, "--epochs must be at least 1"},
-      {{"--batch", "0"}, "--batch must be at least 1"},
-      {{"--lr", "0"}, "--lr must be positive"},
+      {{"--epochs", "0"}, "--epochs must be an integer of at least 1"},
+      {{"--batch", "0"}, "--batch must be an integer of at least 1"},
+      {{"--lr", "0"}, "--lr must be a finite number above 0"},
       {{"--compression", "zip"}, "--compression"},
       {{"--lr-scaling", "cubic"}, "--lr-scaling"},
       {{"--progress", "maybe"}, "--progress"},
@@ -70,13 +70,13 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
       {{"--mode", "ps:ssp:-1"}, "--mode 'ps:ssp:-1'"},
       {{"--mode", "ps:"}, "--mode 'ps:'"},
       {{"--servers", "2"}, "--servers 2 needs a parameter-server --mode"},
-      {{"--mode", "ps:asp", "--servers", "0"}, "--servers must be at least 1"},
+      {{"--mode", "ps:asp", "--servers", "0"}, "--servers must be an integer in [1, 1048576]"},
       {{"--mode", "ps:bsp", "--elastic"}, "--mode ps:bsp cannot be combined with --elastic"},
       {{"--mode", "ps:asp", "--compression", "fp16"}, "--compression fp16 does not apply"},
       {{"--mode", "ps:asp", "--checkpoint-dir", "ckpt"}, "checkpoints (--checkpoint-dir, --resume) are not supported"},
       {{"--np", "2", "--straggler-rank", "2"}, "--straggler-rank 2 is not a rank of the 2 workers"},
-      {{"--straggler-factor", "0.5"}, "--straggler-factor must be at least 1"},
-      {{"--eval-every", "-1"}, "--eval-every must not be negative"},
+      {{"--straggler-factor", "0.5"}, "--straggler-factor must be a finite number of at least 1"},
+      {{"--eval-every", "-1"}, "--eval-every must be an integer of at least 0"},
       {{"--shard-optimizer", "--checkpoint-dir", "ckpt"}, "--shard-optimizer keeps each worker's part"},
       {{"--shard-optimizer", "--compression", "bf16"}, "--shard-optimizer reduce-scatters float32 gradients"},
       {{"--shard-optimizer", "--mode", "ps:asp"}, "--shard-optimizer shards the data-parallel optimizer step"},
@@ -121,6 +121,30 @@ TEST_F(TrainCli, EveryInvalidFlagGetsTheSameMessageFromBothPrograms) {
   EXPECT_GT(compared, 15);
 }
 
+// The neighbours of a bad number: not finite, too large for the field or for its bound.
+TEST_F(TrainCli, EveryNumberFlagRefusesNonFiniteAndOverflowingValues) {
+  int compared = 0;
+  for (const TrainFlag& f : trainFlags()) {
+    if (f.scope != FlagScope::kBoth || f.bound == Bound::kNone) continue;
+    const bool integral = !std::holds_alternative<double TrainOptions::*>(f.field);
+    // (NaN, -inf and the rest of the neighbours: TrainOptions.EveryNumberIsFiniteAndInsideItsRange.)
+    std::vector<std::string> bad = {integral ? "99999999999999999999" : "inf"};
+    if (f.max < numbers::kNoMax) bad.push_back(integral ? std::to_string(std::int64_t(f.max) + 1) : "1e300");
+    for (const std::string& value : bad) {
+      const std::string name(f.name);
+      const test::ProgramRun launcher = gyreTrain({name, value});
+      const test::ProgramRun alone = run({worker(), name, value});
+      EXPECT_EQ(launcher.exitCode, 2) << name << " " << value << ": " << launcher.describe();
+      EXPECT_EQ(alone.exitCode, 2) << name << " " << value << ": " << alone.describe();
+      const std::string message = refusalMessage(launcher);
+      EXPECT_TRUE(contains(message, name)) << message;
+      EXPECT_EQ(message, refusalMessage(alone)) << name << " " << value;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 20);
+}
+
 TEST_F(TrainCli, MissingDataSetNamesThePackage) {
   test::TempDir dir;
   const test::ProgramRun r =
@@ -132,7 +156,7 @@ TEST_F(TrainCli, MissingDataSetNamesThePackage) {
 TEST_F(TrainCli, WorkerRejectsBadFlags) {
   const test::ProgramRun r = run({worker(), "--plain", "--batch", "0"});
   EXPECT_EQ(r.exitCode, 2) << r.describe();
-  EXPECT_TRUE(contains(r.err, "gyre train: error: --batch must be at least 1")) << r.err;
+  EXPECT_TRUE(contains(r.err, "gyre train: error: --batch must be an integer of at least 1; got 0")) << r.err;
 }
 
 TEST_F(TrainCli, WorkerRefusesBadModes) {
@@ -146,7 +170,7 @@ TEST_F(TrainCli, WorkerRefusesBadModes) {
       {{"--plain", "--mode", "ps:asp"}, "--mode ps:asp trains through parameter servers: --plain does not apply"},
       {{"--mode", "ps:bsp", "--compression", "bf16"}, "--compression bf16 does not apply"},
       {{"--mode", "ps:bsp", "--resume", "--checkpoint-dir", "ckpt"}, "checkpoints"},
-      {{"--straggler-factor", "0"}, "--straggler-factor must be at least 1"},
+      {{"--straggler-factor", "0"}, "--straggler-factor must be a finite number of at least 1"},
       {{"--plain", "--shard-optimizer"}, "--shard-optimizer shards the data-parallel optimizer step"},
       {{"--shard-optimizer", "--resume", "--checkpoint-dir", "ckpt"}, "--shard-optimizer keeps each worker's part"},
   };

@@ -246,7 +246,25 @@ TEST(Launch, MalformedValuesNameTheVariable) {
       {{{"GYRE_RANK", "x"}, {"GYRE_WORLD_SIZE", "2"}}, "GYRE_RANK"},
       {{{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "0"}}, "GYRE_WORLD_SIZE"},
       {{{"GYRE_RANK", "2"}, {"GYRE_WORLD_SIZE", "2"}, {"GYRE_STORE_ADDR", "h:1"}, {"GYRE_SECRET", "s"}},
-       "rank 2"},
+       "GYRE_RANK=2 is not below GYRE_WORLD_SIZE=2 (gyre)"},
+      {{{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "2"}, {"GYRE_LOCAL_RANK", "3"}, {"GYRE_LOCAL_SIZE", "2"}},
+       "GYRE_LOCAL_RANK=3 is not below GYRE_LOCAL_SIZE=2 (gyre)"},
+      {{{"GYRE_RANK", "0"}, {"GYRE_WORLD_SIZE", "2"}, {"GYRE_LOCAL_SIZE", "3"}},
+       "GYRE_LOCAL_SIZE=3 exceeds GYRE_WORLD_SIZE=2 (gyre)"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "5"}},
+       "RANK=2 is not below WORLD_SIZE=2 (torchrun)"},
+      {{{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"GYRE_STORE_ADDR", "h:1"}},
+       "OMPI_COMM_WORLD_RANK=4 is not below OMPI_COMM_WORLD_SIZE=4 (mpirun)"},
+      {{{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "2"}, {"GYRE_STORE_ADDR", "h:1"}},
+       "SLURM_PROCID=3 is not below SLURM_NTASKS=2 (slurm)"},
+      {{{"SLURM_PROCID", "3"}, {"SLURM_NPROCS", "2"}, {"GYRE_STORE_ADDR", "h:1"}},
+       "SLURM_PROCID=3 is not below SLURM_NPROCS=2 (slurm)"},
+      {{{"SLURM_PROCID", "0"},
+        {"SLURM_NTASKS", "2"},
+        {"SLURM_LOCALID", "2"},
+        {"SLURM_NTASKS_PER_NODE", "2"},
+        {"GYRE_STORE_ADDR", "h:1"}},
+       "SLURM_LOCALID=2 is not below SLURM_NTASKS_PER_NODE[SLURM_NODEID]=2 (slurm)"},
       {{{"GYRE_RANK", "0"},
         {"GYRE_WORLD_SIZE", "2"},
         {"GYRE_STORE_ADDR", "nohostport"},
@@ -272,7 +290,7 @@ TEST(Launch, MalformedValuesNameTheVariable) {
         {"LOCAL_WORLD_SIZE", "2"},
         {"MASTER_ADDR", "a"},
         {"MASTER_PORT", "5"}},
-       "local rank"},
+       "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2 (torchrun)"},
   };
   for (const auto& [env, needle] : cases) {
     try {
@@ -322,6 +340,11 @@ TEST(LaunchKnobs, ApplyOnlyTheKnobsThatAreSet) {
   applyKnobs({}, options);
   EXPECT_EQ(options.timeout, std::chrono::milliseconds(1234));
   EXPECT_EQ(options.interface, "lo");
+  // GYRE_START_TIMEOUT_MS's documented default, whatever the launcher, unless the caller chose one.
+  EXPECT_EQ(options.startTimeout, std::chrono::milliseconds(30000));
+  options.startTimeout = std::chrono::milliseconds(700);
+  applyKnobs({}, options);
+  EXPECT_EQ(options.startTimeout, std::chrono::milliseconds(700));
   applyKnobs({{"GYRE_TIMEOUT_MS", "2500"},
               {"GYRE_TRANSPORT", "tcp"},
               {"GYRE_IFACE", "eth0"},

@@ -29,7 +29,7 @@ TEST(LauncherServers, RefusesNegativeCountsAndElasticJobs) {
   RunOptions o;
   o.program = {"/bin/true"};
   o.servers = -1;
-  EXPECT_EQ(refusal(o), "--servers must not be negative (0: no parameter servers)");
+  EXPECT_EQ(refusal(o), "--servers must be an integer in [0, 1048576] (0: no parameter servers); got -1");
   o.servers = 2;
   o.elastic = true;
   o.minNp = 1;

@@ -10,6 +10,7 @@
 #include "gyre/store.h"
 #include "support/ranks.h"
 #include "common/auth.h"
+#include "common/clock.h"
 #include "common/socket.h"
 #include "transport/mesh.h"
 
@@ -187,6 +188,40 @@ TEST_P(MeshTest, WrongSecretNeverConnects) {
     }
   });
   EXPECT_EQ(failures.load(), 2);
+}
+
+// Ranks started with different world sizes fail at once, every one of them, naming both sizes,
+// whichever arrives first: not after the start time-out with "timed out waiting".
+TEST_P(MeshTest, RanksThatDisagreeOnTheWorldSizeAllFailAtOnceNamingBoth) {
+  struct Case {
+    std::vector<int> sizes;  // each thread's world size; thread i is rank i
+    int first;               // the thread that arrives first
+  };
+  const std::vector<Case> cases = {{{2, 3}, 0}, {{2, 3}, 1}, {{3, 3, 2}, 2}, {{3, 2, 3}, 0}, {{2, 2, 3}, 0}};
+  int index = 0;
+  for (const Case& c : cases) {
+    const std::string name = "sizes" + std::to_string(index++);
+    std::atomic<int> failures{0};
+    std::atomic<bool> firstArrived{false};
+    const auto begin = Clock::now();
+    runThreads(static_cast<int>(c.sizes.size()), [&](int rank) {
+      if (rank != c.first) {
+        while (!store_->check({name + "/mesh/size"})) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      auto o = options(rank, c.sizes[rank], name);
+      if (rank >= o.size) o.rank = o.size - 1;  // a rank beyond its own world is refused earlier
+      try {
+        Mesh::connect(*store_, o);
+        // With {2, 2, 3} and rank 2 last, ranks 0 and 1 form their world of 2.
+        EXPECT_EQ(c.sizes[rank], c.sizes[c.first]) << name << " rank " << rank << " connected";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("disagree on the world size"), std::string::npos) << e.what();
+        ++failures;
+      }
+    });
+    EXPECT_GE(failures.load(), 1) << name;
+    EXPECT_LT(Clock::now() - begin, std::chrono::seconds(10)) << name << ": waited out the start time-out";
+  }
 }
 
 // Hostile clients reach rank 0's listener before rank 1 does: garbage, a truncated hello, a huge

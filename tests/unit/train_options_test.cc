@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <set>
 #include <string>
 #include <variant>
@@ -147,16 +149,47 @@ TEST(TrainOptions, EveryBoundIsCheckedWithTheFlagsName) {
   EXPECT_GT(checked, 25);
   TrainOptions o;
   o.lr = 0;
-  EXPECT_EQ(refusal(o), "--lr must be positive (got 0)");
+  EXPECT_EQ(refusal(o), "--lr must be a finite number above 0; got 0");
   o = {};
   o.keepLast = 0;
-  EXPECT_EQ(refusal(o), "--keep-last must be at least 1 (got 0)");
+  EXPECT_EQ(refusal(o), "--keep-last must be an integer of at least 1; got 0");
   o = {};
   o.model = "resnet";
   EXPECT_EQ(refusal(o), "--model 'resnet': expected mlp or cnn");
   o = {};
+  o.bucketCapMb = 1e300;
+  EXPECT_EQ(refusal(o), "--bucket-cap-mb must be a finite number in (0, 1048576]; got 1e+300");
+  o = {};
   o.mode = "ps:ssp";
   EXPECT_NE(refusal(o).find("--mode 'ps:ssp'"), std::string::npos);
+}
+
+// Every number flag's neighbours of a bad value: NaN, the infinities, and one past its largest.
+TEST(TrainOptions, EveryNumberIsFiniteAndInsideItsRange) {
+  int checked = 0;
+  for (const TrainFlag& f : trainFlags()) {
+    if (f.bound == Bound::kNone) continue;
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(TrainOptions().*member)>;
+          std::vector<T> bad;
+          if constexpr (std::is_same_v<T, double>) {
+            bad = {std::nan(""), HUGE_VAL, -HUGE_VAL};
+            if (f.max < numbers::kNoMax) bad.push_back(f.max * 1.5);
+          } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+            if (f.max < numbers::kNoMax) bad.push_back(static_cast<T>(f.max) + 1);
+          }
+          for (T value : bad) {
+            TrainOptions o;
+            o.*member = value;
+            const std::string message = refusal(o);
+            EXPECT_TRUE(message.starts_with(std::string(f.name) + " must be ")) << f.name << ": '" << message << "'";
+            ++checked;
+          }
+        },
+        f.field);
+  }
+  EXPECT_GT(checked, 25);
 }
 
 TEST(TrainOptions, CombinationsAreRefused) {
