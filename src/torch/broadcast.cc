@@ -1,12 +1,12 @@
 #include "gyre/torch/broadcast.h"
 
 #include <cstdint>
-#include <sstream>
 #include <string>
 
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "torch/optimizer_bytes.h"
+#include "torch/parameter_check.h"
 
 namespace gyre::torch {
 
@@ -27,23 +27,6 @@ DataType toDataType(::torch::ScalarType type) {
 
 namespace {
 
-// FNV-1a over a description of the tensors, so ranks can compare structures with two integers.
-std::int64_t fingerprint(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return static_cast<std::int64_t>(h >> 1);
-}
-
-void checkSameEverywhere(Communicator& comm, const std::string& description, const char* what) {
-  const std::int64_t mine = fingerprint(description);
-  std::int64_t lowest = mine;
-  std::int64_t highest = mine;
-  comm.allreduce(&lowest, &lowest, 1, {DataType::kInt64, ReduceOp::kMin});
-  comm.allreduce(&highest, &highest, 1, {DataType::kInt64, ReduceOp::kMax});
-  GYRE_USAGE_CHECK(lowest == highest, "the ", what, " differ between ranks (rank ", comm.rank(),
-                   " has: ", description.substr(0, 400), ")");
-}
-
 void broadcastOne(const ::torch::Tensor& tensor, Communicator& comm, int root) {
   ::torch::NoGradGuard noGrad;
   BroadcastOptions o;
@@ -62,22 +45,20 @@ void broadcastOne(const ::torch::Tensor& tensor, Communicator& comm, int root) {
 }  // namespace
 
 void broadcastTensors(const std::vector<::torch::Tensor>& tensors, Communicator& comm, int root) {
-  std::ostringstream description;
-  for (const auto& t : tensors) description << t.sizes() << ::c10::toString(t.scalar_type()) << ';';
-  checkSameEverywhere(comm, description.str(), "tensors to broadcast");
+  checkSameParameters(comm, tensors, {}, "broadcastTensors");
   for (const auto& t : tensors) broadcastOne(t, comm, root);
 }
 
 void broadcastParameters(::torch::nn::Module& module, Communicator& comm, int root) {
-  std::ostringstream description;
+  std::vector<std::string> names;
   std::vector<::torch::Tensor> tensors;
   for (const auto& named : {module.named_parameters(), module.named_buffers()}) {
     for (const auto& item : named) {
-      description << item.key() << item.value().sizes() << ::c10::toString(item.value().scalar_type()) << ';';
+      names.push_back(item.key());
       tensors.push_back(item.value());
     }
   }
-  checkSameEverywhere(comm, description.str(), "models' parameters and buffers");
+  checkSameParameters(comm, tensors, names, "broadcastParameters (parameters, then buffers)");
   for (const auto& t : tensors) broadcastOne(t, comm, root);
 }
 

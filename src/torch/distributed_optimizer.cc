@@ -10,6 +10,7 @@
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
 #include "torch/bucket_layout.h"
+#include "torch/parameter_check.h"
 #include "torch/shard_optimizer.h"
 
 namespace gyre::torch {
@@ -191,15 +192,28 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
   auto& groups = optimizer_->param_groups();
   for (std::size_t g = 0; g < groups.size(); ++g) {
     for (auto& param : groups[g].params()) {
-      GYRE_USAGE_CHECK(param.device().is_cpu(), "DistributedOptimizer: parameters must live on the CPU");
-      GYRE_USAGE_CHECK(!param.is_sparse(), "DistributedOptimizer: sparse parameters are not supported");
       if (!param.requires_grad()) continue;
-      GYRE_USAGE_CHECK(!sharded_ || param.scalar_type() == ::torch::kFloat32,
-                       "DistributedOptimizer: shardOptimizerState needs float32 parameters");
       Slot slot;
       slot.param = param;
       slot.group = g;
       slots_.push_back(std::move(slot));
+    }
+  }
+  if (comm_->size() > 1) {
+    // Before anything else, so that a rank whose model differs cannot fail alone and leave the
+    // others waiting; and before anything is planned from the parameters: other parameters on
+    // another rank would give it other buckets, and the collectives would disagree (a hang or a
+    // garbage index rather than an error).
+    std::vector<::torch::Tensor> params;
+    for (const Slot& slot : slots_) params.push_back(slot.param);
+    checkSameParameters(*comm_, params, {}, "DistributedOptimizer", options_.timeout);
+  }
+  for (auto& group : groups) {
+    for (auto& param : group.params()) {
+      GYRE_USAGE_CHECK(param.device().is_cpu(), "DistributedOptimizer: parameters must live on the CPU");
+      GYRE_USAGE_CHECK(!param.is_sparse(), "DistributedOptimizer: sparse parameters are not supported");
+      GYRE_USAGE_CHECK(!sharded_ || !param.requires_grad() || param.scalar_type() == ::torch::kFloat32,
+                       "DistributedOptimizer: shardOptimizerState needs float32 parameters");
     }
   }
   if (comm_->size() > 1) {

@@ -100,12 +100,15 @@ struct DistributedOptimizerOptions {
 class DistributedOptimizer {
  public:
   // Wraps `optimizer`, whose parameter groups hold the parameters to synchronise (every rank
-  // must pass the same model, parameters in the same order). With more than one rank, each
-  // parameter's grad() becomes a view into a bucket (with one rank there is nothing to reduce:
-  // no buckets, no hooks, the wrapped optimizer alone). Collective only in the sense that every rank must build
-  // one before its first step, except with shardOptimizerState and shareParametersOnHost, where the
-  // constructor maps shared memory with the other ranks (a collective). Throws InvalidArgument for
-  // sparse or non-CPU parameters.
+  // must pass the same model, parameters in the same order). With more than one rank the
+  // constructor is collective: it checks, always (one allgather of a small digest), that every
+  // rank has the same parameters that require a gradient: count, then each one's shape and
+  // dtype, in order; otherwise every rank throws InvalidArgument naming the first parameter that
+  // differs, its shape and dtype on this rank and on the other, and the ranks that differ. Then
+  // each parameter's grad() becomes a view into a bucket (with one rank there is nothing to
+  // reduce: no check, no buckets, no hooks, the wrapped optimizer alone). With
+  // shardOptimizerState and shareParametersOnHost it also maps shared memory with the other
+  // ranks. Throws InvalidArgument for sparse or non-CPU parameters.
   DistributedOptimizer(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
                        DistributedOptimizerOptions options = {});
   ~DistributedOptimizer();
