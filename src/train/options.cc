@@ -231,6 +231,12 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .help = "The rank (elastic: the worker id) --fault-at-step kills",
      .group = kFaults,
      .bound = Bound::kNonNegative},
+    {.name = "--fault-point",
+     .field = &O::faultPoint,
+     .help = "Where in step --fault-at-step the fault strikes: after it, before it, after its checkpoint is "
+             "complete, while its checkpoint is written, or after its epoch's metrics.jsonl line",
+     .group = kFaults,
+     .choices = "after-step|before-step|after-checkpoint|in-checkpoint|after-record"},
 });
 
 std::vector<std::string_view> split(std::string_view choices) {
@@ -443,6 +449,10 @@ void validateOptions(const TrainOptions& o) {
                    "--checkpoint-every needs --checkpoint-dir (where to save)");
   GYRE_USAGE_CHECK(!o.resume || !o.checkpointDir.empty(), "--resume needs --checkpoint-dir (where to resume from)");
   GYRE_USAGE_CHECK(!o.plain || o.compression == "none", "--plain trains without gyre: --compression does not apply");
+  GYRE_USAGE_CHECK(o.faultPoint == "after-step" || !o.elastic, "--fault-point ", o.faultPoint,
+                   " is for restart mode; --elastic faults strike after a step");
+  GYRE_USAGE_CHECK(o.faultPoint.find("checkpoint") == std::string::npos || !o.checkpointDir.empty(),
+                   "--fault-point ", o.faultPoint, " needs --checkpoint-dir");
   if (o.elastic) checkElastic(o);
   if (ps) checkParameterServerMode(o);
   if (o.shardOptimizer) checkShardOptimizer(o);

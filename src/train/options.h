@@ -64,11 +64,19 @@ struct TrainOptions {
   // The launcher's generation (GYRE_RESTART_COUNT; `gyre train --max-restarts`): 0 at first. It
   // goes into progress.jsonl and gates the fault below; the caller turns `resume` on for a restart.
   int restartCount = 0;
-  // Fault injection for scripts/fault-injection.py (docs/fault-tolerance.md): in generation 0, rank
-  // faultRank kills itself with SIGKILL right after global step faultAtStep (and its checkpoint,
-  // when one is due), as a crash would. 0: never.
+  // Fault injection for scripts/fault-injection.py and the restart tests (docs/fault-tolerance.md):
+  // in generation 0, rank faultRank kills itself with SIGKILL at faultPoint of global step
+  // faultAtStep, as a crash would. 0: never. The points: "after-step" (right after the step, its
+  // checkpoint, when one is due, possibly still being written); "before-step" (before the step,
+  // 1: before the first); "after-checkpoint" (the step's checkpoint is complete on disk, the
+  // epoch's evaluation and record not written yet when the step ends an epoch); "in-checkpoint"
+  // (as if killed while writing it: the files are there, the manifest is not); "after-record"
+  // (the step ends an epoch and its metrics.jsonl line is written). Except after-step, every
+  // rank reaches the point before the fault rank dies and the others then wait for it, so what
+  // is on disk is the same in every run.
   std::int64_t faultAtStep = 0;
   int faultRank = 0;
+  std::string faultPoint = "after-step";
   // Elastic training (`gyre train --elastic`, under `gyre run --elastic`; docs/elastic.md): the
   // world is whatever membership the launcher publishes, through gyre::elastic::run. The state
   // (model, optimizer, position in the data) is committed in memory every commitEvery global

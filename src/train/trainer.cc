@@ -160,6 +160,7 @@ std::vector<EpochReport> Trainer::run() {
     if (stopped_) break;  // cut short: no epoch figures
     reports.push_back(std::move(report));
     if (group_.rank() == 0) publish(reports.back());
+    maybeInjectFault("after-record", globalStep_);
   }
   if (ps_ && group_.rank() == 0) announceStaleness();
   checkpoints_.finish();  // the last write is on disk, or its error is thrown
@@ -218,6 +219,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   double lossSum = 0;
   std::int64_t s = first;
   for (; s < stepsPerEpoch_ && !stopped_; ++s) {
+    maybeInjectFault("before-step", globalStep_ + 1);
     if (s == skip && skip > 0) {  // the warm-up steps are done: time from here
       group_.barrier();
       resetTiming();
@@ -252,12 +254,14 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
       // before the epoch's end resumes from the checkpoint and keeps the lines up to it.
       flushSteps();
       saveCheckpoint(epoch, s + 1, saves);
+      maybeInjectFault("after-checkpoint", globalStep_);
+      maybeInjectFault("in-checkpoint", globalStep_);
     }
     if (elasticSampler_) {
       elasticSampler_->advance();
       maybeCommit();
     }
-    maybeInjectFault(globalStep_);
+    maybeInjectFault("after-step", globalStep_);
   }
   group_.barrier();
   const double elapsed = seconds(Clock::now() - begin);
@@ -265,8 +269,11 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   flushSteps();
   // The end of training (or of this run): a checkpoint unless the last step just had one.
   if ((stopped_ || epoch == o_.epochs) && checkpoints_.enabled() &&
-      checkpoints_.lastSavedStep() != globalStep_)
+      checkpoints_.lastSavedStep() != globalStep_) {
     saveCheckpoint(epoch, s, saves);
+    maybeInjectFault("after-checkpoint", globalStep_);
+    maybeInjectFault("in-checkpoint", globalStep_);
+  }
   const std::int64_t ran = s - first;
 
   EpochReport r;

@@ -1,24 +1,53 @@
-// Trainer's fault injection (TrainOptions::faultAtStep, `gyre train --fault-at-step S --fault-rank R`):
-// the deterministic mode of scripts/fault-injection.py. A real crash, not a simulated one: the
-// process is killed by SIGKILL, with no handler, no flush and no exit code of its own, and the
-// launcher sees what it sees when a machine or the OOM killer takes a worker.
+// Trainer's fault injection (TrainOptions::faultAtStep, `gyre train --fault-at-step S --fault-rank R
+// --fault-point P`): the deterministic mode of scripts/fault-injection.py and of the restart
+// tests. A real crash, not a simulated one: the process is killed by SIGKILL, with no handler, no
+// flush and no exit code of its own, and the launcher sees what it sees when a machine or the OOM
+// killer takes a worker.
 // Also the straggler of the benchmarks (TrainOptions::stragglerRank): a rank slowed down by a factor.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "gyre/torch/checkpoint.h"
 #include "train/trainer_loop.h"
 
 namespace gyre::train::detail {
+namespace {
 
-void Trainer::maybeInjectFault(std::int64_t step) {
+// How the fault message places the point: "after step 19", "after the checkpoint of step 24".
+std::string_view faultWhen(std::string_view point) {
+  if (point == "before-step") return "before";
+  if (point == "after-checkpoint") return "after the checkpoint of";
+  if (point == "in-checkpoint") return "while writing the checkpoint of";
+  if (point == "after-record") return "after the epoch's record, which ends at";
+  return "after";
+}
+
+}  // namespace
+
+void Trainer::maybeInjectFault(std::string_view point, std::int64_t step) {
   // Generation 0 only: the restarted generations must get past the step.
   // Elastic: the worker id, which a replacement does not reuse.
   const int who = o_.elastic ? o_.workerId : group_.rank();
-  if (o_.faultAtStep == 0 || step != o_.faultAtStep || o_.restartCount != 0 || who != o_.faultRank) return;
+  if (o_.faultAtStep == 0 || step != o_.faultAtStep || o_.restartCount != 0 || point != o_.faultPoint) return;
+  if (point == "after-checkpoint" || point == "in-checkpoint" || point == "after-record") {
+    checkpoints_.finish();  // rank 0: the write in flight is on disk, whatever a kill would leave
+    if (point == "in-checkpoint" && group_.rank() == 0)
+      for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir))
+        if (c.step == step) std::filesystem::remove(std::filesystem::path(c.path) / "manifest.json");
+  }
+  // Every point but after-step: every rank gets here first (rank 0 has written what the point
+  // promises), and afterwards the others wait for the fault rank, which never comes: the files
+  // on disk are the same in every run, whichever rank dies.
+  if (point != "after-step") group_.barrier();
+  if (who != o_.faultRank) {
+    if (point != "after-step") group_.barrier();  // throws PeerLostError once the fault rank is gone
+    return;
+  }
   // What a resume can count on at this instant: the newest checkpoint with its manifest. One whose
   // write is still in flight (the background writer) is lost with this process, as it would be.
   std::string committed = "none";
@@ -26,11 +55,11 @@ void Trainer::maybeInjectFault(std::int64_t step) {
     for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir))
       if (c.complete) committed = "step " + std::to_string(c.step);
   std::fflush(stdout);
-  std::fprintf(
-      stderr,
-      "gyre train: injecting a fault: %s %d kills itself (SIGKILL) after step %lld; newest complete "
-      "checkpoint: %s\n",
-      o_.elastic ? "worker" : "rank", who, static_cast<long long>(step), committed.c_str());
+  std::fprintf(stderr,
+               "gyre train: injecting a fault: %s %d kills itself (SIGKILL) %s step %lld; newest complete "
+               "checkpoint: %s\n",
+               o_.elastic ? "worker" : "rank", who, std::string(faultWhen(point)).c_str(),
+               static_cast<long long>(step), committed.c_str());
   std::fflush(stderr);
   std::raise(SIGKILL);
 }

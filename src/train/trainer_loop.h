@@ -91,8 +91,9 @@ class Trainer {
   // metrics.jsonl gets the epoch (written by rank 0; kept by every rank in elastic mode).
   void recordEpoch(const EpochReport& report);
   void saveModel();
-  // TrainOptions::faultAtStep: after global step `step`, this rank kills itself if it is the one.
-  void maybeInjectFault(std::int64_t step);
+  // TrainOptions::faultAtStep: at `point` (TrainOptions::faultPoint's names) of global step `step`,
+  // this rank kills itself if it is the one. Collective, except at "after-step".
+  void maybeInjectFault(std::string_view point, std::int64_t step);
   // TrainOptions::stragglerRank (trainer_fault.cc): the straggler sleeps (factor - 1) x the compute
   // time of its previous step; computeDone() records this step's (forward and backward).
   void straggle();
