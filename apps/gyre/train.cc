@@ -66,7 +66,8 @@ std::optional<Reference> findReference(const fs::path& runDir, const std::string
     if (!j.is_object() || slowedOnPurpose(entry.path())) continue;
     try {
       if (j.at("world") != 1 || j.value("plain", false) || j.at("model") != model || j.at("batch") != batch ||
-          j.at("torch_threads") != threads || !j.at("samples_per_s").is_number())
+          j.at("torch_threads") != threads || !j.at("samples_per_s").is_number() ||
+          j.at("samples_per_s").get<double>() <= 0)  // an epoch recorded after a restart, not timed
         continue;
       const fs::file_time_type time = fs::last_write_time(metrics, ec);
       if (best && time <= bestTime) continue;

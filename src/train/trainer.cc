@@ -8,6 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
 
 #include "common/check.h"
 #include "common/config.h"
@@ -155,6 +159,7 @@ std::vector<EpochReport> Trainer::run() {
   }
   stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
   std::vector<EpochReport> reports;
+  if (std::optional<EpochReport> report = recordCheckpointedEpoch()) reports.push_back(std::move(*report));
   for (int epoch = static_cast<int>(start_.epoch) + 1; epoch <= o_.epochs && !stopped_; ++epoch) {
     EpochReport report = trainEpoch(epoch, epoch == start_.epoch + 1 ? start_.index / o_.batch : 0);
     if (stopped_) break;  // cut short: no epoch figures
@@ -303,7 +308,9 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   const std::vector<double> mean =
       group_.mean({lossSum / static_cast<double>(std::max<std::int64_t>(ran, 1)), elapsed, timing.compute,
                    timing.communicate, timing.wait, timing.hidden(), dataWaitS_});
-  r.loss = mean[0];
+  // Rank 0's records hold every step's loss, also those before a restart: the epoch's loss is
+  // then the same whether a restart split the epoch or not.
+  r.loss = epochLoss(epoch).value_or(mean[0]);
   r.seconds = mean[1];
   r.computeS = mean[2];
   r.communicateS = mean[3];
@@ -323,6 +330,52 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   }
   r.torchThreads = torchThreads_;
   r.blasThreads = blasThreadsFromEnvironment();
+  return r;
+}
+
+std::optional<EpochReport> Trainer::recordCheckpointedEpoch() {
+  // The checkpoint at an epoch's end is written before the epoch's evaluation and record: a
+  // restart from it whose run directory lacks the record (the fault came in between) would train
+  // on, or stop after the last epoch, without it. The checkpoint holds the epoch's final model, so
+  // this run evaluates it and writes the record. Rank 0 knows the records; everyone evaluates.
+  if (o_.elastic || start_.path.empty() || start_.index != 0 || start_.epoch < 1 || start_.epoch > o_.epochs ||
+      o_.runDir.empty())
+    return std::nullopt;
+  std::int64_t missing = 0;
+  if (group_.rank() == 0) {
+    missing = 1;
+    std::istringstream in(metricsText_);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("epoch", std::int64_t{0}) == start_.epoch) missing = 0;
+    }
+  }
+  if (group_.comm()) group_.comm()->broadcast(&missing, 1, {DataType::kInt64, 0});
+  if (missing == 0) return std::nullopt;
+  const int epoch = static_cast<int>(start_.epoch);
+  if (group_.rank() == 0) {
+    std::printf("epoch %d has no record in %s/metrics.jsonl: evaluating the checkpoint's model for it\n", epoch,
+                o_.runDir.c_str());
+    std::fflush(stdout);
+  }
+  EpochReport r;
+  r.epoch = epoch;
+  r.epochs = o_.epochs;
+  r.world = world_;
+  r.plain = !dist_ && !ps_;
+  r.mode = o_.mode;
+  r.model = o_.model;
+  r.batch = o_.batch;
+  r.perRankBatch = perRankBatch_;
+  r.lr = lr_;
+  r.compression = o_.compression;
+  // This run trained none of the epoch's steps: no time, no throughput (a reference looked up
+  // among earlier runs skips a record without samples/s).
+  r.loss = epochLoss(epoch).value_or(std::nan(""));
+  if (o_.eval) r.testAccuracy = testAccuracy();
+  r.torchThreads = torchThreads_;
+  r.blasThreads = blasThreadsFromEnvironment();
+  if (group_.rank() == 0) publish(r);
   return r;
 }
 

@@ -86,6 +86,12 @@ class Trainer {
   // Step s's batch (this rank's share): from the epoch's loader, or, elastic, assembled here from
   // the elastic sampler's indices. Adds the time it took to dataWaitS_.
   gyre::data::Batch nextBatch(std::optional<gyre::data::Loader>& loader);
+  // Restarted from the checkpoint at an epoch's end whose record is missing (rank 0 looks):
+  // evaluates the checkpoint's model and publishes the epoch's record. Collective.
+  std::optional<EpochReport> recordCheckpointedEpoch();
+  // The mean of epoch `epoch`'s step losses in rank 0's steps.jsonl text (which keeps the steps
+  // before a restart); nullopt elsewhere, without a run directory, and in elastic mode.
+  std::optional<double> epochLoss(int epoch) const;
   // Rank 0: prints the epoch's line (and JSON), then recordEpoch().
   void publish(const EpochReport& report);
   // metrics.jsonl gets the epoch (written by rank 0; kept by every rank in elastic mode).

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include "common/files.h"
@@ -72,6 +74,21 @@ void Trainer::flushSteps() {
   }
   steps_.clear();
   stepLosses_.clear();
+}
+
+std::optional<double> Trainer::epochLoss(int epoch) const {
+  if (o_.elastic || o_.runDir.empty() || group_.rank() != 0) return std::nullopt;
+  double sum = 0;
+  std::int64_t count = 0;
+  std::istringstream in(stepsText_);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("epoch", 0) != epoch || !j.contains("loss") || !j.at("loss").is_number()) continue;
+    sum += j.at("loss").get<double>();
+    ++count;
+  }
+  if (count == 0) return std::nullopt;
+  return sum / static_cast<double>(count);
 }
 
 void Trainer::publish(const EpochReport& report) {
