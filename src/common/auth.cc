@@ -5,7 +5,11 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "common/check.h"
 #include "common/socket.h"
@@ -19,6 +23,7 @@ constexpr std::size_t kClientHelloBytes = sizeof(kMagic) + 1 + kNonceBytes;
 constexpr std::size_t kServerHelloBytes = sizeof(kMagic) + 1 + kNonceBytes + sizeof(Digest);
 
 using Nonce = std::array<std::uint8_t, kNonceBytes>;
+static_assert(kServerHelloBytes == ServerHandshake::kBufferBytes && kClientHelloBytes < kServerHelloBytes);
 
 // HMAC(secret, role context first second): what `role` ('S' or 'C') proves to the other side.
 Digest proof(std::string_view secret, char role, std::string_view context, const Nonce& first,
@@ -122,6 +127,78 @@ void handshakeAsClient(int fd, std::string_view secret, std::string_view context
 
   const Digest clientProof = proof(secret, 'C', context, serverNonce, clientNonce);
   net::writeAll(fd, clientProof.data(), clientProof.size(), deadline);
+}
+
+net::Fd connectAuthenticated(const std::string& host, std::uint16_t port, std::string_view secret,
+                             std::string_view context, Deadline deadline) {
+  auto pause = std::chrono::milliseconds(5);
+  for (;;) {
+    try {
+      net::Fd fd = net::connectTo(host, port, deadline);
+      handshakeAsClient(fd.get(), secret, context, deadline);
+      return fd;
+    } catch (const ProtocolError&) {
+      throw;  // a wrong secret, or not a gyre server: trying again changes nothing
+    } catch (const Error&) {
+      // Closed, reset or timed out while the server was busy: again, while time is left.
+      if (deadline.remainingMs() <= static_cast<int>(pause.count())) throw;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
+  }
+}
+
+ServerHandshake::Want ServerHandshake::advance(int fd) {
+  // Reads or writes the rest of `n` bytes of buffer_; false when the socket would block.
+  auto transfer = [&](std::size_t n, bool reading) {
+    while (done_ < n) {
+      const ssize_t r = reading ? ::recv(fd, buffer_.data() + done_, n - done_, MSG_DONTWAIT)
+                                : ::send(fd, buffer_.data() + done_, n - done_, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (r > 0) {
+        done_ += static_cast<std::size_t>(r);
+      } else if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        return false;
+      } else {
+        throw net::ConnectionClosed(std::string("handshake: the client ") + (r == 0 ? "closed the connection"
+                                                                                    : std::strerror(errno)) +
+                                    " after " + std::to_string(done_) + " of " + std::to_string(n) + " bytes");
+      }
+    }
+    done_ = 0;
+    return true;
+  };
+  for (;;) {
+    switch (phase_) {
+      case Phase::kHello: {
+        if (!transfer(kClientHelloBytes, true)) return Want::kRead;
+        checkMagic(buffer_.data(), 'C', "client");
+        std::memcpy(clientNonce_.data(), buffer_.data() + sizeof(kMagic) + 1, kNonceBytes);
+        randomBytes(serverNonce_.data(), serverNonce_.size());
+        const Digest serverProof = proof(secret_, 'S', context_, clientNonce_, serverNonce_);
+        std::memcpy(buffer_.data(), kMagic, sizeof(kMagic));
+        buffer_[sizeof(kMagic)] = 'S';
+        std::memcpy(buffer_.data() + sizeof(kMagic) + 1, serverNonce_.data(), kNonceBytes);
+        std::memcpy(buffer_.data() + sizeof(kMagic) + 1 + kNonceBytes, serverProof.data(), serverProof.size());
+        phase_ = Phase::kReply;
+        break;
+      }
+      case Phase::kReply:
+        if (!transfer(kServerHelloBytes, false)) return Want::kWrite;
+        phase_ = Phase::kProof;
+        break;
+      case Phase::kProof: {
+        if (!transfer(sizeof(Digest), true)) return Want::kRead;
+        const Digest expected = proof(secret_, 'C', context_, serverNonce_, clientNonce_);
+        if (!constantTimeEqual(buffer_.data(), expected.data(), expected.size()))
+          GYRE_THROW(ProtocolError, "handshake: client failed to prove it knows the job secret for '", context_,
+                     "'");
+        phase_ = Phase::kDone;
+        break;
+      }
+      case Phase::kDone:
+        return Want::kDone;
+    }
+  }
 }
 
 }  // namespace gyre::auth

@@ -58,7 +58,7 @@ std::vector<std::string> externalAddresses();
 std::string hostName();
 
 // Listens on host:port (port 0: any free port). SO_REUSEADDR, close-on-exec.
-Fd listenOn(const std::string& host, std::uint16_t port, int backlog = 128);
+Fd listenOn(const std::string& host, std::uint16_t port, int backlog = 1024);
 // Local address and port of a bound or connected socket.
 std::string localHost(int fd);
 std::uint16_t localPort(int fd);

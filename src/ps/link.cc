@@ -226,11 +226,11 @@ class LinkImpl final : public Link {
 std::unique_ptr<Link> Link::connect(const std::string& address, const std::string& secret, const Header& hello,
                                     const std::string& peerName, Deadline deadline) {
   const auto [host, port] = net::splitHostPort(address);
-  net::Fd fd = net::connectTo(host, port, deadline);
+  net::Fd fd;
   try {
-    auth::handshakeAsClient(fd.get(), secret, kPsAuthContext, deadline);
+    fd = auth::connectAuthenticated(host, port, secret, kPsAuthContext, deadline);
   } catch (const net::ConnectionClosed& e) {
-    GYRE_THROW_PEER_LOST(-1, peerName, " closed the connection during the handshake (wrong secret?): ", e.what());
+    GYRE_THROW_PEER_LOST(-1, peerName, " closed the connection during the handshake until the time-out: ", e.what());
   }
   net::setNonBlocking(fd.get(), false);
   auto link = std::make_unique<LinkImpl>(std::move(fd), peerName);

@@ -1,8 +1,10 @@
-// The parameter server's I/O. One thread accepts; each connection gets a thread of its own that
-// runs the auth handshake, then reads requests with blocking reads, checks their framing (a
+// The parameter server's I/O. An AuthGate (common/auth_gate.h) accepts and authenticates on one
+// thread, so an unauthenticated connection never gets a thread of its own; each authenticated
+// connection gets one that reads requests with blocking reads, checks their framing (a
 // structural violation closes the connection and counts as refused) and hands them to the
 // ServerCore, which answers them, now or later, from whichever thread completes them. A reaper
-// thread times out parked requests. The destructor shuts every socket down and joins every thread.
+// thread times out parked requests and joins the threads of closed connections. The destructor
+// shuts every socket down and joins every thread.
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -13,7 +15,7 @@
 #include <list>
 #include <thread>
 
-#include "common/auth.h"
+#include "common/auth_gate.h"
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -24,7 +26,6 @@
 namespace gyre::ps {
 namespace {
 
-constexpr std::chrono::seconds kHandshakeTimeout{5};
 constexpr std::size_t kMaxConnections = 1024;
 // A payload whose size cannot be checked yet (the table is not declared) is read and dropped up
 // to this size; a larger one closes the connection.
@@ -119,15 +120,19 @@ class ServerImpl final : public Server {
         core_(options),
         listen_(net::listenOn(options.bindAddress, options.port)),
         address_(clientAddress(listen_.get(), net::localPort(listen_.get()))) {
-    net::setNonBlocking(listen_.get(), true);
     wake_ = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_.valid()) net::throwErrno("eventfd");
-    acceptor_ = std::thread([this] { acceptLoop(); });
+    joiner_ = std::thread([this] { joinLoop(); });
     reaper_ = std::thread([this] { reapLoop(); });
+    gate_ = std::make_unique<auth::AuthGate>(
+        listen_.get(),
+        auth::GateOptions{.secret = options_.secret, .context = std::string(kPsAuthContext), .name = core_.name()},
+        [this](net::Fd fd, const std::string& peer) { startSession(std::move(fd), peer); });
     log::info(core_.name(), ": listening on ", address_);
   }
 
   ~ServerImpl() override {
+    gate_.reset();  // no new sessions
     {
       MutexLock lock(reapMutex_);
       stopping_.store(true);
@@ -136,7 +141,7 @@ class ServerImpl final : public Server {
     const std::uint64_t one = 1;
     ssize_t ignored = ::write(wake_.get(), &one, sizeof(one));
     (void)ignored;
-    acceptor_.join();
+    joiner_.join();
     // Shut every connection down first: a thread writing to a client that reads nothing then
     // fails at once instead of waiting for its deadline.
     std::list<Session> sessions;
@@ -153,7 +158,11 @@ class ServerImpl final : public Server {
 
   std::string address() const override { return address_; }
   int index() const override { return options_.index; }
-  ServerStats stats() const override { return core_.stats(); }
+  ServerStats stats() const override {
+    ServerStats s = core_.stats();
+    if (gate_) s.refusedConnections += gate_->stats().refused;
+    return s;
+  }
 
  private:
   struct Session {
@@ -167,17 +176,13 @@ class ServerImpl final : public Server {
     log::warn(core_.name(), ": refused connection from ", c.name(), ": ", why);
   }
 
-  void acceptLoop() {
+  // Joins the threads of connections that closed, every second or when woken to stop.
+  void joinLoop() {
     while (!stopping_.load()) {
       try {
         joinFinished();
-        pollfd fds[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
-        if (::poll(fds, 2, 1000) < 0) {
-          if (errno == EINTR) continue;
-          net::throwErrno("poll");
-        }
-        if (stopping_.load() || (fds[1].revents & POLLIN)) break;
-        if (fds[0].revents & POLLIN) acceptOne();
+        pollfd fds[1] = {{wake_.get(), POLLIN, 0}};
+        if (::poll(fds, 1, 1000) < 0 && errno != EINTR) net::throwErrno("poll");
       } catch (const std::exception& e) {
         log::error(core_.name(), ": ", e.what());
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -185,17 +190,9 @@ class ServerImpl final : public Server {
     }
   }
 
-  void acceptOne() GYRE_EXCLUDES(sessionsMutex_) {
-    net::Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!fd.valid()) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
-      net::throwErrno("accept");
-    }
-    std::string peer = "unknown peer";
-    try {
-      peer = net::peerAddress(fd.get());
-    } catch (const Error&) {
-    }
+  // On the gate's thread: an authenticated connection gets its session thread.
+  void startSession(net::Fd fd, const std::string& peer) GYRE_EXCLUDES(sessionsMutex_) {
+    net::setNoDelay(fd.get());
     auto connection = std::make_shared<Connection>(std::move(fd), peer, core_, options_.timeout);
     MutexLock lock(sessionsMutex_);
     if (sessions_.size() >= kMaxConnections) {
@@ -254,13 +251,6 @@ class ServerImpl final : public Server {
 
   // Runs on the connection's own thread until it closes.
   void serve(const std::shared_ptr<Connection>& c) {
-    try {
-      auth::handshakeAsServer(c->fd(), options_.secret, kPsAuthContext, Deadline::after(kHandshakeTimeout));
-      net::setNoDelay(c->fd());
-    } catch (const std::exception& e) {
-      if (!stopping_.load()) refuse(*c, std::string("authentication failed: ") + e.what());
-      return;
-    }
     bool hello = false;
     try {
       while (!stopping_.load() && !c->dead()) serveOne(c, hello);
@@ -385,8 +375,9 @@ class ServerImpl final : public Server {
   Mutex reapMutex_;
   CondVar reapCv_;
 
-  std::thread acceptor_;
+  std::thread joiner_;
   std::thread reaper_;
+  std::unique_ptr<auth::AuthGate> gate_;  // last: hands connections to everything above
 };
 
 }  // namespace

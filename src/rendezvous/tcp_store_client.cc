@@ -83,16 +83,14 @@ class TcpStoreClient final : public Store, public rendezvous::NetworkStore {
   }
 
   net::Fd open(Deadline deadline) {
-    net::Fd fd = net::connectTo(host_, port_, deadline);
     try {
-      auth::handshakeAsClient(fd.get(), secret_, rendezvous::kStoreAuthContext, deadline);
+      return auth::connectAuthenticated(host_, port_, secret_, rendezvous::kStoreAuthContext, deadline);
     } catch (const net::ConnectionClosed& e) {
       GYRE_THROW(Error, "tcp store at ", address_,
-                 " closed the connection during authentication: ", e.what());
+                 " closed the connection during authentication until the time-out: ", e.what());
     } catch (const ProtocolError& e) {
       GYRE_THROW(ProtocolError, "cannot authenticate with the tcp store at ", address_, ": ", e.what());
     }
-    return fd;
   }
 
   net::Fd acquire(Deadline deadline) {

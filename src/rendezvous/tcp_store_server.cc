@@ -1,7 +1,7 @@
 // The TCP store server's I/O. One thread runs a poll(2) loop over authenticated connections,
-// with non-blocking I/O and a state per connection, so no client can stall another. Each
-// accepted connection first runs the auth handshake on a short-lived thread of its own (bounded
-// by kHandshakeTimeout and kMaxPendingHandshakes); only authenticated sockets join the loop.
+// with non-blocking I/O and a state per connection, so no client can stall another. Connections
+// are accepted and authenticated by an AuthGate (common/auth_gate.h: one thread, thousands
+// pending, the oldest evicted under a flood); only authenticated sockets join the loop.
 // Requests go to a StoreService; a get/wait on missing keys parks its connection until the
 // service hands back the answer (keys set, or time-out).
 #include <poll.h>
@@ -10,11 +10,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <list>
 #include <map>
 #include <thread>
 
-#include "common/auth.h"
+#include "common/auth_gate.h"
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -28,8 +27,6 @@ namespace {
 using rendezvous::Request;
 using rendezvous::Response;
 
-constexpr std::chrono::seconds kHandshakeTimeout{5};
-constexpr std::size_t kMaxPendingHandshakes = 64;
 // Stop reading requests from a client that does not read its responses.
 constexpr std::size_t kMaxPendingOutput = 4 << 20;
 constexpr std::size_t kReadChunk = 256 << 10;
@@ -43,14 +40,6 @@ struct Connection {
   std::size_t outSent = 0;
   bool parked = false;
   bool dead = false;
-};
-
-// A connection whose handshake runs on its own thread. fd and done are under the server's mutex_
-// (not annotated: GYRE_GUARDED_BY can only name a mutex reachable from the struct itself).
-struct Handshake {
-  std::thread thread;
-  int fd = -1;  // for shutdown(2) at destruction; -1 once the thread no longer owns it
-  bool done = false;
 };
 
 // "host:port" for clients; the host name for a wildcard listener.
@@ -71,29 +60,28 @@ class TcpStoreServerImpl final : public TcpStoreServer {
         port_(net::localPort(listen_.get())),
         address_(clientAddress(listen_.get(), port_)),
         service_("tcp store " + address_) {
-    net::setNonBlocking(listen_.get(), true);
     wake_ = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     if (!wake_.valid()) net::throwErrno("eventfd");
     thread_ = std::thread([this] { loop(); });
+    gate_ = std::make_unique<auth::AuthGate>(
+        listen_.get(),
+        auth::GateOptions{.secret = secret_, .context = std::string(rendezvous::kStoreAuthContext),
+                          .name = "tcp store " + address_},
+        [this](net::Fd fd, const std::string& peer) { adopt(std::move(fd), peer); });
   }
 
   ~TcpStoreServerImpl() override {
+    gate_.reset();  // first: it hands connections to the loop
     stopping_ = true;
     signal();
     thread_.join();
-    std::list<Handshake> pending;
-    {
-      MutexLock lock(mutex_);
-      for (auto& h : handshakes_)
-        if (h.fd >= 0) ::shutdown(h.fd, SHUT_RDWR);
-      pending.splice(pending.end(), handshakes_);
-    }
-    for (auto& h : pending) h.thread.join();
   }
 
   std::uint16_t port() const override { return port_; }
   std::string address() const override { return address_; }
-  std::uint64_t refusedConnections() const override { return refused_.load(); }
+  std::uint64_t refusedConnections() const override {
+    return refused_.load() + (gate_ ? gate_->stats().refused : 0);
+  }
 
  private:
   void signal() {
@@ -120,8 +108,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   }
 
   void step() {
-    reapHandshakes();
-    std::vector<pollfd> fds{{wake_.get(), POLLIN, 0}, {listen_.get(), POLLIN, 0}};
+    std::vector<pollfd> fds{{wake_.get(), POLLIN, 0}};
     std::vector<Connection*> order;
     for (auto& [id, c] : connections_) {
       short events = 0;
@@ -131,7 +118,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       fds.push_back({c->fd.get(), events, 0});
       order.push_back(c.get());
     }
-    int timeoutMs = 1000;  // an idle tick: finished handshake threads are joined on the next step
+    int timeoutMs = 1000;
     if (const auto next = service_.nextDeadline()) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count() + 1;
@@ -142,10 +129,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       net::throwErrno("poll");
     }
     if (fds[0].revents & POLLIN) adoptAuthenticated();
-    if (fds[1].revents & POLLIN) acceptAll();
     for (std::size_t i = 0; i < order.size(); ++i) {
       Connection& c = *order[i];
-      const short ev = fds[i + 2].revents;
+      const short ev = fds[i + 1].revents;
       if (ev & POLLOUT) flush(c);
       if (!c.dead && (ev & (POLLIN | POLLHUP | POLLERR))) receive(c);
     }
@@ -160,71 +146,15 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     }
   }
 
-  void acceptAll() {
-    for (;;) {
-      net::Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      if (!fd.valid()) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        net::throwErrno("accept");
-      }
-      std::string peer = "unknown peer";
-      try {
-        peer = net::peerAddress(fd.get());
-      } catch (const Error&) {
-      }
-      MutexLock lock(mutex_);
-      if (handshakes_.size() >= kMaxPendingHandshakes) {
-        refuse(peer, "too many connections are authenticating at once");
-        continue;
-      }
-      Handshake& h = handshakes_.emplace_back();
-      h.fd = fd.get();
-      try {
-        h.thread = std::thread(
-            [this, &h, fd = std::move(fd), peer]() mutable { authenticate(h, std::move(fd), peer); });
-      } catch (const std::system_error& e) {
-        handshakes_.pop_back();
-        refuse(peer, std::string("cannot start its handshake: ") + e.what());
-      }
-    }
-  }
-
-  // Runs on the connection's own thread.
-  void authenticate(Handshake& h, net::Fd fd, const std::string& peer) {
-    std::string failure;
-    try {
-      auth::handshakeAsServer(fd.get(), secret_, rendezvous::kStoreAuthContext,
-                              Deadline::after(kHandshakeTimeout));
-      net::setNonBlocking(fd.get(), true);
-      net::setNoDelay(fd.get());
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
+  // On the gate's thread: queue the connection for the loop.
+  void adopt(net::Fd fd, const std::string& peer) {
+    net::setNonBlocking(fd.get(), true);
+    net::setNoDelay(fd.get());
     {
       MutexLock lock(mutex_);
-      h.fd = -1;
-      h.done = true;
-      if (failure.empty()) authenticated_.emplace_back(std::move(fd), peer);
+      authenticated_.emplace_back(std::move(fd), peer);
     }
-    if (failure.empty()) {
-      signal();
-    } else if (!stopping_) {
-      refuse(peer, "authentication failed: " + failure);
-    }
-  }
-
-  void reapHandshakes() {
-    std::list<Handshake> finished;
-    {
-      MutexLock lock(mutex_);
-      for (auto it = handshakes_.begin(); it != handshakes_.end();) {
-        auto next = std::next(it);
-        if (it->done) finished.splice(finished.end(), handshakes_, it);
-        it = next;
-      }
-    }
-    for (auto& h : finished) h.thread.join();
+    signal();
   }
 
   void adoptAuthenticated() {
@@ -364,9 +294,8 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   std::atomic<bool> stopping_{false};
   std::atomic<std::uint64_t> refused_{0};
 
-  // Shared with handshake threads.
+  // Shared with the gate's thread.
   Mutex mutex_;
-  std::list<Handshake> handshakes_ GYRE_GUARDED_BY(mutex_);
   std::vector<std::pair<net::Fd, std::string>> authenticated_ GYRE_GUARDED_BY(mutex_);
 
   // The loop thread's own.
@@ -374,7 +303,8 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   rendezvous::StoreService service_;
   std::uint64_t nextId_ = 1;
 
-  std::thread thread_;  // last: starts after everything above exists
+  std::thread thread_;  // starts after everything above exists
+  std::unique_ptr<auth::AuthGate> gate_;  // last: starts once the loop runs
 };
 
 }  // namespace

@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "common/auth.h"
+#include "common/auth_gate.h"
+#include "common/mutex.h"
 #include "common/check.h"
 #include "common/logging.h"
 #include "transport/mesh_impl.h"
@@ -138,6 +141,33 @@ void waitForRecords(Store& store, const std::vector<std::string>& keys, const st
   }
 }
 
+// Authenticated connections from the gate's thread to Mesh::connect's.
+class Inbox {
+ public:
+  void put(net::Fd fd, const std::string& peer) {
+    {
+      MutexLock lock(mutex_);
+      queue_.emplace_back(std::move(fd), peer);
+    }
+    ready_.notifyOne();
+  }
+  std::pair<net::Fd, std::string> take(Deadline deadline) {
+    UniqueLock lock(mutex_);
+    while (queue_.empty()) {
+      if (deadline.expired()) GYRE_THROW(TimeoutError, "timed out waiting for a connection from a higher rank");
+      ready_.waitFor(mutex_, std::chrono::milliseconds(deadline.remainingMs(100)));
+    }
+    auto front = std::move(queue_.front());
+    queue_.pop_front();
+    return front;
+  }
+
+ private:
+  Mutex mutex_;
+  CondVar ready_;
+  std::deque<std::pair<net::Fd, std::string>> queue_ GYRE_GUARDED_BY(mutex_);
+};
+
 Deadline handshakeDeadline(Deadline overall) {
   return Deadline(std::min(overall.at(), Clock::now() + kHandshakeLimit));
 }
@@ -155,6 +185,15 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
   const std::string context = "transport/" + o.name;
 
   net::Fd listener = net::listenOn(o.bindAddress, 0);
+  // Higher ranks' connections, authenticated by the gate's thread (hostile or idle clients never
+  // hold this thread up), wait here until the loop below takes them.
+  Inbox authenticated;
+  auto gate = std::make_unique<auth::AuthGate>(
+      listener.get(),
+      auth::GateOptions{.secret = o.secret,
+                        .context = context,
+                        .name = "communicator '" + o.name + "' rank " + std::to_string(o.rank)},
+      [&authenticated](net::Fd fd, const std::string& peer) { authenticated.put(std::move(fd), peer); });
   const std::string self =
       net::joinHostPort(net::localHost(listener.get()), net::localPort(listener.get()));
   const std::string myId = hostIdentity();
@@ -212,8 +251,7 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
     auto [host, port] = net::splitHostPort(mesh->peers_[r].info.address);
     for (Link link : {Link::kControl, Link::kData}) {
       if (link == Link::kData && !needsDataLink(r)) continue;
-      net::Fd fd = net::connectTo(host, port, deadline);
-      auth::handshakeAsClient(fd.get(), o.secret, context, deadline);
+      net::Fd fd = auth::connectAuthenticated(host, port, o.secret, context, deadline);
       sendHello(fd.get(), o.rank, link, myShm, deadline);
       Hello reply = readHello(fd.get(), deadline);
       GYRE_ENFORCE_EQ(static_cast<int>(reply.rank), r, "connected to the wrong rank at ", host, ":", port);
@@ -230,11 +268,9 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
   int expected = 0;
   for (int r = o.rank + 1; r < o.size; ++r) expected += needsDataLink(r) ? 2 : 1;
   while (expected > 0) {
-    net::Fd fd = net::acceptOne(listener.get(), deadline);
-    const std::string from = net::peerAddress(fd.get());
+    auto [fd, from] = authenticated.take(deadline);
     try {
       const Deadline limit = handshakeDeadline(deadline);
-      auth::handshakeAsServer(fd.get(), o.secret, context, limit);
       Hello hello = readHello(fd.get(), limit);
       const int r = static_cast<int>(hello.rank);
       const auto link = static_cast<Link>(hello.link);
@@ -255,6 +291,8 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
                 e.what());
     }
   }
+
+  gate.reset();  // nobody else is expected
 
   for (int r = 0; r < o.size; ++r) {
     if (r == o.rank) continue;

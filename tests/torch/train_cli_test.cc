@@ -55,7 +55,7 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
   };
   const std::vector<Case> cases = {
       {{"--model", "resnet"}, "--model"},
-      {{"--np", "0"}, "--np must be an integer of at least 1"},
+      {{"--np", "0"}, "--np must be an integer in [1, 1048576]; got 0"},
       {{"--np", "3", "--batch", "128"}, "must divide evenly among the 3 workers"},
       {{"--epochs", "0"}, "--epochs must be an integer of at least 1"},
       {{"--batch", "0"}, "--batch must be an integer of at least 1"},

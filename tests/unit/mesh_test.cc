@@ -8,6 +8,7 @@
 
 #include "gyre/errors.h"
 #include "gyre/store.h"
+#include "support/flood.h"
 #include "support/ranks.h"
 #include "common/auth.h"
 #include "common/clock.h"
@@ -222,6 +223,32 @@ TEST_P(MeshTest, RanksThatDisagreeOnTheWorldSizeAllFailAtOnceNamingBoth) {
     EXPECT_GE(failures.load(), 1) << name;
     EXPECT_LT(Clock::now() - begin, std::chrono::seconds(10)) << name << ": waited out the start time-out";
   }
+}
+
+// A flood of idle, slow and garbage connections held on rank 0's listener before rank 1 connects:
+// the mesh still forms, without a thread per connection (they were once handshaken one by one,
+// each idle one holding the listener for 5 s).
+TEST_P(MeshTest, AFloodOnTheListenerDoesNotKeepPeersOut) {
+  std::atomic<bool> flooded{false};
+  std::unique_ptr<test::Flood> flood;
+  std::thread attacker([&] {
+    const std::string record = store_->getString("flooded/mesh/0", std::chrono::seconds(20));
+    flood = std::make_unique<test::Flood>(record.substr(0, record.find('|')),
+                                          test::Flood::Counts{.idle = 200, .slow = 50, .garbage = 50});
+    flooded = true;
+  });
+  const auto begin = Clock::now();
+  runThreads(2, [&](int rank) {
+    if (rank == 1)
+      while (!flooded) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto mesh = Mesh::connect(*store_, options(rank, 2, "flooded"));
+    int mine = rank + 10, theirs = 0;
+    std::vector<Op> ops{Op::send(1 - rank, &mine, sizeof(mine)), Op::recv(1 - rank, &theirs, sizeof(theirs))};
+    mesh->run(ops, Deadline::after(std::chrono::seconds(10)));
+    EXPECT_EQ(theirs, 11 - rank);
+  });
+  attacker.join();
+  EXPECT_LT(Clock::now() - begin, std::chrono::seconds(10));
 }
 
 // Hostile clients reach rank 0's listener before rank 1 does: garbage, a truncated hello, a huge

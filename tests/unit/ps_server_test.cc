@@ -14,6 +14,7 @@
 #include "gyre/ps.h"
 #include "ps/plan.h"
 #include "ps/protocol.h"
+#include "support/flood.h"
 
 namespace gyre::ps {
 namespace {
@@ -446,6 +447,20 @@ TEST(PsServer, ClientWithoutTheSecretIsRefused) {
       Error);
   fd.reset();
   EXPECT_TRUE(waitForRefused(*server, 1));
+}
+
+// A parameter server once gave every pending connection a thread (300 idle connections, 307
+// threads). Now a flood costs no thread, and workers are served through it.
+TEST(PsServer, AFloodOfIdleConnectionsCostsNoThreadsAndWorkersGetIn) {
+  auto server = Server::start(serverOptions(0, 1));
+  const int threadsBefore = test::threadCount();
+  test::Flood flood(server->address(), {.idle = 300, .slow = 50, .garbage = 20});
+  EXPECT_LE(test::threadCount(), threadsBefore + 2);
+  const auto [host, port] = net::splitHostPort(server->address());
+  const auto begin = std::chrono::steady_clock::now();
+  net::Fd fd = auth::connectAuthenticated(host, port, kSecret, kPsAuthContext, Deadline::after(seconds(5)));
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, seconds(2));
+  EXPECT_TRUE(waitForRefused(*server, 20));
 }
 
 TEST(PsServer, SspClockWaitsForTheSlowest) {

@@ -10,6 +10,7 @@
 #include "common/auth.h"
 #include "common/socket.h"
 #include "gyre/errors.h"
+#include "support/flood.h"
 #include "support/ranks.h"
 #include "gyre/store.h"
 #include "rendezvous/host_store.h"
@@ -196,6 +197,20 @@ TEST_F(TcpStoreSecurity, SilentClientsDoNotBlockGoodClients) {
   EXPECT_TRUE(waitForRefused(1, milliseconds(9000)));
   expectClosedByServer(silent.get());
   expectServesGoodClients();
+}
+
+// Hundreds of idle, slow and garbage connections held open: good clients are still served at
+// once (the 64-slot handshake table this replaced refused them), and no thread is spent on any.
+TEST_F(TcpStoreSecurity, AFloodOfIdleAndSlowConnectionsDoesNotKeepGoodClientsOut) {
+  const int threadsBefore = test::threadCount();
+  test::Flood flood(server_->address(), {.idle = 300, .slow = 100, .garbage = 50});
+  EXPECT_LE(test::threadCount(), threadsBefore + 2);
+  for (int i = 0; i < 3; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    expectServesGoodClients();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, seconds(2));
+  }
+  EXPECT_TRUE(waitForRefused(50));  // the garbage, at once; the idle ones at their time-out
 }
 
 TEST_F(TcpStoreSecurity, ManyBadClientsAtOnce) {
