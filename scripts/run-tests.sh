@@ -4,7 +4,8 @@
 #      included), short `gyre bench collectives --check`, `gyre bench train` and `gyre bench ps` runs, so the
 #      benchmarks never rot, the convergence check (scripts/check-convergence.sh) and a few seeds
 #      of the fault-injection harness in restart and elastic mode (scripts/fault-injection.py,
-#      docs/fault-tolerance.md, docs/elastic.md).
+#      docs/fault-tolerance.md, docs/elastic.md), and a connection flood held on every port of a
+#      starting and training job (scripts/flood-test.py).
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the communication core and the
 #      tool (without libtorch, which is not built with the sanitizers) with clang, which makes it
 #      the thread-safety analysis build too (-Werror=thread-safety: a GYRE_GUARDED_BY member
@@ -231,6 +232,11 @@ for stage in $STAGES; do
           --np 2 --epochs 2 --max-steps 40 --batch 64 --threads 1 --commit-every 10 --seeds 1-3 --timeout 300
         run_cmd "fault injection (elastic, replace)" scripts/fault-injection.py --build "$B" --job elastic \
           --replace --model mlp --np 2 --epochs 2 --threads 1 --commit-every 10 --seeds 1 --timeout 300
+        # Hundreds of idle, slow and garbage connections on every port the job listens on (the
+        # store, the workers' transport listeners, a parameter server), held while it starts and
+        # trains: it must finish, the flood refused and logged (about 10 s each).
+        run_cmd "connection flood" /usr/bin/python3 scripts/flood-test.py --build "$B"
+        run_cmd "connection flood (parameter server)" /usr/bin/python3 scripts/flood-test.py --build "$B" --servers 1
       fi
       ;;
     asan)
