@@ -60,6 +60,8 @@ void Communicator::Impl::execute(const collectives::OpDesc& desc) {
     if (collective && options_.debugCollectives) engine::checkFingerprint(*mesh_, deadline, sequence_, desc);
     if (collective) ++sequence_;
     collectives::Context context{*mesh_, deadline, scratch_, cost_};
+    const collectives::CallGuard guard = collectives::guardOf(desc);
+    if (collective) context.guard = &guard;
     collectives::execute(context, desc);
   } catch (const Error&) {
     rethrowWithContext(desc);

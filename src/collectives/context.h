@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "collectives/call_guard.h"
 #include "common/clock.h"
 #include "transport/mesh.h"
 
@@ -34,10 +35,20 @@ struct Context {
   Scratch& scratch;
   // Filled on first use by calibrate() (collective: every rank calls it together).
   CostModel& cost;
+  // The call's guard (call_guard.h), sent before the first message to each peer and expected
+  // before the first message from each; null: none (point-to-point).
+  const CallGuard* guard = nullptr;
 
   int rank() const { return mesh.rank(); }
   int size() const { return mesh.size(); }
-  void run(std::vector<transport::Op>& ops) { mesh.run(ops, deadline); }
+  // Runs the ops, the guard's messages added where a peer is first sent to or received from.
+  void run(std::vector<transport::Op>& ops);
+
+  // run()'s own bookkeeping of the guard (public only so that Context stays an aggregate).
+  std::vector<std::uint8_t> guarded_ = {};  // per peer: 1 guard sent, 2 guard received
+  std::vector<CallGuard> received_ = {};    // per peer
+  std::vector<transport::Op> withGuards_ = {};
+  std::vector<int> moved_ = {};             // each op's index in withGuards_
 };
 
 }  // namespace gyre::collectives

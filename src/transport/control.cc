@@ -21,13 +21,14 @@ std::uint32_t getU32(const std::uint8_t* p) {
 }  // namespace
 
 std::vector<std::uint8_t> ControlMessage::encode() const {
-  const std::size_t text = type == ControlType::kAbort ? std::min<std::size_t>(reason.size(), 4000) : 0;
-  const std::uint32_t length = type == ControlType::kAbort ? static_cast<std::uint32_t>(4 + text) : 0;
+  const bool payload = type == ControlType::kAbort || type == ControlType::kMismatch;
+  const std::size_t text = payload ? std::min<std::size_t>(reason.size(), 4000) : 0;
+  const std::uint32_t length = payload ? static_cast<std::uint32_t>(4 + text) : 0;
   std::vector<std::uint8_t> out;
   out.reserve(8 + length);
   putU32(out, static_cast<std::uint32_t>(type));
   putU32(out, length);
-  if (type == ControlType::kAbort) {
+  if (payload) {
     putU32(out, static_cast<std::uint32_t>(lostRank));
     for (std::size_t i = 0; i < text; ++i) out.push_back(static_cast<std::uint8_t>(reason[i]));
   }
@@ -36,6 +37,7 @@ std::vector<std::uint8_t> ControlMessage::encode() const {
 
 std::string ControlMessage::debugString() const {
   if (type == ControlType::kGoodbye) return "goodbye";
+  if (type == ControlType::kMismatch) return "mismatch(" + reason + ")";
   return "abort(lost rank " + std::to_string(lostRank) + ": " + reason + ")";
 }
 
@@ -61,12 +63,12 @@ bool ControlReader::next(ControlMessage& out) {
   const std::uint32_t type = getU32(buffer_.data());
   const std::uint32_t length = getU32(buffer_.data() + 4);
   if (type != static_cast<std::uint32_t>(ControlType::kGoodbye) &&
-      type != static_cast<std::uint32_t>(ControlType::kAbort))
+      type != static_cast<std::uint32_t>(ControlType::kAbort) && type != static_cast<std::uint32_t>(ControlType::kMismatch))
     GYRE_THROW(ProtocolError, "unknown control message type ", type);
   if (length > kMaxControlPayload) GYRE_THROW(ProtocolError, "control message of ", length, " bytes is too long");
   if (buffer_.size() < 8 + length) return false;
   out = ControlMessage{static_cast<ControlType>(type), -1, {}};
-  if (out.type == ControlType::kAbort) {
+  if (out.type == ControlType::kAbort || out.type == ControlType::kMismatch) {
     if (length < 4) GYRE_THROW(ProtocolError, "abort message without a rank");
     out.lostRank = static_cast<int>(getU32(buffer_.data() + 8));
     out.reason.assign(buffer_.begin() + 12, buffer_.begin() + 8 + length);

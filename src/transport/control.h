@@ -13,6 +13,7 @@ namespace gyre::transport {
 enum class ControlType : std::uint32_t {
   kGoodbye = 1,  // the sender closed its communicator normally
   kAbort = 2,    // payload: i32 lost rank, then the reason text
+  kMismatch = 3, // payload: i32 the reporting rank, then what differed (collectives/call_guard.h)
 };
 
 inline constexpr std::uint32_t kMaxControlPayload = 4096;

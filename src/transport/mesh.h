@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "gyre/errors.h"
 #include "gyre/store.h"
 #include "gyre/types.h"
 
@@ -22,6 +23,20 @@ namespace gyre::transport {
 // starts each message on a fresh 64-byte boundary, so splitting a message differently on the
 // two ends corrupts the stream). Debug mode checks the collectives' arguments; algorithms are
 // checked by the FakeMesh tests, which enforce this rule.
+// Ranks made different calls: an Op::expect that did not match, or a peer that saw one. An
+// InvalidArgument (the caller's mistake), but the mesh is broken: its streams are out of step.
+class CallMismatch : public InvalidArgument {
+ public:
+  CallMismatch(const std::string& what, int peer, bool reported)
+      : InvalidArgument(what), peer_(peer), reported_(reported) {}
+  int peer() const { return peer_; }  // the rank whose message did not match, or who reported it
+  bool reported() const { return reported_; }  // by a peer, rather than seen here
+
+ private:
+  int peer_;
+  bool reported_;
+};
+
 struct Op {
   enum class Kind : std::uint8_t {
     kSend,        // send `bytes` from `data`
@@ -41,6 +56,13 @@ struct Op {
   // that op completes). That is how a step forwards a chunk as soon as it has arrived
   // (pipelining): send(right, seg) after recvReduce(left, seg). -1: no dependency.
   int after = -1;
+  // kRecv: when not null, the received bytes must equal these `bytes` bytes, checked as soon as
+  // they are in and before any later op with the peer moves; otherwise run() throws CallMismatch
+  // (collectives/call_guard.h).
+  const void* expect = nullptr;
+  // kSend: the next op in the list sends to the same peer, so a byte stream may hold these bytes
+  // back to go out with it (TCP: one sendmsg): the call guard and the first data share a packet.
+  bool more = false;
   // Progress in bytes; run() sets it to `bytes` on success.
   std::size_t done = 0;
 
@@ -108,6 +130,9 @@ class Mesh {
   // Tells every peer this rank is failing because of `reason` (they raise PeerLostError naming
   // `lostRank`), then breaks the mesh. Used when a collective fails locally.
   virtual void abort(int lostRank, const std::string& reason) = 0;
+  // Tells every peer that the ranks made different calls (they raise CallMismatch with
+  // `reason`), then breaks the mesh: its streams are out of step.
+  virtual void reportMismatch(const std::string& reason) { abort(rank(), reason); }
 
   void send(int peer, const void* data, std::size_t bytes, Deadline deadline) {
     Op op = Op::send(peer, data, bytes);

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <sstream>
 
@@ -89,6 +90,9 @@ void MeshImpl::run(std::span<Op> ops, Deadline deadline) {
   if (broken_) std::rethrow_exception(broken_);
   try {
     progressAll(ops, deadline);
+  } catch (const CallMismatch&) {
+    broken_ = std::current_exception();  // out of step
+    throw;
   } catch (const InvalidArgument&) {
     throw;  // rejected before anything moved: the mesh is still in step
   } catch (...) {
@@ -136,7 +140,11 @@ void MeshImpl::progressAll(std::span<Op> ops, Deadline deadline) {
       }
       if (moved == 0) continue;
       progressed = true;
-      if (op.done == op.bytes) --remaining;
+      if (op.done == op.bytes) {
+        --remaining;
+        if (op.expect != nullptr && std::memcmp(op.data, op.expect, op.bytes) != 0)
+          throw CallMismatch(describe(op.peer) + " made a different call", op.peer, false);
+      }
     }
     if (progressed) {
       if (idleState.armed) disarm(idleState);
@@ -175,6 +183,10 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
     return;
   }
   if (deadline.expired()) throwTimeout(ops);
+  // About to block: bytes held for a send that waits on something else go out now (a peer may be
+  // waiting for them), but not earlier, so they usually leave with that send in one packet.
+  for (Peer& peer : peers_)
+    if (peer.channel) peer.channel->flushHeld();
 
   // Which descriptors can wake us: sockets of the pending TCP ops; shared memory rings the bell;
   // MPI offers none.
@@ -242,6 +254,8 @@ void MeshImpl::handleControl(int peer) {
   while (p.reader.next(message)) {
     if (message.type == ControlType::kGoodbye) {
       p.goodbye = true;
+    } else if (message.type == ControlType::kMismatch) {
+      throw CallMismatch(message.reason + " (reported by " + describe(peer) + ")", peer, true);
     } else {
       GYRE_THROW_PEER_LOST(message.lostRank, describe(peer), " reports that ", describe(message.lostRank),
                            " is lost: ", message.reason);
@@ -278,6 +292,17 @@ void MeshImpl::throwTimeout(std::span<Op> ops) const {
         << op.bytes << " bytes done)";
   }
   throw TimeoutError(out.str());
+}
+
+void MeshImpl::reportMismatch(const std::string& reason) {
+  const auto frame = ControlMessage{ControlType::kMismatch, rank_, reason}.encode();
+  for (int r = 0; r < size_; ++r) {
+    Peer& p = peers_[r];
+    if (r == rank_ || !p.control.valid()) continue;
+    ssize_t ignored = ::send(p.control.get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)ignored;
+  }
+  broken_ = std::make_exception_ptr(CallMismatch(reason, rank_, false));
 }
 
 void MeshImpl::abort(int lostRank, const std::string& reason) {

@@ -36,6 +36,7 @@ class MeshImpl final : public Mesh {
   std::string hostOf(int rank) const override;
   void run(std::span<Op> ops, Deadline deadline) override;
   void abort(int lostRank, const std::string& reason) override;
+  void reportMismatch(const std::string& reason) override;
 
  private:
   friend std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& options);

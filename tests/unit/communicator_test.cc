@@ -2,6 +2,9 @@
 // transport and world size 1-8, async work, split, debug mode, time-outs and bad arguments.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <thread>
 
 #include "common/socket.h"
@@ -121,6 +124,71 @@ TEST(CommunicatorTest, DebugModeTurnsAMismatchIntoAnErrorNamingTheRanks) {
       EXPECT_NE(std::string(e.what()).find("broadcast"), std::string::npos) << e.what();
     }
   });
+}
+
+// Without debug mode too, ranks that make different calls get InvalidArgument, every one of them,
+// naming both calls: not wrong numbers, a hang or a time-out. One rank differs in each case.
+// (Not every mismatch can be seen from the first messages alone: two ranks that both think they
+// are a broadcast's root receive nothing. Debug mode's fingerprints catch those.)
+TEST(CommunicatorTest, MismatchedCallsAreAlwaysAnErrorOnEveryRank) {
+  struct Case {
+    const char* name;
+    std::function<void(Communicator&, int rank, bool odd)> call;
+    const char* needle;  // in every rank's message
+  };
+  const std::vector<Case> cases = {
+      {"count", [](Communicator& c, int, bool odd) {
+         std::vector<float> b(4096, 1.0f);
+         c.allreduce(b.data(), b.data(), odd ? 4096 : 2048);
+       }, "count=4096"},
+      {"dtype", [](Communicator& c, int, bool odd) {
+         std::vector<double> b(1024, 1.0);
+         if (odd) {
+           c.allreduce(b.data(), b.data(), 2048, {.dtype = DataType::kFloat32});
+         } else {
+           c.allreduce(b.data(), b.data(), 1024, {.dtype = DataType::kFloat64});
+         }
+       }, "float64"},
+      {"op", [](Communicator& c, int, bool odd) {
+         std::vector<float> b(1024, 1.0f);
+         c.allreduce(b.data(), b.data(), 1024, {.op = odd ? ReduceOp::kMax : ReduceOp::kSum});
+       }, "max"},
+      {"type", [](Communicator& c, int, bool odd) {
+         std::vector<float> b(1024, 1.0f);
+         if (odd) {
+           c.broadcast(b.data(), 1024);
+         } else {
+           c.allreduce(b.data(), b.data(), 1024);
+         }
+       }, "broadcast"},
+  };
+  for (Transport transport : {Transport::kTcp, Transport::kShm}) {
+    for (int size : {2, 3, 4}) {
+      for (const Case& c : cases) {
+        auto store = createMemoryStore();
+        std::atomic<int> caught{0};
+        const auto begin = std::chrono::steady_clock::now();
+        runThreads(size, [&](int rank) {
+          auto o = testOptions(transport, std::string("mismatch-") + c.name);
+          o.timeout = std::chrono::seconds(20);
+          auto comm = Communicator::create(store, rank, size, o);
+          try {
+            c.call(*comm, rank, rank == size - 1);
+            ADD_FAILURE() << c.name << " np=" << size << ": no error on rank " << rank;
+          } catch (const InvalidArgument& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find("different collective calls"), std::string::npos) << what;
+            EXPECT_NE(what.find(c.needle), std::string::npos) << c.name << ": " << what;
+          } catch (const Error& e) {
+            ADD_FAILURE() << c.name << " np=" << size << " rank " << rank << ": " << e.what();
+          }
+          ++caught;
+          while (caught.load() < size) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        });
+        EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(10)) << c.name << " np=" << size;
+      }
+    }
+  }
 }
 
 TEST(CommunicatorTest, TimeoutBreaksTheCommunicator) {

@@ -203,7 +203,6 @@ TEST_P(MeshTest, RanksThatDisagreeOnTheWorldSizeAllFailAtOnceNamingBoth) {
   for (const Case& c : cases) {
     const std::string name = "sizes" + std::to_string(index++);
     std::atomic<int> failures{0};
-    std::atomic<bool> firstArrived{false};
     const auto begin = Clock::now();
     runThreads(static_cast<int>(c.sizes.size()), [&](int rank) {
       if (rank != c.first) {

@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_channel.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -42,7 +43,34 @@ TcpChannel::TcpChannel(net::Fd fd) : fd_(std::move(fd)) {
 }
 
 std::size_t TcpChannel::progressSend(Op& op, std::size_t limit) {
+  if (op.more && op.done == 0 && limit == op.bytes && op.bytes <= kMaxHeld - heldBytes_) {
+    // Held, and counted as sent: the stream keeps its order, and the next send carries it.
+    std::memcpy(held_ + heldBytes_, op.data, op.bytes);
+    heldBytes_ += op.bytes;
+    op.done = op.bytes;
+    return op.bytes;
+  }
   std::size_t moved = 0;
+  while (heldSent_ < heldBytes_ && op.done < limit) {
+    iovec parts[2] = {{held_ + heldSent_, heldBytes_ - heldSent_},
+                      {static_cast<std::uint8_t*>(op.data) + op.done, limit - op.done}};
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = 2;
+    const ssize_t r = ::sendmsg(fd_.get(), &message, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return moved;
+      throw ChannelClosed();
+    }
+    auto n = static_cast<std::size_t>(r);
+    const std::size_t fromHeld = std::min(n, heldBytes_ - heldSent_);
+    heldSent_ += fromHeld;
+    n -= fromHeld;
+    op.done += n;
+    moved += n;
+    if (heldSent_ == heldBytes_) heldSent_ = heldBytes_ = 0;
+  }
   while (op.done < limit) {
     std::size_t n = sendSome(fd_.get(), static_cast<std::uint8_t*>(op.data) + op.done, limit - op.done);
     if (n == 0) break;
@@ -50,6 +78,15 @@ std::size_t TcpChannel::progressSend(Op& op, std::size_t limit) {
     moved += n;
   }
   return moved;
+}
+
+void TcpChannel::flushHeld() {
+  while (heldSent_ < heldBytes_) {
+    const std::size_t n = sendSome(fd_.get(), held_ + heldSent_, heldBytes_ - heldSent_);
+    if (n == 0) return;  // the socket is full: the next progressSend or flush goes on
+    heldSent_ += n;
+  }
+  heldSent_ = heldBytes_ = 0;
 }
 
 std::size_t TcpChannel::progressRecv(Op& op, std::size_t limit) {
