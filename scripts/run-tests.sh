@@ -262,7 +262,7 @@ for stage in $STAGES; do
         # optimizer, data loader; not the ones that start gyre_train_worker processes). libtorch
         # is not instrumented: tests/tsan-libtorch.supp names the reports it causes, and only those.
         TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1} suppressions=$ROOT/tests/tsan-libtorch.supp" \
-          OMP_NUM_THREADS=1 GYRE_TEST_QUICK=1 run_ctest tsan-torch "$B-tsan" -L torch -E "Cli\."
+          OMP_NUM_THREADS=1 GYRE_TEST_QUICK=1 run_ctest tsan-torch "$B-tsan" -L torch -E "Cli\.|RestartPoint"
         CTEST_PREFIX=""
       fi
       ;;

@@ -197,6 +197,22 @@ gyre::data::Batch Trainer::nextBatch(std::optional<gyre::data::Loader>& loader) 
   return batch;
 }
 
+// What an epoch's record says of the run itself; the caller adds what the epoch measured.
+EpochReport Trainer::reportOf(int epoch) const {
+  EpochReport r;
+  r.epoch = epoch;
+  r.epochs = o_.epochs;
+  r.world = world_;
+  r.plain = !dist_ && !ps_;
+  r.mode = o_.mode;
+  r.model = o_.model;
+  r.batch = o_.batch;
+  r.perRankBatch = perRankBatch_;
+  r.lr = lr_;
+  r.compression = o_.compression;
+  return r;
+}
+
 EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   // This rank's batches of the epoch from step `first` on, assembled ahead on o_.dataWorkers
   // threads (started here, so the first batches are ready when the loop begins).
@@ -281,17 +297,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   }
   const std::int64_t ran = s - first;
 
-  EpochReport r;
-  r.epoch = epoch;
-  r.epochs = o_.epochs;
-  r.world = world_;
-  r.plain = !dist_ && !ps_;
-  r.mode = o_.mode;
-  r.model = o_.model;
-  r.batch = o_.batch;
-  r.perRankBatch = perRankBatch_;
-  r.lr = lr_;
-  r.compression = o_.compression;
+  EpochReport r = reportOf(epoch);
   r.steps = ran;
   r.timedSteps = ran - skip;
   r.checkpoints = std::move(saves);
@@ -358,17 +364,7 @@ std::optional<EpochReport> Trainer::recordCheckpointedEpoch() {
                 o_.runDir.c_str());
     std::fflush(stdout);
   }
-  EpochReport r;
-  r.epoch = epoch;
-  r.epochs = o_.epochs;
-  r.world = world_;
-  r.plain = !dist_ && !ps_;
-  r.mode = o_.mode;
-  r.model = o_.model;
-  r.batch = o_.batch;
-  r.perRankBatch = perRankBatch_;
-  r.lr = lr_;
-  r.compression = o_.compression;
+  EpochReport r = reportOf(epoch);
   // This run trained none of the epoch's steps: no time, no throughput (a reference looked up
   // among earlier runs skips a record without samples/s).
   r.loss = epochLoss(epoch).value_or(std::nan(""));

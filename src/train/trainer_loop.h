@@ -51,6 +51,7 @@ class Trainer {
  private:
   // Trains epoch `epoch` (from 1) from its step `first`; sets stopped_ when stopAtStep cuts it.
   EpochReport trainEpoch(int epoch, std::int64_t first);
+  EpochReport reportOf(int epoch) const;
   // The rate of the step after `step` steps: warm-up, then constant or cosine.
   double learningRate(std::int64_t step) const;
   // A checkpoint after `done` steps of epoch `epoch` (from 1); rank 0 prints a line for it.
