@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/check.h"
@@ -26,6 +27,30 @@ const Failure& causeOf(const std::vector<Failure>& failures) {
   if (it == failures.end())
     it = std::find_if(failures.begin(), failures.end(), [](const Failure& f) { return f.rank >= 0; });
   return it == failures.end() ? failures.front() : *it;
+}
+
+std::vector<int> unansweringRanks(const std::map<int, std::vector<std::string>>& tails,
+                                  const std::vector<Failure>& failures) {
+  static constexpr char kTimedOut[] = "timed out waiting for";
+  static constexpr char kRank[] = "rank ";
+  std::vector<int> out;
+  for (const auto& [rank, lines] : tails) {
+    for (const std::string& line : lines) {
+      auto at = line.find(kTimedOut);
+      if (at == std::string::npos) continue;
+      // Every "rank N (" after it: the peers it was still waiting on.
+      for (at = line.find(kRank, at); at != std::string::npos; at = line.find(kRank, at + 1)) {
+        const char* digits = line.c_str() + at + sizeof(kRank) - 1;
+        char* end = nullptr;
+        const long peer = std::strtol(digits, &end, 10);
+        if (end == digits || *end != ' ' || end[1] != '(' || peer < 0 || peer == rank) continue;
+        const bool failed = std::any_of(failures.begin(), failures.end(), [&](const Failure& f) { return f.rank == peer; });
+        if (!failed && std::find(out.begin(), out.end(), peer) == out.end()) out.push_back(static_cast<int>(peer));
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool shouldRestart(const GenerationOutcome& outcome, int restartsDone, int maxRestarts) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,14 @@ struct GenerationOutcome {
 // The failure named as the generation's cause: a worker killed by a signal usually caused the
 // rest; then a worker; then the first. `failures` must not be empty.
 const Failure& causeOf(const std::vector<Failure>& failures);
+
+// The ranks that stopped answering: those that failed workers' last output lines say they timed
+// out waiting for ("timed out waiting for rank 2 (...) to receive ...; rank 1 (...) to send ...")
+// and that did not fail themselves: stopped (SIGSTOP), hung in their own code or far slower than
+// the others. The failures are then only their victims. `tails` holds each failed worker's last
+// lines, by rank. Empty: none.
+std::vector<int> unansweringRanks(const std::map<int, std::vector<std::string>>& tails,
+                                  const std::vector<Failure>& failures);
 
 // Whether to start generation `restartsDone + 1`: the generation failed, neither an interrupt
 // nor --timeout stopped it, its cause is restartable and restarts are left.

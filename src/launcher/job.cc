@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <span>
 
@@ -84,6 +85,14 @@ class Job {
       if (cause.rank >= 0 && output_->logPath(cause.rank).empty())
         for (const std::string& l : output_->tail(cause.rank))
           std::fprintf(stderr, "  [%d] %s\n", cause.rank, l.c_str());
+      std::map<int, std::vector<std::string>> tails;
+      for (const Failure& f : last.failures)
+        if (f.rank >= 0) tails[f.rank] = output_->tail(f.rank);
+      if (const std::vector<int> silent = unansweringRanks(tails, last.failures); !silent.empty())
+        std::fprintf(stderr,
+                     "gyre run: rank(s) %s stopped answering: the failed workers timed out waiting for them, "
+                     "and they had not failed (stopped, hung in their own code, or far slower than the others)\n",
+                     rankList(silent).c_str());
       for (const std::string& m : others) std::fprintf(stderr, "gyre run:   also: %s\n", m.c_str());
       // A failure that came as Ctrl-C or --timeout stopped the job: say why it was not restarted.
       if (cause.restartable && restarts < o_.maxRestarts) {

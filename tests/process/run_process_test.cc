@@ -236,6 +236,20 @@ TEST(GyreRun, BadCommandLinesAreRefusedClearly) {
   EXPECT_NE(run.err.find("cannot find the program '/nonexistent/program'"), std::string::npos) << run.err;
 }
 
+// A rank that stops answering (SIGSTOP) makes the others time out; the summary names it, not
+// only the survivor that failed first.
+TEST(GyreRun, ARankThatStopsAnsweringIsNamedNotOnlyItsFirstVictim) {
+  test::Environment env = test::cleanEnvironment();
+  const ProgramRun run = gyreRun({"-np", "3", "-x", "GYRE_TIMEOUT_MS=1500", "--", test::binDir() + "/gyre_peer_loss_check",
+                                  "1", "stop"},
+                                 env);
+  EXPECT_EQ(run.exitCode, 2) << run.describe();
+  EXPECT_NE(run.err.find("rank(s) 1 stopped answering: the failed workers timed out waiting for them"),
+            std::string::npos)
+      << run.err;
+  EXPECT_TRUE(processesWith("gyre_peer_loss_check").empty()) << "the stopped rank was left behind";
+}
+
 // Every number gyre run takes, given NaN, infinities, too much, too little, or 0 where 0 makes no
 // sense: refused before anything starts (exit 2), naming the flag and the accepted range.
 TEST(GyreRun, EveryNumberFlagIsRangeCheckedBeforeAnythingStarts) {

@@ -1,4 +1,6 @@
-// gyre_peer_loss_check VICTIM: one rank of a job started by any launcher. Every rank runs
+// gyre_peer_loss_check VICTIM [stop]: one rank of a job started by any launcher. With `stop`, the
+// victim stops itself with SIGSTOP instead (it does not die, it stops answering): the survivors
+// then time out, print their error and exit 2. Every rank runs
 // allreduces of 1 MiB in a loop; at step 5 rank VICTIM prints "rank V: killed at <ns>" and
 // kills itself with SIGKILL. Every survivor must then fail with PeerLostError naming VICTIM; it
 // prints "rank R: lost rank <L> at <ns>: <message>" and exits 0. Times are CLOCK_MONOTONIC
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "gyre/gyre.h"
@@ -24,11 +27,12 @@ long long nowNs() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: gyre_peer_loss_check VICTIM_RANK\n");
+  if (argc != 2 && !(argc == 3 && std::string(argv[2]) == "stop")) {
+    std::fprintf(stderr, "usage: gyre_peer_loss_check VICTIM_RANK [stop]\n");
     return 2;
   }
   const int victim = std::atoi(argv[1]);
+  const bool stop = argc == 3;
   int rank = -1;
   try {
     auto world = gyre::init();
@@ -36,9 +40,9 @@ int main(int argc, char** argv) {
     std::vector<float> buffer(1 << 18, 1.0f);
     for (int step = 0; step < 1000; ++step) {
       if (rank == victim && step == 5) {
-        std::printf("rank %d: killed at %lld\n", rank, nowNs());
+        std::printf("rank %d: %s at %lld\n", rank, stop ? "stopped" : "killed", nowNs());
         std::fflush(stdout);
-        raise(SIGKILL);
+        raise(stop ? SIGSTOP : SIGKILL);
       }
       try {
         world->allreduce(buffer.data(), buffer.data(), buffer.size(),

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "gyre/errors.h"
@@ -39,6 +40,22 @@ GenerationOutcome failed(std::vector<Failure> failures) {
   GenerationOutcome o;
   o.failures = std::move(failures);
   return o;
+}
+
+TEST(LauncherFailures, TheRanksTheFailedWorkersTimedOutWaitingForAreNamedWhenTheyHaveNotFailed) {
+  // Rank 1 stopped; rank 0 waited on rank 2, which waited on rank 1 (a ring).
+  const std::map<int, std::vector<std::string>> tails = {
+      {0, {"rank 0: error: allreduce(count=262144, float32, max, algo=ring): timed out waiting for rank 2 (host vm "
+           "(127.0.0.1:4000), pid 7) to receive+reduce (0 of 349524 bytes done)"}},
+      {2, {"something first",
+           "rank 2: error: allreduce(...): timed out waiting for rank 1 (host vm (127.0.0.1:4001), pid 6) to receive "
+           "(0 of 16 bytes done); rank 0 (host vm (127.0.0.1:4002), pid 5) to send (0 of 8 bytes done)"}}};
+  EXPECT_EQ(unansweringRanks(tails, {workerExit(0, 2), workerExit(2, 2)}), std::vector<int>{1});
+  // A rank that failed itself is named by its own failure, not here.
+  EXPECT_EQ(unansweringRanks(tails, {workerExit(0, 2), workerExit(2, 2), workerKilled(1)}), std::vector<int>{});
+  EXPECT_EQ(unansweringRanks({{0, {"rank 0: error: no such file"}}}, {workerExit(0, 1)}), std::vector<int>{});
+  EXPECT_EQ(unansweringRanks({{0, {"timed out waiting for rank 0 (x)"}}}, {workerExit(0, 1)}), std::vector<int>{});
+  EXPECT_EQ(unansweringRanks({{0, {"timed out waiting for rank x (y)"}}}, {workerExit(0, 1)}), std::vector<int>{});
 }
 
 TEST(Restarts, TheCauseIsAKilledWorkerThenAWorkerThenTheFirst) {
