@@ -26,9 +26,10 @@ class Channel {
   // The Mesh broke (a peer was lost, a time-out, a malformed message) and will not use this
   // channel again. Called once, by the Mesh's destructor, before the channel is destroyed.
   virtual void meshBroken() {}
-  // Sends what progressSend held back for the next send (Op::more); the mesh calls it before it
-  // waits, so held bytes never wait on an op that waits on the peer.
+  // Sends what progressSend held back for the next send (Op::more); the mesh calls it once it has
+  // waited a while, so held bytes never wait for good on an op that waits on the peer.
   virtual void flushHeld() {}
+  virtual bool holding() const { return false; }
 };
 
 // Thrown by channels when the connection to the peer broke; Mesh turns it into PeerLostError.

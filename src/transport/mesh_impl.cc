@@ -28,6 +28,10 @@ constexpr int kPureSpinMicros = 2;
 constexpr int kShmSleepMillis = 20;   // futex slice; liveness is checked between slices
 constexpr int kTcpSleepMillis = 200;  // poll slice when only sockets are involved
 constexpr int kMixedSleepMillis = 1;  // poll slice when shared memory and sockets are mixed
+// Bytes a channel holds for the next send (the call guard) go out on their own only after the
+// rank has waited this long: in matched calls that send follows and carries them (one packet,
+// one wake-up for the peer); after mismatched calls it may never come.
+constexpr int kFlushHeldMillis = 10;
 // MPI has no descriptor to sleep on: a waiting rank sleeps in slices that grow from the first
 // to the last value, testing its requests between slices (and watching the control connections
 // during them).
@@ -183,10 +187,14 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
     return;
   }
   if (deadline.expired()) throwTimeout(ops);
-  // About to block: bytes held for a send that waits on something else go out now (a peer may be
-  // waiting for them), but not earlier, so they usually leave with that send in one packet.
-  for (Peer& peer : peers_)
-    if (peer.channel) peer.channel->flushHeld();
+  bool holding = false;
+  for (Peer& peer : peers_) {
+    if (!peer.channel) continue;
+    if (waited >= 1000L * kFlushHeldMillis) peer.channel->flushHeld();
+    holding = holding || peer.channel->holding();
+  }
+  // While bytes are held, wake in time to flush them.
+  const int cap = holding ? kFlushHeldMillis : 1 << 30;
 
   // Which descriptors can wake us: sockets of the pending TCP ops; shared memory rings the bell;
   // MPI offers none.
@@ -239,7 +247,7 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
     disarm(state);
     ::poll(pollFds_.data(), pollFds_.size(), 0);
   } else {
-    const int slice = anyShm ? kMixedSleepMillis : kTcpSleepMillis;
+    const int slice = anyShm ? kMixedSleepMillis : std::min(kTcpSleepMillis, cap);
     ::poll(pollFds_.data(), pollFds_.size(), deadline.remainingMs(slice));
     if (state.armed) disarm(state);
   }

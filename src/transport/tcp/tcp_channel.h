@@ -21,6 +21,7 @@ class TcpChannel final : public Channel {
   std::size_t progressRecv(Op& op, std::size_t limit) override;
   int pollFd() const override { return fd_.get(); }
   void flushHeld() override;
+  bool holding() const override { return heldSent_ < heldBytes_; }
   Transport kind() const override { return Transport::kTcp; }
 
  private:
