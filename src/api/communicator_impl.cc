@@ -1,5 +1,7 @@
 #include "api/communicator_impl.h"
 
+#include <algorithm>
+
 #include "collectives/dispatch.h"
 #include "common/check.h"
 #include "common/socket.h"
@@ -61,7 +63,11 @@ void Communicator::Impl::execute(const collectives::OpDesc& desc) {
     if (collective) ++sequence_;
     collectives::Context context{*mesh_, deadline, scratch_, cost_};
     const collectives::CallGuard guard = collectives::guardOf(desc);
-    if (collective) context.guard = &guard;
+    if (collective) {
+      context.guard = &guard;
+      context.book = &guardBook_;
+      std::fill(guardBook_.guarded.begin(), guardBook_.guarded.end(), 0);
+    }
     collectives::execute(context, desc);
   } catch (const Error&) {
     rethrowWithContext(desc);

@@ -39,6 +39,7 @@ class Communicator::Impl {
   std::unique_ptr<transport::Mesh> mesh_;
   collectives::Scratch scratch_;
   collectives::CostModel cost_;
+  collectives::GuardBook guardBook_;  // the call guard's bookkeeping (collectives/context.h)
   std::uint64_t sequence_ = 0;  // collectives run so far (debug fingerprints)
   std::uint64_t splits_ = 0;
   engine::Executor executor_;  // last: destroyed first, while the mesh still exists

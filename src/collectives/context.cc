@@ -39,43 +39,44 @@ void Context::run(std::vector<transport::Op>& ops) {
   if (guard == nullptr) return mesh.run(ops, deadline);
   using transport::Op;
   const int p = size();
-  if (guarded_.empty()) {
-    guarded_.assign(p, 0);
-    received_.assign(p, CallGuard{});
+  GuardBook& b = *book;
+  if (b.guarded.size() != static_cast<std::size_t>(p)) {
+    b.guarded.assign(p, 0);
+    b.received.assign(p, CallGuard{});
   }
-  withGuards_.clear();
-  moved_.assign(ops.size(), -1);
+  b.withGuards.clear();
+  b.moved.assign(ops.size(), -1);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     Op op = ops[i];
-    std::uint8_t& state = guarded_[op.peer];
+    std::uint8_t& state = b.guarded[op.peer];
     if (op.kind == Op::Kind::kSend && !(state & 1)) {
-      withGuards_.push_back(Op::send(op.peer, guard, sizeof(CallGuard)));
-      withGuards_.back().more = true;  // out with the first data, in one packet
+      b.withGuards.push_back(Op::send(op.peer, guard, sizeof(CallGuard)));
+      b.withGuards.back().more = true;  // out with the first data, in one packet
       state |= 1;
     } else if (op.kind != Op::Kind::kSend && !(state & 2)) {
-      Op check = Op::recv(op.peer, &received_[op.peer], sizeof(CallGuard));
+      Op check = Op::recv(op.peer, &b.received[op.peer], sizeof(CallGuard));
       check.expect = guard;
-      withGuards_.push_back(check);
+      b.withGuards.push_back(check);
       state |= 2;
     }
-    if (op.after >= 0) op.after = moved_[op.after];
-    moved_[i] = static_cast<int>(withGuards_.size());
-    withGuards_.push_back(op);
+    if (op.after >= 0) op.after = b.moved[op.after];
+    b.moved[i] = static_cast<int>(b.withGuards.size());
+    b.withGuards.push_back(op);
   }
   try {
-    mesh.run(withGuards_, deadline);
+    mesh.run(b.withGuards, deadline);
   } catch (const transport::CallMismatch& e) {
     // Detected here: say what differed, and tell every rank. Reported by a peer: pass it on.
     const int peer = e.peer();
     if (e.reported() || peer < 0 || peer >= p) throw;
     std::ostringstream what;
     what << "the ranks made different collective calls: rank " << rank() << " called " << describe(*guard)
-         << ", rank " << peer << " " << (received_[peer].magic == CallGuard{}.magic ? "called " : "sent ")
-         << describe(received_[peer]);
+         << ", rank " << peer << " " << (b.received[peer].magic == CallGuard{}.magic ? "called " : "sent ")
+         << describe(b.received[peer]);
     mesh.reportMismatch(what.str());
     throw transport::CallMismatch(what.str(), peer, false);
   }
-  for (std::size_t i = 0; i < ops.size(); ++i) ops[i].done = withGuards_[moved_[i]].done;
+  for (std::size_t i = 0; i < ops.size(); ++i) ops[i].done = b.withGuards[b.moved[i]].done;
 }
 
 }  // namespace gyre::collectives

@@ -29,6 +29,15 @@ class Scratch {
 
 struct CostModel;
 
+// Context::run's bookkeeping of the call guard, kept by the communicator between calls so that a
+// collective allocates nothing for it.
+struct GuardBook {
+  std::vector<std::uint8_t> guarded;  // per peer: 1 guard sent, 2 guard received
+  std::vector<CallGuard> received;    // per peer
+  std::vector<transport::Op> withGuards;
+  std::vector<int> moved;  // each op's index in withGuards
+};
+
 struct Context {
   transport::Mesh& mesh;
   Deadline deadline;
@@ -36,19 +45,16 @@ struct Context {
   // Filled on first use by calibrate() (collective: every rank calls it together).
   CostModel& cost;
   // The call's guard (call_guard.h), sent before the first message to each peer and expected
-  // before the first message from each; null: none (point-to-point).
+  // before the first message from each; null: none (point-to-point). With it, a book: cleared
+  // by the caller at the start of each call.
   const CallGuard* guard = nullptr;
+  GuardBook* book = nullptr;
 
   int rank() const { return mesh.rank(); }
   int size() const { return mesh.size(); }
   // Runs the ops, the guard's messages added where a peer is first sent to or received from.
   void run(std::vector<transport::Op>& ops);
 
-  // run()'s own bookkeeping of the guard (public only so that Context stays an aggregate).
-  std::vector<std::uint8_t> guarded_ = {};  // per peer: 1 guard sent, 2 guard received
-  std::vector<CallGuard> received_ = {};    // per peer
-  std::vector<transport::Op> withGuards_ = {};
-  std::vector<int> moved_ = {};             // each op's index in withGuards_
 };
 
 }  // namespace gyre::collectives
