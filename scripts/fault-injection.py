@@ -63,6 +63,8 @@ import signal
 import statistics
 import subprocess
 import sys
+
+from proctree import descendants
 import tempfile
 import threading
 import time
@@ -112,27 +114,6 @@ def complete_checkpoints(ckpt_dir):
     except FileNotFoundError:
         pass
     return sorted(steps)
-
-
-def descendants(root):
-    """PIDs below `root` in the process tree (from /proc)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-            ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, pending = [], [root]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            out.append(child)
-            pending.append(child)
-    return out
 
 
 def fault_worker(root, job, who):

@@ -30,27 +30,7 @@ import sys
 import threading
 import time
 
-
-def descendants(root):
-    """Pids of root and every process below it (from /proc)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue
-    out, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        if pid in out:
-            continue
-        out.add(pid)
-        todo.extend(children.get(pid, []))
-    return out
+from proctree import descendants
 
 
 def listening_ports(pids):
@@ -140,7 +120,7 @@ def run(args, flood=None):
     try:
         while job.poll() is None:
             if flood is not None:
-                for port, name in listening_ports(descendants(job.pid)).items():
+                for port, name in listening_ports({job.pid, *descendants(job.pid)}).items():
                     if port not in flood.flooded:
                         flood.flood(port, name)
             if time.monotonic() - begin > args.timeout + 30:

@@ -302,25 +302,23 @@ void MeshImpl::throwTimeout(std::span<Op> ops) const {
   throw TimeoutError(out.str());
 }
 
-void MeshImpl::reportMismatch(const std::string& reason) {
-  const auto frame = ControlMessage{ControlType::kMismatch, rank_, reason}.encode();
+void MeshImpl::tellEveryPeer(const ControlMessage& message) {
+  const auto frame = message.encode();
   for (int r = 0; r < size_; ++r) {
     Peer& p = peers_[r];
     if (r == rank_ || !p.control.valid()) continue;
     ssize_t ignored = ::send(p.control.get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)ignored;
   }
+}
+
+void MeshImpl::reportMismatch(const std::string& reason) {
+  tellEveryPeer(ControlMessage{ControlType::kMismatch, rank_, reason});
   broken_ = std::make_exception_ptr(CallMismatch(reason, rank_, false));
 }
 
 void MeshImpl::abort(int lostRank, const std::string& reason) {
-  const auto frame = ControlMessage{ControlType::kAbort, lostRank, reason}.encode();
-  for (int r = 0; r < size_; ++r) {
-    Peer& p = peers_[r];
-    if (r == rank_ || !p.control.valid()) continue;
-    ssize_t ignored = ::send(p.control.get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-    (void)ignored;
-  }
+  tellEveryPeer(ControlMessage{ControlType::kAbort, lostRank, reason});
   if (!broken_) broken_ = std::make_exception_ptr(PeerLostError("communicator aborted: " + reason, lostRank));
 }
 

@@ -65,6 +65,8 @@ class MeshImpl final : public Mesh {
   // Whether ops[index] is unfinished and at the head of its (peer, direction) queue.
   bool pending(std::span<Op> ops, int index) const;
   void handleControl(int peer);
+  // Sends one control frame to every peer with a control connection, without waiting.
+  void tellEveryPeer(const ControlMessage& message);
   [[noreturn]] void connectionBroke(int peer);
   [[noreturn]] void throwTimeout(std::span<Op> ops) const;
   std::string describe(int rank) const;
