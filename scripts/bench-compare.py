@@ -5,7 +5,7 @@ This VM-class machine is noisy (10-45% between runs), so a change's cost is meas
 median of --reps alternating runs of each build, on the same machine in the same minutes.
 
 Usage: scripts/bench-compare.py --before OLD/bin/gyre --after build/bin/gyre \\
-           --config 4:tcp:allreduce --config 2:auto:allreduce [--algo all] [--max-bytes 64K] [--reps 8]
+           --config 4:tcp:allreduce --config 2:auto:allreduce [--algo all] [--max-bytes 64K] [--reps 8] [--iters N]
 """
 import argparse
 import json
@@ -21,6 +21,7 @@ def main():
     p.add_argument("--algo", default="auto")
     p.add_argument("--max-bytes", default="64K")
     p.add_argument("--reps", type=int, default=8)
+    p.add_argument("--iters", type=int, default=0, help="timed calls per size (0: the bench's default, 50 up to 1 MiB)")
     args = p.parse_args()
     configs = [c.split(":") for c in (args.config or ["2:auto:allreduce"])]
     builds = [("before", args.before), ("after", args.after)]
@@ -29,7 +30,7 @@ def main():
         for name, gyre in (builds if rep % 2 == 0 else builds[::-1]):
             for np_, transport, op in configs:
                 out = subprocess.run([gyre, "bench", "collectives", "--np", np_, "--transport", transport, "--op", op,
-                                      "--algo", args.algo, "--max-bytes", args.max_bytes, "--json"],
+                                      "--algo", args.algo, "--max-bytes", args.max_bytes, "--iters", str(args.iters), "--json"],
                                      capture_output=True, text=True, check=True).stdout
                 for line in out.splitlines():
                     d = json.loads(line)

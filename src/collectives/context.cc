@@ -56,6 +56,9 @@ void Context::run(std::vector<transport::Op>& ops) {
     } else if (op.kind != Op::Kind::kSend && !(state & 2)) {
       Op check = Op::recv(op.peer, &b.received[op.peer], sizeof(CallGuard));
       check.expect = guard;
+      // Not read before the data could be: a guard receive no earlier than its data's would
+      // add a system call to every pass of a waiting rank (chained receive-reduces).
+      if (op.after >= 0) check.after = b.moved[op.after];
       b.withGuards.push_back(check);
       state |= 2;
     }

@@ -17,6 +17,14 @@ class Channel {
   virtual std::size_t progressSend(Op& op, std::size_t limit) = 0;
   // Receives (kRecv) or receives and reduces (kRecvReduce) bytes [op.done, limit).
   virtual std::size_t progressRecv(Op& op, std::size_t limit) = 0;
+  // progressRecv of a small kRecv (the call guard) whose next receive from this peer is known:
+  // a channel may take the start of `next` with it (TCP: in the same system call), bytes
+  // [next.done, nextLimit) into next's buffer or any amount kept aside for when next is
+  // progressed. Returns the bytes moved for op; next.done may advance too.
+  virtual std::size_t progressRecvBefore(Op& op, std::size_t limit, Op& next, std::size_t nextLimit) {
+    (void)next, (void)nextLimit;
+    return progressRecv(op, limit);
+  }
 
   // The descriptor to poll(2) for readiness, or -1 when readiness is signalled through the
   // shared-memory doorbell instead.

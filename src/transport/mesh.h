@@ -57,8 +57,8 @@ struct Op {
   // (pipelining): send(right, seg) after recvReduce(left, seg). -1: no dependency.
   int after = -1;
   // kRecv: when not null, the received bytes must equal these `bytes` bytes, checked as soon as
-  // they are in and before any later op with the peer moves; otherwise run() throws CallMismatch
-  // (collectives/call_guard.h).
+  // they are in, before any later op with the peer is progressed (the bytes behind them may have
+  // come in the same system call); otherwise run() throws CallMismatch (collectives/call_guard.h).
   const void* expect = nullptr;
   // kSend: the next op in the list sends to the same peer, so a byte stream may hold these bytes
   // back to go out with it (TCP: one sendmsg): the call guard and the first data share a packet.

@@ -32,6 +32,11 @@ constexpr int kMixedSleepMillis = 1;  // poll slice when shared memory and socke
 // rank has waited this long: in matched calls that send follows and carries them (one packet,
 // one wake-up for the peer); after mismatched calls it may never come.
 constexpr int kFlushHeldMillis = 10;
+// pollOwners_ of a data descriptor: its op can move now, or waits on another op's progress.
+constexpr int kCanMove = -1;
+constexpr int kWaitsOnAnotherOp = -2;
+// A receive of at most this many bytes is paired with the next receive from the same peer.
+constexpr std::size_t kPairedReceiveBytes = 64;
 // MPI has no descriptor to sleep on: a waiting rank sleeps in slices that grow from the first
 // to the last value, testing its requests between slices (and watching the control connections
 // during them).
@@ -108,6 +113,7 @@ void MeshImpl::run(std::span<Op> ops, Deadline deadline) {
 void MeshImpl::progressAll(std::span<Op> ops, Deadline deadline) {
   const int n = static_cast<int>(ops.size());
   prev_.assign(n, -1);
+  next_.assign(n, -1);
   lastSend_.assign(size_, -1);
   lastRecv_.assign(size_, -1);
   int remaining = 0;
@@ -122,6 +128,7 @@ void MeshImpl::progressAll(std::span<Op> ops, Deadline deadline) {
     if (op.bytes == 0) continue;
     int& last = op.kind == Op::Kind::kSend ? lastSend_[op.peer] : lastRecv_[op.peer];
     prev_[i] = last;
+    if (last >= 0) next_[last] = i;
     last = i;
     ++remaining;
   }
@@ -132,23 +139,31 @@ void MeshImpl::progressAll(std::span<Op> ops, Deadline deadline) {
     for (int i = 0; i < n; ++i) {
       Op& op = ops[i];
       if (!pending(ops, i)) continue;
-      std::size_t limit = op.bytes;
-      if (op.after >= 0 && ops[op.after].done != ops[op.after].bytes) limit = std::min(limit, ops[op.after].done);
+      const std::size_t limit = limitOf(ops, i);
       if (limit <= op.done) continue;
       Channel& channel = *peers_[op.peer].channel;
       std::size_t moved = 0;
+      // A small receive (the call guard) may take the start of the next one from the peer with it.
+      Op* next = nullptr;
+      if (op.kind == Op::Kind::kRecv && op.bytes - op.done <= kPairedReceiveBytes && next_[i] >= 0)
+        next = &ops[next_[i]];
+      const std::size_t nextBefore = next != nullptr ? next->done : 0;
       try {
-        moved = op.kind == Op::Kind::kSend ? channel.progressSend(op, limit) : channel.progressRecv(op, limit);
+        if (op.kind == Op::Kind::kSend) {
+          moved = channel.progressSend(op, limit);
+        } else if (next != nullptr) {
+          moved = channel.progressRecvBefore(op, limit, *next, limitOf(ops, next_[i]));
+        } else {
+          moved = channel.progressRecv(op, limit);
+        }
       } catch (const ChannelClosed&) {
         connectionBroke(op.peer);
       }
       if (moved == 0) continue;
       progressed = true;
-      if (op.done == op.bytes) {
-        --remaining;
-        if (op.expect != nullptr && std::memcmp(op.data, op.expect, op.bytes) != 0)
-          throw CallMismatch(describe(op.peer) + " made a different call", op.peer, false);
-      }
+      if (op.done == op.bytes) finished(op, remaining);
+      if (next != nullptr && next->done != nextBefore && next->done == next->bytes)
+        finished(*next, remaining);
     }
     if (progressed) {
       if (idleState.armed) disarm(idleState);
@@ -160,10 +175,22 @@ void MeshImpl::progressAll(std::span<Op> ops, Deadline deadline) {
   if (idleState.armed) disarm(idleState);
 }
 
+void MeshImpl::finished(const Op& op, int& remaining) const {
+  --remaining;
+  if (op.expect != nullptr && std::memcmp(op.data, op.expect, op.bytes) != 0)
+    throw CallMismatch(describe(op.peer) + " made a different call", op.peer, false);
+}
+
 bool MeshImpl::pending(std::span<Op> ops, int index) const {
   const Op& op = ops[index];
   const int p = prev_[index];
   return op.done != op.bytes && (p < 0 || ops[p].done == ops[p].bytes);
+}
+
+std::size_t MeshImpl::limitOf(std::span<Op> ops, int index) {
+  const Op& op = ops[index];
+  if (op.after < 0 || ops[op.after].done == ops[op.after].bytes) return op.bytes;
+  return std::min(op.bytes, ops[op.after].done);
 }
 
 void MeshImpl::disarm(IdleState& state) {
@@ -216,7 +243,7 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
       continue;
     }
     pollFds_.push_back({fd, static_cast<short>(op.kind == Op::Kind::kSend ? POLLOUT : POLLIN), 0});
-    pollOwners_.push_back(-1);
+    pollOwners_.push_back(limitOf(ops, i) <= op.done ? kWaitsOnAnotherOp : kCanMove);
   }
   if (anyShm && !state.armed) {
     // Raise the flag, read the bell, then make one more pass: a peer that publishes after the
@@ -251,6 +278,15 @@ void MeshImpl::idle(std::span<Op> ops, Deadline deadline, IdleState& state) {
     ::poll(pollFds_.data(), pollFds_.size(), deadline.remainingMs(slice));
     if (state.armed) disarm(state);
   }
+  // A socket is ready only for an op that waits on another (the bytes of a later step that came
+  // early): poll returned at once and will again until that op moves. Keep polling, since the op
+  // it waits on is about to move, but let the ranks sharing this core run in between.
+  bool movable = false, early = false;
+  for (std::size_t k = 0; k < dataFds; ++k) {
+    if (pollFds_[k].revents == 0) continue;
+    (pollOwners_[k] == kCanMove ? movable : early) = true;
+  }
+  if (early && !movable) sched_yield();
   for (std::size_t k = dataFds; k < pollFds_.size(); ++k)
     if (pollFds_[k].revents != 0) handleControl(pollOwners_[k]);
 }

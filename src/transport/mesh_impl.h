@@ -64,6 +64,10 @@ class MeshImpl final : public Mesh {
   void disarm(IdleState& state);
   // Whether ops[index] is unfinished and at the head of its (peer, direction) queue.
   bool pending(std::span<Op> ops, int index) const;
+  // Op has all its bytes: one fewer remaining; an Op::expect that differs throws CallMismatch.
+  void finished(const Op& op, int& remaining) const;
+  // How far op `index` may go now: its `after` op's progress, or all of it.
+  static std::size_t limitOf(std::span<Op> ops, int index);
   void handleControl(int peer);
   // Sends one control frame to every peer with a control connection, without waiting.
   void tellEveryPeer(const ControlMessage& message);
@@ -78,7 +82,7 @@ class MeshImpl final : public Mesh {
   std::unique_ptr<shm::Segment> segment_;  // this rank's own segment (inbound rings)
   std::exception_ptr broken_;
   // Per-run scratch, kept to avoid allocating on the hot path.
-  std::vector<int> prev_, lastSend_, lastRecv_;
+  std::vector<int> prev_, next_, lastSend_, lastRecv_;
   std::vector<::pollfd> pollFds_;
   std::vector<int> pollOwners_;
 };

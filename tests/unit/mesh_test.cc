@@ -102,6 +102,63 @@ TEST_P(MeshTest, RecvReduceWithOtherOperand) {
   });
 }
 
+// A small receive takes the start of the next one with it (TCP: into its buffer, or into the
+// staging buffer when it reduces): those bytes must reach the right ops, in order, whether the
+// next op is a plain receive, a receive-reduce of any element size, or a receive held back by
+// `after`, and a later run() must find the stream where this one left it.
+TEST_P(MeshTest, SmallReceivesHandTheBytesBehindThemToTheRightOps) {
+  constexpr std::size_t kFloats = 1000, kLongs = 513, kTail = 40000;
+  runThreads(2, [&](int rank) {
+    auto mesh = Mesh::connect(*store_, options(rank, 2));
+    const auto deadline = Deadline::after(std::chrono::seconds(20));
+    const auto one = pattern(1, 1), two = pattern(2, 2), three = pattern(3, 3), seven = pattern(7, 7);
+    const auto tail = pattern(kTail, 5);
+    std::vector<float> floats(kFloats);
+    std::vector<std::int64_t> longs(kLongs);
+    std::iota(floats.begin(), floats.end(), 0.25f);
+    std::iota(longs.begin(), longs.end(), std::int64_t{1} << 40);
+    if (rank == 0) {
+      std::vector<Op> ops{Op::send(1, one.data(), 1),
+                          Op::send(1, three.data(), 3),
+                          Op::send(1, floats.data(), kFloats * 4),
+                          Op::send(1, seven.data(), 7),
+                          Op::send(1, longs.data(), kLongs * 8),
+                          Op::send(1, two.data(), 2),
+                          Op::send(1, tail.data(), kTail),
+                          Op::send(1, three.data(), 3),
+                          Op::send(1, floats.data(), kFloats * 4)};
+      mesh->run(ops, deadline);
+      return;
+    }
+    std::vector<std::uint8_t> gotOne(1), gotTwo(2), gotThree(3), gotSeven(7), gotTail(kTail);
+    std::vector<float> sums(kFloats, 1.0f), later(kFloats, 2.0f);
+    std::vector<std::int64_t> maxima(kLongs, 0);
+    // Behind a 2-byte receive, the 40,000-byte tail goes straight into its buffer; it also
+    // waits, byte for byte, on the float reduce (`after`).
+    std::vector<Op> ops{Op::recv(0, gotOne.data(), 1),
+                        Op::recv(0, gotThree.data(), 3),
+                        Op::recvReduce(0, sums.data(), kFloats * 4, DataType::kFloat32, ReduceOp::kSum),
+                        Op::recv(0, gotSeven.data(), 7),
+                        Op::recvReduce(0, maxima.data(), kLongs * 8, DataType::kInt64, ReduceOp::kMax),
+                        Op::recv(0, gotTwo.data(), 2),
+                        Op::recv(0, gotTail.data(), kTail, /*after=*/2),
+                        Op::recv(0, gotThree.data(), 3)};
+    mesh->run(ops, deadline);
+    std::vector<Op> next{Op::recvReduce(0, later.data(), kFloats * 4, DataType::kFloat32, ReduceOp::kSum)};
+    mesh->run(next, deadline);
+    EXPECT_EQ(gotOne, one);
+    EXPECT_EQ(gotThree, three);
+    EXPECT_EQ(gotSeven, seven);
+    EXPECT_EQ(gotTwo, two);
+    EXPECT_EQ(gotTail, tail);
+    for (std::size_t i = 0; i < kFloats; ++i) {
+      ASSERT_EQ(sums[i], floats[i] + 1.0f) << i;
+      ASSERT_EQ(later[i], floats[i] + 2.0f) << i;
+    }
+    EXPECT_EQ(maxima, longs);
+  });
+}
+
 // A chain 0 -> 1 -> 2 where rank 1 forwards each byte as soon as it arrives (`after`).
 TEST_P(MeshTest, AfterDependencyPipelinesForwarding) {
   constexpr std::size_t kBytes = 3 << 20;
