@@ -9,6 +9,7 @@
 #include "gyre/torch/elastic.h"
 #include "gyre/torch/lr.h"
 #include "gyre/torch/metrics.h"
+#include "gyre/torch/optimizers.h"
 #include "gyre/torch/ps_optimizer.h"
 #include "gyre/torch/sampler.h"
 #include "gyre/torch/step_timing.h"

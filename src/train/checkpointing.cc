@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <vector>
 
 #include "common/check.h"
@@ -23,17 +24,20 @@ void broadcastString(Communicator& comm, std::string& text) {
 }
 
 // The flags a resumed run must share with the run that saved the checkpoint: the model, the
-// global batch (the sampler's position counts global samples) and the seed (the samples' order).
-// "" when they match, else what differs.
+// global batch (the sampler's position counts global samples), the seed (the samples' order) and
+// the optimizer (its state). "" when they match, else what differs.
 std::string incompatibility(const std::string& saved, const std::string& current, const std::string& path) {
   const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
   const nlohmann::json b = nlohmann::json::parse(current);
   if (!a.is_object()) return "checkpoint " + path + " was not saved by gyre train (no config in it)";
-  for (const char* key : {"model", "batch", "seed"}) {
-    if (a.value(key, nlohmann::json()) == b.at(key)) continue;
-    return "checkpoint " + path + " was saved by a run with --" + key + " " +
-           a.value(key, nlohmann::json()).dump() + ", this run has --" + key + " " + b.at(key).dump() +
-           ": resume with the same --model, --batch and --seed (the number of workers may change)";
+  for (const char* key : {"model", "batch", "seed", "optimizer"}) {
+    nlohmann::json was = a.value(key, nlohmann::json());
+    if (was.is_null() && std::string_view(key) == "optimizer") was = "sgd";  // saved before --optimizer
+    if (was == b.at(key)) continue;
+    return "checkpoint " + path + " was saved by a run with --" + key + " " + was.dump() +
+           ", this run has --" + key + " " + b.at(key).dump() +
+           ": resume with the same --model, --batch, --seed and --optimizer (the number of workers may "
+           "change)";
   }
   return "";
 }

@@ -48,9 +48,21 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .min = 1},
     {.name = "--lr",
      .field = &O::lr,
-     .help = "SGD learning rate; right as it is for any --np, since the global batch is fixed",
+     .help = "Learning rate; right as it is for any --np, since the global batch is fixed",
      .bound = Bound::kPositive},
-    {.name = "--momentum", .field = &O::momentum, .help = "SGD momentum", .bound = Bound::kNonNegative},
+    {.name = "--optimizer",
+     .field = &O::optimizer,
+     .help = "The update rule: sgd, adam, lars (SGD with a layer-wise trust ratio) or lamb (Adam with it); "
+             "the last two for large batches",
+     .choices = "sgd|adam|lars|lamb"},
+    {.name = "--momentum",
+     .field = &O::momentum,
+     .help = "Momentum of sgd and lars",
+     .bound = Bound::kNonNegative},
+    {.name = "--weight-decay",
+     .field = &O::weightDecay,
+     .help = "L2 weight decay (lars and lamb: matrices and kernels only, not biases)",
+     .bound = Bound::kNonNegative},
     {.name = "--compression",
      .field = &O::compression,
      .help = "Gradients on the wire: none, fp16 or bf16 (half the bytes)",
@@ -70,7 +82,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
     {.name = "--seed", .field = &O::seed, .help = "Seed of the initial weights and the samples' order"},
     {.name = "--data-dir",
      .field = &O::dataDir,
-     .help = "Fashion-MNIST's IDX files, gzip-compressed or not (default: /usr/share/datasets/fashion-mnist)"},
+     .help =
+         "Fashion-MNIST's IDX files, gzip-compressed or not (default: /usr/share/datasets/fashion-mnist)"},
     {.name = "--run-dir",
      .field = &O::runDir,
      .help = "Where to write the run's files (gyre train's default: runs/MODEL-npN-TIME)"},
@@ -82,8 +95,9 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .forwarded = false},  // gyre run hands it to each worker as GYRE_NUM_THREADS
     {.name = "--data-workers",
      .field = &O::dataWorkers,
-     .help = "Threads per worker assembling the next batches ahead of the training loop (0: the loop assembles "
-             "each batch itself)",
+     .help =
+         "Threads per worker assembling the next batches ahead of the training loop (0: the loop assembles "
+         "each batch itself)",
      .bound = Bound::kNonNegative},
     {.name = "--max-steps",
      .field = &O::maxSteps,
@@ -93,7 +107,10 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .field = &O::skipSteps,
      .help = "Leave epoch 1's first steps out of samples/s (warm-up)",
      .bound = Bound::kNonNegative},
-    {.name = "--no-eval", .field = &O::eval, .help = "Skip the test accuracy after each epoch", .negated = true},
+    {.name = "--no-eval",
+     .field = &O::eval,
+     .help = "Skip the test accuracy after each epoch",
+     .negated = true},
     {.name = "--bucket-cap-mb",
      .field = &O::bucketCapMb,
      .help = "Gradients allreduced together, in MiB",
@@ -110,7 +127,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .choices = "auto|on|off"},
     {.name = "--reference-samples-per-s",
      .field = &O::referenceSamplesPerS,
-     .help = "One worker's samples/s for speedup and efficiency (gyre train's default: found in earlier runs)",
+     .help =
+         "One worker's samples/s for speedup and efficiency (gyre train's default: found in earlier runs)",
      .bound = Bound::kNonNegative},
     {.name = "--plain",
      .field = &O::plain,
@@ -353,6 +371,9 @@ void checkParameterServerMode(const TrainOptions& o) {
                    "with it yet");
   GYRE_USAGE_CHECK(o.compression == "none", "--mode ", o.mode, " pushes float32 gradients: --compression ",
                    o.compression, " does not apply");
+  GYRE_USAGE_CHECK(o.optimizer == "sgd" && o.weightDecay == 0, "--mode ", o.mode,
+                   " updates the parameters on the servers with SGD and --momentum: --optimizer ",
+                   o.optimizer, o.weightDecay != 0 ? " and --weight-decay" : "", " do not apply");
 }
 
 void checkShardOptimizer(const TrainOptions& o) {
@@ -365,6 +386,10 @@ void checkShardOptimizer(const TrainOptions& o) {
                    "(--checkpoint-dir, --resume) are not supported with it yet");
   GYRE_USAGE_CHECK(o.compression == "none", "--shard-optimizer reduce-scatters float32 gradients: --compression ",
                    o.compression, " does not apply");
+  GYRE_USAGE_CHECK(o.optimizer == "sgd" || o.optimizer == "adam",
+                   "--shard-optimizer splits the optimizer step "
+                   "elementwise: --optimizer ",
+                   o.optimizer, " takes the norm of whole layers (use sgd or adam)");
 }
 
 }  // namespace
@@ -449,6 +474,7 @@ void validateOptions(const TrainOptions& o) {
                    "--checkpoint-every needs --checkpoint-dir (where to save)");
   GYRE_USAGE_CHECK(!o.resume || !o.checkpointDir.empty(), "--resume needs --checkpoint-dir (where to resume from)");
   GYRE_USAGE_CHECK(!o.plain || o.compression == "none", "--plain trains without gyre: --compression does not apply");
+  GYRE_USAGE_CHECK(o.momentum < 1, "--momentum must be below 1 (got ", numbers::format(o.momentum), ")");
   GYRE_USAGE_CHECK(o.faultPoint == "after-step" || !o.elastic, "--fault-point ", o.faultPoint,
                    " is for restart mode; --elastic faults strike after a step");
   GYRE_USAGE_CHECK(o.faultPoint.find("checkpoint") == std::string::npos || !o.checkpointDir.empty(),

@@ -24,8 +24,11 @@ struct TrainOptions {
   // The global batch: every step trains on `batch` samples in all, batch / world on each rank,
   // so one rank and W ranks see the same samples at every step (the batch must divide evenly).
   std::int64_t batch = 128;
-  double lr = 0.05;  // SGD learning rate before scaling
+  double lr = 0.05;  // learning rate before scaling
+  // The update rule: sgd, adam, lars or lamb (optimizer_choice.h); momentum: sgd's and lars's.
+  std::string optimizer = "sgd";
   double momentum = 0.9;
+  double weightDecay = 0;
   std::string compression = "none";  // gradients on the wire: none, fp16, bf16
   // How the rate grows with the world: none (the default: the global batch is fixed, so the
   // single-worker rate is right), linear or sqrt, for runs that grow the batch with the workers.

@@ -112,7 +112,9 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["lr_scaling"] = o.lrScaling;
   j["warmup_epochs"] = o.warmupEpochs;
   j["lr_schedule"] = o.lrSchedule;
+  j["optimizer"] = o.optimizer;
   j["momentum"] = o.momentum;
+  j["weight_decay"] = o.weightDecay;
   j["compression"] = o.compression;
   j["bucket_cap_mb"] = o.bucketCapMb;
   j["shard_optimizer"] = o.shardOptimizer;

@@ -19,6 +19,7 @@
 #include "gyre/init.h"
 #include "gyre/torch.h"
 #include "train/models.h"
+#include "train/optimizer_choice.h"
 #include "train/report.h"
 #include "train/run_files.h"
 #include "train/trainer_loop.h"
@@ -79,15 +80,13 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   if (group_.comm()) gyre::torch::broadcastParameters(*model_, *group_.comm());
 
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
-  sgd_ = std::make_shared<::torch::optim::SGD>(model_->parameters(),
-                                               ::torch::optim::SGDOptions(lr_).momentum(o_.momentum));
+  optimizer_ = makeOptimizer(o_, model_->parameters(), lr_);
   // Resuming replaces the model's and the optimizer's state (and the generator's) on every rank.
   config_ = configJson(o_, world_, lr_, torchThreads_);
-  start_ = checkpoints_.start(*model_, *sgd_, config_);
+  start_ = checkpoints_.start(*model_, *optimizer_, config_);
   globalStep_ = start_.step;
-  // The flags rule from the restored step on: the rate is set at every step, the momentum here.
-  for (auto& group : sgd_->param_groups())
-    static_cast<::torch::optim::SGDOptions&>(group.options()).momentum(o_.momentum);
+  // The flags rule from the restored step on: the rate is set at every step, the others here.
+  applyOptimizerFlags(o_, *optimizer_);
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
   } else if (group_.comm()) {
@@ -96,7 +95,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     d.compression = gyre::torch::parseCompression(o_.compression);
     d.shardOptimizerState = o_.shardOptimizer;
     d.timeline = gyre::torch::Timeline::fromEnvironment(group_.comm());
-    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), sgd_, d);
+    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
   }
 
   GYRE_USAGE_CHECK(o_.batch <= data_.train.size(), "--batch ", o_.batch, " is larger than the ",

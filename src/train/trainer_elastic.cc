@@ -31,7 +31,7 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
     gyre::torch::DistributedOptimizerOptions d;
     d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
     d.compression = gyre::torch::parseCompression(o_.compression);
-    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), sgd_, d);
+    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
   }
   // Rank 0 of each membership draws the bar and continues progress.jsonl; the first membership's
   // empties it. (Not at a worker's start: a replacement starts while the others are writing it.)
@@ -56,7 +56,7 @@ void Trainer::maybeCommit() {
 std::vector<EpochReport> Trainer::runElastic() {
   // Every worker may become rank 0 and write the run directory (attach()).
   if (!o_.runDir.empty()) createRunDirectory(o_.runDir);
-  gyre::torch::TorchState state(model_.ptr(), sgd_, &*elasticSampler_);
+  gyre::torch::TorchState state(model_.ptr(), optimizer_, &*elasticSampler_);
   state.values[kGlobalStep] = 0;
   elasticState_ = &state;
   state.onReset([&](Communicator&) {

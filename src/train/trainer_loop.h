@@ -68,15 +68,15 @@ class Trainer {
   void zeroGrad() {
     if (ps_) return ps_->zeroGrad();
     if (dist_) return dist_->zeroGrad();
-    sgd_->zero_grad();
+    optimizer_->zero_grad();
   }
   void step() {
     if (ps_) return ps_->step();
     if (dist_) return dist_->step();
-    sgd_->step();
+    optimizer_->step();
   }
   void setLearningRate(double lr) {
-    gyre::torch::setLearningRate(*sgd_, lr);
+    gyre::torch::setLearningRate(*optimizer_, lr);
     if (ps_) ps_->setLearningRate(lr);
   }
   void resetTiming() {
@@ -142,7 +142,7 @@ class Trainer {
   } data_;
   ::torch::nn::Sequential model_;
   double lr_;
-  std::shared_ptr<::torch::optim::SGD> sgd_;
+  std::shared_ptr<::torch::optim::Optimizer> optimizer_;  // optimizer_choice.h
   std::unique_ptr<gyre::torch::DistributedOptimizer> dist_;
   std::unique_ptr<gyre::torch::PSOptimizer> ps_;  // parameter-server modes, instead of dist_
   ps::WorkerStats psEpochStart_;                   // this worker's stats when the epoch began

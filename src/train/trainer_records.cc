@@ -23,9 +23,9 @@ void Trainer::saveCheckpoint(int epoch, std::int64_t done, std::vector<Checkpoin
   state.epoch = epochDone ? epoch : epoch - 1;
   state.sampler = {state.epoch, epochDone ? 0 : done * o_.batch};
   state.scheduleStep = globalStep_;
-  state.lr = sgd_->param_groups().front().options().get_lr();
+  state.lr = optimizer_->param_groups().front().options().get_lr();
   state.config = config_;
-  const std::optional<CheckpointSave> saved = checkpoints_.save(*model_, *sgd_, state);
+  const std::optional<CheckpointSave> saved = checkpoints_.save(*model_, *optimizer_, state);
   if (!saved) return;
   progress_.finish();
   std::printf("checkpoint at step %lld: %.2f MB, training stalled %.1f ms (%s, written in the background)\n",
