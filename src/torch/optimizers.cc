@@ -51,6 +51,13 @@ bool adapted(const ::torch::Tensor& p, bool adaptVectors) {
   return adaptVectors || p.dim() > 1;
 }
 
+// The closure's loss, evaluated with gradients on as libtorch's optimizers do; none without one.
+::torch::Tensor lossOf(const optim::Optimizer::LossClosure& closure) {
+  if (closure == nullptr) return {};
+  at::AutoGradMode enableGrad(true);
+  return closure();
+}
+
 }  // namespace
 
 // ---- LARS ----
@@ -98,11 +105,7 @@ Lars::Lars(std::vector<::torch::Tensor> params, LarsOptions defaults)
 
 ::torch::Tensor Lars::step(LossClosure closure) {
   ::torch::NoGradGuard noGrad;
-  ::torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enableGrad(true);
-    loss = closure();
-  }
+  const ::torch::Tensor loss = lossOf(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const LarsOptions&>(group.options());
     for (auto& p : group.params()) {
@@ -187,11 +190,7 @@ Lamb::Lamb(std::vector<::torch::Tensor> params, LambOptions defaults)
 
 ::torch::Tensor Lamb::step(LossClosure closure) {
   ::torch::NoGradGuard noGrad;
-  ::torch::Tensor loss;
-  if (closure != nullptr) {
-    at::AutoGradMode enableGrad(true);
-    loss = closure();
-  }
+  const ::torch::Tensor loss = lossOf(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const LambOptions&>(group.options());
     const auto [beta1, beta2] = o.betas();
