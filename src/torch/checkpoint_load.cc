@@ -68,6 +68,7 @@ std::optional<LoadedCheckpoint> loadLatestCheckpoint(const std::string& dir, ::t
       skip(it->path, problem);
       continue;
     }
+    if (options.accept) options.accept(loaded.state, it->path);
     // Verified: from here on a failure means the checkpoint does not fit this model or optimizer.
     try {
       ::torch::serialize::InputArchive archive;

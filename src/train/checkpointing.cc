@@ -80,6 +80,12 @@ StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::O
     std::fprintf(stderr, "gyre: skipping checkpoint %s: %s\n", path.c_str(), reason.c_str());
     invalid.push_back(path);
   };
+  // A run with other flags is refused before the checkpoint is loaded: another optimizer's state
+  // would not even load, and libtorch's message would not say why.
+  load.accept = [&config](const gyre::torch::CheckpointState& state, const std::string& path) {
+    if (const std::string why = incompatibility(state.config, config, path); !why.empty())
+      throw InvalidArgument(why);
+  };
   if (rank_ == 0) {
     try {
       if (!o_.resume) {
@@ -92,8 +98,7 @@ StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::O
           break;
         }
       } else if (auto loaded = gyre::torch::loadLatestCheckpoint(o_.checkpointDir, model, &optimizer, load)) {
-        message = incompatibility(loaded->state.config, config, loaded->path);
-        if (message.empty() && loaded->state.sampler.index % o_.batch != 0)
+        if (loaded->state.sampler.index % o_.batch != 0)
           message = "checkpoint " + loaded->path + ": its sampler position " +
                     std::to_string(loaded->state.sampler.index) + " is not a whole number of --batch " +
                     std::to_string(o_.batch) + " steps";

@@ -135,8 +135,9 @@ TEST(Lamb, EachStepMovesAWeightByTheLearningRateTimesItsNorm) {
 }
 
 // A checkpoint's state and options (optimizer_bytes.h) continue the run exactly.
+// `other` differs in every option: the loaded bytes must bring each one back.
 template <typename Opt, typename Options>
-void expectSaveLoadContinues(Options options) {
+void expectSaveLoadContinues(Options options, Options other) {
   auto params = layer();
   Opt first(params, options);
   for (int step = 0; step < 2; ++step) {
@@ -146,7 +147,7 @@ void expectSaveLoadContinues(Options options) {
   const std::string bytes = gyre::torch::optimizerStateBytes(first);
   auto copies = detached(params);
   for (auto& c : copies) c.requires_grad_();
-  Opt second(copies, Options(123.0));  // other options: the bytes bring the saved ones
+  Opt second(copies, other);
   gyre::torch::loadOptimizerStateBytes(second, bytes, "the test's bytes");
   setGradients(params, 2);
   setGradients(copies, 2);
@@ -157,11 +158,15 @@ void expectSaveLoadContinues(Options options) {
 }
 
 TEST(Lars, SavedStateAndOptionsContinueTheRunExactly) {
-  expectSaveLoadContinues<Lars>(LarsOptions(0.5).momentum(0.9).weight_decay(0.01).eta(0.02));
+  expectSaveLoadContinues<Lars>(
+      LarsOptions(0.5).momentum(0.9).weight_decay(0.01).eta(0.02).eps(1e-9),
+      LarsOptions(123.0).momentum(0.1).weight_decay(0.7).eta(0.3).eps(0.5).adapt_vectors(true));
 }
 
 TEST(Lamb, SavedStateAndOptionsContinueTheRunExactly) {
-  expectSaveLoadContinues<Lamb>(LambOptions(0.01).betas({0.8, 0.95}).weight_decay(0.1));
+  expectSaveLoadContinues<Lamb>(
+      LambOptions(0.01).betas({0.8, 0.95}).weight_decay(0.1).eps(1e-6),
+      LambOptions(123.0).betas({0.1, 0.2}).weight_decay(0.7).eps(0.5).adapt_vectors(true));
 }
 
 TEST(Lars, WorksAsATorchOptimizerWithZeroGradsAndMissingOnes) {

@@ -136,6 +136,9 @@ struct LoadOptions {
   // prints "gyre: skipping checkpoint PATH: REASON" on stderr.
   std::function<void(const std::string& path, const std::string& reason)> onSkip;
   bool restoreRng = true;  // set the default CPU generator's state from the checkpoint
+  // Called with the newest valid checkpoint's state and path before anything is loaded into the
+  // model or the optimizer: it may throw (InvalidArgument) to refuse it, changing nothing.
+  std::function<void(const CheckpointState& state, const std::string& path)> accept;
 };
 
 struct LoadedCheckpoint {
