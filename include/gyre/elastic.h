@@ -76,6 +76,10 @@ class Rendezvous {
   // Collective over the communicator join() returned: true on every rank when the launcher has
   // published a newer membership (rank 0 reads the store, then broadcasts).
   bool membershipChanged(Communicator& comm);
+  // Why this worker left its membership (a lost peer, a time-out), told to the launcher at the
+  // next join(): a member the others left because of it and that never says so itself is stopped
+  // as unresponsive. run() calls it.
+  void left(std::string why);
 
   std::int64_t epoch() const { return epoch_; }  // of the last join(); 0 before
   int workerId() const { return options_.workerId; }
@@ -85,6 +89,7 @@ class Rendezvous {
   Options options_;
   std::int64_t epoch_ = 0;
   std::int64_t abandoned_ = 0;  // memberships at or below this one are not joined again
+  std::string leftBecause_;
 };
 
 // What travels, is committed and is restored. The base holds small user values; subclasses add

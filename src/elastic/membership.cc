@@ -10,6 +10,7 @@ namespace {
 
 const std::string kEpochKey = "elastic/epoch";
 const std::string kFailedKey = "elastic/failed";
+const std::string kPlacesKey = "elastic/places";
 
 std::string membersKey(std::int64_t epoch) {
   return "elastic/members/" + std::to_string(epoch);
@@ -17,6 +18,20 @@ std::string membersKey(std::int64_t epoch) {
 
 std::string readyKey(int id) {
   return "elastic/ready/" + std::to_string(id);
+}
+
+std::string placeKey(int id) {
+  return "elastic/place/" + std::to_string(id);
+}
+
+// A non-negative decimal integer from text[at, space or end); moves `at` past one space.
+std::optional<std::int64_t> takeNumber(const std::string& text, std::size_t& at) {
+  const std::size_t end = std::min(text.find(' ', at), text.size());
+  std::int64_t value = -1;
+  const auto [stop, ec] = std::from_chars(text.data() + at, text.data() + end, value);
+  if (ec != std::errc() || stop != text.data() + end || value < 0) return std::nullopt;
+  at = std::min(end + 1, text.size());
+  return value;
 }
 
 }  // namespace
@@ -87,6 +102,38 @@ void announceReady(Store& store, int id, const std::string& host) {
 
 bool isReady(Store& store, int id) {
   return store.check({readyKey(id)});
+}
+
+void recordPlace(Store& store, int id, const Place& place) {
+  std::string text = place.kind == Place::Kind::kArrived ? "arrived " : "waiting ";
+  text += std::to_string(place.epoch) + " " + std::to_string(place.timeoutMs);
+  if (place.kind == Place::Kind::kWaiting && !place.reason.empty()) text += " " + place.reason;
+  store.setString(placeKey(id), text);
+  store.add(kPlacesKey, 1);
+}
+
+std::optional<Place> placeOf(Store& store, int id) {
+  const std::string key = placeKey(id);
+  if (!store.check({key})) return std::nullopt;
+  const std::string text = store.getString(key);
+  Place place;
+  std::size_t at = text.find(' ');
+  const std::string kind = text.substr(0, at);
+  at = at == std::string::npos ? text.size() : at + 1;
+  const std::optional<std::int64_t> epoch = takeNumber(text, at);
+  const std::optional<std::int64_t> timeout = epoch ? takeNumber(text, at) : std::nullopt;
+  if ((kind != "waiting" && kind != "arrived") || !timeout)
+    GYRE_THROW(ProtocolError, "elastic place of worker ", id, " '", text,
+               "' is not 'waiting|arrived <epoch> <ms> ...'");
+  place.kind = kind == "arrived" ? Place::Kind::kArrived : Place::Kind::kWaiting;
+  place.epoch = *epoch;
+  place.timeoutMs = *timeout;
+  place.reason = text.substr(at);
+  return place;
+}
+
+std::int64_t placeEvents(Store& store) {
+  return store.add(kPlacesKey, 0);
 }
 
 void publishFailure(Store& store, const std::string& reason) {

@@ -9,6 +9,12 @@
 //   outcome/<E>    "go" (every member arrived: build E's communicator) or "abandon" (a newer
 //                  membership came first); written once, by compare-and-set
 //   failed         the launcher's reason when the job cannot go on; workers waiting throw it
+//   place/<id>     where worker <id> is, as it last said (Place): "waiting <E> <T> <why>" (it
+//                  left membership E, or 0: none yet, and waits for the next; T: its
+//                  communicator's time-out in ms) or "arrived <E> <T>" (it reached membership E's
+//                  rendezvous and trains in E once it forms)
+//   places         how many places were written (a counter): the launcher reads the places again
+//                  when it changes, to find a member that stopped answering (elastic_policy.h)
 //
 // Worker ids are the launcher's: 0, 1, ... in the order it started the workers; a replacement
 // gets a new id. A membership lists survivors first, in their previous rank order, then the
@@ -45,6 +51,19 @@ std::optional<Membership> lastFormedMembership(Store& store);
 void announceReady(Store& store, int id, const std::string& host);
 bool isReady(Store& store, int id);
 
+// Where a worker is in the membership protocol, as it says itself (the key list above).
+struct Place {
+  enum class Kind { kWaiting, kArrived };
+  Kind kind = Kind::kWaiting;
+  std::int64_t epoch = 0;      // left (kWaiting; 0: was in none) or reached (kArrived)
+  std::int64_t timeoutMs = 0;  // its communicator's time-out: how long its peers may take to notice
+  std::string reason;          // kWaiting: why it left epoch (empty: it saw a newer membership)
+};
+void recordPlace(Store& store, int id, const Place& place);
+// nullopt: worker `id` has not said yet. Throws ProtocolError on a malformed record.
+std::optional<Place> placeOf(Store& store, int id);
+// The places counter: changes whenever a worker records its place.
+std::int64_t placeEvents(Store& store);
 // The launcher gives up (below --min-np past --elastic-timeout): every waiting worker throws.
 void publishFailure(Store& store, const std::string& reason);
 std::optional<std::string> publishedFailure(Store& store);

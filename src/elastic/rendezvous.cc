@@ -2,6 +2,7 @@
 // the other members of the newest membership, build its communicator.
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "api/options_env.h"
 #include "common/check.h"
@@ -65,6 +66,13 @@ std::shared_ptr<Communicator> Rendezvous::join() {
   Store& store = *options_.store;
   abandoned_ = std::max(abandoned_, epoch_);  // the membership this worker was in is over
   announceReady(store, options_.workerId, options_.host);
+  // Where this worker is, for the launcher: a member that never says it left (or arrived) while
+  // the others did has stopped answering (src/launcher/elastic_policy.h).
+  const std::int64_t timeoutMs = options_.communicator.timeout.count();
+  const auto waiting = [&](std::int64_t left, std::string why) {
+    recordPlace(store, options_.workerId, Place{Place::Kind::kWaiting, left, timeoutMs, std::move(why)});
+  };
+  waiting(epoch_, std::exchange(leftBecause_, {}));
   const Deadline deadline = Deadline::after(options_.timeout);
   const auto checkTime = [&](const char* what) {
     if (const auto reason = publishedFailure(store))
@@ -83,6 +91,7 @@ std::shared_ptr<Communicator> Rendezvous::join() {
     }
     const std::int64_t epoch = m->epoch;
     const int size = static_cast<int>(m->members.size());
+    recordPlace(store, options_.workerId, Place{Place::Kind::kArrived, epoch, timeoutMs, {}});
     if (store.add(arrivedKey(epoch), 1) == size) store.compareSet(outcomeKey(epoch), {}, kGo);
     while (true) {
       const Store::Bytes outcome =
@@ -112,9 +121,14 @@ std::shared_ptr<Communicator> Rendezvous::join() {
       throw;
     } catch (const Error& e) {  // a peer lost, a time-out, a refused connection
       log::warn("elastic: worker ", options_.workerId, " could not connect membership ", epoch, ": ", e.what());
+      waiting(epoch, std::string("could not connect: ") + e.what());
     }
-    abandoned_ = epoch;  // a member died in between: the launcher publishes the next one
+    abandoned_ = epoch;  // a member died or stopped in between: the launcher publishes the next one
   }
+}
+
+void Rendezvous::left(std::string why) {
+  leftBecause_ = std::move(why);
 }
 
 bool Rendezvous::membershipChanged(Communicator& comm) {

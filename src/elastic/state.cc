@@ -129,6 +129,7 @@ void run(State& state, const TrainFunction& train, Options options) {
     const auto rollBack = [&](const char* what, const Error& e) {
       log::warn("elastic: worker ", id, " (rank ", comm->rank(), " of ", comm->size(), ") ", what, ": ", e.what(),
                 "; rolling back to commit ", state.commits(), " and waiting for the next membership");
+      rendezvous.left(std::string(what) + ": " + e.what());
       state.restore();
     };
     try {

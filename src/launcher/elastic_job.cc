@@ -248,10 +248,24 @@ class ElasticJob {
     }
   }
 
-  // What only the store and the discovery script can say: who is ready, which hosts there are.
+  // What only the store and the discovery script can say: who is ready, where the workers are
+  // in the membership protocol, which membership formed, which hosts there are.
   void poll() {
     for (const int id : policy_->waitingIds())
       if (elastic::isReady(*client_, id)) policy_->ready(id, Clock::now());
+    const std::int64_t events = elastic::placeEvents(*client_);
+    const Clock::time_point now = Clock::now();
+    if (events != placeEvents_ || (policy_->awaitsFormation() && now >= nextFormedRead_)) {
+      policy_->formed(elastic::lastFormedMembership(*client_));
+      nextFormedRead_ = now + std::chrono::seconds(1);
+    }
+    if (events != placeEvents_) {
+      placeEvents_ = events;
+      for (const auto& [id, w] : workers_)
+        if (!w.reported)
+          if (const std::optional<elastic::Place> place = elastic::placeOf(*client_, id))
+            policy_->placed(id, *place, now);
+    }
     if (!discovery_) return;
     const std::optional<HostDiscovery::Result> r = discovery_->poll();
     if (!r) return;
@@ -306,6 +320,8 @@ class ElasticJob {
   std::string lastDiscoveryError_;
   std::string launcherError_;
   Clock::time_point killAt_{};
+  std::int64_t placeEvents_ = 0;  // the places counter when the places were last read
+  Clock::time_point nextFormedRead_{};
   int interrupt_ = 0;
   bool timedOut_ = false;
   bool stopping_ = false;

@@ -21,8 +21,8 @@ int totalSlots(const std::vector<HostSlots>& hosts) {
                          [](int n, const HostSlots& h) { return n + h.slots; });
 }
 
-double seconds(std::chrono::milliseconds ms) {
-  return static_cast<double>(ms.count()) / 1000.0;
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
 }
 
 }  // namespace
@@ -174,6 +174,67 @@ void ElasticPolicy::failed(const Worker& w, const WorkerEnd& end) {
          " s (--elastic-timeout) for more");
 }
 
+void ElasticPolicy::placed(int id, const elastic::Place& place, Time now) {
+  Worker* w = find(id);
+  if (w == nullptr) return;
+  const auto same = [](const elastic::Place& a, const elastic::Place& b) {
+    return a.kind == b.kind && a.epoch == b.epoch && a.reason == b.reason;
+  };
+  if (w->place && same(*w->place, place)) return;
+  w->place = place;
+  w->placedAt = now;
+  update(now);
+}
+
+void ElasticPolicy::findUnanswering(Time now) {
+  using Kind = elastic::Place::Kind;
+  std::int64_t timeoutMs = 0;
+  for (const Worker& w : workers_)
+    if (w.place) timeoutMs = std::max(timeoutMs, w.place->timeoutMs);
+  if (timeoutMs == 0) return;  // the workers do not record places (they do not use gyre::elastic)
+  const std::chrono::milliseconds grace(timeoutMs + std::max<std::int64_t>(2000, timeoutMs / 2));
+  const std::int64_t formed = formed_ ? formed_->epoch : 0;
+  // The first worker seen to leave the membership the members train in.
+  const Worker* leaver = nullptr;
+  for (const Worker& w : workers_)
+    if (formed > 0 && w.place && w.place->kind == Kind::kWaiting && w.place->epoch >= formed &&
+        (leaver == nullptr || w.placedAt < leaver->placedAt))
+      leaver = &w;
+  std::vector<std::pair<int, std::string>> unanswering;  // id, what
+  for (const Worker& w : workers_) {
+    if (!active(w) || !w.place) continue;
+    const bool trains = formed > 0 && formed_->rankOf(w.id) >= 0 && w.place->kind == Kind::kArrived &&
+                        w.place->epoch == formed;
+    if (trains) {
+      if (leaver != nullptr && now - leaver->placedAt >= grace)
+        unanswering.emplace_back(
+            w.id, "stopped answering: worker " + std::to_string(leaver->id) + " left membership " +
+                      std::to_string(formed) + " " + formatSeconds(seconds(now - leaver->placedAt)) +
+                      " s ago" + (leaver->place->reason.empty() ? "" : " (" + leaver->place->reason + ")") +
+                      " and it is still in it");
+      continue;
+    }
+    // Waiting for a membership: it must reach the rendezvous of a newer one that holds it.
+    if (published_->epoch <= formed || published_->rankOf(w.id) < 0) continue;
+    if (w.place->kind == Kind::kArrived && w.place->epoch >= published_->epoch) continue;
+    const Time since = std::max(publishedAt_, w.placedAt);
+    if (now - since >= grace)
+      unanswering.emplace_back(w.id, "stopped answering: it did not reach the rendezvous of membership " +
+                                         std::to_string(published_->epoch) + " within " +
+                                         formatSeconds(seconds(grace)) + " s");
+  }
+  for (const auto& [id, what] : unanswering) {
+    Worker& w = *find(id);
+    w.stopped = true;  // no longer a member; it holds its slot until it has exited
+    ElasticAction a;
+    a.kind = ElasticAction::Kind::kStop;
+    a.id = id;
+    actions_.push_back(std::move(a));
+    failed(w, WorkerEnd{false, what + "; stopping it", 1, false});
+    if (phase_ != Phase::kRunning) return;
+  }
+}
+
 void ElasticPolicy::discovered(std::vector<HostSlots> hosts, Time now) {
   const int before = totalSlots(hosts_);
   hosts_ = std::move(hosts);
@@ -231,10 +292,12 @@ void ElasticPolicy::update(Time now) {
                " replacement(s) of --max-restarts " + std::to_string(limits_.maxReplacements) + " used)");
     return;
   }
-  if (!published_)
+  if (!published_) {
     publishFirst(now);
-  else
-    publishNext(now);
+    return;
+  }
+  findUnanswering(now);
+  if (phase_ == Phase::kRunning) publishNext(now);
 }
 
 void ElasticPolicy::publishFirst(Time now) {
@@ -251,6 +314,7 @@ void ElasticPolicy::publishFirst(Time now) {
   const int n = static_cast<int>(ready.size());
   if (n >= limits_.minNp && (allReady || late)) {
     published_ = elastic::Membership{1, elastic::nextMembers({}, {}, ready, limits_.maxNp)};
+    publishedAt_ = now;
   } else if (late) {
     const std::string reason = "only " + std::to_string(n) + " of " + workers(active) +
                                " ready to join within --start-timeout " +
@@ -279,6 +343,7 @@ void ElasticPolicy::publishNext(Time now) {
     belowSince_.reset();
     if (!changed) return;
     published_ = elastic::Membership{published_->epoch + 1, next};
+    publishedAt_ = now;
     outcome_.epochs = static_cast<int>(published_->epoch);
     ElasticAction a;
     a.kind = ElasticAction::Kind::kPublish;

@@ -21,6 +21,13 @@
 //   stopped, and the job ends when every worker has exited. A failure after that ends the job
 //   with that failure.
 // - Without discovery, when no worker is left and none can be started, the job is lost.
+// - A worker that stops answering (SIGSTOP, a hang in its own code, a machine that froze) is
+//   found from the places the workers record (elastic::Place): once a member has said it left the
+//   membership the workers train in, a member still in it after the grace, or a member of a newer
+//   published membership that did not reach its rendezvous within the grace of its publication
+//   (or of its own leaving), is stopped and counts as failed. The grace is the longest
+//   communicator time-out the workers reported, plus half of it (at least 2 s): every member that
+//   still calls collectives has timed out or lost a peer by then and said so.
 //
 // Not thread-safe; one supervisor thread owns it.
 #pragma once
@@ -95,6 +102,8 @@ class ElasticPolicy {
   void ready(int id, Time now);
   // Worker `id` ended (its exit, or its loss when its agent failed). Repeats are ignored.
   void exited(int id, const WorkerEnd& end, Time now);
+  // Worker `id` recorded where it is (elastic/place/<id>); repeats of the same place are ignored.
+  void placed(int id, const elastic::Place& place, Time now);
   // The discovery script's newest host list.
   void discovered(std::vector<HostSlots> hosts, Time now);
   // Time passed: time-outs.
@@ -118,7 +127,11 @@ class ElasticPolicy {
   // from the store before it reports a worker's successful exit: when the job finishes, the
   // workers outside it (newcomers of a later membership that will never form, since the
   // finished member will not arrive) are stopped instead of waiting out the elastic time-out.
+  // It also tells which membership the members train in, for finding one that stopped answering.
   void formed(std::optional<elastic::Membership> membership) { formed_ = std::move(membership); }
+  // Whether a published membership has not been seen to form yet: the supervisor then reads the
+  // formed membership again now and then.
+  bool awaitsFormation() const { return published_ && (!formed_ || formed_->epoch < published_->epoch); }
 
  private:
   enum class Phase { kRunning, kFinishing, kGaveUp, kStopped };
@@ -128,6 +141,8 @@ class ElasticPolicy {
     bool ready = false;
     bool exited = false;
     bool stopped = false;  // asked to stop: not a failure, no longer counted
+    std::optional<elastic::Place> place;  // as it last recorded it
+    Time placedAt{};                      // when that place was first seen
   };
 
   Worker* find(int id);
@@ -144,6 +159,7 @@ class ElasticPolicy {
   void update(Time now);
   void publishFirst(Time now);
   void publishNext(Time now);
+  void findUnanswering(Time now);
   void giveUp(const std::string& reason, std::vector<Failure> fatal, const std::string& headline);
   void finish(int id);
   void failed(const Worker& w, const WorkerEnd& end);
@@ -158,6 +174,7 @@ class ElasticPolicy {
   int owed_ = 0;        // replacements decided and not yet started (no free slot yet)
   int unreplaced_ = 0;  // failures without a replacement left
   std::optional<elastic::Membership> published_;
+  Time publishedAt_{};
   std::optional<elastic::Membership> formed_;
   std::optional<Time> belowSince_;
   std::optional<Failure> lastFailure_;

@@ -1,8 +1,9 @@
 // `gyre run --elastic`: a killed worker leaves the membership and the job goes on; a replacement
 // (--max-restarts) joins with a fresh id; below --min-np past --elastic-timeout the launcher
 // gives up (exit 1, no hang); a discovery script adds and removes slots; --timeout stops it;
-// usage errors exit 2. Workers are gyre_elastic_member (tests/programs/), which speaks the
-// elastic store protocol itself.
+// usage errors exit 2; a member that stops answering is stopped. Workers are gyre_elastic_member
+// (tests/programs/), which speaks the elastic store protocol itself, and gyre_elastic_counter,
+// which trains with the gyre::elastic library.
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/stat.h>
@@ -94,6 +95,27 @@ TEST(GyreRunElastic, AKilledWorkerLeavesTheMembershipAndTheJobGoesOn) {
   const int threads = std::max(1, CPU_COUNT(&set) / 2);
   EXPECT_EQ(readFile(dir.path() + "/env.1"),
             "rank 1 world 2 min 1 max 2 timeout 600000 threads " + std::to_string(threads) + "\n");
+}
+
+// A member that stops answering (SIGSTOP) without exiting: the others time out and say they left
+// its membership; it never does, so after the grace the launcher stops it as failed and the job
+// goes on without it (it hung until --elastic-timeout and then started over with the stopped
+// worker alone).
+TEST(GyreRunElastic, AMemberThatStopsAnsweringIsStoppedAndTheOthersGoOn) {
+  const ProgramRun run =
+      gyreRun({"--elastic", "-np", "3", "--min-np", "1", "--max-np", "3", "-x", "GYRE_TIMEOUT_MS=1500", "--",
+               test::binDir() + "/gyre_elastic_counter", "300", "--step-ms", "10", "--stop", "1@40"});
+  EXPECT_FALSE(run.timedOut);
+  ASSERT_EQ(run.exitCode, 0) << run.describe() << run.out;
+  EXPECT_TRUE(contains(run.err, "gyre run: worker 1 on host localhost stopped answering: worker "))
+      << run.err;
+  EXPECT_TRUE(contains(run.err, " left membership 1 ")) << run.err;
+  EXPECT_TRUE(contains(run.err, "and it is still in it; stopping it; continuing with 2 workers")) << run.err;
+  EXPECT_TRUE(contains(run.err, "gyre run: elastic epoch 2: workers 0, 2\n")) << run.err;
+  // Both survivors finished every step, each step counted once.
+  EXPECT_TRUE(contains(run.out, "[0]<stdout>:worker 0: done at step 300, sum 300.000000\n")) << run.out;
+  EXPECT_TRUE(contains(run.out, "[2]<stdout>:worker 2: done at step 300, sum 300.000000\n")) << run.out;
+  EXPECT_TRUE(test::processesWith("gyre_elastic_counter").empty()) << "the stopped worker was left behind";
 }
 
 TEST(GyreRunElastic, AReplacementWithAFreshIdJoinsTheSurvivors) {

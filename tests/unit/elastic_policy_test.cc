@@ -415,6 +415,109 @@ TEST(ElasticPolicy, WithDiscoveryNoWorkersLeftWaitsForHostsUpToTheElasticTimeOut
   EXPECT_TRUE(take(p).fails.empty());
 }
 
+elastic::Place arrived(std::int64_t epoch) {
+  return {elastic::Place::Kind::kArrived, epoch, 1000, {}};
+}
+
+elastic::Place waiting(std::int64_t left, std::string why = {}) {
+  return {elastic::Place::Kind::kWaiting, left, 1000, std::move(why)};
+}
+
+// Three members training in epoch 1 (formed), whose communicators time out after 1 s: the grace
+// is 1 + 2 s.
+ElasticPolicy trainingInEpochOne() {
+  ElasticPolicy p = running(limits(3, 1, 3));
+  p.formed(elastic::Membership{1, {0, 1, 2}});
+  for (int id = 0; id < 3; ++id) p.placed(id, arrived(1), at(2));
+  EXPECT_TRUE(take(p).stops.empty());
+  return p;
+}
+
+TEST(ElasticPolicy, AMemberStillInAMembershipTheOthersLeftIsStoppedAsFailedAfterTheGrace) {
+  ElasticPolicy p = trainingInEpochOne();
+  p.placed(0, waiting(1, "timed out: waiting for rank 1"), at(10));
+  p.placed(2, waiting(1, "timed out: waiting for rank 1"), at(10.4));
+  p.placed(2, waiting(1, "timed out: waiting for rank 1"), at(11));  // a repeat: still since 10.4
+  p.tick(at(12.9));
+  EXPECT_TRUE(take(p).stops.empty());
+  p.tick(at(13));
+  const Taken t = take(p);
+  EXPECT_EQ(t.stops, (Ids{1}));
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].members, (Ids{0, 2}));
+  ASSERT_GE(t.notes.size(), 1u);
+  EXPECT_EQ(
+      t.notes[0],
+      "worker 1 on host h stopped answering: worker 0 left membership 1 3.0 s ago (timed out: waiting "
+      "for rank 1) and it is still in it; stopping it; continuing with 2 workers (elastic: --min-np 1)");
+  ASSERT_EQ(p.outcome().tolerated.size(), 1u);
+  EXPECT_EQ(p.outcome().tolerated[0].rank, 1);
+  p.exited(1, killed(), at(14));  // its end, once the stop killed it, is not a second failure
+  EXPECT_TRUE(take(p).published.empty());
+  EXPECT_EQ(p.outcome().tolerated.size(), 1u);
+}
+
+TEST(ElasticPolicy, MembersThatLeaveTogetherOrNeverLeaveAreNotStopped) {
+  ElasticPolicy p = trainingInEpochOne();
+  p.tick(at(100));  // training for long, nobody left: nothing to judge
+  EXPECT_TRUE(take(p).stops.empty());
+  for (int id = 0; id < 3; ++id) p.placed(id, waiting(1), at(101));  // a membership change, seen by all
+  p.tick(at(200));
+  EXPECT_TRUE(take(p).stops.empty());
+  EXPECT_TRUE(p.outcome().tolerated.empty());
+
+  // Workers that record no place (they do not use gyre::elastic) are never judged.
+  ElasticPolicy silent = running(limits(2, 1, 2));
+  silent.formed(elastic::Membership{1, {0, 1}});
+  silent.tick(at(1000));
+  EXPECT_TRUE(take(silent).stops.empty());
+}
+
+TEST(ElasticPolicy, AMemberThatDoesNotReachTheNextRendezvousIsStoppedAsFailedAfterTheGrace) {
+  ElasticPolicy p = trainingInEpochOne();
+  p.exited(2, killed(), at(5));
+  ASSERT_EQ(take(p).published.size(), 1u);  // epoch 2: workers 0, 1
+  p.placed(0, waiting(1, "lost a peer"), at(5.1));
+  p.placed(1, waiting(1, "lost a peer"), at(5.2));
+  p.placed(0, arrived(2), at(5.3));
+  p.tick(at(8.1));
+  EXPECT_TRUE(take(p).stops.empty());
+  p.tick(at(8.2));  // 3 s after worker 1 said it waits, epoch 2 holding it
+  const Taken t = take(p);
+  EXPECT_EQ(t.stops, (Ids{1}));
+  ASSERT_GE(t.notes.size(), 1u);
+  EXPECT_EQ(
+      t.notes[0],
+      "worker 1 on host h stopped answering: it did not reach the rendezvous of membership 2 within 3.0 s; "
+      "stopping it; continuing with 1 worker (elastic: --min-np 1)");
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].members, (Ids{0}));
+}
+
+TEST(ElasticPolicy, MembersStillTrainingWhileANewcomerWaitsForThemAreNotStopped) {
+  ElasticLimits l = limits(2, 1, 3);
+  ElasticPolicy p(l, {{"h", 3}}, t0);
+  p.ready(0, at(1));
+  p.ready(1, at(1));
+  p.formed(elastic::Membership{1, {0, 1}});
+  p.placed(0, arrived(1), at(2));
+  p.placed(1, arrived(1), at(2));
+  take(p);
+  p.discovered({{"h", 3}}, at(3));  // no change
+  // A third worker (started by a grown host list) is admitted: epoch 2 waits for the members'
+  // next commit, which may be long.
+  p.discovered({{"h", 3}, {"g", 1}}, at(4));
+  Taken t = take(p);
+  ASSERT_EQ(t.starts.size(), 1u);
+  const int newcomer = t.starts[0].first;
+  p.ready(newcomer, at(5));
+  p.placed(newcomer, waiting(0), at(5));
+  ASSERT_EQ(take(p).published.size(), 1u);
+  p.placed(newcomer, arrived(2), at(5.1));
+  p.tick(at(60));
+  EXPECT_TRUE(take(p).stops.empty());
+}
+
 TEST(ElasticPolicy, WhenTheSupervisorStopsNothingMoreHappens) {
   ElasticPolicy p = running(limits(2, 1, 2, 2));
   p.stopping();

@@ -66,6 +66,29 @@ TEST(ElasticMembership, PublishesTheNewest) {
   EXPECT_THROW(publishMembership(*store, {0, {1}}), InvalidArgument);
 }
 
+TEST(ElasticMembership, WorkersRecordWhereTheyAreAndWhyTheyLeft) {
+  auto store = createMemoryStore();
+  EXPECT_FALSE(placeOf(*store, 3).has_value());
+  EXPECT_EQ(placeEvents(*store), 0);
+  recordPlace(*store, 3, {Place::Kind::kWaiting, 2, 1500, "timed out: waiting for rank 1 (host h)"});
+  auto place = placeOf(*store, 3);
+  ASSERT_TRUE(place.has_value());
+  EXPECT_EQ(place->kind, Place::Kind::kWaiting);
+  EXPECT_EQ(place->epoch, 2);
+  EXPECT_EQ(place->timeoutMs, 1500);
+  EXPECT_EQ(place->reason, "timed out: waiting for rank 1 (host h)");
+  recordPlace(*store, 3, {Place::Kind::kArrived, 3, 1500, {}});
+  place = placeOf(*store, 3);
+  EXPECT_EQ(place->kind, Place::Kind::kArrived);
+  EXPECT_EQ(place->epoch, 3);
+  EXPECT_EQ(place->reason, "");
+  EXPECT_EQ(placeEvents(*store), 2);
+  for (const char* bad : {"", "arrived", "arrived 3", "left 3 10", "arrived -3 10", "arrived 3 x"}) {
+    store->setString("elastic/place/4", bad);
+    EXPECT_THROW(placeOf(*store, 4), ProtocolError) << bad;
+  }
+}
+
 TEST(ElasticRendezvous, MembersGetTheirRanksInMembershipOrder) {
   auto store = createMemoryStore();
   publishMembership(*store, {1, {2, 0, 1}});
@@ -169,6 +192,10 @@ TEST(ElasticRun, SurvivorsRollBackToTheirLastCommitAndFinishWithoutTheLostWorker
     EXPECT_DOUBLE_EQ(state.reals["sum"], 40.0);  // every step added exactly 1, before and after
     EXPECT_EQ(state.commits(), 8);
   });
+  // Where each said it was last: the survivors in epoch 2, the lost worker still in epoch 1.
+  EXPECT_EQ(placeOf(*store, 0)->epoch, 2);
+  EXPECT_EQ(placeOf(*store, 1)->kind, Place::Kind::kArrived);
+  EXPECT_EQ(placeOf(*store, 2)->epoch, 1);
   EXPECT_EQ(resets.load(), 3 + 2);  // the first membership, then the survivors' second
   // Each survivor lost the steps since commit 10 (11..13 at most): the work lost per failure is
   // bounded by the commit interval.
