@@ -33,6 +33,9 @@ void loadOptimizerStateBytes(::torch::optim::Optimizer& optimizer, const std::st
                              const std::string& source) {
   ::torch::serialize::InputArchive archive;
   archive.load_from(bytes.data(), bytes.size());
+  // load() only adds and replaces: state of parameters the bytes have none for (momentum built
+  // after an elastic commit taken before the first step) would survive it.
+  optimizer.state().clear();
   optimizer.load(archive);
   for (std::size_t g = 0; g < optimizer.param_groups().size(); ++g) {
     ::torch::serialize::InputArchive options;

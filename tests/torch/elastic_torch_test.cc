@@ -104,6 +104,30 @@ TEST(TorchState, RestoreBringsBackTheCommittedModelOptimizerAndSampler) {
   for (std::size_t i = 0; i < afterOne.size(); ++i) EXPECT_TRUE(model->parameters()[i].allclose(afterOne[i]));
 }
 
+// A commit taken before the first step has no momentum: restoring it drops the momentum the
+// steps after it built (the optimizer's load alone keeps state the commit did not have).
+TEST(TorchState, RestoreToACommitWithoutOptimizerStateDropsTheStateBuiltSince) {
+  auto model = tinyModel();
+  auto sgd = std::make_shared<::torch::optim::SGD>(model->parameters(),
+                                                   ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  TorchState state(model.ptr(), sgd, nullptr);
+  const auto trainStep = [&] {
+    sgd->zero_grad();
+    model->forward(::torch::ones({2, 4})).sum().backward();
+    sgd->step();
+  };
+  state.commit();
+  trainStep();
+  const auto afterFirst = copies(*model);
+  trainStep();
+  ASSERT_FALSE(sgd->state().empty());
+  state.restore();
+  EXPECT_TRUE(sgd->state().empty());
+  trainStep();  // the first step again, from no momentum: the same parameters
+  const auto again = copies(*model);
+  for (std::size_t i = 0; i < again.size(); ++i) EXPECT_TRUE(again[i].equal(afterFirst[i])) << i;
+}
+
 struct Data {
   ::torch::Tensor inputs, labels;
 };
