@@ -76,6 +76,10 @@ struct TableSpec {
   // With two or more servers, keep a backup of every slice on the next server (see above). Off:
   // no replication traffic or work, and a server's death loses its slices.
   bool replicate = true;
+  // The keys' tensor shapes, when known (PSOptimizer::tableFor sets them): a worker that
+  // declares other shapes for the same sizes (a [2, 3] against a [3, 2]) is refused. Empty: not
+  // compared; else one per key, whose product is its size.
+  std::vector<std::vector<std::int64_t>> shapes;
   bool operator==(const TableSpec&) const = default;
 };
 

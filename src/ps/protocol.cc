@@ -139,6 +139,14 @@ std::vector<std::uint8_t> encodeDeclaration(const Declaration& d) {
   w.u32(d.numWorkers);
   w.u32(static_cast<std::uint32_t>(d.servers.size()));
   for (const std::string& s : d.servers) w.bytes(s);
+  GYRE_ARG_CHECK(d.spec.shapes.empty() || d.spec.shapes.size() == d.spec.sizes.size(),
+                 "a parameter-server table of ", d.spec.sizes.size(), " keys with ", d.spec.shapes.size(),
+                 " shapes");
+  w.u32(static_cast<std::uint32_t>(d.spec.shapes.size()));
+  for (const auto& shape : d.spec.shapes) {
+    w.u32(static_cast<std::uint32_t>(shape.size()));
+    for (const std::int64_t dim : shape) w.i64(dim);
+  }
   GYRE_ARG_CHECK(out.size() <= kMaxDeclarationBytes, "a parameter-server table of ", d.spec.sizes.size(),
                  " keys is too large to declare");
   return out;
@@ -176,6 +184,26 @@ Declaration decodeDeclaration(std::span<const std::uint8_t> bytes) {
   const std::uint32_t servers = r.u32("server count");
   if (servers < 1 || servers > kMaxServers) GYRE_THROW(ProtocolError, "server count ", servers, " out of range");
   for (std::uint32_t i = 0; i < servers; ++i) d.servers.push_back(r.string(256, "server address"));
+  const std::uint32_t shapes = r.u32("shape count");
+  if (shapes != 0 && shapes != keys)
+    GYRE_THROW(ProtocolError, "declaration has ", shapes, " shapes for ", keys, " keys");
+  for (std::uint32_t k = 0; k < shapes; ++k) {
+    const std::uint32_t dims = r.u32("shape rank");
+    if (dims > kMaxShapeDims) GYRE_THROW(ProtocolError, "shape of key ", k, " has ", dims, " dimensions");
+    std::vector<std::int64_t> shape(dims);
+    constexpr std::uint64_t kCap = std::uint64_t(1) << 41;  // above any key's size
+    std::uint64_t product = 1;                              // saturates at kCap
+    for (auto& dim : shape) {
+      dim = r.i64("shape dimension");
+      if (dim < 0 || dim > (std::int64_t(1) << 40))
+        GYRE_THROW(ProtocolError, "shape dimension ", dim, " out of range");
+      const auto d64 = static_cast<std::uint64_t>(dim);
+      product = d64 != 0 && product > kCap / d64 ? kCap : product * d64;
+    }
+    if (product != d.spec.sizes[k])
+      GYRE_THROW(ProtocolError, "the shape of key ", k, " does not have its ", d.spec.sizes[k], " elements");
+    d.spec.shapes.push_back(std::move(shape));
+  }
   expectEnd(r, "declaration");
   return d;
 }

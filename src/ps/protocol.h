@@ -44,6 +44,7 @@ constexpr std::size_t kHeaderBytes = 48;
 constexpr std::uint32_t kServerPeer = 0xffffffffu;
 constexpr std::uint8_t kResponseBit = 0x80;
 constexpr std::size_t kMaxDeclarationBytes = 1 << 20;
+constexpr std::uint32_t kMaxShapeDims = 16;
 constexpr std::size_t kMaxMessageTextBytes = 64 << 10;
 constexpr std::size_t kMaxKeys = 1 << 16;
 constexpr std::size_t kMaxServers = 1024;

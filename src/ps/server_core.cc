@@ -41,6 +41,24 @@ std::string difference(const Declaration& got, const Declaration& table, const s
       return out.str();
     }
   }
+  const auto shape = [](const std::vector<std::int64_t>& dims) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+    return text + "]";
+  };
+  if (got.spec.shapes.size() == table.spec.shapes.size()) {
+    for (std::size_t k = 0; k < got.spec.shapes.size(); ++k) {
+      if (got.spec.shapes[k] != table.spec.shapes[k]) {
+        out << "key " << k << " with shape " << shape(got.spec.shapes[k]) << ", the table has "
+            << shape(table.spec.shapes[k]);
+        return out.str();
+      }
+    }
+  } else {
+    out << (got.spec.shapes.empty() ? "no shapes" : "shapes") << ", the table has "
+        << (table.spec.shapes.empty() ? "none" : "them");
+    return out.str();
+  }
   if (!(got.spec.mode == table.spec.mode)) {
     out << "mode " << got.spec.mode.toString() << ", the table has " << table.spec.mode.toString();
   } else if (!(got.spec.optimizer == table.spec.optimizer)) {

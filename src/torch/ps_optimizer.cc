@@ -111,6 +111,7 @@ ps::TableSpec PSOptimizer::tableFor(const std::vector<::torch::Tensor>& params, 
   for (std::size_t i = 0; i < params.size(); ++i) {
     checkParameter(params[i], i);
     spec.sizes.push_back(static_cast<std::size_t>(params[i].numel()));
+    spec.shapes.push_back(params[i].sizes().vec());
   }
   spec.mode = mode;
   spec.optimizer = optimizer;
@@ -124,7 +125,8 @@ PSOptimizer::Impl::Impl(std::vector<::torch::Tensor> params, std::shared_ptr<ps:
   GYRE_USAGE_CHECK(std::isfinite(lr) && lr >= 0, "PSOptimizer: the learning rate must be a finite, non-negative "
                    "number (got ", lr, ")");
   const ps::TableSpec want = tableFor(params_, worker_->spec().mode, worker_->spec().optimizer);
-  GYRE_USAGE_CHECK(want.sizes == worker_->spec().sizes, "PSOptimizer: the worker's table has ",
+  const bool shapesFit = worker_->spec().shapes.empty() || worker_->spec().shapes == want.shapes;
+  GYRE_USAGE_CHECK(want.sizes == worker_->spec().sizes && shapesFit, "PSOptimizer: the worker's table has ",
                    worker_->spec().sizes.size(), " keys that do not match the ", params_.size(),
                    " parameters given: build it with PSOptimizer::tableFor(parameters, ...)");
   for (const ::torch::Tensor& param : params_) {

@@ -348,6 +348,10 @@ TEST(PsServer, RequestsOutsideTheDeclaredTableAreRefused) {
   r = second.declare(other);
   EXPECT_NE(r.text().find("mode ssp:2, the table has asp"), std::string::npos) << r.text();
   other = job.declaration;
+  other.spec.shapes = {{2, 2}, {4}, {1, 4}};
+  r = second.declare(other);
+  EXPECT_NE(r.text().find("worker 1 declared shapes, the table has none"), std::string::npos) << r.text();
+  other = job.declaration;
   other.servers.push_back("127.0.0.1:1");
   r = second.declare(other);
   EXPECT_NE(r.text().find("declared 2 servers, this server was started as one of 1"), std::string::npos)
@@ -359,6 +363,32 @@ TEST(PsServer, RequestsOutsideTheDeclaredTableAreRefused) {
   EXPECT_EQ(r.header.status, Status::kError);
   EXPECT_NE(r.text().find("the job has 2 workers"), std::string::npos) << r.text();
   EXPECT_EQ(job.servers[0]->stats().refusedConnections, 0u);
+}
+
+// Workers whose parameters have the same sizes but other shapes (one transposed) train different
+// models on the same numbers: the declaration carries the shapes, and the server refuses them.
+TEST(PsServer, AParameterOfTheSameSizeAndAnotherShapeIsRefused) {
+  TableSpec spec = specOf({6, 4});
+  spec.shapes = {{2, 3}, {4}};
+  Job job(1, 2, spec);
+  auto first = job.worker(0, 0);
+  Client second(job.servers[0]->address(), 1);
+  Declaration other = job.declaration;
+  other.spec.shapes = {{3, 2}, {4}};
+  const Response r = second.declare(other);
+  EXPECT_EQ(r.header.status, Status::kError);
+  EXPECT_NE(r.text().find("worker 1 declared key 0 with shape [3, 2], the table has [2, 3]"),
+            std::string::npos)
+      << r.text();
+  EXPECT_EQ(second.declare(job.declaration).header.status, Status::kOk);
+  // A shape that does not hold its key's elements, or shapes for some keys only, never leave.
+  other.spec.shapes = {{2, 2}, {4}};
+  const auto bytes = encodeDeclaration(other);
+  EXPECT_THROW(decodeDeclaration(bytes), ProtocolError);
+  other.spec.shapes = {{2, 3}};
+  EXPECT_THROW(encodeDeclaration(other), InvalidArgument);
+  other.spec.shapes = {{2, 3}, {4}};
+  EXPECT_EQ(decodeDeclaration(encodeDeclaration(other)), other);
 }
 
 TEST(PsServer, MalformedMessagesCloseTheConnection) {
