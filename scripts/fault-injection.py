@@ -46,6 +46,11 @@ Two ways to inject (--mode):
             little later; the lost work is measured anyway.
   alternate internal for odd seeds, external for even ones (default).
 
+--signal stop (external mode only) sends SIGSTOP instead of SIGKILL: the worker stops answering
+without exiting. The others' collectives time out (the runs get GYRE_TIMEOUT_MS=--peer-timeout-ms,
+default 3000); in elastic mode the launcher must then name the stopped worker ("stopped
+answering"), stop it and go on without it, with the same checks as for a kill.
+
 Prints one line per seed and a summary; exits 1 when any check fails, 2 for bad arguments.
 Examples (docs/fault-tolerance.md, docs/elastic.md):
   scripts/fault-injection.py --build build --model cnn --np 2 --epochs 1 --checkpoint-every 50 --seeds 1-5
@@ -176,8 +181,11 @@ class Run:
 
     def start(self, extra):
         self.started = time.monotonic()
+        env = dict(os.environ)
+        if self.args.signal == "stop":
+            env["GYRE_TIMEOUT_MS"] = str(self.args.peer_timeout_ms)
         self.proc = subprocess.Popen(self.argv(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -200,8 +208,8 @@ class Run:
         self.seconds = time.monotonic() - self.started
 
     def kill_worker_at(self, who, step):
-        """External mode: SIGKILL the worker `who` names (fault_worker) once progress.jsonl shows
-        the first generation at `step`."""
+        """External mode: SIGKILL (--signal stop: SIGSTOP) the worker `who` names (fault_worker)
+        once progress.jsonl shows the first generation at `step`."""
         log = os.path.join(self.run_dir, "progress.jsonl")
         first = FIRST_GENERATION[self.args.job]
         while self.proc.poll() is None and time.monotonic() < self.deadline():
@@ -212,7 +220,7 @@ class Run:
                 if pid is None:
                     break
                 committed = complete_checkpoints(self.ckpt_dir)
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGSTOP if self.args.signal == "stop" else signal.SIGKILL)
                 self.kill = {"who": who, "pid": pid, "step_seen": seen,
                              "committed": committed[-1] if committed else 0}
                 return True
@@ -304,6 +312,8 @@ def check_elastic(args, run, fault, problems):
         s, per_epoch = int(fault["reported"].group(1)), fault["total"] // args.epochs
         committed = max(s // c * c, (s - 1) // per_epoch * per_epoch)
     r = {"committed": committed, "lost": None, "in_flight": False, "failed_max": None, "joined": None}
+    if args.signal == "stop" and not re.search(rf"worker {who} on host \S+ stopped answering: ", run.text()):
+        problems.append(f"the launcher did not say that the stopped worker {who} stopped answering")
 
     # The memberships published: N, then the N - 1 survivors, then (--replace) N with the newcomer.
     published = run.memberships()
@@ -399,8 +409,9 @@ def check_seed(args, work, seed, mode, total, reference):
                         f"fault-free {ref_acc * 100:.2f}%")
 
     kill_step = r["failed_max"] if r["failed_max"] is not None else step
-    how = (f"{mode}: {WHO[args.job]} {who} killed after step {kill_step}" if mode == "internal" or not run.kill
-           else f"{mode}: {WHO[args.job]} {who} (pid {run.kill['pid']}) killed at step {kill_step} (aimed at {step})")
+    verb = "stopped (SIGSTOP)" if args.signal == "stop" else "killed"
+    how = (f"{mode}: {WHO[args.job]} {who} {verb} after step {kill_step}" if mode == "internal" or not run.kill
+           else f"{mode}: {WHO[args.job]} {who} (pid {run.kill['pid']}) {verb} at step {kill_step} (aimed at {step})")
     parts = [f"seed {seed}: {how}"]
     if "text" in r:
         parts.append(r["text"])
@@ -442,6 +453,10 @@ def main():
                    help="gyre train --max-restarts: restarts; elastic with --replace: replacements (default 2)")
     p.add_argument("--seeds", type=parse_seeds, default=parse_seeds("1-3"), help="e.g. 1-5 or 1,4,9 (default 1-3)")
     p.add_argument("--mode", choices=["internal", "external", "alternate"], default="alternate")
+    p.add_argument("--signal", choices=["kill", "stop"], default="kill",
+                   help="external mode: SIGKILL the worker, or SIGSTOP it (it stops answering) (default kill)")
+    p.add_argument("--peer-timeout-ms", type=int, default=3000,
+                   help="--signal stop: GYRE_TIMEOUT_MS of the runs, how soon the others give up on it (default 3000)")
     p.add_argument("--timeout", type=int, default=900, help="seconds one run may take (default 900)")
     p.add_argument("--threads", type=int, default=0, help="threads per worker (default: gyre train's)")
     p.add_argument("--train-seed", type=int, default=0, help="gyre train --seed (default 0)")
@@ -456,6 +471,10 @@ def main():
         p.error("--np, --epochs, --checkpoint-every, --commit-every, --max-restarts and --timeout must be at least 1")
     if args.job == "elastic" and args.np < 2:
         p.error("--job elastic needs --np 2 or more: the survivors of the failure go on")
+    if args.signal == "stop" and args.mode != "external":
+        p.error("--signal stop needs --mode external (gyre train --fault-at-step kills)")
+    if args.peer_timeout_ms < 1:
+        p.error("--peer-timeout-ms must be at least 1")
     if args.replace and args.job != "elastic":
         p.error("--replace is for --job elastic (restart mode restarts every worker)")
 
@@ -481,7 +500,8 @@ def describe(args):
 
 def run_all(args, work):
     print(f"fault injection ({args.job}): {describe(args)}; seeds {','.join(map(str, args.seeds))}, "
-          f"mode {args.mode}", flush=True)
+          f"mode {args.mode}" + (f", SIGSTOP, GYRE_TIMEOUT_MS={args.peer_timeout_ms}" if args.signal == "stop" else ""),
+          flush=True)
     reference = Run(args, work, "fault-free")
     reference.start([])
     reference.finish()

@@ -232,6 +232,14 @@ for stage in $STAGES; do
           --np 2 --epochs 2 --max-steps 40 --batch 64 --threads 1 --commit-every 10 --seeds 1-3 --timeout 300
         run_cmd "fault injection (elastic, replace)" scripts/fault-injection.py --build "$B" --job elastic \
           --replace --model mlp --np 2 --epochs 2 --threads 1 --commit-every 10 --seeds 1 --timeout 300
+        # A worker that stops answering (SIGSTOP) instead of dying, in both kinds of job (about
+        # 15 s each): the others time out (GYRE_TIMEOUT_MS=3000) and the job goes on.
+        run_cmd "fault injection (restarts, SIGSTOP)" scripts/fault-injection.py --build "$B" --model mlp --np 2 \
+          --epochs 2 --max-steps 40 --batch 64 --threads 1 --checkpoint-every 10 --seeds 2 --timeout 300 \
+          --mode external --signal stop
+        run_cmd "fault injection (elastic, SIGSTOP)" scripts/fault-injection.py --build "$B" --job elastic \
+          --model mlp --np 2 --epochs 2 --max-steps 40 --batch 64 --threads 1 --commit-every 10 --seeds 1 \
+          --timeout 300 --mode external --signal stop
         # Hundreds of idle, slow and garbage connections on every port the job listens on (the
         # store, the workers' transport listeners, a parameter server), held while it starts and
         # trains: it must finish, the flood refused and logged (about 10 s each).
