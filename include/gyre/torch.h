@@ -13,4 +13,5 @@
 #include "gyre/torch/ps_optimizer.h"
 #include "gyre/torch/sampler.h"
 #include "gyre/torch/step_timing.h"
+#include "gyre/torch/sync_batch_norm.h"
 #include "gyre/torch/timeline.h"

@@ -1,5 +1,6 @@
 #include "train/checkpointing.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -30,14 +31,19 @@ std::string incompatibility(const std::string& saved, const std::string& current
   const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
   const nlohmann::json b = nlohmann::json::parse(current);
   if (!a.is_object()) return "checkpoint " + path + " was not saved by gyre train (no config in it)";
-  for (const char* key : {"model", "batch", "seed", "optimizer"}) {
+  for (const char* key : {"model", "sync_bn", "batch", "seed", "optimizer"}) {
     nlohmann::json was = a.value(key, nlohmann::json());
-    if (was.is_null() && std::string_view(key) == "optimizer") was = "sgd";  // saved before --optimizer
+    // Saved before the flag existed: its default.
+    if (was.is_null() && std::string_view(key) == "optimizer") was = "sgd";
+    if (was.is_null() && std::string_view(key) == "sync_bn") was = false;
     if (was == b.at(key)) continue;
-    return "checkpoint " + path + " was saved by a run with --" + key + " " + was.dump() +
-           ", this run has --" + key + " " + b.at(key).dump() +
-           ": resume with the same --model, --batch, --seed and --optimizer (the number of workers may "
-           "change)";
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return "checkpoint " + path + " was saved by a run with --" + flag + " " + was.dump() +
+           ", this run has --" + flag + " " + b.at(key).dump() +
+           ": resume with the same --model, --sync-bn, --batch, --seed and --optimizer (the number of "
+           "workers "
+           "may change)";
   }
   return "";
 }

@@ -29,6 +29,10 @@ constexpr std::string_view kFaults = "Fault injection (testing; see docs/fault-t
 // The table. --help lists the flags in this order, each under its group.
 const std::array kFlags = std::to_array<TrainFlag>({
     {.name = "--model", .field = &O::model, .help = "The model to train", .choices = "mlp|cnn"},
+    {.name = "--sync-bn",
+     .field = &O::syncBn,
+     .help = "The cnn with batch normalisation after each convolution, its statistics taken over the global "
+             "batch (every worker's samples: SyncBatchNorm)"},
     {.name = "--np",
      .field = &O::np,
      .help = "Number of workers (also -np)",
@@ -479,6 +483,10 @@ void validateOptions(const TrainOptions& o) {
                    " is for restart mode; --elastic faults strike after a step");
   GYRE_USAGE_CHECK(o.faultPoint.find("checkpoint") == std::string::npos || !o.checkpointDir.empty(),
                    "--fault-point ", o.faultPoint, " needs --checkpoint-dir");
+  GYRE_USAGE_CHECK(
+      !o.syncBn || (o.model == "cnn" && !o.plain && !ps),
+      "--sync-bn adds batch normalisation to the cnn, its statistics shared by the data-parallel "
+      "workers: it needs --model cnn, and not --plain or a parameter-server --mode");
   if (o.elastic) checkElastic(o);
   if (ps) checkParameterServerMode(o);
   if (o.shardOptimizer) checkShardOptimizer(o);

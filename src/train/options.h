@@ -20,6 +20,7 @@ namespace gyre::train {
 
 struct TrainOptions {
   std::string model = "mlp";  // "mlp" or "cnn" (models.h)
+  bool syncBn = false;        // the cnn with batch normalisation over the global batch (SyncBatchNorm)
   int epochs = 1;
   // The global batch: every step trains on `batch` samples in all, batch / world on each rank,
   // so one rank and W ranks see the same samples at every step (the batch must divide evenly).

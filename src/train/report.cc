@@ -102,6 +102,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   nlohmann::ordered_json j;
   j["gyre_version"] = kVersion;
   j["model"] = o.model;
+  j["sync_bn"] = o.syncBn;
   j["world"] = world;
   j["plain"] = o.plain;
   j["epochs"] = o.epochs;

@@ -76,8 +76,9 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
 
   // Every rank draws the same initial weights; the broadcast makes sure of it.
   ::torch::manual_seed(o_.seed);
-  model_ = makeModel(o_.model);
+  model_ = makeModel(o_.model, o_.syncBn);
   if (group_.comm()) gyre::torch::broadcastParameters(*model_, *group_.comm());
+  gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
 
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
   optimizer_ = makeOptimizer(o_, model_->parameters(), lr_);

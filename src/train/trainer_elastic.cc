@@ -8,6 +8,7 @@
 
 #include "common/files.h"
 #include "gyre/elastic.h"
+#include "gyre/torch/sync_batch_norm.h"
 #include "train/run_files.h"
 #include "train/trainer_loop.h"
 
@@ -21,6 +22,7 @@ constexpr const char* kGlobalStep = "global_step";
 void Trainer::attach(std::shared_ptr<Communicator> comm) {
   dist_.reset();  // the previous membership's buckets and hooks, before the new ones
   group_ = Group(std::move(comm));
+  gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
   world_ = group_.size();
   perRankBatch_ = o_.batch / world_;  // nominal: ranks below batch % world take one more
   elasticSampler_->setWorld(group_.rank(), world_);

@@ -91,6 +91,8 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
       {{"--shard-optimizer", "--optimizer", "lars"}, "--optimizer lars takes the norm of whole layers"},
       {{"--mode", "ps:asp", "--optimizer", "adam"}, "--optimizer adam do not apply"},
       {{"--mode", "ps:asp", "--weight-decay", "0.1"}, "and --weight-decay do not apply"},
+      {{"--model", "mlp", "--sync-bn"}, "--sync-bn adds batch normalisation to the cnn"},
+      {{"--model", "cnn", "--sync-bn", "--mode", "ps:asp"}, "--sync-bn adds batch normalisation to the cnn"},
   };
   for (const Case& c : cases) {
     const test::ProgramRun r = gyreTrain(c.args);
@@ -351,6 +353,37 @@ TEST_F(TrainCli, EveryOptimizerTrainsAndACheckpointKeepsItsOwn) {
                                         "\", this run has --optimizer \"" + resumed + "\""))
         << other.err;
   }
+}
+
+// --sync-bn: the cnn with SyncBatchNorm trains on 2 workers, both ending with the same running
+// statistics (rank 0 saves them in the checkpoint, rank 1's are compared through a resume on 1
+// worker being accepted and equal), and a checkpoint keeps its --sync-bn.
+TEST_F(TrainCli, SyncBatchNormTrainsTheCnnAndACheckpointKeepsIt) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  const std::string runDir = dir.path() + "/run";
+  const test::ProgramRun r =
+      gyreTrain({"--model", "cnn", "--sync-bn", "--np", "2", "--max-steps", "30", "--batch", "64",
+                 "--run-dir", runDir, "--checkpoint-dir", runDir + "/ckpt"});
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+  const std::vector<nlohmann::json> steps = cli::jsonLines(runDir + "/steps.jsonl");
+  ASSERT_EQ(steps.size(), 30u);
+  double first = 0, last = 0;
+  for (std::size_t i = 0; i < 10; ++i) {
+    first += steps[i].at("loss").get<double>();
+    last += steps[20 + i].at("loss").get<double>();
+  }
+  EXPECT_LT(last, 0.8 * first) << "did not train";
+  std::ifstream in(runDir + "/config.json");
+  EXPECT_EQ(nlohmann::json::parse(in).at("sync_bn"), true);
+  const std::vector<nlohmann::json> metrics = cli::jsonLines(runDir + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_GT(metrics[0].at("test_accuracy").get<double>(), 0.5);  // eval mode: the running statistics
+  const test::ProgramRun other = gyreTrain({"--model", "cnn", "--np", "2", "--max-steps", "30", "--batch",
+                                            "64", "--checkpoint-dir", runDir + "/ckpt", "--resume"});
+  EXPECT_EQ(other.exitCode, 2) << other.describe();
+  EXPECT_TRUE(contains(other.err, "was saved by a run with --sync-bn true, this run has --sync-bn false"))
+      << other.err;
 }
 
 // The loader's threads change when a batch is assembled, never which: the same steps, bit for bit,
