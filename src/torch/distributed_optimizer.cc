@@ -10,6 +10,7 @@
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
 #include "torch/bucket_layout.h"
+#include "torch/gradient_compression.h"
 #include "torch/parameter_check.h"
 #include "torch/shard_optimizer.h"
 
@@ -29,22 +30,6 @@ std::size_t alignedFloatBytes(std::int64_t numel) {
 }
 
 }  // namespace
-
-std::string_view toString(Compression compression) {
-  switch (compression) {
-    case Compression::kNone: return "none";
-    case Compression::kFp16: return "fp16";
-    case Compression::kBf16: return "bf16";
-  }
-  return "?";
-}
-
-Compression parseCompression(std::string_view name) {
-  if (name == "none") return Compression::kNone;
-  if (name == "fp16" || name == "half" || name == "float16") return Compression::kFp16;
-  if (name == "bf16" || name == "bfloat16") return Compression::kBf16;
-  throw InvalidArgument("unknown compression '" + std::string(name) + "' (none, fp16, bf16)");
-}
 
 StepTiming& StepTiming::operator+=(const StepTiming& other) {
   steps += other.steps;
@@ -119,6 +104,8 @@ class DistributedOptimizer::Impl {
   bool sharded_ = false;
   std::shared_ptr<SharedMemory> sharedParams_;  // sharded on one host: the parameters, mapped by every rank
   ShardOptimizer shard_;  // sharded_: steps this rank's part of every bucket
+  // kTopK, kPowerSgd: reduces every gradient at synchronize(), instead of the buckets.
+  std::unique_ptr<detail::GradientCompressor> compressor_;
   // The buckets are planned from the ready order and times of the second synchronised step:
   // the first is a warm-up (first-touch allocations make its backward pass several times
   // slower, and unevenly so).
@@ -153,6 +140,8 @@ class DistributedOptimizer::Impl {
   void recordTransfer(StepTiming& timing, const char* what, const Bucket& bucket, std::size_t bytes,
                       Clock::time_point begin, Clock::time_point end) GYRE_REQUIRES(mu_);
   void adoptRankZeroOrder() GYRE_REQUIRES(mu_);
+  // The end of every synchronize(): the step's count and timing.
+  void finishSynchronize(Clock::time_point begin, StepTiming& timing) GYRE_REQUIRES(mu_);
   void resetForNextStep() GYRE_REQUIRES(mu_);
 };
 
@@ -189,6 +178,10 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
                    "DistributedOptimizer: shardOptimizerState reduce-scatters float32 gradients; turn compression off");
   GYRE_USAGE_CHECK(!sharded_ || !options_.unevenInputs,
                    "DistributedOptimizer: shardOptimizerState and unevenInputs (join) do not go together");
+  const bool lossy =
+      options_.compression == Compression::kTopK || options_.compression == Compression::kPowerSgd;
+  GYRE_USAGE_CHECK(!lossy || !options_.unevenInputs, "DistributedOptimizer: ", toString(options_.compression),
+                   " compression and unevenInputs (join) do not go together");
   auto& groups = optimizer_->param_groups();
   for (std::size_t g = 0; g < groups.size(); ++g) {
     for (auto& param : groups[g].params()) {
@@ -214,7 +207,17 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
       GYRE_USAGE_CHECK(!param.is_sparse(), "DistributedOptimizer: sparse parameters are not supported");
       GYRE_USAGE_CHECK(!sharded_ || !param.requires_grad() || param.scalar_type() == ::torch::kFloat32,
                        "DistributedOptimizer: shardOptimizerState needs float32 parameters");
+      GYRE_USAGE_CHECK(!lossy || !param.requires_grad() || param.scalar_type() == ::torch::kFloat32,
+                       "DistributedOptimizer: ", toString(options_.compression),
+                       " compression needs float32 parameters");
     }
+  }
+  // Made (and so checked) with one rank too: a bad rank fails before training, whatever the world.
+  if (options_.compression == Compression::kTopK) compressor_ = detail::makeTopK(options_.topkRatio);
+  if (options_.compression == Compression::kPowerSgd) {
+    std::vector<std::vector<std::int64_t>> shapes;
+    for (const Slot& slot : slots_) shapes.push_back(slot.param.sizes().vec());
+    compressor_ = detail::makePowerSgd(options_.powerSgdRank, shapes);
   }
   if (comm_->size() > 1) {
     // The first layout: parameters in reverse, the order backward usually produces them.
@@ -301,9 +304,10 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
     }
     bucket.wireType = toDataType(type);
     bucket.wire = bucket.flat;
-    bucket.direct = plan.slots.size() == 1 && numel == plan.numel &&
-                    (type != ::torch::kFloat32 || options_.compression == Compression::kNone);
-    if (type == ::torch::kFloat32 && options_.compression != Compression::kNone) {
+    const bool halfWire = type == ::torch::kFloat32 && (options_.compression == Compression::kFp16 ||
+                                                        options_.compression == Compression::kBf16);
+    bucket.direct = plan.slots.size() == 1 && numel == plan.numel && !halfWire;
+    if (halfWire) {
       const bool half = options_.compression == Compression::kFp16;
       bucket.wire = ::torch::empty({plan.numel}, ::torch::TensorOptions().dtype(half ? ::torch::kHalf : ::torch::kBFloat16));
       bucket.wireType = half ? DataType::kFloat16 : DataType::kBFloat16;
@@ -426,6 +430,7 @@ void DistributedOptimizer::Impl::issueReadyBuckets() {
   // Strictly in bucket order, so every rank issues the same allreduces in the same order. The
   // last bucket waits for synchronize(): backward has nothing left to overlap it with, and
   // reducing it on the training thread saves two thread hand-offs.
+  if (compressor_) return;  // it needs every gradient: synchronize()
   while (nextToIssue_ + 1 < buckets_.size() && buckets_[nextToIssue_].pending == 0)
     issue(buckets_[nextToIssue_++], false);
 }
@@ -504,6 +509,16 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
         if (!slot.ready) ensureAliased(slot);
     }
     for (Bucket& bucket : buckets_) bucket.pending = 0;
+    if (compressor_ && !buckets_.empty()) {
+      std::vector<::torch::Tensor> grads;
+      for (const Slot& slot : slots_) grads.push_back(slot.param.grad());
+      const auto reduceBegin = Clock::now();
+      const std::size_t bytes = compressor_->reduce(*comm_, grads, options_.average, options_.timeout);
+      ++timing.buckets;
+      recordTransfer(timing, toString(options_.compression).data(), buckets_.front(), bytes, reduceBegin,
+                     Clock::now());
+      return finishSynchronize(begin, timing);
+    }
     issueReadyBuckets();
     float active_ranks = active ? 1.0f : 0.0f;
     std::shared_ptr<Work> count;
@@ -544,9 +559,15 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
       if (options_.unevenInputs && options_.average && active_ranks > 0)
         bucket.flat.div_(static_cast<double>(active_ranks));
     }
+    if (sharded_ && gatherGradients) timing += allgather(&Bucket::flat, "allgather gradients");
+  }
+  finishSynchronize(begin, timing);
+}
+
+void DistributedOptimizer::Impl::finishSynchronize(Clock::time_point begin, StepTiming& timing) {
+  if (comm_->size() > 1) {
     if (recordOrder_ && synchronized_ == kPlanningStep) adoptRankZeroOrder();
     ++synchronized_;
-    if (sharded_ && gatherGradients) timing += allgather(&Bucket::flat, "allgather gradients");
   }
   const auto end = Clock::now();
   timing.wait = seconds(end - begin);

@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 
@@ -69,8 +70,9 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .bound = Bound::kNonNegative},
     {.name = "--compression",
      .field = &O::compression,
-     .help = "Gradients on the wire: none, fp16 or bf16 (half the bytes)",
-     .choices = "none|fp16|half|bf16"},
+     .help = "Gradients on the wire: none, fp16 or bf16 (half the bytes), topk:RATIO (the RATIO share of the "
+             "largest entries, e.g. topk:0.01) or powersgd:RANK (a rank-RANK approximation of each weight "
+             "matrix, e.g. powersgd:4); the last two keep what they leave out for the next step"},
     {.name = "--lr-scaling",
      .field = &O::lrScaling,
      .help = "Multiply --lr by 1 (none), by N (linear) or by sqrt(N): for a batch that grows with N",
@@ -468,6 +470,33 @@ std::vector<std::string> workerArguments(const TrainOptions& o) {
   return argv;
 }
 
+namespace {
+
+// none|fp16|half|bf16|topk[:RATIO]|powersgd[:RANK] (gyre::torch::setCompression's forms; this file
+// does not link libtorch).
+void checkCompression(const std::string& spec) {
+  const std::size_t colon = spec.find(':');
+  const std::string name = spec.substr(0, colon);
+  const std::string value = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  const bool plain = name == "none" || name == "fp16" || name == "half" || name == "bf16";
+  GYRE_USAGE_CHECK((plain && colon == std::string::npos) || name == "topk" || name == "powersgd",
+                   "--compression '", spec,
+                   "': expected none, fp16, half, bf16, topk:RATIO or powersgd:RANK");
+  if (colon == std::string::npos) return;
+  char* end = nullptr;
+  if (name == "topk") {
+    const double ratio = std::strtod(value.c_str(), &end);
+    GYRE_USAGE_CHECK(!value.empty() && *end == '\0' && std::isfinite(ratio) && ratio > 0 && ratio <= 1,
+                     "--compression '", spec, "': the top-k ratio must be a number in (0, 1]");
+  } else {
+    const long rank = std::strtol(value.c_str(), &end, 10);
+    GYRE_USAGE_CHECK(!value.empty() && *end == '\0' && rank >= 1 && rank <= 1 << 20, "--compression '", spec,
+                     "': the PowerSGD rank must be an integer of at least 1");
+  }
+}
+
+}  // namespace
+
 void validateOptions(const TrainOptions& o) {
   for (const TrainFlag& f : kFlags) checkFlag(f, o);
   const bool ps = isParameterServerMode(o.mode);
@@ -487,6 +516,7 @@ void validateOptions(const TrainOptions& o) {
       !o.syncBn || (o.model == "cnn" && !o.plain && !ps),
       "--sync-bn adds batch normalisation to the cnn, its statistics shared by the data-parallel "
       "workers: it needs --model cnn, and not --plain or a parameter-server --mode");
+  checkCompression(o.compression);
   if (o.elastic) checkElastic(o);
   if (ps) checkParameterServerMode(o);
   if (o.shardOptimizer) checkShardOptimizer(o);

@@ -60,6 +60,7 @@ std::string toJsonLine(const EpochReport& r) {
   j["efficiency"] = orNull(r.efficiency);
   j["compute_s"] = r.computeS;
   j["communicate_s"] = r.communicateS;
+  j["bytes_per_step"] = r.bytesPerStep;
   j["wait_s"] = r.waitS;
   j["hidden_s"] = r.hiddenS;
   j["data_wait_s"] = r.dataWaitS;

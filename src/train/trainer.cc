@@ -93,7 +93,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   } else if (group_.comm()) {
     gyre::torch::DistributedOptimizerOptions d;
     d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
-    d.compression = gyre::torch::parseCompression(o_.compression);
+    gyre::torch::setCompression(d, o_.compression);
     d.shardOptimizerState = o_.shardOptimizer;
     d.timeline = gyre::torch::Timeline::fromEnvironment(group_.comm());
     dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
@@ -311,9 +311,10 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   }
   // The batches' wait happened between two step()s: inside timing.compute (and inside plain's
   // elapsed), of which it is a part.
-  const std::vector<double> mean =
-      group_.mean({lossSum / static_cast<double>(std::max<std::int64_t>(ran, 1)), elapsed, timing.compute,
-                   timing.communicate, timing.wait, timing.hidden(), dataWaitS_});
+  const std::vector<double> mean = group_.mean(
+      {lossSum / static_cast<double>(std::max<std::int64_t>(ran, 1)), elapsed, timing.compute,
+       timing.communicate, timing.wait, timing.hidden(), dataWaitS_,
+       static_cast<double>(timing.bytes) / static_cast<double>(std::max<std::int64_t>(timing.steps, 1))});
   // Rank 0's records hold every step's loss, also those before a restart: the epoch's loss is
   // then the same whether a restart split the epoch or not.
   r.loss = epochLoss(epoch).value_or(mean[0]);
@@ -323,6 +324,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   r.waitS = mean[4];
   r.hiddenS = mean[5];
   r.dataWaitS = std::min(mean[6], r.computeS);
+  r.bytesPerStep = mean[7];
   r.samplesPerS = r.seconds > 0 ? static_cast<double>(r.timedSteps * o_.batch) / r.seconds : 0;
   recordParameterServerEpoch(r);
   if (o_.eval) {

@@ -54,6 +54,9 @@ struct EpochReport {
   // The part of computeS the loop spent waiting for its batches (gyre::data::Loader::next()):
   // the step splits into dataWaitS + (computeS - dataWaitS) + waitS.
   double dataWaitS = 0;
+  // Gradient bytes this worker put into the collectives per step (the payload: after fp16/bf16,
+  // top-k or PowerSGD compression), averaged over the timed steps and the workers.
+  double bytesPerStep = 0;
   int torchThreads = 0;
   std::optional<int> blasThreads;           // OPENBLAS_NUM_THREADS; unset: OpenBLAS's own default
   std::vector<CheckpointSave> checkpoints;  // saved during the epoch or right after its last step

@@ -32,7 +32,7 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
   if (world_ > 1) {
     gyre::torch::DistributedOptimizerOptions d;
     d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
-    d.compression = gyre::torch::parseCompression(o_.compression);
+    gyre::torch::setCompression(d, o_.compression);
     dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
   }
   // Rank 0 of each membership draws the bar and continues progress.jsonl; the first membership's

@@ -92,6 +92,12 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
       {{"--mode", "ps:asp", "--optimizer", "adam"}, "--optimizer adam do not apply"},
       {{"--mode", "ps:asp", "--weight-decay", "0.1"}, "and --weight-decay do not apply"},
       {{"--model", "mlp", "--sync-bn"}, "--sync-bn adds batch normalisation to the cnn"},
+      {{"--compression", "topk:0"}, "--compression 'topk:0': the top-k ratio must be a number in (0, 1]"},
+      {{"--compression", "powersgd:0"}, "the PowerSGD rank must be an integer of at least 1"},
+      {{"--compression", "bf16:2"}, "--compression 'bf16:2': expected none, fp16, half, bf16"},
+      {{"--model", "cnn", "--compression", "powersgd:10", "--np", "2"},
+       "PowerSGD rank 10 is above the smaller dimension of gradient 0 (32 x 9 as a matrix): choose at most "
+       "9"},
       {{"--model", "cnn", "--sync-bn", "--mode", "ps:asp"}, "--sync-bn adds batch normalisation to the cnn"},
   };
   for (const Case& c : cases) {
@@ -384,6 +390,32 @@ TEST_F(TrainCli, SyncBatchNormTrainsTheCnnAndACheckpointKeepsIt) {
   EXPECT_EQ(other.exitCode, 2) << other.describe();
   EXPECT_TRUE(contains(other.err, "was saved by a run with --sync-bn true, this run has --sync-bn false"))
       << other.err;
+}
+
+// What each --compression puts on the wire per step (metrics.jsonl's bytes_per_step): the mlp's
+// 535,818 float32 gradients are 2,143,272 bytes, fp16 half of that, top-k 1% 1% of the entries as
+// value and index, PowerSGD rank 4 its P and Q plus the biases; and each of them trains.
+TEST_F(TrainCli, CompressionShrinksTheBytesPerStep) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  const std::vector<std::pair<std::string, double>> expected = {
+      {"none", 2143272},
+      {"fp16", 1071636},
+      {"topk:0.01", 8 * 5358},
+      {"powersgd:4", 4 * (4 * (784 + 512 + 512 + 256 + 256 + 10) + 512 + 256 + 10)}};
+  for (const auto& [compression, bytes] : expected) {
+    const std::string runDir = dir.path() + "/" + compression.substr(0, compression.find(':'));
+    const test::ProgramRun r = gyreTrain({"--model", "mlp", "--np", "2", "--max-steps", "30", "--no-eval",
+                                          "--compression", compression, "--run-dir", runDir});
+    ASSERT_EQ(r.exitCode, 0) << compression << ": " << r.describe();
+    const std::vector<nlohmann::json> metrics = cli::jsonLines(runDir + "/metrics.jsonl");
+    ASSERT_EQ(metrics.size(), 1u);
+    EXPECT_EQ(metrics[0].at("bytes_per_step").get<double>(), bytes) << compression;
+    EXPECT_EQ(metrics[0].at("compression"), compression);
+    const std::vector<nlohmann::json> steps = cli::jsonLines(runDir + "/steps.jsonl");
+    ASSERT_EQ(steps.size(), 30u);
+    EXPECT_LT(steps[29].at("loss").get<double>(), steps[0].at("loss").get<double>()) << compression;
+  }
 }
 
 // The loader's threads change when a batch is assembled, never which: the same steps, bit for bit,

@@ -72,10 +72,10 @@ TEST(EpochLine, LeavesOutWhatIsUnknown) {
 TEST(EpochJson, CarriesEveryFieldWithNullsForTheUnknown) {
   const nlohmann::json j = nlohmann::json::parse(toJsonLine(sample()));
   for (const char* field :
-       {"epoch",    "epochs",        "world",       "model",         "batch",         "per_rank_batch",
-        "lr",       "compression",   "loss",        "test_accuracy", "samples_per_s", "seconds",
-        "steps",    "speedup",       "efficiency",  "compute_s",     "communicate_s", "wait_s",
-        "hidden_s", "data_wait_s", "torch_threads", "blas_threads"})
+       {"epoch",    "epochs",      "world",          "model",         "batch",         "per_rank_batch",
+        "lr",       "compression", "loss",           "test_accuracy", "samples_per_s", "seconds",
+        "steps",    "speedup",     "efficiency",     "compute_s",     "communicate_s", "wait_s",
+        "hidden_s", "data_wait_s", "bytes_per_step", "torch_threads", "blas_threads"})
     EXPECT_TRUE(j.contains(field)) << field;
   EXPECT_TRUE(j.at("test_accuracy").is_null());
   EXPECT_TRUE(j.at("speedup").is_null());

@@ -51,10 +51,22 @@ namespace gyre::torch {
 // How gradients travel. kFp16 and kBf16 halve the bytes on the wire: each bucket is converted
 // before its allreduce and converted back into the float32 gradients afterwards (the reduction
 // itself adds in float32). Only float32 gradients are compressed; others travel as they are.
-enum class Compression { kNone, kFp16, kBf16 };
+//
+// kTopK and kPowerSgd are lossy, with error feedback (what a step leaves out is added to the
+// next step's gradients; src/torch/gradient_compression.h): top-k sends the topkRatio share of
+// all gradient entries largest in magnitude, as value and index, in one allgather; PowerSGD
+// sends a rank-powerSgdRank approximation of each weight matrix in two allreduces (biases and
+// other small tensors uncompressed). Both need every gradient, so they run in step() after
+// backward instead of overlapping it, and they need float32 gradients; not with
+// shardOptimizerState or unevenInputs.
+enum class Compression { kNone, kFp16, kBf16, kTopK, kPowerSgd };
 std::string_view toString(Compression compression);
-// "none", "fp16" (or "half"), "bf16"; throws InvalidArgument otherwise.
+// "none", "fp16" (or "half"), "bf16", "topk[:RATIO]", "powersgd[:RANK]"; throws InvalidArgument
+// otherwise (a ratio outside (0, 1], a rank below 1).
 Compression parseCompression(std::string_view name);
+struct DistributedOptimizerOptions;
+// The same, setting options.compression and, when given, options.topkRatio or powerSgdRank.
+void setCompression(DistributedOptimizerOptions& options, std::string_view spec);
 
 struct DistributedOptimizerOptions {
   // No bucket holds more than this many bytes (25 MiB, as DDP); a larger gradient gets its own.
@@ -66,6 +78,10 @@ struct DistributedOptimizerOptions {
   // step() is expected after it. Values below 1 are rejected.
   int backwardPassesPerStep = 1;
   Compression compression = Compression::kNone;
+  double topkRatio = 0.01;  // kTopK: the share of the entries that travel, in (0, 1]
+  // kPowerSgd: the approximation's rank; the constructor refuses one above the smaller
+  // dimension of a weight matrix.
+  int powerSgdRank = 4;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   // Average the gradients (true) or sum them.
   bool average = true;

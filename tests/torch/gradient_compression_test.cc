@@ -1,0 +1,151 @@
+// Top-k and PowerSGD compression (src/torch/gradient_compression.h): what each sends, that error
+// feedback loses nothing for good, exactness where the compression loses nothing, and the options
+// DistributedOptimizer refuses.
+#include "torch/gradient_compression.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "gyre/gyre.h"
+#include "gyre/torch/distributed_optimizer.h"
+#include "support/ranks.h"
+
+namespace gyre::torch {
+namespace {
+
+using ::torch::Tensor;
+
+std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size) {
+  CommunicatorOptions o;
+  o.timeout = std::chrono::seconds(60);
+  return Communicator::create(std::move(store), rank, size, o);
+}
+
+double maxDiff(const Tensor& a, const Tensor& b) {
+  return (a - b).abs().max().item<double>();
+}
+
+TEST(TopK, SendsTheLargestEntriesOfEveryRankAndOwesTheRestUntilSent) {
+  auto store = createMemoryStore();
+  test::runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    auto topk = detail::makeTopK(0.2);  // 2 of 10 entries per step
+    Tensor g = ::torch::zeros({10});
+    const std::vector<float> mine = rank == 0 ? std::vector<float>{0, 0.1f, 0, 5, 0, 0.2f, 0, -7, 0, 0.3f}
+                                              : std::vector<float>{0, 6, 0, 0, 0.4f, 0, 0, 2, 0, 0};
+    for (int i = 0; i < 10; ++i) g[i] = mine[static_cast<std::size_t>(i)];
+    Tensor sum = g.clone();
+    comm->allreduce(sum.data_ptr<float>(), sum.data_ptr<float>(), 10);
+    Tensor sent = g.clone();
+    // Step 1: rank 0 sends entries 3 and 7, rank 1 entries 1 and 7; the sum arrives everywhere.
+    EXPECT_EQ(topk->reduce(*comm, {sent}, /*average=*/false, {}), 2 * 2 * sizeof(float));
+    const std::vector<float> first = {0, 6, 0, 5, 0, 0, 0, -5, 0, 0};
+    for (int i = 0; i < 10; ++i)
+      EXPECT_FLOAT_EQ(sent[i].item<float>(), first[static_cast<std::size_t>(i)]) << i;
+    // Then nothing new: what each rank owes arrives over the next steps, the largest first, until
+    // the total is every rank's gradient, exactly.
+    Tensor total = sent.clone();
+    for (int step = 0; step < 4; ++step) {
+      Tensor none = ::torch::zeros({10});
+      topk->reduce(*comm, {none}, false, {});
+      total += none;
+    }
+    EXPECT_LT(maxDiff(total, sum), 1e-6) << "rank " << rank;
+  });
+}
+
+TEST(TopK, WithRatioOneIsTheExactAverageOfSeveralTensors) {
+  auto store = createMemoryStore();
+  test::runThreads(3, [&](int rank) {
+    auto comm = makeComm(store, rank, 3);
+    auto topk = detail::makeTopK(1.0);
+    auto gen = ::at::detail::createCPUGenerator(static_cast<std::uint64_t>(10 + rank));
+    std::vector<Tensor> grads = {::torch::randn({4, 3}, gen), ::torch::randn({5}, gen)};
+    std::vector<Tensor> want;
+    for (const Tensor& g : grads) {
+      Tensor w = g.clone();
+      comm->allreduce(w.data_ptr<float>(), w.data_ptr<float>(), static_cast<std::size_t>(w.numel()),
+                      {DataType::kFloat32, ReduceOp::kAverage});
+      want.push_back(w);
+    }
+    topk->reduce(*comm, grads, /*average=*/true, {});
+    for (std::size_t i = 0; i < grads.size(); ++i) EXPECT_LT(maxDiff(grads[i], want[i]), 1e-6) << i;
+  });
+  EXPECT_THROW(detail::makeTopK(0), InvalidArgument);
+  EXPECT_THROW(detail::makeTopK(1.5), InvalidArgument);
+}
+
+// Gradients whose average has rank <= r are sent exactly by one power-iteration step: P spans
+// their column space. Biases travel uncompressed.
+TEST(PowerSgd, IsExactForGradientsOfLowRankAndAveragesTheRest) {
+  const auto basis = ::torch::randn({12, 2}, ::at::detail::createCPUGenerator(3));
+  auto store = createMemoryStore();
+  test::runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    auto power = detail::makePowerSgd(2, {{12, 2, 5}, {12}});
+    auto gen = ::at::detail::createCPUGenerator(static_cast<std::uint64_t>(20 + rank));
+    for (int step = 0; step < 3; ++step) {
+      // A [12, 2, 5] weight, as a 12 x 10 matrix of rank 2 (the same column space on both ranks).
+      std::vector<Tensor> grads = {basis.mm(::torch::randn({2, 10}, gen)).view({12, 2, 5}),
+                                   ::torch::randn({12}, gen)};
+      std::vector<Tensor> want;
+      for (const Tensor& g : grads) {
+        Tensor w = g.clone();
+        comm->allreduce(w.data_ptr<float>(), w.data_ptr<float>(), static_cast<std::size_t>(w.numel()),
+                        {DataType::kFloat32, ReduceOp::kAverage});
+        want.push_back(w);
+      }
+      // P (12 x 2) and the bias, then Q (10 x 2): 58 floats, not 132.
+      EXPECT_EQ(power->reduce(*comm, grads, /*average=*/true, {}), (12 * 2 + 12 + 10 * 2) * sizeof(float));
+      for (std::size_t i = 0; i < grads.size(); ++i)
+        EXPECT_LT(maxDiff(grads[i], want[i]), 1e-4) << "step " << step << " gradient " << i;
+    }
+  });
+  EXPECT_THROW(detail::makePowerSgd(0, {{4, 4}}), InvalidArgument);
+  EXPECT_THROW(detail::makePowerSgd(5, {{8, 8}, {10, 4}}), InvalidArgument);  // 4 is the smaller side
+  EXPECT_NO_THROW(detail::makePowerSgd(4, {{8, 8}, {10, 4}, {100}}));
+}
+
+// A full-rank gradient is approximated; what is left out is sent later (error feedback): with the
+// same gradient every step, the running mean of what arrives tends to it.
+TEST(PowerSgd, ErrorFeedbackDeliversAFullRankGradientOverSteps) {
+  auto store = createMemoryStore();
+  test::runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    auto power = detail::makePowerSgd(1, {{6, 6}});
+    const Tensor g =
+        ::torch::randn({6, 6}, ::at::detail::createCPUGenerator(static_cast<std::uint64_t>(30 + rank)));
+    Tensor want = g.clone();
+    comm->allreduce(want.data_ptr<float>(), want.data_ptr<float>(), 36,
+                    {DataType::kFloat32, ReduceOp::kAverage});
+    Tensor sum = ::torch::zeros({6, 6});
+    Tensor once;
+    const int steps = 200;
+    for (int step = 0; step < steps; ++step) {
+      Tensor sent = g.clone();
+      power->reduce(*comm, {sent}, true, {});
+      if (step == 0) once = sent.clone();
+      sum += sent;
+    }
+    EXPECT_GT(maxDiff(once, want), 0.1) << "one rank-1 step cannot carry a full-rank 6 x 6 gradient";
+    EXPECT_LT(maxDiff(sum / steps, want), 0.05) << "rank " << rank;
+  });
+}
+
+TEST(GradientCompression, ParsesItsNamesAndRefusesBadValues) {
+  DistributedOptimizerOptions o;
+  setCompression(o, "topk:0.05");
+  EXPECT_EQ(o.compression, Compression::kTopK);
+  EXPECT_DOUBLE_EQ(o.topkRatio, 0.05);
+  setCompression(o, "powersgd:2");
+  EXPECT_EQ(o.compression, Compression::kPowerSgd);
+  EXPECT_EQ(o.powerSgdRank, 2);
+  EXPECT_EQ(parseCompression("topk"), Compression::kTopK);
+  EXPECT_EQ(parseCompression("bf16"), Compression::kBf16);
+  for (const char* bad :
+       {"topk:0", "topk:1.5", "topk:x", "topk:", "powersgd:0", "powersgd:1.5", "fp16:2", "zip"})
+    EXPECT_THROW(setCompression(o, bad), InvalidArgument) << bad;
+}
+
+}  // namespace
+}  // namespace gyre::torch
