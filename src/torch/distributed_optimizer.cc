@@ -106,6 +106,10 @@ class DistributedOptimizer::Impl {
   ShardOptimizer shard_;  // sharded_: steps this rank's part of every bucket
   // kTopK, kPowerSgd: reduces every gradient at synchronize(), instead of the buckets.
   std::unique_ptr<detail::GradientCompressor> compressor_;
+  // shareStepTimes: the ranks' ready times travel in the last bucket's W extra floats (else in an
+  // allreduce of their own); the last step's, by rank.
+  bool timesInBucket_ = false;
+  std::vector<double> stepTimes_;
   // The buckets are planned from the ready order and times of the second synchronised step:
   // the first is a warm-up (first-touch allocations make its backward pass several times
   // slower, and unevenly so).
@@ -140,6 +144,8 @@ class DistributedOptimizer::Impl {
   void recordTransfer(StepTiming& timing, const char* what, const Bucket& bucket, std::size_t bytes,
                       Clock::time_point begin, Clock::time_point end) GYRE_REQUIRES(mu_);
   void adoptRankZeroOrder() GYRE_REQUIRES(mu_);
+  // Shares this step's ready time in an allreduce of its own (when it cannot travel in a bucket).
+  void shareStepTimes(double ready) GYRE_REQUIRES(mu_);
   // The end of every synchronize(): the step's count and timing.
   void finishSynchronize(Clock::time_point begin, StepTiming& timing) GYRE_REQUIRES(mu_);
   void resetForNextStep() GYRE_REQUIRES(mu_);
@@ -286,12 +292,16 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
     for (const BucketPlan& plan : plans) bytes += alignedFloatBytes(roundUp(plan.numel, world));
     sharedParams_ = comm_->allocateShared(bytes);
   }
+  timesInBucket_ = options_.shareStepTimes && !sharded_ && !compressor_ && !options_.unevenInputs &&
+                   !plans.empty() &&
+                   static_cast<::torch::ScalarType>(plans.back().dtype) == ::torch::kFloat32;
   for (std::size_t b = 0; b < plans.size(); ++b) {
     const BucketPlan& plan = plans[b];
     Bucket bucket;
     const auto type = static_cast<::torch::ScalarType>(plan.dtype);
     bucket.used = plan.numel;
-    const std::int64_t numel = sharded_ ? roundUp(plan.numel, world) : plan.numel;
+    const std::int64_t extra = timesInBucket_ && b + 1 == plans.size() ? world : 0;  // the ready times
+    const std::int64_t numel = sharded_ ? roundUp(plan.numel, world) : plan.numel + extra;
     bucket.chunk = sharded_ ? numel / world : 0;
     bucket.flat = ::torch::zeros({numel}, ::torch::TensorOptions().dtype(type));
     if (sharded_ && sharedParams_) {
@@ -309,7 +319,8 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
     bucket.direct = plan.slots.size() == 1 && numel == plan.numel && !halfWire;
     if (halfWire) {
       const bool half = options_.compression == Compression::kFp16;
-      bucket.wire = ::torch::empty({plan.numel}, ::torch::TensorOptions().dtype(half ? ::torch::kHalf : ::torch::kBFloat16));
+      bucket.wire =
+          ::torch::empty({numel}, ::torch::TensorOptions().dtype(half ? ::torch::kHalf : ::torch::kBFloat16));
       bucket.wireType = half ? DataType::kFloat16 : DataType::kBFloat16;
     }
     bucket.slots = plan.slots;
@@ -472,8 +483,11 @@ void DistributedOptimizer::Impl::issue(Bucket& bucket, bool here) {
 void DistributedOptimizer::Impl::recordReduction(StepTiming& timing, const Bucket& bucket, Clock::time_point begin,
                                                  Clock::time_point end) {
   ++timing.buckets;
-  recordTransfer(timing, sharded_ ? "reduce-scatter" : "allreduce", bucket,
-                 static_cast<std::size_t>(bucket.wire.nbytes()), begin, end);
+  // The gradients' bytes: not the ready times that travel in the last bucket (shareStepTimes).
+  std::size_t bytes = static_cast<std::size_t>(bucket.wire.nbytes());
+  if (timesInBucket_ && &bucket == &buckets_.back())
+    bytes -= static_cast<std::size_t>(comm_->size()) * static_cast<std::size_t>(bucket.wire.element_size());
+  recordTransfer(timing, sharded_ ? "reduce-scatter" : "allreduce", bucket, bytes, begin, end);
 }
 
 void DistributedOptimizer::Impl::recordTransfer(StepTiming& timing, const char* what, const Bucket& bucket,
@@ -498,6 +512,7 @@ void DistributedOptimizer::Impl::zeroGrad() {
 void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) {
   MutexLock lock(mu_);
   const auto begin = Clock::now();
+  const double ready = seconds(begin - stepBegin_);
   StepTiming timing;
   timing.steps = 1;
   if (comm_->size() > 1) {
@@ -517,6 +532,7 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
       ++timing.buckets;
       recordTransfer(timing, toString(options_.compression).data(), buckets_.front(), bytes, reduceBegin,
                      Clock::now());
+      shareStepTimes(ready);
       return finishSynchronize(begin, timing);
     }
     issueReadyBuckets();
@@ -542,6 +558,12 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
     }
     if (!failure && !buckets_.empty()) {
       Bucket& last = buckets_.back();
+      if (timesInBucket_) {  // this rank's time in its own float, zeros in the others'
+        ::torch::NoGradGuard noGrad;
+        ::torch::Tensor times = last.flat.narrow(0, last.used, comm_->size());
+        times.zero_();
+        times[comm_->rank()] = ready;
+      }
       const auto reduceBegin = Clock::now();
       try {
         issue(last, true);
@@ -559,9 +581,29 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
       if (options_.unevenInputs && options_.average && active_ranks > 0)
         bucket.flat.div_(static_cast<double>(active_ranks));
     }
+    if (timesInBucket_) {
+      const ::torch::Tensor times = buckets_.back().flat.narrow(0, buckets_.back().used, comm_->size());
+      const double scale = options_.average ? comm_->size() : 1;  // the allreduce averaged them
+      stepTimes_.assign(static_cast<std::size_t>(comm_->size()), 0);
+      for (int r = 0; r < comm_->size(); ++r)
+        stepTimes_[static_cast<std::size_t>(r)] = times[r].item<double>() * scale;
+    } else {
+      shareStepTimes(ready);
+    }
     if (sharded_ && gatherGradients) timing += allgather(&Bucket::flat, "allgather gradients");
   }
   finishSynchronize(begin, timing);
+}
+
+void DistributedOptimizer::Impl::shareStepTimes(double ready) {
+  if (!options_.shareStepTimes) return;
+  std::vector<double> times(static_cast<std::size_t>(comm_->size()), 0);
+  times[static_cast<std::size_t>(comm_->rank())] = ready;
+  AllreduceOptions o;
+  o.dtype = DataType::kFloat64;
+  o.timeout = options_.timeout;
+  comm_->allreduce(times.data(), times.data(), times.size(), o);
+  stepTimes_ = std::move(times);
 }
 
 void DistributedOptimizer::Impl::finishSynchronize(Clock::time_point begin, StepTiming& timing) {
@@ -729,6 +771,11 @@ void DistributedOptimizer::resetTiming() {
 ::torch::optim::Optimizer& DistributedOptimizer::optimizer() { return *impl_->optimizer_; }
 Communicator& DistributedOptimizer::communicator() { return *impl_->comm_; }
 const DistributedOptimizerOptions& DistributedOptimizer::options() const { return impl_->options_; }
+
+std::vector<double> DistributedOptimizer::stepTimes() const {
+  MutexLock lock(impl_->mu_);
+  return impl_->stepTimes_;
+}
 
 std::vector<std::size_t> DistributedOptimizer::bucketBytes() const {
   MutexLock lock(impl_->mu_);

@@ -124,9 +124,11 @@ void SyncBatchNormImpl::pretty_print(std::ostream& stream) const {
          << ", momentum=" << options.momentum() << ")";
 }
 
-Tensor SyncBatchNormImpl::forward(const Tensor& input) {
-  GYRE_ARG_CHECK(input.dim() >= 2 && input.size(1) == options.num_features(), "SyncBatchNorm: expected [N, ",
-                 options.num_features(), ", ...], got ", input.sizes());
+Tensor SyncBatchNormImpl::forward(const Tensor& in) {
+  GYRE_ARG_CHECK(in.dim() >= 2 && in.size(1) == options.num_features(), "SyncBatchNorm: expected [N, ",
+                 options.num_features(), ", ...], got ", in.sizes());
+  // In the weights' type (float32 under bf16 autocast, where libtorch's batch norm runs in it too).
+  const Tensor input = in.scalar_type() == weight.scalar_type() ? in : in.to(weight.scalar_type());
   if (!is_training()) {
     const Tensor scale = (running_var + options.eps()).rsqrt() * weight;
     return (input - perChannel(running_mean, input)) * perChannel(scale, input) + perChannel(bias, input);

@@ -68,6 +68,12 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .field = &O::weightDecay,
      .help = "L2 weight decay (lars and lamb: matrices and kernels only, not biases)",
      .bound = Bound::kNonNegative},
+    {.name = "--precision",
+     .field = &O::precision,
+     .help =
+         "Forward-pass arithmetic: fp32, or bf16 (autocast: convolutions and matrix products in bfloat16; "
+         "weights, gradients and loss stay float32)",
+     .choices = "fp32|bf16"},
     {.name = "--compression",
      .field = &O::compression,
      .help = "Gradients on the wire: none, fp16 or bf16 (half the bytes), topk:RATIO (the RATIO share of the "
@@ -238,6 +244,11 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .group = kBenchmarking,
      .bound = Bound::kAtLeast,
      .min = 1},
+    {.name = "--straggler-threshold",
+     .field = &O::stragglerThreshold,
+     .help = "Name a worker whose gradients are ready later than this many times the other workers' median "
+             "in 8 of 10 steps: in the output, metrics.jsonl (stragglers) and the timeline (0: off)",
+     .bound = Bound::kNonNegative},
     {.name = "--eval-every",
      .field = &O::evalEvery,
      .help = "Worker 0 snapshots its model every N steps and, after training, writes each snapshot's test "
@@ -507,6 +518,9 @@ void validateOptions(const TrainOptions& o) {
                    "--checkpoint-every needs --checkpoint-dir (where to save)");
   GYRE_USAGE_CHECK(!o.resume || !o.checkpointDir.empty(), "--resume needs --checkpoint-dir (where to resume from)");
   GYRE_USAGE_CHECK(!o.plain || o.compression == "none", "--plain trains without gyre: --compression does not apply");
+  GYRE_USAGE_CHECK(!o.plain || o.precision == "fp32",
+                   "--plain is the fp32 libtorch reference loop: --precision ", o.precision,
+                   " does not apply");
   GYRE_USAGE_CHECK(o.momentum < 1, "--momentum must be below 1 (got ", numbers::format(o.momentum), ")");
   GYRE_USAGE_CHECK(o.faultPoint == "after-step" || !o.elastic, "--fault-point ", o.faultPoint,
                    " is for restart mode; --elastic faults strike after a step");
@@ -517,6 +531,10 @@ void validateOptions(const TrainOptions& o) {
       "--sync-bn adds batch normalisation to the cnn, its statistics shared by the data-parallel "
       "workers: it needs --model cnn, and not --plain or a parameter-server --mode");
   checkCompression(o.compression);
+  GYRE_USAGE_CHECK(o.stragglerThreshold == 0 || o.stragglerThreshold > 1,
+                   "--straggler-threshold must be above 1, "
+                   "or 0 for no straggler detection (got ",
+                   numbers::format(o.stragglerThreshold), ")");
   if (o.elastic) checkElastic(o);
   if (ps) checkParameterServerMode(o);
   if (o.shardOptimizer) checkShardOptimizer(o);

@@ -30,7 +30,10 @@ struct TrainOptions {
   std::string optimizer = "sgd";
   double momentum = 0.9;
   double weightDecay = 0;
-  std::string compression = "none";  // gradients on the wire: none, fp16, bf16
+  std::string compression = "none";  // gradients on the wire: none, fp16, bf16, topk:R, powersgd:R
+  // The forward pass's arithmetic: fp32, or bf16 (CPU autocast: convolutions and matrix products
+  // in bfloat16, the weights, their gradients and the loss in float32).
+  std::string precision = "fp32";
   // How the rate grows with the world: none (the default: the global batch is fixed, so the
   // single-worker rate is right), linear or sqrt, for runs that grow the batch with the workers.
   std::string lrScaling = "none";
@@ -102,6 +105,9 @@ struct TrainOptions {
   // stragglerFactor times slower. -1: no straggler.
   int stragglerRank = -1;
   double stragglerFactor = 1;
+  // Straggler detection (stragglers.h): a worker whose gradients are ready later than this many
+  // times the others' median in 8 of 10 steps is named; 0: off.
+  double stragglerThreshold = 1.5;
   // Every evalEvery global steps (this rank's steps), rank 0 snapshots its model (a copy of the
   // parameters and buffers, nothing else: no worker waits for it in any mode) with the step and
   // the training time so far; after training it evaluates each snapshot's test accuracy alone and

@@ -53,6 +53,13 @@ void ProgressBar::finish() {
   width_ = 0;
 }
 
+void ProgressBar::note(const std::string& line) {
+  finish();
+  lastDraw_ = {};  // redraw at the next update
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
 void ProgressBar::draw(const std::string& text) {
   // Spaces cover what is left of a longer earlier drawing.
   const std::size_t pad = width_ > text.size() ? width_ - text.size() : 0;

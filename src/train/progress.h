@@ -29,6 +29,9 @@ class ProgressBar {
   void update(std::int64_t step, double loss);
   // Erases the bar, so the epoch's summary line starts on a clean line.
   void finish();
+  // Prints a line of news on stdout (the bar, erased first, comes back at the next update).
+  // Prints it whether the bar is enabled or not.
+  void note(const std::string& line);
 
  private:
   void draw(const std::string& text);

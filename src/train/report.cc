@@ -61,6 +61,14 @@ std::string toJsonLine(const EpochReport& r) {
   j["compute_s"] = r.computeS;
   j["communicate_s"] = r.communicateS;
   j["bytes_per_step"] = r.bytesPerStep;
+  if (r.stragglers) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const Straggler& s : *r.stragglers)
+      list.push_back({{"rank", s.rank}, {"since_step", s.since}, {"factor", s.factor}});
+    j["stragglers"] = list;
+  } else {
+    j["stragglers"] = nullptr;
+  }
   j["wait_s"] = r.waitS;
   j["hidden_s"] = r.hiddenS;
   j["data_wait_s"] = r.dataWaitS;
@@ -118,6 +126,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["momentum"] = o.momentum;
   j["weight_decay"] = o.weightDecay;
   j["compression"] = o.compression;
+  j["precision"] = o.precision;
   j["bucket_cap_mb"] = o.bucketCapMb;
   j["shard_optimizer"] = o.shardOptimizer;
   j["seed"] = o.seed;

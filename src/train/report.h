@@ -21,7 +21,8 @@ std::string formatEpochLine(const EpochReport& report);
 // One JSON object on one line (no newline): epoch, epochs, world, plain, model, batch,
 // per_rank_batch, lr, compression, loss, test_accuracy, samples_per_s, seconds, steps,
 // timed_steps, speedup, efficiency, compute_s (the data wait included), communicate_s,
-// bytes_per_step (gradient bytes a worker put into the collectives per step), wait_s,
+// bytes_per_step (gradient bytes a worker put into the collectives per step), stragglers (the
+// workers named during the epoch: rank, since_step, factor; null when detection is off), wait_s,
 // hidden_s, data_wait_s, torch_threads,
 // blas_threads, checkpoints (an array of {step, bytes, stall_s, path}), mode, and in the
 // parameter-server modes servers, staleness (updates by staleness, summed over the workers,

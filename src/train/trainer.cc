@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -60,6 +61,32 @@ double seconds(Clock::duration d) {
 
 namespace detail {
 
+// Within its scope, this thread's forward ops run under libtorch's CPU autocast in bfloat16 (when
+// `on`); the previous state comes back after it.
+class CpuAutocast {
+ public:
+  explicit CpuAutocast(bool on) : on_(on) {
+    if (!on_) return;
+    wasEnabled_ = ::at::autocast::is_cpu_enabled();
+    wasType_ = ::at::autocast::get_autocast_cpu_dtype();
+    ::at::autocast::set_autocast_cpu_dtype(::at::kBFloat16);
+    ::at::autocast::set_cpu_enabled(true);
+  }
+  ~CpuAutocast() {
+    if (!on_) return;
+    ::at::autocast::set_cpu_enabled(wasEnabled_);
+    ::at::autocast::set_autocast_cpu_dtype(wasType_);
+    ::at::autocast::clear_cache();
+  }
+  CpuAutocast(const CpuAutocast&) = delete;
+  CpuAutocast& operator=(const CpuAutocast&) = delete;
+
+ private:
+  bool on_;
+  bool wasEnabled_ = false;
+  ::at::ScalarType wasType_ = ::at::kBFloat16;
+};
+
 Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm)
     : o_(options),
       group_(std::move(comm)),
@@ -95,8 +122,11 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
     gyre::torch::setCompression(d, o_.compression);
     d.shardOptimizerState = o_.shardOptimizer;
-    d.timeline = gyre::torch::Timeline::fromEnvironment(group_.comm());
+    timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
+    d.timeline = timeline_;
+    d.shareStepTimes = o_.stragglerThreshold > 0;
     dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
+    if (o_.stragglerThreshold > 0) stragglers_.emplace(o_.stragglerThreshold);
   }
 
   GYRE_USAGE_CHECK(o_.batch <= data_.train.size(), "--batch ", o_.batch, " is larger than the ",
@@ -252,7 +282,12 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     straggle();
     const auto computeBegin = Clock::now();
     zeroGrad();
-    const auto loss = ::torch::nn::functional::cross_entropy(model_->forward(batch.images), batch.labels);
+    ::torch::Tensor logits;
+    {
+      const CpuAutocast autocast(o_.precision == "bf16");
+      logits = model_->forward(batch.images);
+    }
+    const auto loss = ::torch::nn::functional::cross_entropy(logits.to(::torch::kFloat32), batch.labels);
     // Elastic worlds that do not divide the batch: each rank's share weighs its mean loss.
     if (elasticSampler_ && elasticSampler_->weight() != 1.0) {
       (loss * elasticSampler_->weight()).backward();
@@ -261,6 +296,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     }
     computeDone(seconds(Clock::now() - computeBegin));
     step();
+    watchStragglers();
     ++globalStep_;
     maybeSnapshot();
     const double value = loss.item<double>();
@@ -325,6 +361,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   r.hiddenS = mean[5];
   r.dataWaitS = std::min(mean[6], r.computeS);
   r.bytesPerStep = mean[7];
+  if (stragglers_) r.stragglers = stragglers_->takeSeen();
   r.samplesPerS = r.seconds > 0 ? static_cast<double>(r.timedSteps * o_.batch) / r.seconds : 0;
   recordParameterServerEpoch(r);
   if (o_.eval) {

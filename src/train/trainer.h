@@ -15,6 +15,7 @@
 
 #include "gyre/communicator.h"
 #include "train/options.h"  // TrainOptions, validateOptions
+#include "train/stragglers.h"
 
 namespace gyre::train {
 
@@ -57,6 +58,9 @@ struct EpochReport {
   // Gradient bytes this worker put into the collectives per step (the payload: after fp16/bf16,
   // top-k or PowerSGD compression), averaged over the timed steps and the workers.
   double bytesPerStep = 0;
+  // The workers named stragglers during the epoch (stragglers.h); nullopt when detection is off
+  // (one worker, --straggler-threshold 0, a parameter-server mode).
+  std::optional<std::vector<Straggler>> stragglers;
   int torchThreads = 0;
   std::optional<int> blasThreads;           // OPENBLAS_NUM_THREADS; unset: OpenBLAS's own default
   std::vector<CheckpointSave> checkpoints;  // saved during the epoch or right after its last step

@@ -71,4 +71,16 @@ void Trainer::straggle() {
   std::this_thread::sleep_for(std::chrono::duration<double>((o_.stragglerFactor - 1) * lastComputeS_));
 }
 
+void Trainer::watchStragglers() {
+  if (!dist_ || !stragglers_) return;
+  const std::vector<std::string> lines = stragglers_->observe(globalStep_, dist_->stepTimes());
+  if (lines.empty()) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (const std::string& line : lines) {
+    if (timeline_) timeline_->span(gyre::torch::Timeline::Track::kCompute, line, now, now);
+    if (group_.rank() != 0) continue;
+    progress_.note(line);
+  }
+}
+
 }  // namespace gyre::train::detail

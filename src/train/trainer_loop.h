@@ -15,6 +15,7 @@
 #include "train/checkpointing.h"
 #include "train/progress.h"
 #include "train/step_log.h"
+#include "train/stragglers.h"
 #include "train/trainer.h"
 
 namespace gyre::train::detail {
@@ -105,6 +106,9 @@ class Trainer {
   // time of its previous step; computeDone() records this step's (forward and backward).
   void straggle();
   void computeDone(double seconds) { lastComputeS_ = seconds; }
+  // TrainOptions::stragglerThreshold (trainer_fault.cc): after each data-parallel step, the ranks'
+  // ready times go to the monitor; rank 0 shows who became or stopped being a straggler.
+  void watchStragglers();
   // TrainOptions::evalEvery (trainer_records.cc). maybeSnapshot(): after global step globalStep_,
   // when it is due, rank 0 copies the model's parameters and buffers with the step and the
   // training time so far (the copy's own time left out), so that training is not held up (every
@@ -171,6 +175,8 @@ class Trainer {
   StartPoint start_;
   bool stopped_ = false;
   double lastComputeS_ = 0;  // the straggler's previous step
+  std::optional<StragglerMonitor> stragglers_;       // with a data-parallel world and a threshold
+  std::shared_ptr<gyre::torch::Timeline> timeline_;  // GYRE_TIMELINE's, or null
   // Time-to-accuracy (evalEvery): when the first step began, the time since spent on anything but
   // training (the epochs' evaluations, the snapshots), the snapshots not evaluated yet.
   std::chrono::steady_clock::time_point trainStart_{};

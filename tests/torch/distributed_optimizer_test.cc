@@ -183,6 +183,45 @@ TEST(DistributedOptimizerTest, TopKAndPowerSgdTrainThroughTheOptimizer) {
   }
 }
 
+// shareStepTimes: every rank gets every rank's ready time of the last step, in the last bucket's
+// extra floats (plain, fp16) or an allreduce of their own (top-k); the gradients are unchanged.
+TEST(DistributedOptimizerTest, SharesEveryRanksReadyTime) {
+  const auto want = referenceParameters();
+  for (const char* spec : {"none", "fp16", "topk:1"}) {
+    auto store = createMemoryStore();
+    runThreads(3, [&](int rank) {
+      auto comm = makeComm(store, rank, 3);
+      ::torch::set_num_threads(1);
+      auto model = makeModel();
+      DistributedOptimizerOptions o;
+      torch::setCompression(o, spec);
+      o.shareStepTimes = true;
+      DistributedOptimizer opt(comm, makeSgd(model), o);
+      EXPECT_TRUE(opt.stepTimes().empty());
+      const Data data = makeData();
+      for (int s = 0; s < kSteps; ++s) {
+        opt.zeroGrad();
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the slow one
+        const int begin = s * kBatch + rank * (kBatch / 3);
+        ::torch::nn::functional::cross_entropy(model->forward(data.x.narrow(0, begin, kBatch / 3)),
+                                               data.y.narrow(0, begin, kBatch / 3))
+            .backward();
+        opt.step();
+        const std::vector<double> times = opt.stepTimes();
+        ASSERT_EQ(times.size(), 3u) << spec;
+        EXPECT_GE(times[1], 0.055) << spec << " step " << s;
+        EXPECT_LT(times[0], times[1]) << spec;
+        EXPECT_LT(times[2], times[1]) << spec;
+      }
+      if (std::string(spec) != "fp16") {
+        std::vector<::torch::Tensor> got;
+        for (auto& p : model->parameters()) got.push_back(p.detach().clone());
+        expectClose(got, want, 1e-5, rank);
+      }
+    });
+  }
+}
+
 TEST(DistributedOptimizerTest, NoSyncAccumulatesLocallyUntilTheNextBackward) {
   auto store = createMemoryStore();
   runThreads(2, [&](int rank) {

@@ -92,6 +92,8 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
       {{"--mode", "ps:asp", "--optimizer", "adam"}, "--optimizer adam do not apply"},
       {{"--mode", "ps:asp", "--weight-decay", "0.1"}, "and --weight-decay do not apply"},
       {{"--model", "mlp", "--sync-bn"}, "--sync-bn adds batch normalisation to the cnn"},
+      {{"--precision", "fp16"}, "--precision"},
+      {{"--straggler-threshold", "1"}, "--straggler-threshold must be above 1, or 0"},
       {{"--compression", "topk:0"}, "--compression 'topk:0': the top-k ratio must be a number in (0, 1]"},
       {{"--compression", "powersgd:0"}, "the PowerSGD rank must be an integer of at least 1"},
       {{"--compression", "bf16:2"}, "--compression 'bf16:2': expected none, fp16, half, bf16"},
@@ -416,6 +418,57 @@ TEST_F(TrainCli, CompressionShrinksTheBytesPerStep) {
     ASSERT_EQ(steps.size(), 30u);
     EXPECT_LT(steps[29].at("loss").get<double>(), steps[0].at("loss").get<double>()) << compression;
   }
+}
+
+// --precision bf16: the forward pass under CPU autocast. The losses differ from fp32's (bfloat16
+// products) but only by rounding, training goes on, and config.json records it.
+TEST_F(TrainCli, Bf16AutocastTrainsWithinRoundingOfFp32) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  std::map<std::string, std::vector<nlohmann::json>> steps;
+  for (const char* precision : {"fp32", "bf16"}) {
+    const std::string runDir = dir.path() + "/" + precision;
+    const test::ProgramRun r = gyreTrain({"--model", "cnn", "--np", "2", "--max-steps", "30", "--batch", "64",
+                                          "--no-eval", "--precision", precision, "--run-dir", runDir});
+    ASSERT_EQ(r.exitCode, 0) << precision << ": " << r.describe();
+    steps[precision] = cli::jsonLines(runDir + "/steps.jsonl");
+    ASSERT_EQ(steps[precision].size(), 30u);
+    std::ifstream in(runDir + "/config.json");
+    EXPECT_EQ(nlohmann::json::parse(in).at("precision"), precision);
+  }
+  const double fp32 = steps["fp32"][0].at("loss").get<double>(),
+               bf16 = steps["bf16"][0].at("loss").get<double>();
+  EXPECT_NE(fp32, bf16) << "the first step's loss should show bfloat16 rounding";
+  EXPECT_NEAR(fp32, bf16, 0.02);
+  EXPECT_LT(steps["bf16"][29].at("loss").get<double>(), 0.8 * bf16) << "bf16 did not train";
+}
+
+// Straggler detection: a worker made 3x slower (--straggler-rank) is named within 20 steps, on
+// stdout and in metrics.jsonl; with --straggler-threshold 0 nobody is, and stragglers is null.
+TEST_F(TrainCli, AStragglerIsNamedWithinTwentySteps) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  const test::ProgramRun r =
+      gyreTrain({"--model", "mlp", "--np", "2", "--max-steps", "40", "--no-eval", "--straggler-rank", "1",
+                 "--straggler-factor", "3", "--run-dir", dir.path() + "/slow"});
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  const auto at = r.out.find("straggler: rank 1 is ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const auto step = r.out.find(", at step ", at);
+  ASSERT_NE(step, std::string::npos) << r.out;
+  EXPECT_LE(std::stoi(r.out.substr(step + 10)), 20) << r.out;
+  EXPECT_EQ(r.out.find("straggler: rank 0"), std::string::npos) << r.out;
+  const std::vector<nlohmann::json> metrics = cli::jsonLines(dir.path() + "/slow/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 1u);
+  ASSERT_EQ(metrics[0].at("stragglers").size(), 1u) << metrics[0].dump();
+  EXPECT_EQ(metrics[0].at("stragglers")[0].at("rank"), 1);
+  EXPECT_GT(metrics[0].at("stragglers")[0].at("factor").get<double>(), 1.5);
+  const test::ProgramRun off =
+      gyreTrain({"--model", "mlp", "--np", "2", "--max-steps", "20", "--no-eval", "--straggler-rank", "1",
+                 "--straggler-factor", "3", "--straggler-threshold", "0", "--run-dir", dir.path() + "/off"});
+  ASSERT_EQ(off.exitCode, 0) << off.describe();
+  EXPECT_EQ(off.out.find("straggler: rank 1 is "), std::string::npos) << off.out;
+  EXPECT_TRUE(cli::jsonLines(dir.path() + "/off/metrics.jsonl")[0].at("stragglers").is_null());
 }
 
 // The loader's threads change when a batch is assembled, never which: the same steps, bit for bit,

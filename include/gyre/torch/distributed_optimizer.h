@@ -108,6 +108,12 @@ struct DistributedOptimizerOptions {
   // allgather. The constructor is then collective (it maps the memory); the parameters get
   // private storage again when the optimizer is destroyed.
   bool shareParametersOnHost = true;
+  // Share every step's ready time of every rank (stepTimes()): from the end of a rank's previous
+  // step() to its gradients being ready (its forward and backward passes and whatever the loop did
+  // before them, waiting for data included), what tells a straggler. The times travel in W extra
+  // floats of the last bucket's allreduce; with top-k or PowerSGD, a sharded step or uneven
+  // inputs (or a last bucket that is not float32), in an allreduce of their own.
+  bool shareStepTimes = false;
   // Where to record backward, each bucket's allreduce, the wait and the optimizer step (may be
   // null). See timeline.h; Timeline::fromEnvironment reads GYRE_TIMELINE.
   std::shared_ptr<Timeline> timeline;
@@ -168,6 +174,9 @@ class DistributedOptimizer {
   ::torch::optim::Optimizer& optimizer();
   Communicator& communicator();
   const DistributedOptimizerOptions& options() const;
+  // With options.shareStepTimes and more than one rank: the last step's ready time of each rank,
+  // in seconds, by rank (every rank gets the same); empty otherwise or before the first step.
+  std::vector<double> stepTimes() const;
   // Number of buckets and their sizes in bytes (as allreduced), in issue order.
   std::vector<std::size_t> bucketBytes() const;
 
