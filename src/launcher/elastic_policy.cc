@@ -183,6 +183,15 @@ void ElasticPolicy::placed(int id, const elastic::Place& place, Time now) {
   if (w->place && same(*w->place, place)) return;
   w->place = place;
   w->placedAt = now;
+  // Waiting after E, or arrived at E + 1 (the launcher may never see the waiting in between):
+  // it has left E.
+  const bool waiting = place.kind == elastic::Place::Kind::kWaiting;
+  const std::int64_t left = waiting ? place.epoch : place.epoch - 1;
+  if (left > w->leftEpoch) {
+    w->leftEpoch = left;
+    w->leftAt = now;
+    w->leftWhy = waiting ? place.reason : std::string();
+  }
   update(now);
 }
 
@@ -194,11 +203,12 @@ void ElasticPolicy::findUnanswering(Time now) {
   if (timeoutMs == 0) return;  // the workers do not record places (they do not use gyre::elastic)
   const std::chrono::milliseconds grace(timeoutMs + std::max<std::int64_t>(2000, timeoutMs / 2));
   const std::int64_t formed = formed_ ? formed_->epoch : 0;
-  // The first worker seen to leave the membership the members train in.
+  // The first member seen to leave the membership the members train in (leaving is collective or
+  // spreads within a time-out: every other member must follow within the grace).
   const Worker* leaver = nullptr;
   for (const Worker& w : workers_)
-    if (formed > 0 && w.place && w.place->kind == Kind::kWaiting && w.place->epoch >= formed &&
-        (leaver == nullptr || w.placedAt < leaver->placedAt))
+    if (formed > 0 && formed_->rankOf(w.id) >= 0 && w.leftEpoch >= formed &&
+        (leaver == nullptr || w.leftAt < leaver->leftAt))
       leaver = &w;
   std::vector<std::pair<int, std::string>> unanswering;  // id, what
   for (const Worker& w : workers_) {
@@ -206,12 +216,12 @@ void ElasticPolicy::findUnanswering(Time now) {
     const bool trains = formed > 0 && formed_->rankOf(w.id) >= 0 && w.place->kind == Kind::kArrived &&
                         w.place->epoch == formed;
     if (trains) {
-      if (leaver != nullptr && now - leaver->placedAt >= grace)
-        unanswering.emplace_back(
-            w.id, "stopped answering: worker " + std::to_string(leaver->id) + " left membership " +
-                      std::to_string(formed) + " " + formatSeconds(seconds(now - leaver->placedAt)) +
-                      " s ago" + (leaver->place->reason.empty() ? "" : " (" + leaver->place->reason + ")") +
-                      " and it is still in it");
+      if (leaver != nullptr && now - leaver->leftAt >= grace)
+        unanswering.emplace_back(w.id, "stopped answering: worker " + std::to_string(leaver->id) +
+                                           " left membership " + std::to_string(formed) + " " +
+                                           formatSeconds(seconds(now - leaver->leftAt)) + " s ago" +
+                                           (leaver->leftWhy.empty() ? "" : " (" + leaver->leftWhy + ")") +
+                                           " and it is still in it");
       continue;
     }
     // Waiting for a membership: it must reach the rendezvous of a newer one that holds it.

@@ -143,6 +143,11 @@ class ElasticPolicy {
     bool stopped = false;  // asked to stop: not a failure, no longer counted
     std::optional<elastic::Place> place;  // as it last recorded it
     Time placedAt{};                      // when that place was first seen
+    // The newest membership it is known to have left (waiting after E, or arrived at a later
+    // one), when that was first seen and why (empty when it went straight to a later one).
+    std::int64_t leftEpoch = 0;
+    Time leftAt{};
+    std::string leftWhy;
   };
 
   Worker* find(int id);

@@ -143,7 +143,13 @@ std::vector<std::uint8_t> encodeDeclaration(const Declaration& d) {
                  "a parameter-server table of ", d.spec.sizes.size(), " keys with ", d.spec.shapes.size(),
                  " shapes");
   w.u32(static_cast<std::uint32_t>(d.spec.shapes.size()));
-  for (const auto& shape : d.spec.shapes) {
+  for (std::size_t k = 0; k < d.spec.shapes.size(); ++k) {
+    const auto& shape = d.spec.shapes[k];
+    std::int64_t product = 1;
+    for (const std::int64_t dim : shape) product *= dim;
+    GYRE_ARG_CHECK(shape.size() <= kMaxShapeDims && product == static_cast<std::int64_t>(d.spec.sizes[k]),
+                   "parameter-server key ", k, ": a shape of ", shape.size(), " dimensions and ", product,
+                   " elements for ", d.spec.sizes[k], " elements (at most ", kMaxShapeDims, " dimensions)");
     w.u32(static_cast<std::uint32_t>(shape.size()));
     for (const std::int64_t dim : shape) w.i64(dim);
   }

@@ -43,7 +43,8 @@ constexpr std::uint32_t kMagic = 0x31535047;  // "GPS1" on the wire
 constexpr std::size_t kHeaderBytes = 48;
 constexpr std::uint32_t kServerPeer = 0xffffffffu;
 constexpr std::uint8_t kResponseBit = 0x80;
-constexpr std::size_t kMaxDeclarationBytes = 1 << 20;
+// Room for kMaxKeys keys with shapes of up to 16 dimensions.
+constexpr std::size_t kMaxDeclarationBytes = 12 << 20;
 constexpr std::uint32_t kMaxShapeDims = 16;
 constexpr std::size_t kMaxMessageTextBytes = 64 << 10;
 constexpr std::size_t kMaxKeys = 1 << 16;

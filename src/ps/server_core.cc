@@ -26,6 +26,16 @@ std::string describeOptimizer(const OptimizerConfig& o) {
 }
 
 // How `got` differs from the table's declaration, for the refusal message.
+// The same table, shapes compared only when both declare them (TableSpec::shapes: empty is not
+// compared).
+bool sameTable(const Declaration& a, const Declaration& b) {
+  if (!a.spec.shapes.empty() && !b.spec.shapes.empty()) return a == b;
+  Declaration x = a, y = b;
+  x.spec.shapes.clear();
+  y.spec.shapes.clear();
+  return x == y;
+}
+
 std::string difference(const Declaration& got, const Declaration& table, const std::string& who) {
   std::ostringstream out;
   out << who << " declared ";
@@ -46,7 +56,8 @@ std::string difference(const Declaration& got, const Declaration& table, const s
     for (std::size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
     return text + "]";
   };
-  if (got.spec.shapes.size() == table.spec.shapes.size()) {
+  // Shapes are compared when both sides give them (sameTable); then they have one per key.
+  if (!got.spec.shapes.empty() && !table.spec.shapes.empty()) {
     for (std::size_t k = 0; k < got.spec.shapes.size(); ++k) {
       if (got.spec.shapes[k] != table.spec.shapes[k]) {
         out << "key " << k << " with shape " << shape(got.spec.shapes[k]) << ", the table has "
@@ -54,10 +65,6 @@ std::string difference(const Declaration& got, const Declaration& table, const s
         return out.str();
       }
     }
-  } else {
-    out << (got.spec.shapes.empty() ? "no shapes" : "shapes") << ", the table has "
-        << (table.spec.shapes.empty() ? "none" : "them");
-    return out.str();
   }
   if (!(got.spec.mode == table.spec.mode)) {
     out << "mode " << got.spec.mode.toString() << ", the table has " << table.spec.mode.toString();
@@ -162,7 +169,7 @@ void ServerCore::declare(Request& request, Outbox& out) {
   }
   MutexLock lock(declareMutex_);
   if (const Table* t = table_.load(std::memory_order_acquire)) {
-    if (d == t->declaration) {
+    if (sameTable(d, t->declaration)) {
       out.push_back(okReply(request));
     } else {
       out.push_back(errorReply(request, Status::kError,

@@ -190,7 +190,9 @@ class PowerSgd final : public GradientCompressor {
       s.q.copy_(buffer.narrow(0, at, s.cols * rank_).view({s.cols, rank_}));  // the next step's start
       at += s.cols * rank_;
       const Tensor approx = ps[i].mm(s.q.t());
-      s.error.sub_(approx);  // what the approximation left out of M
+      // What the approximation left out of this rank's M: its share of the sum's approximation.
+      s.error.sub_(average ? approx : approx / comm.size());
+      redrawEmptyColumns(s.q);
       grads[i].copy_(approx.view(grads[i].sizes()));
     }
     return bytes;
@@ -207,23 +209,40 @@ class PowerSgd final : public GradientCompressor {
   void plan(const std::vector<std::vector<std::int64_t>>& shapes) {
     // The same seed on every rank, so Q starts the same everywhere.
     auto generator = ::at::detail::createCPUGenerator(0x9e3779b97f4a7c15ULL);
-    for (std::size_t i = 0; i < shapes.size(); ++i) {
-      const std::vector<std::int64_t>& shape = shapes[i];
+    std::int64_t largest = 0;  // the highest rank that compresses some matrix
+    for (const std::vector<std::int64_t>& shape : shapes) {
       State s;
       if (shape.size() >= 2) {
         s.rows = shape[0];
         s.cols = 1;
         for (std::size_t d = 1; d < shape.size(); ++d) s.cols *= shape[d];
-        GYRE_ARG_CHECK(rank_ <= std::min(s.rows, s.cols), "PowerSGD rank ", rank_,
-                       " is above the smaller dimension of gradient ", i, " (", s.rows, " x ", s.cols,
-                       " as a matrix): choose at most ", std::min(s.rows, s.cols));
+        // Sent as P and Q only where that is smaller: (n + m) r < n m (so r < min(n, m)).
         s.compressed = (s.rows + s.cols) * rank_ < s.rows * s.cols;
+        if (s.rows + s.cols > 0) largest = std::max(largest, (s.rows * s.cols - 1) / (s.rows + s.cols));
       }
       if (s.compressed) {
         s.error = ::torch::zeros({s.rows, s.cols});
         s.q = ::torch::randn({s.cols, rank_}, generator);
       }
       states_.push_back(std::move(s));
+    }
+    GYRE_ARG_CHECK(std::any_of(states_.begin(), states_.end(), [](const State& s) { return s.compressed; }),
+                   "PowerSGD rank ", rank_, " compresses none of the gradients: ",
+                   largest == 0
+                       ? std::string("the model has no weight matrix that a low rank makes smaller")
+                       : "choose a rank of at most " + std::to_string(largest) +
+                             " (a matrix n x m travels as (n + m) x rank numbers only when that is fewer)");
+  }
+
+  // A column of Q that came back zero (a step whose gradient was zero) would stay zero through
+  // every warm start: it starts again from a random column. Q is the same on every rank (an
+  // allreduce's result), so every rank redraws the same columns from the same draw.
+  void redrawEmptyColumns(Tensor& q) {
+    for (std::int64_t c = 0; c < q.size(1); ++c) {
+      Tensor col = q.select(1, c);
+      if (col.abs().max().item<float>() > 0) continue;
+      auto generator = ::at::detail::createCPUGenerator(0x5bd1e995ULL + redraws_++);
+      col.copy_(::torch::randn({q.size(0)}, generator));
     }
   }
 
@@ -247,6 +266,7 @@ class PowerSgd final : public GradientCompressor {
 
   int rank_;
   std::vector<State> states_;
+  std::uint64_t redraws_ = 0;  // the same count on every rank
 };
 
 }  // namespace

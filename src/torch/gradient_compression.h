@@ -42,8 +42,8 @@ class GradientCompressor {
 // ratio in (0, 1]: the share of the entries that travel.
 std::unique_ptr<GradientCompressor> makeTopK(double ratio);
 // rank >= 1: the rank of the approximation; `shapes`: the gradients' shapes, in reduce()'s order.
-// Throws InvalidArgument when the rank is above the smaller dimension of a gradient's matrix (of
-// a tensor with two or more dimensions), naming it.
+// A matrix travels as P and Q where that is fewer numbers ((n + m) r < n m), whole otherwise.
+// Throws InvalidArgument when the rank compresses none of them, naming the highest that would.
 std::unique_ptr<GradientCompressor> makePowerSgd(int rank,
                                                  const std::vector<std::vector<std::int64_t>>& shapes);
 

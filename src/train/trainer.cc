@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "gyre/init.h"
 #include "gyre/torch.h"
+#include "torch/gradient_compression.h"
 #include "train/models.h"
 #include "train/optimizer_choice.h"
 #include "train/report.h"
@@ -107,6 +108,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   if (group_.comm()) gyre::torch::broadcastParameters(*model_, *group_.comm());
   gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
 
+  checkCompressionFits();
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
   optimizer_ = makeOptimizer(o_, model_->parameters(), lr_);
   // Resuming replaces the model's and the optimizer's state (and the generator's) on every rank.
@@ -154,6 +156,18 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     ++start_.epoch;
     start_.index = 0;
   }
+}
+
+void Trainer::checkCompressionFits() const {
+  // DistributedOptimizer checks it too, but only where it is built: an elastic job builds one
+  // only once a membership has two workers, and would fail then on every worker.
+  gyre::torch::DistributedOptimizerOptions d;
+  gyre::torch::setCompression(d, o_.compression);
+  if (d.compression != gyre::torch::Compression::kPowerSgd) return;
+  std::vector<std::vector<std::int64_t>> shapes;
+  for (const ::torch::Tensor& p : model_->parameters())
+    if (p.requires_grad()) shapes.push_back(p.sizes().vec());
+  gyre::torch::detail::makePowerSgd(d.powerSgdRank, shapes);
 }
 
 void Trainer::planWarmup() {

@@ -35,7 +35,8 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
     gyre::torch::setCompression(d, o_.compression);
     d.shareStepTimes = o_.stragglerThreshold > 0;
     dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
-    if (o_.stragglerThreshold > 0 && !stragglers_) stragglers_.emplace(o_.stragglerThreshold);
+    // Ranks are renumbered: each membership's history starts afresh.
+    if (o_.stragglerThreshold > 0) stragglers_.emplace(o_.stragglerThreshold);
   }
   // Rank 0 of each membership draws the bar and continues progress.jsonl; the first membership's
   // empties it. (Not at a worker's start: a replacement starts while the others are writing it.)

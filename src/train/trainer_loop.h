@@ -109,6 +109,9 @@ class Trainer {
   // TrainOptions::stragglerThreshold (trainer_fault.cc): after each data-parallel step, the ranks'
   // ready times go to the monitor; rank 0 shows who became or stopped being a straggler.
   void watchStragglers();
+  // A --compression powersgd:R that compresses none of the model's gradients is refused here,
+  // before training (InvalidArgument).
+  void checkCompressionFits() const;
   // TrainOptions::evalEvery (trainer_records.cc). maybeSnapshot(): after global step globalStep_,
   // when it is due, rank 0 copies the model's parameters and buffers with the step and the
   // training time so far (the copy's own time left out), so that training is not held up (every

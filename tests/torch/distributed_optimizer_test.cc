@@ -399,7 +399,9 @@ TEST(DistributedOptimizerTest, RejectsBadOptions) {
   EXPECT_THROW(DistributedOptimizer(nullptr, makeSgd(model)), InvalidArgument);
   EXPECT_THROW(torch::parseCompression("zip"), InvalidArgument);
   o = {};
-  torch::setCompression(o, "powersgd:17");  // above Linear(20, 16)'s 16: refused with one rank too
+  // Linear(20, 16) shrinks up to rank 8 ((16 + 20) 8 < 320): rank 9 compresses nothing, refused
+  // with one rank too.
+  torch::setCompression(o, "powersgd:9");
   EXPECT_THROW(DistributedOptimizer(comm, makeSgd(model), o), InvalidArgument);
   o.unevenInputs = true;
   torch::setCompression(o, "topk:0.1");

@@ -102,8 +102,10 @@ TEST(PowerSgd, IsExactForGradientsOfLowRankAndAveragesTheRest) {
     }
   });
   EXPECT_THROW(detail::makePowerSgd(0, {{4, 4}}), InvalidArgument);
-  EXPECT_THROW(detail::makePowerSgd(5, {{8, 8}, {10, 4}}), InvalidArgument);  // 4 is the smaller side
-  EXPECT_NO_THROW(detail::makePowerSgd(4, {{8, 8}, {10, 4}, {100}}));
+  // 8 x 8 shrinks up to rank 3 ((8 + 8) 3 < 64), 10 x 4 up to rank 2: rank 4 compresses neither.
+  EXPECT_THROW(detail::makePowerSgd(4, {{8, 8}, {10, 4}, {100}}), InvalidArgument);
+  EXPECT_THROW(detail::makePowerSgd(1, {{100}}), InvalidArgument);     // no matrix at all
+  EXPECT_NO_THROW(detail::makePowerSgd(3, {{8, 8}, {10, 4}, {100}}));  // 8 x 8 compressed, 10 x 4 whole
 }
 
 // A full-rank gradient is approximated; what is left out is sent later (error feedback): with the
@@ -129,6 +131,32 @@ TEST(PowerSgd, ErrorFeedbackDeliversAFullRankGradientOverSteps) {
     }
     EXPECT_GT(maxDiff(once, want), 0.1) << "one rank-1 step cannot carry a full-rank 6 x 6 gradient";
     EXPECT_LT(maxDiff(sum / steps, want), 0.05) << "rank " << rank;
+  });
+}
+
+// Summed (average = false), each rank's error is what its own share left out: over many steps of
+// the same gradients the sum arrives, not W times too little. A gradient that is zero for a step
+// does not stop its matrix for good (the warm start's zero column is drawn again).
+TEST(PowerSgd, SumsDeliverTheSumAndAZeroStepDoesNotStopAMatrix) {
+  auto store = createMemoryStore();
+  test::runThreads(2, [&](int rank) {
+    auto comm = makeComm(store, rank, 2);
+    auto power = detail::makePowerSgd(1, {{6, 6}});
+    Tensor zero = ::torch::zeros({6, 6});
+    power->reduce(*comm, {zero}, false, {});
+    EXPECT_EQ(zero.abs().max().item<float>(), 0);
+    const Tensor g =
+        ::torch::randn({6, 6}, ::at::detail::createCPUGenerator(static_cast<std::uint64_t>(40 + rank)));
+    Tensor want = g.clone();
+    comm->allreduce(want.data_ptr<float>(), want.data_ptr<float>(), 36);
+    Tensor sum = ::torch::zeros({6, 6});
+    const int steps = 200;
+    for (int step = 0; step < steps; ++step) {
+      Tensor sent = g.clone();
+      power->reduce(*comm, {sent}, false, {});
+      sum += sent;
+    }
+    EXPECT_LT(maxDiff(sum / steps, want), 0.1) << "rank " << rank;
   });
 }
 

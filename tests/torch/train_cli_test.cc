@@ -97,9 +97,10 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
       {{"--compression", "topk:0"}, "--compression 'topk:0': the top-k ratio must be a number in (0, 1]"},
       {{"--compression", "powersgd:0"}, "the PowerSGD rank must be an integer of at least 1"},
       {{"--compression", "bf16:2"}, "--compression 'bf16:2': expected none, fp16, half, bf16"},
-      {{"--model", "cnn", "--compression", "powersgd:10", "--np", "2"},
-       "PowerSGD rank 10 is above the smaller dimension of gradient 0 (32 x 9 as a matrix): choose at most "
-       "9"},
+      {{"--model", "cnn", "--compression", "powersgd:123", "--np", "2"},
+       "PowerSGD rank 123 compresses none of the gradients: choose a rank of at most 122"},
+      {{"--model", "cnn", "--compression", "powersgd:123", "--elastic", "--min-np", "1"},
+       "PowerSGD rank 123 compresses none of the gradients"},  // refused before the first membership
       {{"--model", "cnn", "--sync-bn", "--mode", "ps:asp"}, "--sync-bn adds batch normalisation to the cnn"},
   };
   for (const Case& c : cases) {
@@ -126,7 +127,9 @@ TEST_F(TrainCli, EveryInvalidFlagGetsTheSameMessageFromBothPrograms) {
     if (f.scope != FlagScope::kBoth || (f.bound == Bound::kNone && f.choices.empty())) continue;
     std::string bad = "bogus";
     if (f.choices.empty())
-      bad = f.bound == Bound::kRankOrNone ? "-2" : f.bound == Bound::kAtLeast ? std::to_string(int(f.min) - 1) : "-1";
+      bad = f.bound == Bound::kRankOrNone ? "-2"
+            : f.bound == Bound::kAtLeast  ? std::to_string(int(f.min) - 1)
+                                          : "-1";
     if (f.bound == Bound::kPositive) bad = "0";
     const std::string name(f.name);
     const test::ProgramRun launcher = gyreTrain({name, bad});
@@ -187,12 +190,14 @@ TEST_F(TrainCli, WorkerRefusesBadModes) {
   const std::vector<Case> cases = {
       {{"--mode", "ps:ssp"}, "--mode 'ps:ssp': the parameter-server modes are"},
       {{"--mode", "hogwild"}, "--mode 'hogwild'"},
-      {{"--plain", "--mode", "ps:asp"}, "--mode ps:asp trains through parameter servers: --plain does not apply"},
+      {{"--plain", "--mode", "ps:asp"},
+       "--mode ps:asp trains through parameter servers: --plain does not apply"},
       {{"--mode", "ps:bsp", "--compression", "bf16"}, "--compression bf16 does not apply"},
       {{"--mode", "ps:bsp", "--resume", "--checkpoint-dir", "ckpt"}, "checkpoints"},
       {{"--straggler-factor", "0"}, "--straggler-factor must be a finite number of at least 1"},
       {{"--plain", "--shard-optimizer"}, "--shard-optimizer shards the data-parallel optimizer step"},
-      {{"--shard-optimizer", "--resume", "--checkpoint-dir", "ckpt"}, "--shard-optimizer keeps each worker's part"},
+      {{"--shard-optimizer", "--resume", "--checkpoint-dir", "ckpt"},
+       "--shard-optimizer keeps each worker's part"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {worker()};
@@ -303,8 +308,8 @@ TEST_F(TrainCli, ShardedOptimizerStepTrainsTheSameModel) {
   std::vector<std::vector<::torch::Tensor>> models;
   for (const char* variant : {"allreduce", "sharded"}) {
     const std::string runDir = dir.path() + "/" + variant;
-    std::vector<std::string> args = {"--model", "mlp", "--np", "2", "--max-steps", "15", "--no-eval", "--json",
-                                     "--run-dir", runDir};
+    std::vector<std::string> args = {"--model", "mlp",       "--np",   "2",         "--max-steps",
+                                     "15",      "--no-eval", "--json", "--run-dir", runDir};
     if (std::string(variant) == "sharded") args.push_back("--shard-optimizer");
     const test::ProgramRun r = gyreTrain(args);
     ASSERT_EQ(r.exitCode, 0) << variant << ": " << r.describe() << "\nstdout:\n" << r.out;

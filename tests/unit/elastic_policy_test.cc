@@ -494,6 +494,28 @@ TEST(ElasticPolicy, AMemberThatDoesNotReachTheNextRendezvousIsStoppedAsFailedAft
   EXPECT_EQ(t.published[0].members, (Ids{0}));
 }
 
+// A newer membership is already published when a member stops (here: another member died, and
+// the stopped one had not left yet): the others time out and go straight on to the newer
+// rendezvous, so the launcher may see only their arrival there. That is leaving the formed
+// membership too, and the stopped member, still in it, is stopped after the grace.
+TEST(ElasticPolicy, AMemberStoppedWhileANewerMembershipWaitsIsStoppedToo) {
+  ElasticPolicy p = trainingInEpochOne();
+  p.exited(2, killed(), at(4));
+  ASSERT_EQ(take(p).published.size(), 1u);  // epoch 2: workers 0, 1
+  // Worker 1 stops; worker 0 times out and is seen only as arrived at epoch 2.
+  p.placed(0, arrived(2), at(10));
+  p.tick(at(12.9));
+  EXPECT_TRUE(take(p).stops.empty());
+  p.tick(at(13));
+  const Taken t = take(p);
+  EXPECT_EQ(t.stops, (Ids{1}));
+  ASSERT_GE(t.notes.size(), 1u);
+  EXPECT_EQ(
+      t.notes[0],
+      "worker 1 on host h stopped answering: worker 0 left membership 1 3.0 s ago and it is still in it; "
+      "stopping it; continuing with 1 worker (elastic: --min-np 1)");
+}
+
 TEST(ElasticPolicy, MembersStillTrainingWhileANewcomerWaitsForThemAreNotStopped) {
   ElasticLimits l = limits(2, 1, 3);
   ElasticPolicy p(l, {{"h", 3}}, t0);

@@ -56,7 +56,8 @@ namespace gyre::torch {
 // next step's gradients; src/torch/gradient_compression.h): top-k sends the topkRatio share of
 // all gradient entries largest in magnitude, as value and index, in one allgather; PowerSGD
 // sends a rank-powerSgdRank approximation of each weight matrix in two allreduces (biases and
-// other small tensors uncompressed). Both need every gradient, so they run in step() after
+// other small tensors, and matrices the rank would not shrink, uncompressed). Both need every
+// gradient, so they run in step() after
 // backward instead of overlapping it, and they need float32 gradients; not with
 // shardOptimizerState or unevenInputs.
 enum class Compression { kNone, kFp16, kBf16, kTopK, kPowerSgd };
@@ -79,8 +80,8 @@ struct DistributedOptimizerOptions {
   int backwardPassesPerStep = 1;
   Compression compression = Compression::kNone;
   double topkRatio = 0.01;  // kTopK: the share of the entries that travel, in (0, 1]
-  // kPowerSgd: the approximation's rank; the constructor refuses one above the smaller
-  // dimension of a weight matrix.
+  // kPowerSgd: the approximation's rank; a weight matrix n x m is approximated only where
+  // (n + m) rank < n m, sent whole otherwise; the constructor refuses a rank that compresses none.
   int powerSgdRank = 4;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
   // Average the gradients (true) or sum them.
