@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/check.h"
-#include "common/numbers.h"
+#include "common/compression_spec.h"
 #include "gyre/torch/distributed_optimizer.h"
 
 namespace gyre::torch {
@@ -28,12 +28,6 @@ std::string_view toString(Compression compression) {
   return "?";
 }
 
-namespace {
-
-constexpr char kNames[] = "none, fp16, bf16, topk[:RATIO] or powersgd[:RANK]";
-
-}  // namespace
-
 Compression parseCompression(std::string_view name) {
   DistributedOptimizerOptions o;
   setCompression(o, name);
@@ -41,42 +35,17 @@ Compression parseCompression(std::string_view name) {
 }
 
 void setCompression(DistributedOptimizerOptions& options, std::string_view spec) {
-  const std::size_t colon = spec.find(':');
-  const std::string_view name = spec.substr(0, colon);
-  const std::string value = colon == std::string_view::npos ? "" : std::string(spec.substr(colon + 1));
-  const bool parameterized = name == "topk" || name == "powersgd";
-  if (!value.empty() || colon != std::string_view::npos)
-    GYRE_ARG_CHECK(parameterized, "compression '", spec, "': only topk and powersgd take a value (", kNames,
-                   ")");
-  if (name == "none") {
-    options.compression = Compression::kNone;
-  } else if (name == "fp16" || name == "half" || name == "float16") {
-    options.compression = Compression::kFp16;
-  } else if (name == "bf16" || name == "bfloat16") {
-    options.compression = Compression::kBf16;
-  } else if (name == "topk") {
-    double ratio = options.topkRatio;
-    if (colon != std::string_view::npos) {
-      char* end = nullptr;
-      ratio = std::strtod(value.c_str(), &end);
-      GYRE_ARG_CHECK(!value.empty() && *end == '\0' && std::isfinite(ratio) && ratio > 0 && ratio <= 1,
-                     "compression '", spec, "': the top-k ratio must be a number in (0, 1]");
-    }
+  const CompressionSpec parsed = parseCompressionSpec(spec);
+  if (parsed.kind == "none") options.compression = Compression::kNone;
+  if (parsed.kind == "fp16") options.compression = Compression::kFp16;
+  if (parsed.kind == "bf16") options.compression = Compression::kBf16;
+  if (parsed.kind == "topk") {
     options.compression = Compression::kTopK;
-    options.topkRatio = ratio;
-  } else if (name == "powersgd") {
-    int rank = options.powerSgdRank;
-    if (colon != std::string_view::npos) {
-      char* end = nullptr;
-      const long r = std::strtol(value.c_str(), &end, 10);
-      GYRE_ARG_CHECK(!value.empty() && *end == '\0' && r >= 1 && r <= 1 << 20, "compression '", spec,
-                     "': the PowerSGD rank must be an integer of at least 1");
-      rank = static_cast<int>(r);
-    }
+    options.topkRatio = parsed.ratio.value_or(options.topkRatio);
+  }
+  if (parsed.kind == "powersgd") {
     options.compression = Compression::kPowerSgd;
-    options.powerSgdRank = rank;
-  } else {
-    throw InvalidArgument("unknown compression '" + std::string(spec) + "' (" + kNames + ")");
+    options.powerSgdRank = parsed.rank.value_or(options.powerSgdRank);
   }
 }
 

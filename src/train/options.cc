@@ -4,11 +4,11 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <sstream>
 
 #include "common/check.h"
+#include "common/compression_spec.h"
 #include "common/numbers.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
@@ -481,33 +481,6 @@ std::vector<std::string> workerArguments(const TrainOptions& o) {
   return argv;
 }
 
-namespace {
-
-// none|fp16|half|bf16|topk[:RATIO]|powersgd[:RANK] (gyre::torch::setCompression's forms; this file
-// does not link libtorch).
-void checkCompression(const std::string& spec) {
-  const std::size_t colon = spec.find(':');
-  const std::string name = spec.substr(0, colon);
-  const std::string value = colon == std::string::npos ? "" : spec.substr(colon + 1);
-  const bool plain = name == "none" || name == "fp16" || name == "half" || name == "bf16";
-  GYRE_USAGE_CHECK((plain && colon == std::string::npos) || name == "topk" || name == "powersgd",
-                   "--compression '", spec,
-                   "': expected none, fp16, half, bf16, topk:RATIO or powersgd:RANK");
-  if (colon == std::string::npos) return;
-  char* end = nullptr;
-  if (name == "topk") {
-    const double ratio = std::strtod(value.c_str(), &end);
-    GYRE_USAGE_CHECK(!value.empty() && *end == '\0' && std::isfinite(ratio) && ratio > 0 && ratio <= 1,
-                     "--compression '", spec, "': the top-k ratio must be a number in (0, 1]");
-  } else {
-    const long rank = std::strtol(value.c_str(), &end, 10);
-    GYRE_USAGE_CHECK(!value.empty() && *end == '\0' && rank >= 1 && rank <= 1 << 20, "--compression '", spec,
-                     "': the PowerSGD rank must be an integer of at least 1");
-  }
-}
-
-}  // namespace
-
 void validateOptions(const TrainOptions& o) {
   for (const TrainFlag& f : kFlags) checkFlag(f, o);
   const bool ps = isParameterServerMode(o.mode);
@@ -530,7 +503,7 @@ void validateOptions(const TrainOptions& o) {
       !o.syncBn || (o.model == "cnn" && !o.plain && !ps),
       "--sync-bn adds batch normalisation to the cnn, its statistics shared by the data-parallel "
       "workers: it needs --model cnn, and not --plain or a parameter-server --mode");
-  checkCompression(o.compression);
+  parseCompressionSpec(o.compression, "--compression");
   GYRE_USAGE_CHECK(o.stragglerThreshold == 0 || o.stragglerThreshold > 1,
                    "--straggler-threshold must be above 1, "
                    "or 0 for no straggler detection (got ",

@@ -9,6 +9,7 @@
 #include "gyre/gyre.h"
 #include "gyre/torch/distributed_optimizer.h"
 #include "support/ranks.h"
+#include "torch/tensor_checks.h"
 
 namespace gyre::torch {
 namespace {
@@ -21,8 +22,12 @@ std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, i
   return Communicator::create(std::move(store), rank, size, o);
 }
 
-double maxDiff(const Tensor& a, const Tensor& b) {
-  return (a - b).abs().max().item<double>();
+// A float32 tensor summed or averaged over the ranks, in a copy: what the compressors must give.
+Tensor overRanks(Communicator& comm, const Tensor& t, ReduceOp op) {
+  Tensor out = t.contiguous().clone();
+  comm.allreduce(out.data_ptr<float>(), out.data_ptr<float>(), static_cast<std::size_t>(out.numel()),
+                 {DataType::kFloat32, op});
+  return out;
 }
 
 TEST(TopK, SendsTheLargestEntriesOfEveryRankAndOwesTheRestUntilSent) {
@@ -50,7 +55,7 @@ TEST(TopK, SendsTheLargestEntriesOfEveryRankAndOwesTheRestUntilSent) {
       topk->reduce(*comm, {none}, false, {});
       total += none;
     }
-    EXPECT_LT(maxDiff(total, sum), 1e-6) << "rank " << rank;
+    EXPECT_LT(test::maxDiff(total, sum), 1e-6) << "rank " << rank;
   });
 }
 
@@ -62,14 +67,9 @@ TEST(TopK, WithRatioOneIsTheExactAverageOfSeveralTensors) {
     auto gen = ::at::detail::createCPUGenerator(static_cast<std::uint64_t>(10 + rank));
     std::vector<Tensor> grads = {::torch::randn({4, 3}, gen), ::torch::randn({5}, gen)};
     std::vector<Tensor> want;
-    for (const Tensor& g : grads) {
-      Tensor w = g.clone();
-      comm->allreduce(w.data_ptr<float>(), w.data_ptr<float>(), static_cast<std::size_t>(w.numel()),
-                      {DataType::kFloat32, ReduceOp::kAverage});
-      want.push_back(w);
-    }
+    for (const Tensor& g : grads) want.push_back(overRanks(*comm, g, ReduceOp::kAverage));
     topk->reduce(*comm, grads, /*average=*/true, {});
-    for (std::size_t i = 0; i < grads.size(); ++i) EXPECT_LT(maxDiff(grads[i], want[i]), 1e-6) << i;
+    for (std::size_t i = 0; i < grads.size(); ++i) EXPECT_LT(test::maxDiff(grads[i], want[i]), 1e-6) << i;
   });
   EXPECT_THROW(detail::makeTopK(0), InvalidArgument);
   EXPECT_THROW(detail::makeTopK(1.5), InvalidArgument);
@@ -89,16 +89,11 @@ TEST(PowerSgd, IsExactForGradientsOfLowRankAndAveragesTheRest) {
       std::vector<Tensor> grads = {basis.mm(::torch::randn({2, 10}, gen)).view({12, 2, 5}),
                                    ::torch::randn({12}, gen)};
       std::vector<Tensor> want;
-      for (const Tensor& g : grads) {
-        Tensor w = g.clone();
-        comm->allreduce(w.data_ptr<float>(), w.data_ptr<float>(), static_cast<std::size_t>(w.numel()),
-                        {DataType::kFloat32, ReduceOp::kAverage});
-        want.push_back(w);
-      }
+      for (const Tensor& g : grads) want.push_back(overRanks(*comm, g, ReduceOp::kAverage));
       // P (12 x 2) and the bias, then Q (10 x 2): 58 floats, not 132.
       EXPECT_EQ(power->reduce(*comm, grads, /*average=*/true, {}), (12 * 2 + 12 + 10 * 2) * sizeof(float));
       for (std::size_t i = 0; i < grads.size(); ++i)
-        EXPECT_LT(maxDiff(grads[i], want[i]), 1e-4) << "step " << step << " gradient " << i;
+        EXPECT_LT(test::maxDiff(grads[i], want[i]), 1e-4) << "step " << step << " gradient " << i;
     }
   });
   EXPECT_THROW(detail::makePowerSgd(0, {{4, 4}}), InvalidArgument);
@@ -117,9 +112,7 @@ TEST(PowerSgd, ErrorFeedbackDeliversAFullRankGradientOverSteps) {
     auto power = detail::makePowerSgd(1, {{6, 6}});
     const Tensor g =
         ::torch::randn({6, 6}, ::at::detail::createCPUGenerator(static_cast<std::uint64_t>(30 + rank)));
-    Tensor want = g.clone();
-    comm->allreduce(want.data_ptr<float>(), want.data_ptr<float>(), 36,
-                    {DataType::kFloat32, ReduceOp::kAverage});
+    const Tensor want = overRanks(*comm, g, ReduceOp::kAverage);
     Tensor sum = ::torch::zeros({6, 6});
     Tensor once;
     const int steps = 200;
@@ -129,8 +122,8 @@ TEST(PowerSgd, ErrorFeedbackDeliversAFullRankGradientOverSteps) {
       if (step == 0) once = sent.clone();
       sum += sent;
     }
-    EXPECT_GT(maxDiff(once, want), 0.1) << "one rank-1 step cannot carry a full-rank 6 x 6 gradient";
-    EXPECT_LT(maxDiff(sum / steps, want), 0.05) << "rank " << rank;
+    EXPECT_GT(test::maxDiff(once, want), 0.1) << "one rank-1 step cannot carry a full-rank 6 x 6 gradient";
+    EXPECT_LT(test::maxDiff(sum / steps, want), 0.05) << "rank " << rank;
   });
 }
 
@@ -147,8 +140,7 @@ TEST(PowerSgd, SumsDeliverTheSumAndAZeroStepDoesNotStopAMatrix) {
     EXPECT_EQ(zero.abs().max().item<float>(), 0);
     const Tensor g =
         ::torch::randn({6, 6}, ::at::detail::createCPUGenerator(static_cast<std::uint64_t>(40 + rank)));
-    Tensor want = g.clone();
-    comm->allreduce(want.data_ptr<float>(), want.data_ptr<float>(), 36);
+    const Tensor want = overRanks(*comm, g, ReduceOp::kSum);
     Tensor sum = ::torch::zeros({6, 6});
     const int steps = 200;
     for (int step = 0; step < steps; ++step) {
@@ -156,7 +148,7 @@ TEST(PowerSgd, SumsDeliverTheSumAndAZeroStepDoesNotStopAMatrix) {
       power->reduce(*comm, {sent}, false, {});
       sum += sent;
     }
-    EXPECT_LT(maxDiff(sum / steps, want), 0.1) << "rank " << rank;
+    EXPECT_LT(test::maxDiff(sum / steps, want), 0.1) << "rank " << rank;
   });
 }
 

@@ -27,10 +27,6 @@ std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, i
   return Communicator::create(std::move(store), rank, size, o);
 }
 
-double maxDiff(const Tensor& a, const Tensor& b) {
-  return (a - b).abs().max().item<double>();
-}
-
 struct Batch {
   Tensor x;  // [12, 3, 4, 4]
   Tensor r;  // the loss is (y * r).sum(): every output gets its own gradient
@@ -48,19 +44,19 @@ TEST(SyncBatchNorm, AloneIsLibtorchsBatchNormInTrainingAndEval) {
   for (int step = 0; step < 2; ++step) {
     const Tensor x1 = b.x.clone().requires_grad_(), x2 = b.x.clone().requires_grad_();
     const Tensor y1 = sync(x1), y2 = plain(x2);
-    EXPECT_LT(maxDiff(y1, y2), 1e-5);
+    EXPECT_LT(test::maxDiff(y1, y2), 1e-5);
     (y1 * b.r).sum().backward();
     (y2 * b.r).sum().backward();
-    EXPECT_LT(maxDiff(x1.grad(), x2.grad()), 1e-5);
-    EXPECT_LT(maxDiff(sync->weight.grad(), plain->weight.grad()), 1e-4);
-    EXPECT_LT(maxDiff(sync->bias.grad(), plain->bias.grad()), 1e-4);
+    EXPECT_LT(test::maxDiff(x1.grad(), x2.grad()), 1e-5);
+    EXPECT_LT(test::maxDiff(sync->weight.grad(), plain->weight.grad()), 1e-4);
+    EXPECT_LT(test::maxDiff(sync->bias.grad(), plain->bias.grad()), 1e-4);
   }
-  EXPECT_LT(maxDiff(sync->running_mean, plain->running_mean), 1e-6);
-  EXPECT_LT(maxDiff(sync->running_var, plain->running_var), 1e-6);
+  EXPECT_LT(test::maxDiff(sync->running_mean, plain->running_mean), 1e-6);
+  EXPECT_LT(test::maxDiff(sync->running_var, plain->running_var), 1e-6);
   EXPECT_EQ(sync->num_batches_tracked.item<std::int64_t>(), 2);
   sync->eval();
   plain->eval();
-  EXPECT_LT(maxDiff(sync(b.x), plain(b.x)), 1e-5);
+  EXPECT_LT(test::maxDiff(sync(b.x), plain(b.x)), 1e-5);
   EXPECT_THROW(sync(::torch::zeros({4, 2, 3})), InvalidArgument);  // 2 channels, not 3
   sync->train();
   EXPECT_THROW(sync(::torch::zeros({1, 3})), InvalidArgument);  // one value per channel
@@ -87,14 +83,14 @@ void expectSlicesMatchTheWholeBatch(const std::vector<std::int64_t>& sizes) {
     const Tensor out = sync(mine);
     (out * b.r.narrow(0, begin, n)).sum().backward();
     const std::string who = "rank " + std::to_string(rank) + " of " + std::to_string(world);
-    EXPECT_LT(maxDiff(out, y.narrow(0, begin, n)), 1e-5) << who;
-    EXPECT_LT(maxDiff(mine.grad(), x.grad().narrow(0, begin, n)), 1e-5) << who;
+    EXPECT_LT(test::maxDiff(out, y.narrow(0, begin, n)), 1e-5) << who;
+    EXPECT_LT(test::maxDiff(mine.grad(), x.grad().narrow(0, begin, n)), 1e-5) << who;
     // The parameters' gradients are this rank's part: summed over the ranks, the whole batch's.
     Tensor grads = ::torch::cat({sync->weight.grad(), sync->bias.grad()}).contiguous();
     comm->allreduce(grads.data_ptr<float>(), grads.data_ptr<float>(), grads.numel(), {DataType::kFloat32});
-    EXPECT_LT(maxDiff(grads, ::torch::cat({plain->weight.grad(), plain->bias.grad()})), 1e-4) << who;
-    EXPECT_LT(maxDiff(sync->running_mean, plain->running_mean), 1e-6) << who;
-    EXPECT_LT(maxDiff(sync->running_var, plain->running_var), 1e-6) << who;
+    EXPECT_LT(test::maxDiff(grads, ::torch::cat({plain->weight.grad(), plain->bias.grad()})), 1e-4) << who;
+    EXPECT_LT(test::maxDiff(sync->running_mean, plain->running_mean), 1e-6) << who;
+    EXPECT_LT(test::maxDiff(sync->running_var, plain->running_var), 1e-6) << who;
   });
 }
 
