@@ -126,10 +126,10 @@ void addBenchCollectives(CLI::App& bench, std::function<int()>& action,
   cmd->add_option("--op", o->op, "Collective to time")
       ->check(CLI::IsMember(benchOpNames()))
       ->capture_default_str();
-  cmd->add_option(
-         "--algo", o->algo,
-         "Algorithm; allreduce: auto|naive|ring|halving-doubling|tree|all, broadcast: auto|chain|tree|all "
-         "(all: every algorithm, auto first)")
+  cmd->add_option("--algo", o->algo,
+                  "Algorithm; allreduce: auto|naive|ring|halving-doubling|tree|hierarchical|all, broadcast: "
+                  "auto|chain|tree|all "
+                  "(all: every algorithm, auto first)")
       ->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "float32|float64|float16|bfloat16|int8|uint8|int32|int64")
       ->capture_default_str();

@@ -60,7 +60,7 @@ std::vector<std::string> benchOpNames() {
 
 std::vector<std::string> algorithmsToRun(BenchOp op, const std::string& algo) {
   if (op == BenchOp::kAllreduce) {
-    if (algo == "all") return {"auto", "naive", "ring", "halving-doubling", "tree"};
+    if (algo == "all") return {"auto", "naive", "ring", "halving-doubling", "tree", "hierarchical"};
     return {std::string(toString(parseAllreduceAlgorithm(algo)))};
   }
   if (op == BenchOp::kBroadcast) {

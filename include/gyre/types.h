@@ -29,6 +29,7 @@ enum class AllreduceAlgorithm : std::uint8_t {
   kRing,             // ring reduce-scatter + ring allgather, pipelined
   kHalvingDoubling,  // Rabenseifner recursive halving/doubling; any world size
   kTree,             // binary tree reduce + broadcast, pipelined
+  kHierarchical,     // reduce inside each host, allreduce across hosts, spread inside each host
 };
 
 enum class BroadcastAlgorithm : std::uint8_t {

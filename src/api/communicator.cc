@@ -77,8 +77,9 @@ OpDesc allreduceDesc(const void* in, void* out, std::size_t count, const Allredu
   checkDtype(o.dtype), checkOp(o.op), checkTimeout(o.timeout);
   checkBuffer("allreduce input", in, count, o.dtype);
   checkBuffer("allreduce output", out, count, o.dtype);
-  GYRE_ARG_CHECK(static_cast<unsigned>(o.algorithm) <= static_cast<unsigned>(AllreduceAlgorithm::kTree),
-                 "invalid allreduce algorithm ", static_cast<int>(o.algorithm));
+  GYRE_ARG_CHECK(
+      static_cast<unsigned>(o.algorithm) <= static_cast<unsigned>(AllreduceAlgorithm::kHierarchical),
+      "invalid allreduce algorithm ", static_cast<int>(o.algorithm));
   OpDesc d;
   d.type = OpType::kAllreduce, d.dtype = o.dtype, d.op = o.op, d.algorithm = static_cast<int>(o.algorithm);
   d.input = in, d.output = out, d.count = count, d.timeout = o.timeout;

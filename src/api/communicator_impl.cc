@@ -53,6 +53,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size, Commu
   m.spinMicros = options_.spinMicros;
   m.shmRingBytes = options_.shmRingBytes;
   mesh_ = transport::Mesh::connect(*store_, m);
+  topology_ = collectives::Topology::of(mesh_->hostIndices(), rank);
 }
 
 void Communicator::Impl::execute(const collectives::OpDesc& desc) {
@@ -62,6 +63,7 @@ void Communicator::Impl::execute(const collectives::OpDesc& desc) {
     if (collective && options_.debugCollectives) engine::checkFingerprint(*mesh_, deadline, sequence_, desc);
     if (collective) ++sequence_;
     collectives::Context context{*mesh_, deadline, scratch_, cost_};
+    context.topology = &topology_;
     const collectives::CallGuard guard = collectives::guardOf(desc);
     if (collective) {
       context.guard = &guard;

@@ -8,6 +8,7 @@
 #include "collectives/context.h"
 #include "collectives/cost_model.h"
 #include "collectives/op_desc.h"
+#include "collectives/topology.h"
 #include "engine/executor.h"
 #include "gyre/communicator.h"
 #include "transport/mesh.h"
@@ -39,6 +40,7 @@ class Communicator::Impl {
   std::unique_ptr<transport::Mesh> mesh_;
   collectives::Scratch scratch_;
   collectives::CostModel cost_;
+  collectives::Topology topology_;    // the hosts of the ranks, from the mesh
   collectives::GuardBook guardBook_;  // the call guard's bookkeeping (collectives/context.h)
   std::uint64_t sequence_ = 0;  // collectives run so far (debug fingerprints)
   std::uint64_t splits_ = 0;

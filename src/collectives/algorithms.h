@@ -23,6 +23,13 @@ void allreduceRecursiveDoubling(Context& c, const void* in, void* out, std::size
                                 ReduceOp op);
 void allreduceRabenseifner(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op);
 void allreduceTree(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op);
+// Reduce inside each host, allreduce across hosts, spread inside each host (c.topology; one host,
+// or none known: the ring). Must be called on the whole mesh, not inside a group.
+void allreduceHierarchical(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op);
+// Runs `algorithm` (dispatch.cc); kAuto: the hierarchical one on a layered topology, otherwise
+// the one c.cost chooses (calibrating it first, on every rank of c at once).
+void allreduceBy(AllreduceAlgorithm algorithm, Context& c, const void* in, void* out, std::size_t count,
+                 DataType t, ReduceOp op);
 
 void broadcastChain(Context& c, void* buf, std::size_t bytes, int root);
 void broadcastTree(Context& c, void* buf, std::size_t bytes, int root);

@@ -20,22 +20,12 @@
 
 namespace gyre::collectives {
 
-void allreduceRing(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op) {
+int addRingReduceScatter(OpList& ops, const Context& c, const std::byte* src, std::byte* dst,
+                         const Blocks& blocks, DataType t, ReduceOp op) {
   const int p = c.size();
   const int r = c.rank();
-  const std::size_t es = dtypeSize(t);
-  if (count == 0) return;
-  if (p == 1) {
-    copyUnlessSame(out, in, count * es);
-    return;
-  }
   const int right = wrap(r + 1, p);
   const int left = wrap(r - 1, p);
-  const Blocks blocks(count, p, es);
-  const std::byte* src = bytePtr(in);
-  std::byte* dst = bytePtr(out);
-  OpList ops;
-
   int produced = -1;  // the op that last wrote the block sent next
   for (int s = 0; s < p - 1; ++s) {
     const int sb = wrap(r - s, p);
@@ -44,18 +34,41 @@ void allreduceRing(Context& c, const void* in, void* out, std::size_t count, Dat
     produced =
         ops.recvReduce(left, dst + blocks.offset(rb), blocks.bytes(rb), t, op, src + blocks.offset(rb));
   }
-  const int owned = wrap(r + 1, p);
-  if (op == ReduceOp::kAverage) {
-    ops.run(c);
-    reduce::divide(t, dst + blocks.offset(owned), blocks.count(owned), static_cast<std::size_t>(p));
-    produced = -1;
-  }
+  return produced;
+}
+
+void addRingAllgather(OpList& ops, const Context& c, std::byte* dst, const Blocks& blocks, int produced) {
+  const int p = c.size();
+  const int r = c.rank();
+  const int right = wrap(r + 1, p);
+  const int left = wrap(r - 1, p);
   for (int s = 0; s < p - 1; ++s) {
     const int sb = wrap(r + 1 - s, p);
     const int rb = wrap(r - s, p);
     ops.send(right, dst + blocks.offset(sb), blocks.bytes(sb), produced);
     produced = ops.recv(left, dst + blocks.offset(rb), blocks.bytes(rb));
   }
+}
+
+void allreduceRing(Context& c, const void* in, void* out, std::size_t count, DataType t, ReduceOp op) {
+  const int p = c.size();
+  const std::size_t es = dtypeSize(t);
+  if (count == 0) return;
+  if (p == 1) {
+    copyUnlessSame(out, in, count * es);
+    return;
+  }
+  const Blocks blocks(count, p, es);
+  std::byte* dst = bytePtr(out);
+  OpList ops;
+  int produced = addRingReduceScatter(ops, c, bytePtr(in), dst, blocks, t, op);
+  if (op == ReduceOp::kAverage) {
+    ops.run(c);
+    const int owned = ringOwnedBlock(c.rank(), p);
+    reduce::divide(t, dst + blocks.offset(owned), blocks.count(owned), static_cast<std::size_t>(p));
+    produced = -1;
+  }
+  addRingAllgather(ops, c, dst, blocks, produced);
   ops.run(c);
 }
 

@@ -3,8 +3,8 @@
 // per call and carve it, since a larger get() replaces the buffer.
 #include "collectives/context.h"
 
+#include <algorithm>
 #include <cstdlib>
-
 #include <cstring>
 #include <sstream>
 
@@ -35,10 +35,35 @@ void* Scratch::get(std::size_t bytes) {
   return p;
 }
 
+Context Context::within(std::span<const int> group, CostModel& groupCost) const {
+  const int me = mesh.rank();
+  const auto at = std::find(group.begin(), group.end(), me);
+  GYRE_ENFORCE(at != group.end(), "rank ", me, " runs a group it is not in");
+  return Context{
+      mesh, deadline, scratch, groupCost, guard, book, topology, group, static_cast<int>(at - group.begin())};
+}
+
 void Context::run(std::vector<transport::Op>& ops) {
+  if (members.empty()) return runOnMesh(ops);
+  for (transport::Op& op : ops) op.peer = members[static_cast<std::size_t>(op.peer)];
+  try {
+    runOnMesh(ops);
+  } catch (...) {
+    restorePeers(ops);
+    throw;
+  }
+  restorePeers(ops);
+}
+
+void Context::restorePeers(std::vector<transport::Op>& ops) const {
+  for (transport::Op& op : ops)
+    op.peer = static_cast<int>(std::find(members.begin(), members.end(), op.peer) - members.begin());
+}
+
+void Context::runOnMesh(std::vector<transport::Op>& ops) {
   if (guard == nullptr) return mesh.run(ops, deadline);
   using transport::Op;
-  const int p = size();
+  const int p = mesh.size();
   GuardBook& b = *book;
   if (b.guarded.size() != static_cast<std::size_t>(p)) {
     b.guarded.assign(p, 0);
@@ -73,9 +98,9 @@ void Context::run(std::vector<transport::Op>& ops) {
     const int peer = e.peer();
     if (e.reported() || peer < 0 || peer >= p) throw;
     std::ostringstream what;
-    what << "the ranks made different collective calls: rank " << rank() << " called " << describe(*guard)
-         << ", rank " << peer << " " << (b.received[peer].magic == CallGuard{}.magic ? "called " : "sent ")
-         << describe(b.received[peer]);
+    what << "the ranks made different collective calls: rank " << mesh.rank() << " called "
+         << describe(*guard) << ", rank " << peer << " "
+         << (b.received[peer].magic == CallGuard{}.magic ? "called " : "sent ") << describe(b.received[peer]);
     mesh.reportMismatch(what.str());
     throw transport::CallMismatch(what.str(), peer, false);
   }

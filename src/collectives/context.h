@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "collectives/call_guard.h"
@@ -28,6 +29,7 @@ class Scratch {
 };
 
 struct CostModel;
+struct Topology;
 
 // Context::run's bookkeeping of the call guard, kept by the communicator between calls so that a
 // collective allocates nothing for it.
@@ -49,12 +51,25 @@ struct Context {
   // by the caller at the start of each call.
   const CallGuard* guard = nullptr;
   GuardBook* book = nullptr;
+  // The communicator's hosts; null: unknown, taken as one host.
+  Topology* topology = nullptr;
+  // A run inside a group of the mesh's ranks: members[i] is the mesh rank of group rank i, and
+  // rank(), size() and the peers of the ops given to run() are the group's. Empty: the whole mesh.
+  std::span<const int> members{};
+  int memberRank = 0;
 
-  int rank() const { return mesh.rank(); }
-  int size() const { return mesh.size(); }
+  int rank() const { return members.empty() ? mesh.rank() : memberRank; }
+  int size() const { return members.empty() ? mesh.size() : static_cast<int>(members.size()); }
   // Runs the ops, the guard's messages added where a peer is first sent to or received from.
   void run(std::vector<transport::Op>& ops);
+  // The same call inside `group` (mesh ranks, ascending or not, this rank among them), with the
+  // cost model that chooses algorithms for that group. The guard and its book stay the call's:
+  // every mesh peer gets the guard once, whichever group first reaches it.
+  Context within(std::span<const int> group, CostModel& groupCost) const;
 
+ private:
+  void runOnMesh(std::vector<transport::Op>& ops);
+  void restorePeers(std::vector<transport::Op>& ops) const;
 };
 
 }  // namespace gyre::collectives

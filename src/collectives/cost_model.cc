@@ -222,6 +222,9 @@ double CostModel::predict(AllreduceAlgorithm algorithm, std::size_t bytes, int p
     case AllreduceAlgorithm::kNaive:
       return predict(AllreduceVariant::kNaive, bytes, p);
     case AllreduceAlgorithm::kRing:
+    // One link class, as this model knows it, is one host, where the hierarchical allreduce runs
+    // the ring (its phase across hosts has a model of its own: collectives/topology.h).
+    case AllreduceAlgorithm::kHierarchical:
       return predict(AllreduceVariant::kRing, bytes, p);
     case AllreduceAlgorithm::kTree:
       return predict(AllreduceVariant::kTree, bytes, p);

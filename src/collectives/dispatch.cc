@@ -6,6 +6,7 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
+#include "collectives/topology.h"
 #include "common/check.h"
 #include "common/logging.h"
 
@@ -25,9 +26,12 @@ void copyIfApart(void* out, const void* in, std::size_t bytes) {
   if (out != in && bytes > 0) std::memmove(out, in, bytes);
 }
 
-AllreduceAlgorithm chooseAllreduce(Context& c, const OpDesc& d, std::size_t bytes) {
-  auto algorithm = static_cast<AllreduceAlgorithm>(d.algorithm);
+AllreduceAlgorithm chooseAllreduce(Context& c, AllreduceAlgorithm algorithm, std::size_t bytes) {
   if (algorithm != AllreduceAlgorithm::kAuto) return algorithm;
+  if (c.members.empty() && c.topology != nullptr && c.topology->layered()) {
+    log::debug("allreduce auto: hierarchical for ", bytes, " bytes on ", c.topology->hosts.size(), " hosts");
+    return AllreduceAlgorithm::kHierarchical;
+  }
   if (!c.cost.calibrated) calibrate(c);
   const AllreduceAlgorithm chosen = c.cost.choose(bytes, c.size());
   log::debug("allreduce auto: ", toString(chosen), " for ", bytes, " bytes on ", c.size(), " ranks");
@@ -35,20 +39,7 @@ AllreduceAlgorithm chooseAllreduce(Context& c, const OpDesc& d, std::size_t byte
 }
 
 void allreduce(Context& c, const OpDesc& d) {
-  const std::size_t bytes = d.count * dtypeSize(d.dtype);
-  if (c.size() == 1 || d.count == 0) {
-    copyIfApart(d.output, d.input, bytes);
-    return;
-  }
-  switch (chooseAllreduce(c, d, bytes)) {
-    case AllreduceAlgorithm::kNaive: return allreduceNaive(c, d.input, d.output, d.count, d.dtype, d.op);
-    case AllreduceAlgorithm::kRing: return allreduceRing(c, d.input, d.output, d.count, d.dtype, d.op);
-    case AllreduceAlgorithm::kHalvingDoubling:
-      return allreduceHalvingDoubling(c, d.input, d.output, d.count, d.dtype, d.op);
-    case AllreduceAlgorithm::kTree: return allreduceTree(c, d.input, d.output, d.count, d.dtype, d.op);
-    case AllreduceAlgorithm::kAuto: break;
-  }
-  GYRE_THROW(Error, "cost model chose no allreduce algorithm");
+  allreduceBy(static_cast<AllreduceAlgorithm>(d.algorithm), c, d.input, d.output, d.count, d.dtype, d.op);
 }
 
 void broadcast(Context& c, const OpDesc& d) {
@@ -118,6 +109,29 @@ void recvMessage(Context& c, const OpDesc& d) {
 }
 
 }  // namespace
+
+void allreduceBy(AllreduceAlgorithm algorithm, Context& c, const void* in, void* out, std::size_t count,
+                 DataType t, ReduceOp op) {
+  if (c.size() == 1 || count == 0) {
+    copyIfApart(out, in, count * dtypeSize(t));
+    return;
+  }
+  switch (chooseAllreduce(c, algorithm, count * dtypeSize(t))) {
+    case AllreduceAlgorithm::kNaive:
+      return allreduceNaive(c, in, out, count, t, op);
+    case AllreduceAlgorithm::kRing:
+      return allreduceRing(c, in, out, count, t, op);
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return allreduceHalvingDoubling(c, in, out, count, t, op);
+    case AllreduceAlgorithm::kTree:
+      return allreduceTree(c, in, out, count, t, op);
+    case AllreduceAlgorithm::kHierarchical:
+      return allreduceHierarchical(c, in, out, count, t, op);
+    case AllreduceAlgorithm::kAuto:
+      break;
+  }
+  GYRE_THROW(Error, "cost model chose no allreduce algorithm");
+}
 
 const char* toString(OpType type) {
   switch (type) {

@@ -86,4 +86,16 @@ inline int wrap(int a, int p) {
   return ((a % p) + p) % p;
 }
 
+// The two halves of the ring allreduce (allreduce_ring.cc), for algorithms built on them.
+// addRingReduceScatter adds the p-1 steps after which rank r holds in dst the reduction of block
+// ringOwnedBlock(r, p) of `blocks` (src op every rank's), computed only there, and returns the op
+// that produced it (the allgather's first send may wait on it byte by byte; -1 once run).
+// addRingAllgather adds the p-1 steps that pass every owned block of dst on to every rank.
+inline int ringOwnedBlock(int rank, int p) {
+  return wrap(rank + 1, p);
+}
+int addRingReduceScatter(OpList& ops, const Context& c, const std::byte* src, std::byte* dst,
+                         const Blocks& blocks, DataType t, ReduceOp op);
+void addRingAllgather(OpList& ops, const Context& c, std::byte* dst, const Blocks& blocks, int produced);
+
 }  // namespace gyre::collectives

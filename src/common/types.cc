@@ -75,6 +75,8 @@ std::string_view toString(AllreduceAlgorithm algorithm) {
     case AllreduceAlgorithm::kRing: return "ring";
     case AllreduceAlgorithm::kHalvingDoubling: return "halving-doubling";
     case AllreduceAlgorithm::kTree: return "tree";
+    case AllreduceAlgorithm::kHierarchical:
+      return "hierarchical";
   }
   return "invalid";
 }
@@ -120,11 +122,17 @@ ReduceOp parseReduceOp(std::string_view name) {
 }
 
 AllreduceAlgorithm parseAllreduceAlgorithm(std::string_view name) {
-  static constexpr std::array<std::pair<const char*, AllreduceAlgorithm>, 8> kTable{{
-      {"auto", AllreduceAlgorithm::kAuto}, {"naive", AllreduceAlgorithm::kNaive},
-      {"driver", AllreduceAlgorithm::kNaive}, {"ring", AllreduceAlgorithm::kRing},
-      {"halving-doubling", AllreduceAlgorithm::kHalvingDoubling}, {"hd", AllreduceAlgorithm::kHalvingDoubling},
-      {"rhd", AllreduceAlgorithm::kHalvingDoubling}, {"tree", AllreduceAlgorithm::kTree},
+  static constexpr std::array<std::pair<const char*, AllreduceAlgorithm>, 10> kTable{{
+      {"auto", AllreduceAlgorithm::kAuto},
+      {"naive", AllreduceAlgorithm::kNaive},
+      {"driver", AllreduceAlgorithm::kNaive},
+      {"ring", AllreduceAlgorithm::kRing},
+      {"halving-doubling", AllreduceAlgorithm::kHalvingDoubling},
+      {"hd", AllreduceAlgorithm::kHalvingDoubling},
+      {"rhd", AllreduceAlgorithm::kHalvingDoubling},
+      {"tree", AllreduceAlgorithm::kTree},
+      {"hierarchical", AllreduceAlgorithm::kHierarchical},
+      {"hier", AllreduceAlgorithm::kHierarchical},
   }};
   return parseFrom("allreduce algorithm", name, kTable);
 }

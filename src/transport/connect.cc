@@ -224,6 +224,13 @@ std::unique_ptr<Mesh> Mesh::connect(Store& store, const MeshOptions& o) {
     GYRE_ARG_CHECK(mpiRanks.back() >= 0, "transport mpi was requested, but rank ", r,
                    " did not ask for it: every rank of a communicator must use the same transport");
   }
+  std::vector<std::string> hostIds;  // by index
+  for (int r = 0; r < o.size; ++r) {
+    const std::string& id = r == o.rank ? myId : mesh->peers_[r].info.hostId;
+    auto known = std::find(hostIds.begin(), hostIds.end(), id);
+    mesh->hostIndices_.push_back(static_cast<int>(known - hostIds.begin()));
+    if (known == hostIds.end()) hostIds.push_back(id);
+  }
   const bool useShm = local.size() > 1;
   auto isLocal = [&](int r) { return useShm && std::find(local.begin(), local.end(), r) != local.end(); };
   // Peers whose bytes go over a TCP data connection (besides the control connection).

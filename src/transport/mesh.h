@@ -122,6 +122,9 @@ class Mesh {
   virtual Transport transportTo(int peer) const = 0;
   // A printable host identity of `rank` (for error messages).
   virtual std::string hostOf(int rank) const = 0;
+  // Which host each rank runs on, as an index per rank: ranks with the same index share a
+  // kernel, memory and a network namespace. Hosts are numbered in the order of their lowest rank.
+  virtual std::span<const int> hostIndices() const = 0;
 
   // Progresses every op until all are done. Ops in the same direction with the same peer run
   // in list order; everything else runs concurrently.

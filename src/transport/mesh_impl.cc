@@ -55,7 +55,9 @@ const char* verb(Op::Kind kind) {
 }  // namespace
 
 MeshImpl::MeshImpl(const MeshOptions& options)
-    : rank_(options.rank), size_(options.size), spinMicros_(options.spinMicros), peers_(options.size) {}
+    : rank_(options.rank), size_(options.size), spinMicros_(options.spinMicros), peers_(options.size) {
+  if (size_ == 1) hostIndices_ = {0};  // more ranks: filled by connect() from their records
+}
 
 MeshImpl::~MeshImpl() {
   // A rank that closes because it lost someone passes the loss on; otherwise it says goodbye.

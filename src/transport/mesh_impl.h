@@ -34,6 +34,7 @@ class MeshImpl final : public Mesh {
   int size() const override { return size_; }
   Transport transportTo(int peer) const override;
   std::string hostOf(int rank) const override;
+  std::span<const int> hostIndices() const override { return hostIndices_; }
   void run(std::span<Op> ops, Deadline deadline) override;
   void abort(int lostRank, const std::string& reason) override;
   void reportMismatch(const std::string& reason) override;
@@ -78,6 +79,7 @@ class MeshImpl final : public Mesh {
   int rank_;
   int size_;
   int spinMicros_;
+  std::vector<int> hostIndices_;
   std::vector<Peer> peers_;  // indexed by rank; peers_[rank_] unused
   std::unique_ptr<shm::Segment> segment_;  // this rank's own segment (inbound rings)
   std::exception_ptr broken_;

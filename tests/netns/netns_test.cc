@@ -140,8 +140,8 @@ int count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-// 4K, 16K, 64K, 256K, 1M times auto, naive, ring, halving-doubling and tree.
-constexpr int kRows = 5 * 5;
+// 4K, 16K, 64K, 256K, 1M times auto, naive, ring, halving-doubling, tree and hierarchical.
+constexpr int kRows = 5 * 6;
 const std::vector<std::string> kBenchArgs = {"--algo", "all",      "--check", "--max-bytes", "1M", "--iters",
                                              "3",      "--warmup", "1",       "--timeout",   "200"};
 
@@ -164,6 +164,8 @@ TEST_F(NetnsHosts, TwoRanksPerHostSharedMemoryInsideTcpAcross) {
   EXPECT_EQ(t.total, kRows) << r.out;
   EXPECT_EQ(t.ok, kRows) << r.out;
   EXPECT_EQ(count(r.err, "connected to 5 peers (1 over shared memory)"), 6) << r.err;
+  // Two ranks on each of three hosts: auto reduces inside the hosts first.
+  EXPECT_GT(count(r.err, "allreduce auto: hierarchical for 4096 bytes on 3 hosts"), 0) << r.err;
   EXPECT_EQ(leftovers(), "");
 }
 

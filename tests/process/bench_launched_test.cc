@@ -94,7 +94,8 @@ TEST_F(BenchUnderALauncher, Rank0PrintsTheTableAndEveryCheckPasses) {
   ASSERT_FALSE(header.empty());
   EXPECT_NE(header[0].find("np=3 op=allreduce"), std::string::npos) << header[0];
 
-  const std::vector<std::string> algorithms = {"auto", "naive", "ring", "halving-doubling", "tree"};
+  const std::vector<std::string> algorithms = {"auto", "naive",       "ring", "halving-doubling",
+                                               "tree", "hierarchical"};
   const std::vector<std::uint64_t> sizes = {4096, 16384, 65536};
   const auto rows = tableRows(runs[0].out);
   ASSERT_EQ(rows.size(), sizes.size() * algorithms.size()) << runs[0].out;

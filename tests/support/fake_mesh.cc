@@ -70,6 +70,12 @@ std::size_t FakeNetwork::pendingBytes() const {
   return total;
 }
 
+std::size_t FakeNetwork::sentBytes(int src, int dst) const {
+  Fifo& f = fifo(src, dst);
+  MutexLock lock(f.mu);
+  return f.sent;
+}
+
 std::size_t FakeNetwork::sentBytes() const {
   std::size_t total = 0;
   for (const auto& f : fifos_) {
@@ -157,8 +163,12 @@ void FakeNetwork::throwIfBroken() const {
   if (failure_->broken) throw PeerLostError(failure_->reason, failure_->lostRank);
 }
 
-FakeMesh::FakeMesh(std::shared_ptr<FakeNetwork> network, int rank)
-    : network_(std::move(network)), rank_(rank), staging_(network_->capacity()) {}
+FakeMesh::FakeMesh(std::shared_ptr<FakeNetwork> network, int rank, std::vector<int> hosts)
+    : network_(std::move(network)), rank_(rank), hosts_(std::move(hosts)), staging_(network_->capacity()) {
+  if (hosts_.empty()) hosts_.assign(static_cast<std::size_t>(network_->size()), 0);
+  GYRE_ARG_CHECK(hosts_.size() == static_cast<std::size_t>(network_->size()), "FakeMesh: ", hosts_.size(),
+                 " host indices for ", network_->size(), " ranks");
+}
 
 void FakeMesh::validate(std::span<transport::Op> ops) const {
   using Kind = transport::Op::Kind;
@@ -256,11 +266,14 @@ void FakeMesh::abort(int lostRank, const std::string& reason) {
                                    std::to_string(lostRank) + "): " + reason);
 }
 
-FakeJob::FakeJob(int size, std::size_t capacity)
+FakeJob::FakeJob(int size, std::size_t capacity, std::vector<int> hosts)
     : network_(std::make_shared<FakeNetwork>(size, capacity)),
       scratch_(static_cast<std::size_t>(size)),
       costs_(static_cast<std::size_t>(size)) {
-  for (int r = 0; r < size; ++r) meshes_.push_back(std::make_unique<FakeMesh>(network_, r));
+  for (int r = 0; r < size; ++r) {
+    meshes_.push_back(std::make_unique<FakeMesh>(network_, r, hosts));
+    topologies_.push_back(collectives::Topology::of(meshes_.back()->hostIndices(), r));
+  }
   for (int r = 0; r < size; ++r) threads_.emplace_back([this, r] { serve(r); });
 }
 
@@ -299,6 +312,7 @@ void FakeJob::serve(int r) {
       deadline = deadline_;
     }
     collectives::Context c{*meshes_[i], deadline, scratch_[i], costs_[i]};
+    c.topology = &topologies_[i];
     try {
       (*task)(c, r);
     } catch (const std::exception& e) {

@@ -30,6 +30,7 @@
 
 #include "collectives/context.h"
 #include "collectives/cost_model.h"
+#include "collectives/topology.h"
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "transport/mesh.h"
@@ -52,6 +53,8 @@ class FakeNetwork {
   std::size_t pendingBytes() const;
   // Bytes sent so far, over every pair (a counter for tests of the traffic an algorithm makes).
   std::size_t sentBytes() const;
+  // Bytes sent so far from src to dst.
+  std::size_t sentBytes(int src, int dst) const;
 
   // Non-blocking halves of a transfer; each returns the bytes moved and wakes the other end.
   // `message` is the size of the op's whole message and `offset` how much of it has moved.
@@ -88,12 +91,14 @@ class FakeNetwork {
 
 class FakeMesh final : public transport::Mesh {
  public:
-  FakeMesh(std::shared_ptr<FakeNetwork> network, int rank);
+  // hosts: the host index of every rank (Mesh::hostIndices); empty: all on one host.
+  FakeMesh(std::shared_ptr<FakeNetwork> network, int rank, std::vector<int> hosts = {});
 
   int rank() const override { return rank_; }
   int size() const override { return network_->size(); }
   Transport transportTo(int) const override { return Transport::kShm; }
   std::string hostOf(int rank) const override { return "thread-" + std::to_string(rank); }
+  std::span<const int> hostIndices() const override { return hosts_; }
   void run(std::span<transport::Op> ops, Deadline deadline) override;
   void abort(int lostRank, const std::string& reason) override;
 
@@ -102,6 +107,7 @@ class FakeMesh final : public transport::Mesh {
 
   std::shared_ptr<FakeNetwork> network_;
   int rank_;
+  std::vector<int> hosts_;
   std::vector<std::byte> staging_;  // received bytes on their way into a reduce
   std::string brokenBy_;            // the TimeoutError that broke this mesh
 };
@@ -111,7 +117,9 @@ class FakeMesh final : public transport::Mesh {
 // calls, as in a communicator. Not thread-safe: one run() at a time.
 class FakeJob {
  public:
-  explicit FakeJob(int size, std::size_t capacity = kFakeFifoCapacity);
+  // hosts: the host index of every rank, numbered in the order of their lowest rank (each
+  // context gets the topology they make); empty: all on one host.
+  explicit FakeJob(int size, std::size_t capacity = kFakeFifoCapacity, std::vector<int> hosts = {});
   ~FakeJob();
   FakeJob(const FakeJob&) = delete;
   FakeJob& operator=(const FakeJob&) = delete;
@@ -120,6 +128,7 @@ class FakeJob {
   FakeNetwork& network() { return *network_; }
   FakeMesh& mesh(int rank) { return *meshes_[static_cast<std::size_t>(rank)]; }
   collectives::CostModel& cost(int rank) { return costs_[static_cast<std::size_t>(rank)]; }
+  collectives::Topology& topology(int rank) { return topologies_[static_cast<std::size_t>(rank)]; }
 
   // Runs fn(context, rank) on every rank's thread, each with a deadline `timeout` from now, and
   // returns when all are done. A rank whose fn throws aborts its mesh (so the others fail fast
@@ -135,6 +144,7 @@ class FakeJob {
   std::vector<std::unique_ptr<FakeMesh>> meshes_;
   std::vector<collectives::Scratch> scratch_;
   std::vector<collectives::CostModel> costs_;
+  std::vector<collectives::Topology> topologies_;
 
   Mutex mu_;
   CondVar changed_;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collectives/cost_model.h"
+#include "collectives/topology.h"
 #include "support/exact_values.h"
 #include "support/fake_mesh.h"
 
@@ -26,6 +27,7 @@ namespace gyre::collectives {
 namespace {
 
 using test::FakeJob;
+using test::FakeNetwork;
 using Buffers = std::vector<std::vector<std::byte>>;
 using AllreduceFn = void (*)(Context&, const void*, void*, std::size_t, DataType, ReduceOp);
 
@@ -320,6 +322,78 @@ TEST(TinyFifo, ReductionsStayCorrect) {
         if (!checkReduce(job, c.dtype, c.op, count, false, p - 1)) return;
       }
   }
+}
+
+// The hierarchical allreduce on host layouts (the host index of each rank): hosts of equal size,
+// with their ranks together or interleaved, hosts of different sizes, one host, and one rank per
+// host (the last two run the ring).
+const std::vector<int> kLayouts[] = {{0, 0, 1, 1},       {0, 1, 0, 1, 2, 2}, {0, 0, 0, 1, 1, 1},
+                                     {0, 1, 2, 0, 1, 2}, {0, 0, 1},          {0, 1, 1, 1},
+                                     {0, 0, 0, 1, 2, 2}, {0, 0, 0},          {0, 1, 2}};
+const Variant kHierarchical{"Hierarchical", allreduceHierarchical};
+
+std::string layoutName(const ::testing::TestParamInfo<int>& param) {
+  std::string name = "hosts";
+  for (int h : kLayouts[param.param]) name += std::to_string(h);
+  return name;
+}
+
+class HierarchicalAllreduceTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(HierarchicalAllreduceTest, MatchesSerialReference) {
+  const std::vector<int>& hosts = kLayouts[GetParam()];
+  FakeJob job(static_cast<int>(hosts.size()), test::kFakeFifoCapacity, hosts);
+  for (bool inPlace : {false, true}) {
+    for (DataType t : kTypes)
+      for (ReduceOp op : kOps)
+        for (std::size_t count : kSmallCounts)
+          if (!checkAllreduce(job, kHierarchical, t, op, count, inPlace)) return;
+    for (const Case& large : kLargeCases)
+      if (!checkAllreduce(job, kHierarchical, large.dtype, large.op, largeCount(), inPlace)) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Algorithms, HierarchicalAllreduceTest,
+                         ::testing::Range(0, static_cast<int>(std::size(kLayouts))), layoutName);
+
+// Bytes host 0 sends to host 1 in one allreduce of `bytes` on 2 hosts × 2 ranks (ranks 0, 1 on
+// host 0), chosen by `algorithm`. The model across hosts is set, so no calibration adds traffic.
+std::size_t bytesAcross(AllreduceAlgorithm algorithm, std::size_t bytes) {
+  FakeJob job(4, test::kFakeFifoCapacity, {0, 0, 1, 1});
+  for (int r = 0; r < 4; ++r) job.topology(r).acrossCost = parseCostModel("5,1,8");
+  std::vector<std::vector<float>> data(4, std::vector<float>(bytes / sizeof(float), 1.0f));
+  job.run([&](Context& c, int r) {
+    float* d = data[static_cast<std::size_t>(r)].data();
+    allreduceBy(algorithm, c, d, d, bytes / sizeof(float), DataType::kFloat32, ReduceOp::kSum);
+  });
+  for (const auto& d : data) EXPECT_EQ(d.front(), 4.0f);
+  FakeNetwork& net = job.network();
+  return net.sentBytes(0, 2) + net.sentBytes(0, 3) + net.sentBytes(1, 2) + net.sentBytes(1, 3);
+}
+
+// Reducing inside each host first: each host sends n bytes to the other (2(H-1)/H·n), the flat
+// ring 1.5n (2(p-1)/p·n over its one link between the hosts); auto picks the hierarchical one.
+TEST(HierarchicalAllreduce, SendsTheBoundAcrossHostsAndIsWhatAutoPicks) {
+  constexpr std::size_t kBytes = 1 << 20;
+  EXPECT_EQ(bytesAcross(AllreduceAlgorithm::kRing, kBytes), kBytes * 3 / 2);
+  EXPECT_EQ(bytesAcross(AllreduceAlgorithm::kHierarchical, kBytes), kBytes);
+  EXPECT_EQ(bytesAcross(AllreduceAlgorithm::kAuto, kBytes), kBytes);
+}
+
+TEST(Topology, GroupsRanksByHost) {
+  const Topology t = Topology::of(std::vector<int>{0, 1, 0, 1, 2, 2}, 3);
+  EXPECT_EQ(t.hosts, (std::vector<std::vector<int>>{{0, 2}, {1, 3}, {4, 5}}));
+  EXPECT_EQ(t.host, 1);
+  EXPECT_EQ(t.local, 1);
+  EXPECT_EQ(t.across, (std::vector<int>{2, 3, 5}));
+  EXPECT_TRUE(t.uniform());
+  EXPECT_TRUE(t.layered());
+  const Topology uneven = Topology::of(std::vector<int>{0, 0, 1}, 1);
+  EXPECT_FALSE(uneven.uniform());
+  EXPECT_EQ(uneven.across, (std::vector<int>{0, 2}));
+  EXPECT_FALSE(Topology::of(std::vector<int>{0, 0, 0}, 0).layered());
+  EXPECT_FALSE(Topology::of(std::vector<int>{0, 1, 2}, 0).layered());
+  EXPECT_THROW(Topology::of(std::vector<int>{1, 0}, 0), InvalidArgument);  // not in order of lowest rank
 }
 
 TEST(Scratch, GrowsAndStaysAligned) {
