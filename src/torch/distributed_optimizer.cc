@@ -10,14 +10,13 @@
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
 #include "torch/bucket_layout.h"
+#include "torch/distributed_optimizer_impl.h"
 #include "torch/gradient_compression.h"
 #include "torch/parameter_check.h"
 #include "torch/shard_optimizer.h"
 
 namespace gyre::torch {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -41,115 +40,6 @@ StepTiming& StepTiming::operator+=(const StepTiming& other) {
   buckets += other.buckets;
   return *this;
 }
-
-// State shared by the hooks (autograd's thread) and the training thread.
-class DistributedOptimizer::Impl {
- public:
-  struct Slot {
-    ::torch::Tensor param;
-    std::shared_ptr<::torch::autograd::Node> accumulator;  // kept alive: the param holds it weakly
-    std::uintptr_t hook = 0;
-    std::size_t bucket = 0;
-    std::size_t group = 0;   // the wrapped optimizer's parameter group
-    std::size_t offset = 0;  // elements before it in its bucket
-    ::torch::Tensor view;  // the slot's place in its bucket, shaped as the parameter
-    int passes = 0;        // backward passes accumulated since the last synchronisation
-    bool ready = false;
-  };
-  struct Bucket {
-    ::torch::Tensor flat;  // the gradients, contiguous
-    ::torch::Tensor wire;  // what travels: flat itself, or its fp16/bf16 copy
-    DataType wireType = DataType::kFloat32;
-    std::vector<std::size_t> slots;
-    std::size_t pending = 0;  // slots not ready yet
-    std::shared_ptr<Work> work;
-    // Sharded step: the parameters, laid out as the gradients; flat and params hold
-    // size() * chunk elements (zero padding at the end), rank r's part starts at r * chunk.
-    ::torch::Tensor params;
-    std::int64_t used = 0;  // elements that belong to parameters
-    std::int64_t chunk = 0;
-    // Sharded: the flat tensors the shard optimizer steps (over params), and where they lie.
-    struct Part {
-      ::torch::Tensor tensor;
-      std::int64_t begin = 0;
-      std::int64_t end = 0;
-    };
-    std::vector<Part> parts;
-    // One gradient alone, reduced in the memory autograd gave it: no copy into the bucket. Its
-    // flat then changes every step (see adoptGradient).
-    bool direct = false;
-  };
-
-  Impl(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
-       DistributedOptimizerOptions options);
-  ~Impl();
-
-  void onGradientReady(std::size_t slot) GYRE_EXCLUDES(mu_);
-  void zeroGrad() GYRE_EXCLUDES(mu_);
-  // gatherGradients: sharded, also allgather the averaged gradients (step() needs only its part).
-  void synchronize(bool active, bool gatherGradients = true) GYRE_EXCLUDES(mu_);
-  void step() GYRE_EXCLUDES(mu_);
-  void join() GYRE_EXCLUDES(mu_);
-
-  std::shared_ptr<Communicator> comm_;
-  std::shared_ptr<::torch::optim::Optimizer> optimizer_;
-  DistributedOptimizerOptions options_;
-  // Guards what the hooks touch. The constructor alone sets sharded_, sharedParams_ and shard_
-  // (sharded, the buckets are never laid out again).
-  Mutex mu_;
-  std::vector<Slot> slots_ GYRE_GUARDED_BY(mu_);
-  std::vector<Bucket> buckets_ GYRE_GUARDED_BY(mu_);
-  std::size_t nextToIssue_ GYRE_GUARDED_BY(mu_) = 0;
-  bool syncEnabled_ GYRE_GUARDED_BY(mu_) = true;
-  bool sharded_ = false;
-  std::shared_ptr<SharedMemory> sharedParams_;  // sharded on one host: the parameters, mapped by every rank
-  ShardOptimizer shard_;  // sharded_: steps this rank's part of every bucket
-  // kTopK, kPowerSgd: reduces every gradient at synchronize(), instead of the buckets.
-  std::unique_ptr<detail::GradientCompressor> compressor_;
-  // shareStepTimes: the ranks' ready times travel in the last bucket's W extra floats (else in an
-  // allreduce of their own); the last step's, by rank.
-  bool timesInBucket_ = false;
-  std::vector<double> stepTimes_;
-  // The buckets are planned from the ready order and times of the second synchronised step:
-  // the first is a warm-up (first-touch allocations make its backward pass several times
-  // slower, and unevenly so).
-  static constexpr int kPlanningStep = 1;
-  int synchronized_ GYRE_GUARDED_BY(mu_) = 0;     // steps synchronised so far
-  bool recordOrder_ GYRE_GUARDED_BY(mu_) = true;  // until the buckets are planned
-  std::vector<std::size_t> readyOrder_ GYRE_GUARDED_BY(mu_);
-  // When each of readyOrder_ became ready, after the first.
-  std::vector<double> readySeconds_ GYRE_GUARDED_BY(mu_);
-  Clock::time_point stepBegin_ GYRE_GUARDED_BY(mu_);
-  Clock::time_point firstReady_ GYRE_GUARDED_BY(mu_){};
-  Clock::time_point lastReady_ GYRE_GUARDED_BY(mu_){};
-  // The training thread's own: written under mu_ where it is held anyway, read without it by
-  // join(), lastStep() and totals() (on that same thread).
-  float activeRanks_ = 0;
-  StepTiming last_;
-  StepTiming totals_;
-
- private:
-  std::vector<GradientSlot> gradientShapes() const GYRE_REQUIRES(mu_);
-  void layOut(const std::vector<BucketPlan>& plans) GYRE_REQUIRES(mu_);
-  void issueReadyBuckets() GYRE_REQUIRES(mu_);
-  // Starts the bucket's reduction on the communicator's thread, or (here) runs it on this one.
-  void issue(Bucket& bucket, bool here) GYRE_REQUIRES(mu_);
-  void recordReduction(StepTiming& timing, const Bucket& bucket, Clock::time_point begin,
-                       Clock::time_point end) GYRE_REQUIRES(mu_);
-  void ensureAliased(Slot& slot) GYRE_REQUIRES(mu_);
-  void adoptGradient(Slot& slot, Bucket& bucket) GYRE_REQUIRES(mu_);
-  void pointPartsAtGradients(Bucket& bucket) GYRE_REQUIRES(mu_);
-  void buildShardOptimizer() GYRE_REQUIRES(mu_);
-  StepTiming allgather(::torch::Tensor Bucket::*buffer, const char* what) GYRE_REQUIRES(mu_);
-  void recordTransfer(StepTiming& timing, const char* what, const Bucket& bucket, std::size_t bytes,
-                      Clock::time_point begin, Clock::time_point end) GYRE_REQUIRES(mu_);
-  void adoptRankZeroOrder() GYRE_REQUIRES(mu_);
-  // Shares this step's ready time in an allreduce of its own (when it cannot travel in a bucket).
-  void shareStepTimes(double ready) GYRE_REQUIRES(mu_);
-  // The end of every synchronize(): the step's count and timing.
-  void finishSynchronize(Clock::time_point begin, StepTiming& timing) GYRE_REQUIRES(mu_);
-  void resetForNextStep() GYRE_REQUIRES(mu_);
-};
 
 namespace {
 
@@ -188,6 +78,11 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
       options_.compression == Compression::kTopK || options_.compression == Compression::kPowerSgd;
   GYRE_USAGE_CHECK(!lossy || !options_.unevenInputs, "DistributedOptimizer: ", toString(options_.compression),
                    " compression and unevenInputs (join) do not go together");
+  GYRE_USAGE_CHECK(
+      !options_.autotune || (!options_.shardOptimizerState && !lossy && !options_.unevenInputs),
+      "DistributedOptimizer: autotune tunes the buckets, which shardOptimizerState keeps as they are, "
+      "top-k and PowerSGD do not use, and unevenInputs does not time alike on every rank");
+  algorithm_ = options_.algorithm;
   auto& groups = optimizer_->param_groups();
   for (std::size_t g = 0; g < groups.size(); ++g) {
     for (auto& param : groups[g].params()) {
@@ -469,7 +364,7 @@ void DistributedOptimizer::Impl::issue(Bucket& bucket, bool here) {
   o.dtype = bucket.wireType;
   // Uneven inputs sum, and step() divides by the ranks that took part.
   o.op = options_.average && !options_.unevenInputs ? ReduceOp::kAverage : ReduceOp::kSum;
-  o.algorithm = options_.algorithm;
+  o.algorithm = algorithm_;
   o.timeout = options_.timeout;
   void* data = bucket.wire.data_ptr();
   const auto count = static_cast<std::size_t>(bucket.wire.numel());
@@ -613,6 +508,7 @@ void DistributedOptimizer::Impl::finishSynchronize(Clock::time_point begin, Step
     ++synchronized_;
   }
   const auto end = Clock::now();
+  if (tuner_) tuneStep(end);
   timing.wait = seconds(end - begin);
   if (options_.timeline) {
     if (firstReady_ != Clock::time_point{})
@@ -656,7 +552,14 @@ void DistributedOptimizer::Impl::adoptRankZeroOrder() {
   std::vector<std::size_t> order(record.begin(), record.begin() + static_cast<std::ptrdiff_t>(n));
   std::vector<double> ready;
   for (std::size_t k = n; k < 2 * n; ++k) ready.push_back(static_cast<double>(record[k]) * 1e-9);
-  auto plans = planBucketsByReadyTime(gradientShapes(), order, ready, options_.bucketCapBytes);
+  plannedOrder_ = std::move(order);
+  plannedReady_ = std::move(ready);
+  planAgain(options_.bucketCapBytes);
+  if (options_.autotune) startTuning();
+}
+
+void DistributedOptimizer::Impl::planAgain(std::size_t capBytes) {
+  auto plans = planBucketsByReadyTime(gradientShapes(), plannedOrder_, plannedReady_, capBytes);
   bool same = plans.size() == buckets_.size();
   for (std::size_t b = 0; same && b < plans.size(); ++b) same = plans[b].slots == buckets_[b].slots;
   if (!same) layOut(plans);
@@ -776,6 +679,11 @@ const DistributedOptimizerOptions& DistributedOptimizer::options() const { retur
 std::vector<double> DistributedOptimizer::stepTimes() const {
   MutexLock lock(impl_->mu_);
   return impl_->stepTimes_;
+}
+
+std::optional<AutotuneResult> DistributedOptimizer::autotuned() const {
+  MutexLock lock(impl_->mu_);
+  return impl_->autotuned_;
 }
 
 std::vector<std::size_t> DistributedOptimizer::bucketBytes() const {

@@ -128,6 +128,12 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .help = "Gradients allreduced together, in MiB",
      .bound = Bound::kPositive,
      .max = 1 << 20},
+    {.name = "--autotune",
+     .field = &O::autotune,
+     .help =
+         "Tune --bucket-cap-mb and the allreduce algorithm during the first steps (5 steps per candidate: "
+         "caps of 1, 4, 16 and 64 MiB, then ring and halving-doubling); the choice is printed and kept in "
+         "metrics.jsonl (autotune)"},
     {.name = "--shard-optimizer",
      .field = &O::shardOptimizer,
      .help = "Shard the optimizer step and its state across the workers (ZeRO stage 1): reduce-scatter, "
@@ -248,6 +254,12 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .field = &O::stragglerThreshold,
      .help = "Name a worker whose gradients are ready later than this many times the other workers' median "
              "in 8 of 10 steps: in the output, metrics.jsonl (stragglers) and the timeline (0: off)",
+     .bound = Bound::kNonNegative},
+    {.name = "--backup-workers",
+     .field = &O::backupWorkers,
+     .help = "Each step, up to this many workers slower than --straggler-threshold times the others' median "
+             "skip their computation and the step goes on with the others' gradients, averaged (backup "
+             "workers; a skipping worker computes every 10th step to be measured again; 0: off)",
      .bound = Bound::kNonNegative},
     {.name = "--eval-every",
      .field = &O::evalEvery,
@@ -508,6 +520,19 @@ void validateOptions(const TrainOptions& o) {
                    "--straggler-threshold must be above 1, "
                    "or 0 for no straggler detection (got ",
                    numbers::format(o.stragglerThreshold), ")");
+  GYRE_USAGE_CHECK(o.backupWorkers == 0 || o.stragglerThreshold > 0,
+                   "--backup-workers needs --straggler-threshold above 1: it decides which workers are slow");
+  GYRE_USAGE_CHECK(o.backupWorkers == 0 || (!ps && !o.plain && !o.elastic && !o.syncBn),
+                   "--backup-workers is for the allreduce --mode, without --plain, --elastic or --sync-bn "
+                   "(a worker that skips its forward pass would leave SyncBatchNorm's allreduces waiting)");
+  GYRE_USAGE_CHECK(
+      !o.autotune || (!ps && !o.plain && !o.shardOptimizer),
+      "--autotune tunes the data-parallel gradient buckets: not with --plain, a parameter-server "
+      "--mode or --shard-optimizer (whose buckets never move)");
+  GYRE_USAGE_CHECK(
+      !o.autotune || (o.compression.rfind("topk", 0) != 0 && o.compression.rfind("powersgd", 0) != 0),
+      "--autotune tunes the gradient buckets, which --compression ", o.compression,
+      " does not use (it reduces every gradient at once)");
   if (o.elastic) checkElastic(o);
   if (ps) checkParameterServerMode(o);
   if (o.shardOptimizer) checkShardOptimizer(o);
@@ -537,6 +562,8 @@ void checkWorld(const TrainOptions& o, int world) {
                    world);
   GYRE_USAGE_CHECK(o.stragglerRank < world, "--straggler-rank ", o.stragglerRank, " is not a rank of the ", world,
                    " workers (0 to ", world - 1, ", or -1 for none)");
+  GYRE_USAGE_CHECK(o.backupWorkers < world, "--backup-workers ", o.backupWorkers, " must be fewer than the ",
+                   world, " workers: the step needs at least one gradient");
   GYRE_USAGE_CHECK(o.faultAtStep == 0 || o.faultRank < world, "--fault-rank ", o.faultRank, " is not a ",
                    o.elastic ? "worker id" : "rank", " of the ", world, " workers (0 to ", world - 1, ")");
 }

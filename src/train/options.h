@@ -108,6 +108,13 @@ struct TrainOptions {
   // Straggler detection (stragglers.h): a worker whose gradients are ready later than this many
   // times the others' median in 8 of 10 steps is named; 0: off.
   double stragglerThreshold = 1.5;
+  // Backup workers (stragglers.h, BackupWorkers): each step, up to this many workers whose
+  // recent step time is above stragglerThreshold times the others' median skip the forward and
+  // backward pass, and the step averages the others' gradients; 0: off.
+  int backupWorkers = 0;
+  // Tune the bucket cap and the allreduce algorithm during the first steps
+  // (DistributedOptimizerOptions::autotune); the choice is printed and kept in metrics.jsonl.
+  bool autotune = false;
   // Every evalEvery global steps (this rank's steps), rank 0 snapshots its model (a copy of the
   // parameters and buffers, nothing else: no worker waits for it in any mode) with the step and
   // the training time so far; after training it evaluates each snapshot's test accuracy alone and

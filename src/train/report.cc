@@ -27,6 +27,8 @@ std::string formatEpochLine(const EpochReport& r) {
   line += "  loss " + format("%.4f", r.loss);
   if (r.testAccuracy) line += "  test acc " + format("%.2f%%", 100 * *r.testAccuracy);
   line += "  " + format("%.0f", r.samplesPerS) + " samples/s";
+  if (r.droppedGradients && *r.droppedGradients > 0)
+    line += "  dropped " + std::to_string(*r.droppedGradients) + " gradients (backup workers)";
   if (r.speedup) line += "  speedup " + format("%.2f", *r.speedup);
   if (r.efficiency) line += "  efficiency " + format("%.2f", *r.efficiency);
   const double step = r.computeS + r.waitS;
@@ -68,6 +70,17 @@ std::string toJsonLine(const EpochReport& r) {
     j["stragglers"] = list;
   } else {
     j["stragglers"] = nullptr;
+  }
+  j["dropped_gradients"] = orNull(r.droppedGradients);
+  if (r.autotune) {
+    j["autotune"] = {{"bucket_cap_mb", r.autotune->bucketCapMb},
+                     {"algorithm", r.autotune->algorithm},
+                     {"step_ms", r.autotune->stepMs},
+                     {"trials", r.autotune->trials},
+                     {"steps", r.autotune->steps},
+                     {"summary", r.autotune->summary}};
+  } else {
+    j["autotune"] = nullptr;
   }
   j["wait_s"] = r.waitS;
   j["hidden_s"] = r.hiddenS;
@@ -146,6 +159,8 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["mode"] = o.mode;
   j["straggler_rank"] = o.stragglerRank;
   j["straggler_factor"] = o.stragglerFactor;
+  j["backup_workers"] = o.backupWorkers;
+  j["autotune"] = o.autotune;
   j["eval_every"] = o.evalEvery;
   return j.dump(2) + "\n";
 }

@@ -22,7 +22,10 @@ std::string formatEpochLine(const EpochReport& report);
 // per_rank_batch, lr, compression, loss, test_accuracy, samples_per_s, seconds, steps,
 // timed_steps, speedup, efficiency, compute_s (the data wait included), communicate_s,
 // bytes_per_step (gradient bytes a worker put into the collectives per step), stragglers (the
-// workers named during the epoch: rank, since_step, factor; null when detection is off), wait_s,
+// workers named during the epoch: rank, since_step, factor; null when detection is off),
+// dropped_gradients (--backup-workers: the gradients left out in the epoch; null when off),
+// autotune (--autotune's choice: bucket_cap_mb, algorithm, step_ms, trials, steps, summary; null
+// until it is made and without it), wait_s,
 // hidden_s, data_wait_s, torch_threads,
 // blas_threads, checkpoints (an array of {step, bytes, stall_s, path}), mode, and in the
 // parameter-server modes servers, staleness (updates by staleness, summed over the workers,

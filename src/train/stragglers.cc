@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "common/check.h"
 
@@ -87,6 +88,66 @@ std::vector<Straggler> StragglerMonitor::takeSeen() {
   out.swap(seen_);
   seen_ = current_;
   return out;
+}
+
+BackupWorkers::BackupWorkers(int backups, double threshold, int world)
+    : backups_(backups),
+      threshold_(threshold),
+      measured_(static_cast<std::size_t>(world)),
+      skippedInARow_(static_cast<std::size_t>(world), 0) {
+  GYRE_ARG_CHECK(backups > 0 && backups < world, "backup workers must be at least 1 and fewer than the ",
+                 world, " workers (got ", backups, ")");
+  GYRE_ARG_CHECK(threshold > 1, "the straggler threshold must be above 1 (got ", threshold, ")");
+}
+
+bool BackupWorkers::skips(int rank) const {
+  return std::binary_search(skipping_.begin(), skipping_.end(), rank);
+}
+
+double BackupWorkers::recent(int rank) const {
+  const auto& m = measured_[static_cast<std::size_t>(rank)];
+  return median(std::vector<double>(m.begin(), m.end()));
+}
+
+void BackupWorkers::observe(std::int64_t step, const std::vector<double>& times) {
+  const int world = static_cast<int>(measured_.size());
+  GYRE_ARG_CHECK(times.size() == measured_.size(), "step times of ", times.size(), " ranks for ", world,
+                 " workers");
+  dropped_ += static_cast<std::int64_t>(skipping_.size());
+  for (int r = 0; r < world; ++r) {
+    auto& m = measured_[static_cast<std::size_t>(r)];
+    if (skips(r)) continue;
+    m.push_back(times[static_cast<std::size_t>(r)]);
+    if (m.size() > kRecent) m.pop_front();
+  }
+  skipping_.clear();
+  if (step < kFirstStep) return;
+  std::vector<double> recentTimes(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) recentTimes[static_cast<std::size_t>(r)] = recent(r);
+  std::vector<int> byTime(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) byTime[static_cast<std::size_t>(r)] = r;
+  std::stable_sort(byTime.begin(), byTime.end(), [&](int a, int b) {
+    return recentTimes[static_cast<std::size_t>(a)] > recentTimes[static_cast<std::size_t>(b)];
+  });
+  for (int k = 0; k < backups_; ++k) {
+    const int r = byTime[static_cast<std::size_t>(k)];
+    std::vector<double> others;
+    for (int o = 0; o < world; ++o)
+      if (o != r) others.push_back(recentTimes[static_cast<std::size_t>(o)]);
+    if (recentTimes[static_cast<std::size_t>(r)] <= threshold_ * median(others)) break;
+    int& row = skippedInARow_[static_cast<std::size_t>(r)];
+    if (row >= kProbeEvery - 1) continue;  // computes this step: measured again
+    skipping_.push_back(r);
+  }
+  std::sort(skipping_.begin(), skipping_.end());
+  for (int r = 0; r < world; ++r) {
+    int& row = skippedInARow_[static_cast<std::size_t>(r)];
+    row = skips(r) ? row + 1 : 0;
+  }
+}
+
+std::int64_t BackupWorkers::takeDropped() {
+  return std::exchange(dropped_, 0);
 }
 
 }  // namespace gyre::train

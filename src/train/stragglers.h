@@ -49,4 +49,44 @@ class StragglerMonitor {
   std::vector<Straggler> seen_;
 };
 
+// Backup workers (Chen et al. 2016: a synchronous step goes on with the first N - b gradients),
+// decided from the shared step times rather than by a race: under an allreduce a rank whose
+// gradient comes late holds every rank's next step up, so waiting for the first N - b would not
+// help against a rank that is persistently slow. Instead, every step, at most `backups` ranks
+// whose recent time (the median of their last kRecent measured steps) is above `threshold` times
+// the median of the others' skip the next step's forward and backward: they add zeros to the
+// allreduce, and the ranks that compute weigh their loss by N / (N - skipped), so the gradient
+// is the average over the ranks that computed. A rank that skips computes again every
+// kProbeEvery-th step, to be measured again (it rejoins once it is no longer slow). Nothing is
+// skipped in the first kFirstStep steps. Every rank holds the same times, so every rank skips
+// the same ranks. Libtorch-free.
+class BackupWorkers {
+ public:
+  static constexpr int kRecent = 3;
+  static constexpr int kProbeEvery = 10;
+  static constexpr std::int64_t kFirstStep = 10;
+
+  // 0 < backups < world; threshold > 1.
+  BackupWorkers(int backups, double threshold, int world);
+
+  // Whether `rank` skips the next step's computation.
+  bool skips(int rank) const;
+  // How many ranks skip the next step.
+  int skipping() const { return static_cast<int>(skipping_.size()); }
+  // After each step: its times by rank (those of ranks that skipped it are not measurements).
+  void observe(std::int64_t step, const std::vector<double>& times);
+  // The gradients left out since the last call (for the epoch's record); resets the count.
+  std::int64_t takeDropped();
+  // A rank's recent time (the median of its last measured steps; 0: none yet).
+  double recent(int rank) const;
+
+ private:
+  int backups_;
+  double threshold_;
+  std::vector<std::deque<double>> measured_;  // per rank, its last kRecent measured times
+  std::vector<int> skippedInARow_;
+  std::vector<int> skipping_;  // the ranks that skip the next step, ascending
+  std::int64_t dropped_ = 0;
+};
+
 }  // namespace gyre::train

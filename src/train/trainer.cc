@@ -120,15 +120,12 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
   } else if (group_.comm()) {
-    gyre::torch::DistributedOptimizerOptions d;
-    d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
-    gyre::torch::setCompression(d, o_.compression);
-    d.shardOptimizerState = o_.shardOptimizer;
+    gyre::torch::DistributedOptimizerOptions d = distributedOptions();
     timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
     d.timeline = timeline_;
-    d.shareStepTimes = o_.stragglerThreshold > 0;
     dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
     if (o_.stragglerThreshold > 0) stragglers_.emplace(o_.stragglerThreshold);
+    if (o_.backupWorkers > 0) backups_.emplace(o_.backupWorkers, o_.stragglerThreshold, group_.size());
   }
 
   GYRE_USAGE_CHECK(o_.batch <= data_.train.size(), "--batch ", o_.batch, " is larger than the ",
@@ -257,6 +254,46 @@ EpochReport Trainer::reportOf(int epoch) const {
   return r;
 }
 
+gyre::torch::DistributedOptimizerOptions Trainer::distributedOptions() const {
+  gyre::torch::DistributedOptimizerOptions d;
+  d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
+  gyre::torch::setCompression(d, o_.compression);
+  d.shardOptimizerState = o_.shardOptimizer;
+  d.shareStepTimes = o_.stragglerThreshold > 0;
+  d.autotune = o_.autotune;
+  return d;
+}
+
+void Trainer::noteAutotune() {
+  if (!dist_ || !o_.autotune || autotune_) return;
+  const std::optional<gyre::torch::AutotuneResult> a = dist_->autotuned();
+  if (!a) return;
+  autotune_ = AutotuneRecord{static_cast<double>(a->bucketCapBytes) / (1 << 20),
+                             std::string(gyre::toString(a->algorithm)),
+                             a->stepSeconds * 1e3,
+                             a->trials,
+                             a->steps,
+                             a->summary};
+  if (group_.rank() == 0) progress_.note("autotune: " + a->summary);
+}
+
+double Trainer::forwardBackward(const gyre::data::Batch& batch, double weight) {
+  ::torch::Tensor logits;
+  {
+    const CpuAutocast autocast(o_.precision == "bf16");
+    logits = model_->forward(batch.images);
+  }
+  const auto loss = ::torch::nn::functional::cross_entropy(logits.to(::torch::kFloat32), batch.labels);
+  // Elastic worlds that do not divide the batch: each rank's share weighs its mean loss.
+  if (elasticSampler_) weight *= elasticSampler_->weight();
+  if (weight != 1.0) {
+    (loss * weight).backward();
+  } else {
+    loss.backward();
+  }
+  return loss.item<double>();
+}
+
 EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   // This rank's batches of the epoch from step `first` on, assembled ahead on o_.dataWorkers
   // threads (started here, so the first batches are ready when the loop begins).
@@ -281,7 +318,8 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   beginParameterServerEpoch();
   auto begin = Clock::now();
   if (trainStart_ == Clock::time_point{}) trainStart_ = begin;
-  double lossSum = 0;
+  double lossSum = 0;  // this rank's steps that computed
+  std::int64_t lossSteps = 0;
   std::int64_t s = first;
   for (; s < stepsPerEpoch_ && !stopped_; ++s) {
     maybeInjectFault("before-step", globalStep_ + 1);
@@ -293,31 +331,30 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     const double lr = learningRate(globalStep_);
     setLearningRate(lr);
     const gyre::data::Batch batch = nextBatch(loader);
-    straggle();
-    const auto computeBegin = Clock::now();
+    // Backup workers: a rank that skips adds zeros; the others weigh their loss so that the
+    // gradient is their average, and so is the step's loss in steps.jsonl (the mean over ranks).
+    const bool skips = backups_ && backups_->skips(group_.rank());
+    const double share = backups_ ? static_cast<double>(group_.size()) /
+                                        static_cast<double>(group_.size() - backups_->skipping())
+                                  : 1.0;
+    double value = 0;
     zeroGrad();
-    ::torch::Tensor logits;
-    {
-      const CpuAutocast autocast(o_.precision == "bf16");
-      logits = model_->forward(batch.images);
+    if (!skips) {
+      straggle();
+      const auto computeBegin = Clock::now();
+      value = forwardBackward(batch, share);
+      computeDone(seconds(Clock::now() - computeBegin));
+      lossSum += value;
+      ++lossSteps;
     }
-    const auto loss = ::torch::nn::functional::cross_entropy(logits.to(::torch::kFloat32), batch.labels);
-    // Elastic worlds that do not divide the batch: each rank's share weighs its mean loss.
-    if (elasticSampler_ && elasticSampler_->weight() != 1.0) {
-      (loss * elasticSampler_->weight()).backward();
-    } else {
-      loss.backward();
-    }
-    computeDone(seconds(Clock::now() - computeBegin));
     step();
+    noteAutotune();
     watchStragglers();
     ++globalStep_;
     maybeSnapshot();
-    const double value = loss.item<double>();
-    lossSum += value;
     steps_.push_back({globalStep_, epoch, lr});
-    stepLosses_.push_back(value);
-    progress_.update(s + 1, lossSum / static_cast<double>(s + 1 - first));
+    stepLosses_.push_back(value * share);
+    progress_.update(s + 1, lossSum / static_cast<double>(std::max<std::int64_t>(lossSteps, 1)));
     stepLog_.step(elasticState_ ? static_cast<int>(elasticState_->membership()) : o_.restartCount, globalStep_);
     stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
     if (checkpoints_.due(globalStep_)) {
@@ -362,7 +399,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   // The batches' wait happened between two step()s: inside timing.compute (and inside plain's
   // elapsed), of which it is a part.
   const std::vector<double> mean = group_.mean(
-      {lossSum / static_cast<double>(std::max<std::int64_t>(ran, 1)), elapsed, timing.compute,
+      {lossSum / static_cast<double>(std::max<std::int64_t>(lossSteps, 1)), elapsed, timing.compute,
        timing.communicate, timing.wait, timing.hidden(), dataWaitS_,
        static_cast<double>(timing.bytes) / static_cast<double>(std::max<std::int64_t>(timing.steps, 1))});
   // Rank 0's records hold every step's loss, also those before a restart: the epoch's loss is
@@ -376,7 +413,14 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   r.dataWaitS = std::min(mean[6], r.computeS);
   r.bytesPerStep = mean[7];
   if (stragglers_) r.stragglers = stragglers_->takeSeen();
-  r.samplesPerS = r.seconds > 0 ? static_cast<double>(r.timedSteps * o_.batch) / r.seconds : 0;
+  if (backups_) r.droppedGradients = backups_->takeDropped();
+  r.autotune = autotune_;
+  // Samples whose gradients counted: a worker that skipped a step (backup workers) trained on none.
+  const std::int64_t dropped = r.droppedGradients.value_or(0) * (o_.batch / group_.size());
+  r.samplesPerS =
+      r.seconds > 0
+          ? static_cast<double>(std::max<std::int64_t>(r.timedSteps * o_.batch - dropped, 0)) / r.seconds
+          : 0;
   recordParameterServerEpoch(r);
   if (o_.eval) {
     const auto evalBegin = Clock::now();

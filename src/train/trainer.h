@@ -28,6 +28,16 @@ struct CheckpointSave {
 };
 
 // One epoch's figures, the same on every rank (averaged or summed across ranks).
+// What --autotune chose (DistributedOptimizer::autotuned()).
+struct AutotuneRecord {
+  double bucketCapMb = 0;
+  std::string algorithm;
+  double stepMs = 0;  // the chosen candidate's median step
+  int trials = 0;
+  int steps = 0;
+  std::string summary;
+};
+
 struct EpochReport {
   int epoch = 0;  // from 1
   int epochs = 0;
@@ -61,6 +71,11 @@ struct EpochReport {
   // The workers named stragglers during the epoch (stragglers.h); nullopt when detection is off
   // (one worker, --straggler-threshold 0, a parameter-server mode).
   std::optional<std::vector<Straggler>> stragglers;
+  // --backup-workers: the gradients left out during the epoch (one per worker that skipped a
+  // step); nullopt when off.
+  std::optional<std::int64_t> droppedGradients;
+  // --autotune: what it chose (null until the tuning is done, and without it).
+  std::optional<AutotuneRecord> autotune;
   int torchThreads = 0;
   std::optional<int> blasThreads;           // OPENBLAS_NUM_THREADS; unset: OpenBLAS's own default
   std::vector<CheckpointSave> checkpoints;  // saved during the epoch or right after its last step

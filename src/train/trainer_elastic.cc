@@ -30,11 +30,9 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
   planWarmup();
   if (world_ > 1) {
-    gyre::torch::DistributedOptimizerOptions d;
-    d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
-    gyre::torch::setCompression(d, o_.compression);
-    d.shareStepTimes = o_.stragglerThreshold > 0;
-    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
+    dist_ =
+        std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, distributedOptions());
+    autotune_.reset();  // tuned again for the new membership
     // Ranks are renumbered: each membership's history starts afresh.
     if (o_.stragglerThreshold > 0) stragglers_.emplace(o_.stragglerThreshold);
   }

@@ -73,7 +73,15 @@ void Trainer::straggle() {
 
 void Trainer::watchStragglers() {
   if (!dist_ || !stragglers_) return;
-  const std::vector<std::string> lines = stragglers_->observe(globalStep_, dist_->stepTimes());
+  std::vector<double> times = dist_->stepTimes();
+  if (backups_) {
+    const std::vector<double> measured = times;
+    // A rank that skipped the step only waited: the monitor keeps seeing its recent time.
+    for (int r = 0; r < group_.size(); ++r)
+      if (backups_->skips(r)) times[static_cast<std::size_t>(r)] = backups_->recent(r);
+    backups_->observe(globalStep_ + 1, measured);
+  }
+  const std::vector<std::string> lines = stragglers_->observe(globalStep_, times);
   if (lines.empty()) return;
   const auto now = std::chrono::steady_clock::now();
   for (const std::string& line : lines) {

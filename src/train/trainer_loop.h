@@ -106,6 +106,13 @@ class Trainer {
   // time of its previous step; computeDone() records this step's (forward and backward).
   void straggle();
   void computeDone(double seconds) { lastComputeS_ = seconds; }
+  // The forward and backward pass of one batch, the loss weighed by `weight` (and the elastic
+  // share); returns the unweighted loss.
+  double forwardBackward(const gyre::data::Batch& batch, double weight);
+  // The data-parallel optimizer's options from the flags (the timeline aside).
+  gyre::torch::DistributedOptimizerOptions distributedOptions() const;
+  // --autotune: once the tuning is done, keeps its choice for the epoch's record and rank 0 shows it.
+  void noteAutotune();
   // TrainOptions::stragglerThreshold (trainer_fault.cc): after each data-parallel step, the ranks'
   // ready times go to the monitor; rank 0 shows who became or stopped being a straggler.
   void watchStragglers();
@@ -178,6 +185,8 @@ class Trainer {
   StartPoint start_;
   bool stopped_ = false;
   double lastComputeS_ = 0;  // the straggler's previous step
+  std::optional<BackupWorkers> backups_;             // TrainOptions::backupWorkers
+  std::optional<AutotuneRecord> autotune_;           // --autotune, once done
   std::optional<StragglerMonitor> stragglers_;       // with a data-parallel world and a threshold
   std::shared_ptr<gyre::torch::Timeline> timeline_;  // GYRE_TIMELINE's, or null
   // Time-to-accuracy (evalEvery): when the first step began, the time since spent on anything but

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -94,6 +95,15 @@ TEST_F(TrainCli, BadFlagsExit2NamingTheFlag) {
       {{"--model", "mlp", "--sync-bn"}, "--sync-bn adds batch normalisation to the cnn"},
       {{"--precision", "fp16"}, "--precision"},
       {{"--straggler-threshold", "1"}, "--straggler-threshold must be above 1, or 0"},
+      {{"--np", "2", "--backup-workers", "2"}, "--backup-workers 2 must be fewer than the 2 workers"},
+      {{"--autotune", "--shard-optimizer"}, "--autotune tunes the data-parallel gradient buckets"},
+      {{"--autotune", "--compression", "topk:0.01"},
+       "--autotune tunes the gradient buckets, which --compression"},
+      {{"--backup-workers", "-1"}, "--backup-workers must be an integer of at least 0"},
+      {{"--np", "2", "--backup-workers", "1", "--straggler-threshold", "0"},
+       "--backup-workers needs --straggler-threshold above 1"},
+      {{"--np", "2", "--model", "cnn", "--sync-bn", "--backup-workers", "1"},
+       "--backup-workers is for the allreduce --mode, without --plain, --elastic or --sync-bn"},
       {{"--compression", "topk:0"}, "--compression 'topk:0': the top-k ratio must be a number in (0, 1]"},
       {{"--compression", "powersgd:0"}, "the PowerSGD rank must be an integer of at least 1"},
       {{"--compression", "bf16:2"}, "--compression 'bf16:2': expected none, fp16, half, bf16"},
@@ -474,6 +484,62 @@ TEST_F(TrainCli, AStragglerIsNamedWithinTwentySteps) {
   ASSERT_EQ(off.exitCode, 0) << off.describe();
   EXPECT_EQ(off.out.find("straggler: rank 1 is "), std::string::npos) << off.out;
   EXPECT_TRUE(cli::jsonLines(dir.path() + "/off/metrics.jsonl")[0].at("stragglers").is_null());
+}
+
+// Backup workers: a worker made 4x slower skips its computation from step 11 on, except every
+// 10th step (measured again); the epoch reports the gradients left out, and training goes on.
+TEST_F(TrainCli, BackupWorkersLeaveTheSlowWorkersGradientsOut) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  const test::ProgramRun r = gyreTrain({"--model", "mlp", "--np", "3", "--batch", "96", "--max-steps", "40",
+                                        "--no-eval", "--straggler-rank", "2", "--straggler-factor", "4",
+                                        "--backup-workers", "1", "--run-dir", dir.path()});
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_TRUE(contains(r.out, "gradients (backup workers)")) << r.out;
+  const std::vector<nlohmann::json> metrics = cli::jsonLines(dir.path() + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 1u);
+  const auto dropped = metrics[0].at("dropped_gradients").get<std::int64_t>();
+  EXPECT_GE(dropped, 18) << metrics[0].dump();  // at most 27: steps 11-19, 21-29, 31-39
+  EXPECT_LE(dropped, 27) << metrics[0].dump();
+  const std::vector<nlohmann::json> steps = cli::jsonLines(dir.path() + "/steps.jsonl");
+  ASSERT_EQ(steps.size(), 40u);
+  for (const nlohmann::json& step : steps) EXPECT_TRUE(std::isfinite(step.at("loss").get<double>())) << step;
+  EXPECT_LT(steps[39].at("loss").get<double>(), steps[0].at("loss").get<double>());
+  std::ifstream in(dir.path() + "/config.json");
+  EXPECT_EQ(nlohmann::json::parse(in).at("backup_workers"), 1);
+}
+
+// --autotune changes how the gradients travel, not what they are: with 2 workers every
+// algorithm adds the same two numbers, so the losses equal those of a run without it, bit for
+// bit, while the buckets move from cap to cap; the choice is printed and kept in metrics.jsonl.
+TEST_F(TrainCli, AutotuneChoosesAndRecordsWithoutChangingTheTraining) {
+  if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  test::TempDir dir;
+  std::vector<std::vector<std::string>> losses;
+  for (const char* tune : {"off", "on"}) {
+    std::vector<std::string> args = {"--model",   "cnn",    "--np", "2",         "--max-steps",          "40",
+                                     "--no-eval", "--seed", "3",    "--run-dir", dir.path() + "/" + tune};
+    if (std::string(tune) == "on") args.push_back("--autotune");
+    const test::ProgramRun r = gyreTrain(args);
+    ASSERT_EQ(r.exitCode, 0) << tune << ": " << r.describe();
+    std::vector<std::string> run;
+    for (const nlohmann::json& step : cli::jsonLines(dir.path() + "/" + tune + "/steps.jsonl"))
+      run.push_back(step.at("loss").dump());
+    losses.push_back(run);
+    const nlohmann::json autotune =
+        cli::jsonLines(dir.path() + "/" + tune + "/metrics.jsonl")[0].at("autotune");
+    if (std::string(tune) == "off") {
+      EXPECT_TRUE(autotune.is_null()) << autotune;
+      continue;
+    }
+    EXPECT_TRUE(contains(r.out, "autotune: bucket cap ")) << r.out;
+    ASSERT_TRUE(autotune.is_object()) << autotune;
+    EXPECT_GE(autotune.at("trials").get<int>(), 3) << autotune;  // 25 and 1 MiB differ for the cnn
+    EXPECT_EQ(autotune.at("steps").get<int>(), 5 * autotune.at("trials").get<int>()) << autotune;
+    EXPECT_GT(autotune.at("step_ms").get<double>(), 0) << autotune;
+  }
+  ASSERT_EQ(losses[0].size(), 40u);
+  EXPECT_EQ(losses[0], losses[1]);
 }
 
 // The loader's threads change when a batch is assembled, never which: the same steps, bit for bit,

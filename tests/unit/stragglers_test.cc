@@ -70,3 +70,72 @@ TEST(StragglerMonitor, WithTwoRanksTheSlowOneIsNamedNotItsPartner) {
 
 }  // namespace
 }  // namespace gyre::train
+
+namespace gyre::train {
+namespace {
+
+// The times of 4 ranks with rank 2 twice as slow, as each step reports them: a rank that skipped
+// the step reports only its short wait.
+std::vector<double> timesWithSlowRank2(const BackupWorkers& backups) {
+  std::vector<double> times = {0.010, 0.0102, 0.020, 0.0099};
+  for (int r = 0; r < 4; ++r)
+    if (backups.skips(r)) times[static_cast<std::size_t>(r)] = 0.0005;
+  return times;
+}
+
+TEST(BackupWorkers, ASlowRankSkipsAfterTheFirstStepsAndComputesEveryTenthToBeMeasuredAgain) {
+  BackupWorkers backups(1, 1.5, 4);
+  std::vector<int> skippedAt;
+  for (std::int64_t step = 1; step <= 40; ++step) {
+    if (backups.skips(2)) skippedAt.push_back(static_cast<int>(step));
+    for (int r : {0, 1, 3}) EXPECT_FALSE(backups.skips(r)) << "step " << step;
+    backups.observe(step, timesWithSlowRank2(backups));
+  }
+  // Decided after step 10 for step 11; steps 20, 30 and 40 are its probes.
+  std::vector<int> expected;
+  for (int step = 11; step <= 40; ++step)
+    if (step % 10 != 0) expected.push_back(step);
+  EXPECT_EQ(skippedAt, expected);
+  EXPECT_EQ(backups.takeDropped(), static_cast<std::int64_t>(expected.size()));
+  EXPECT_EQ(backups.takeDropped(), 0);
+  EXPECT_NEAR(backups.recent(2), 0.020, 1e-12);  // its skipped steps are not measurements
+}
+
+TEST(BackupWorkers, NobodySkipsWithoutAStragglerAndARankThatRecoversRejoins) {
+  BackupWorkers backups(1, 1.5, 4);
+  for (std::int64_t step = 1; step <= 30; ++step) {
+    backups.observe(step, {0.010, 0.013, 0.011, 0.0105});
+    EXPECT_EQ(backups.skipping(), 0) << "step " << step;
+  }
+  for (std::int64_t step = 31; step <= 40; ++step) backups.observe(step, timesWithSlowRank2(backups));
+  EXPECT_TRUE(backups.skips(2));
+  // Rank 2 is fast again: its next probe measures it, and after kRecent probes it rejoins.
+  int computedInARow = 0;
+  for (std::int64_t step = 41; step <= 100 && computedInARow < 5; ++step) {
+    std::vector<double> times = {0.010, 0.0102, 0.010, 0.0099};
+    if (backups.skips(2)) {
+      times[2] = 0.0005;
+      computedInARow = 0;
+    } else {
+      ++computedInARow;
+    }
+    backups.observe(step, times);
+  }
+  EXPECT_EQ(computedInARow, 5);
+  EXPECT_EQ(backups.skipping(), 0);
+}
+
+TEST(BackupWorkers, AtMostTheBackupsSkipAndBadCountsAreRefused) {
+  BackupWorkers backups(2, 1.5, 5);
+  for (std::int64_t step = 1; step <= 12; ++step) backups.observe(step, {0.010, 0.030, 0.025, 0.040, 0.010});
+  // Three slow ranks, two backups: the two slowest skip.
+  EXPECT_EQ(backups.skipping(), 2);
+  EXPECT_TRUE(backups.skips(3));
+  EXPECT_TRUE(backups.skips(1));
+  EXPECT_THROW(BackupWorkers(4, 1.5, 4), InvalidArgument);
+  EXPECT_THROW(BackupWorkers(0, 1.5, 4), InvalidArgument);
+  EXPECT_THROW(BackupWorkers(1, 1.0, 4), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace gyre::train

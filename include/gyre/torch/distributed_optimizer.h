@@ -39,6 +39,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,23 @@ struct DistributedOptimizerOptions {
   // Where to record backward, each bucket's allreduce, the wait and the optimizer step (may be
   // null). See timeline.h; Timeline::fromEnvironment reads GYRE_TIMELINE.
   std::shared_ptr<Timeline> timeline;
+  // Tune the bucket cap and the allreduce algorithm online (autotuned()): from the step that
+  // plans the buckets, each candidate runs for 5 steps (the first untimed) and the ranks agree on
+  // its median step time: the caps of 1, 4, 16 and 64 MiB and bucketCapBytes that give different
+  // buckets, with `algorithm`, then the ring and halving-doubling with the best cap; the fastest
+  // is kept. bucketCapBytes and algorithm are the first candidate's and the fallback. Not with
+  // shardOptimizerState (its buckets never move), top-k or PowerSGD (no buckets) or unevenInputs.
+  bool autotune = false;
+};
+
+// What options.autotune chose, and what it tried.
+struct AutotuneResult {
+  std::size_t bucketCapBytes = 0;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  double stepSeconds = 0;  // the chosen candidate's median step, its slowest rank's
+  int trials = 0;
+  int steps = 0;        // the steps the tuning took
+  std::string summary;  // every candidate with its step time
 };
 
 class DistributedOptimizer {
@@ -180,6 +198,9 @@ class DistributedOptimizer {
   std::vector<double> stepTimes() const;
   // Number of buckets and their sizes in bytes (as allreduced), in issue order.
   std::vector<std::size_t> bucketBytes() const;
+  // options.autotune, once the tuning is done (the same on every rank); nullopt before, without
+  // autotune and with one rank.
+  std::optional<AutotuneResult> autotuned() const;
 
   class Impl;
 
