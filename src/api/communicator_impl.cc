@@ -54,6 +54,8 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size, Commu
   m.shmRingBytes = options_.shmRingBytes;
   mesh_ = transport::Mesh::connect(*store_, m);
   topology_ = collectives::Topology::of(mesh_->hostIndices(), rank);
+  // GYRE_COST_MODEL's terms stand for the links across hosts too: nothing is calibrated.
+  if (!options_.costModel.empty()) topology_.acrossCost = cost_;
 }
 
 void Communicator::Impl::execute(const collectives::OpDesc& desc) {

@@ -28,7 +28,9 @@ void DistributedOptimizer::Impl::startTuning() {
     caps.push_back(cap);
   }
   tuner_ = std::make_unique<detail::FusionTuner>(
-      caps, std::vector<AllreduceAlgorithm>{AllreduceAlgorithm::kRing, AllreduceAlgorithm::kHalvingDoubling});
+      caps, options_.algorithm,
+      std::vector<AllreduceAlgorithm>{AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing,
+                                      AllreduceAlgorithm::kHalvingDoubling});
   tuneMark_ = Clock::time_point{};
   tunedSteps_ = 0;
   algorithm_ = tuner_->current().algorithm == AllreduceAlgorithm::kAuto ? options_.algorithm
@@ -50,8 +52,7 @@ void DistributedOptimizer::Impl::tuneStep(Clock::time_point now) {
   comm_->allreduce(&agreed, &agreed, 1, o);
   tuner_->finishTrial(agreed);
   const detail::FusionChoice& next = tuner_->current();
-  // The first stage tries the caps with the configured algorithm (kAuto in the tuner).
-  algorithm_ = next.algorithm == AllreduceAlgorithm::kAuto ? options_.algorithm : next.algorithm;
+  algorithm_ = next.algorithm;
   planAgain(next.capBytes);
   if (!tuner_->done()) return;
   const auto best = std::min_element(tuner_->trials().begin(), tuner_->trials().end(),

@@ -22,16 +22,16 @@ const FusionTrial& fastest(const std::vector<FusionTrial>& trials) {
 
 }  // namespace
 
-FusionTuner::FusionTuner(std::vector<std::size_t> caps, std::vector<AllreduceAlgorithm> algorithms,
-                         int warmupSteps, int timedSteps)
+FusionTuner::FusionTuner(std::vector<std::size_t> caps, AllreduceAlgorithm first,
+                         std::vector<AllreduceAlgorithm> algorithms, int warmupSteps, int timedSteps)
     : algorithms_(std::move(algorithms)), warmupSteps_(warmupSteps), timedSteps_(timedSteps) {
   GYRE_ARG_CHECK(!caps.empty(), "the fusion tuner needs at least one bucket cap");
   GYRE_ARG_CHECK(warmupSteps >= 0 && timedSteps >= 1, "the fusion tuner needs a timed step per trial");
   for (std::size_t cap : caps) {
     GYRE_ARG_CHECK(cap > 0, "bucket caps must be positive");
-    pending_.push_back({cap, AllreduceAlgorithm::kAuto});
+    pending_.push_back({cap, first});
   }
-  std::erase(algorithms_, AllreduceAlgorithm::kAuto);
+  std::erase(algorithms_, first);
   startNext();
 }
 

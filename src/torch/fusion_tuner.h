@@ -1,7 +1,7 @@
 // Autotuning of the gradient buckets (fusion) and the allreduce algorithm during the first steps
 // of a job, as Horovod's autotune does for its fusion threshold and cycle time: pure arithmetic,
-// no libtorch. The search is coordinate-wise: every bucket cap with the `auto` algorithm, then
-// every other algorithm with the best cap. Each candidate runs a trial of `warmupSteps` steps
+// no libtorch. The search is coordinate-wise: every bucket cap with the configured algorithm,
+// then every other algorithm with the best cap. Each candidate runs a trial of `warmupSteps` steps
 // that are not timed (the first after a change pays for moving the gradients) and `timedSteps`
 // that are; the ranks agree on a trial's time (its slowest rank's median step), so every rank
 // chooses alike. When every candidate has run, the fastest is kept.
@@ -28,10 +28,10 @@ struct FusionTrial {
 
 class FusionTuner {
  public:
-  // caps: non-empty; algorithms: tried with the best cap after the caps (kAuto is the first
-  // stage's own and is left out of them).
-  FusionTuner(std::vector<std::size_t> caps, std::vector<AllreduceAlgorithm> algorithms, int warmupSteps = 1,
-              int timedSteps = 4);
+  // caps: non-empty, each tried with `first`; algorithms: tried with the best cap after the caps
+  // (`first` is left out of them).
+  FusionTuner(std::vector<std::size_t> caps, AllreduceAlgorithm first,
+              std::vector<AllreduceAlgorithm> algorithms, int warmupSteps = 1, int timedSteps = 4);
 
   // The choice the next step runs with.
   const FusionChoice& current() const { return current_; }

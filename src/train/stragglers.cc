@@ -109,7 +109,7 @@ double BackupWorkers::recent(int rank) const {
   return median(std::vector<double>(m.begin(), m.end()));
 }
 
-void BackupWorkers::observe(std::int64_t step, const std::vector<double>& times) {
+void BackupWorkers::observe(const std::vector<double>& times) {
   const int world = static_cast<int>(measured_.size());
   GYRE_ARG_CHECK(times.size() == measured_.size(), "step times of ", times.size(), " ranks for ", world,
                  " workers");
@@ -121,7 +121,7 @@ void BackupWorkers::observe(std::int64_t step, const std::vector<double>& times)
     if (m.size() > kRecent) m.pop_front();
   }
   skipping_.clear();
-  if (step < kFirstStep) return;
+  if (++observed_ < kFirstStep) return;
   std::vector<double> recentTimes(static_cast<std::size_t>(world));
   for (int r = 0; r < world; ++r) recentTimes[static_cast<std::size_t>(r)] = recent(r);
   std::vector<int> byTime(static_cast<std::size_t>(world));

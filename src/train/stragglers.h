@@ -58,13 +58,14 @@ class StragglerMonitor {
 // allreduce, and the ranks that compute weigh their loss by N / (N - skipped), so the gradient
 // is the average over the ranks that computed. A rank that skips computes again every
 // kProbeEvery-th step, to be measured again (it rejoins once it is no longer slow). Nothing is
-// skipped in the first kFirstStep steps. Every rank holds the same times, so every rank skips
-// the same ranks. Libtorch-free.
+// skipped before kFirstStep steps have been observed (by this object: after a restart too, the
+// first steps are slow and uneven). Every rank holds the same times, so every rank skips the same
+// ranks. Libtorch-free.
 class BackupWorkers {
  public:
   static constexpr int kRecent = 3;
   static constexpr int kProbeEvery = 10;
-  static constexpr std::int64_t kFirstStep = 10;
+  static constexpr int kFirstStep = 10;
 
   // 0 < backups < world; threshold > 1.
   BackupWorkers(int backups, double threshold, int world);
@@ -74,7 +75,7 @@ class BackupWorkers {
   // How many ranks skip the next step.
   int skipping() const { return static_cast<int>(skipping_.size()); }
   // After each step: its times by rank (those of ranks that skipped it are not measurements).
-  void observe(std::int64_t step, const std::vector<double>& times);
+  void observe(const std::vector<double>& times);
   // The gradients left out since the last call (for the epoch's record); resets the count.
   std::int64_t takeDropped();
   // A rank's recent time (the median of its last measured steps; 0: none yet).
@@ -87,6 +88,7 @@ class BackupWorkers {
   std::vector<int> skippedInARow_;
   std::vector<int> skipping_;  // the ranks that skip the next step, ascending
   std::int64_t dropped_ = 0;
+  int observed_ = 0;
 };
 
 }  // namespace gyre::train

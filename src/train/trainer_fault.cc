@@ -79,7 +79,7 @@ void Trainer::watchStragglers() {
     // A rank that skipped the step only waited: the monitor keeps seeing its recent time.
     for (int r = 0; r < group_.size(); ++r)
       if (backups_->skips(r)) times[static_cast<std::size_t>(r)] = backups_->recent(r);
-    backups_->observe(globalStep_ + 1, measured);
+    backups_->observe(measured);
   }
   const std::vector<std::string> lines = stragglers_->observe(globalStep_, times);
   if (lines.empty()) return;

@@ -33,7 +33,7 @@ int runToEnd(FusionTuner& tuner, const std::map<std::pair<std::size_t, Allreduce
 
 TEST(FusionTuner, TriesEveryCapThenEveryAlgorithmWithTheBestCapAndKeepsTheFastest) {
   using A = AllreduceAlgorithm;
-  FusionTuner tuner({1 * kMiB, 4 * kMiB, 16 * kMiB}, {A::kRing, A::kAuto, A::kHalvingDoubling});
+  FusionTuner tuner({1 * kMiB, 4 * kMiB, 16 * kMiB}, A::kAuto, {A::kRing, A::kAuto, A::kHalvingDoubling});
   EXPECT_EQ(tuner.current(), (FusionChoice{1 * kMiB, A::kAuto}));
   const std::map<std::pair<std::size_t, A>, double> times = {{{1 * kMiB, A::kAuto}, 0.030},
                                                              {{4 * kMiB, A::kAuto}, 0.020},
@@ -54,16 +54,19 @@ TEST(FusionTuner, TriesEveryCapThenEveryAlgorithmWithTheBestCapAndKeepsTheFastes
 
 TEST(FusionTuner, TheConfiguredChoiceStaysWhenNothingBeatsIt) {
   using A = AllreduceAlgorithm;
-  FusionTuner tuner({25 * kMiB, 1 * kMiB}, {A::kRing});
-  runToEnd(tuner,
-           {{{25 * kMiB, A::kAuto}, 0.010}, {{1 * kMiB, A::kAuto}, 0.012}, {{25 * kMiB, A::kRing}, 0.011}});
-  EXPECT_EQ(tuner.current(), (FusionChoice{25 * kMiB, A::kAuto}));
+  FusionTuner tuner({25 * kMiB, 1 * kMiB}, A::kTree, {A::kRing, A::kAuto});
+  runToEnd(tuner, {{{25 * kMiB, A::kTree}, 0.010},
+                   {{1 * kMiB, A::kTree}, 0.012},
+                   {{25 * kMiB, A::kRing}, 0.011},
+                   {{25 * kMiB, A::kAuto}, 0.013}});
+  EXPECT_EQ(tuner.current(), (FusionChoice{25 * kMiB, A::kTree}));
+  EXPECT_EQ(tuner.trials().size(), 4u);
 }
 
 TEST(FusionTuner, RefusesNoCapsAndNoTimedSteps) {
-  EXPECT_THROW(FusionTuner({}, {}), InvalidArgument);
-  EXPECT_THROW(FusionTuner({kMiB}, {}, 1, 0), InvalidArgument);
-  EXPECT_THROW(FusionTuner({0}, {}), InvalidArgument);
+  EXPECT_THROW(FusionTuner({}, AllreduceAlgorithm::kAuto, {}), InvalidArgument);
+  EXPECT_THROW(FusionTuner({kMiB}, AllreduceAlgorithm::kAuto, {}, 1, 0), InvalidArgument);
+  EXPECT_THROW(FusionTuner({0}, AllreduceAlgorithm::kAuto, {}), InvalidArgument);
 }
 
 }  // namespace

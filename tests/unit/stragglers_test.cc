@@ -89,7 +89,7 @@ TEST(BackupWorkers, ASlowRankSkipsAfterTheFirstStepsAndComputesEveryTenthToBeMea
   for (std::int64_t step = 1; step <= 40; ++step) {
     if (backups.skips(2)) skippedAt.push_back(static_cast<int>(step));
     for (int r : {0, 1, 3}) EXPECT_FALSE(backups.skips(r)) << "step " << step;
-    backups.observe(step, timesWithSlowRank2(backups));
+    backups.observe(timesWithSlowRank2(backups));
   }
   // Decided after step 10 for step 11; steps 20, 30 and 40 are its probes.
   std::vector<int> expected;
@@ -104,10 +104,10 @@ TEST(BackupWorkers, ASlowRankSkipsAfterTheFirstStepsAndComputesEveryTenthToBeMea
 TEST(BackupWorkers, NobodySkipsWithoutAStragglerAndARankThatRecoversRejoins) {
   BackupWorkers backups(1, 1.5, 4);
   for (std::int64_t step = 1; step <= 30; ++step) {
-    backups.observe(step, {0.010, 0.013, 0.011, 0.0105});
+    backups.observe({0.010, 0.013, 0.011, 0.0105});
     EXPECT_EQ(backups.skipping(), 0) << "step " << step;
   }
-  for (std::int64_t step = 31; step <= 40; ++step) backups.observe(step, timesWithSlowRank2(backups));
+  for (std::int64_t step = 31; step <= 40; ++step) backups.observe(timesWithSlowRank2(backups));
   EXPECT_TRUE(backups.skips(2));
   // Rank 2 is fast again: its next probe measures it, and after kRecent probes it rejoins.
   int computedInARow = 0;
@@ -119,7 +119,7 @@ TEST(BackupWorkers, NobodySkipsWithoutAStragglerAndARankThatRecoversRejoins) {
     } else {
       ++computedInARow;
     }
-    backups.observe(step, times);
+    backups.observe(times);
   }
   EXPECT_EQ(computedInARow, 5);
   EXPECT_EQ(backups.skipping(), 0);
@@ -127,7 +127,7 @@ TEST(BackupWorkers, NobodySkipsWithoutAStragglerAndARankThatRecoversRejoins) {
 
 TEST(BackupWorkers, AtMostTheBackupsSkipAndBadCountsAreRefused) {
   BackupWorkers backups(2, 1.5, 5);
-  for (std::int64_t step = 1; step <= 12; ++step) backups.observe(step, {0.010, 0.030, 0.025, 0.040, 0.010});
+  for (int step = 1; step <= 12; ++step) backups.observe({0.010, 0.030, 0.025, 0.040, 0.010});
   // Three slow ranks, two backups: the two slowest skip.
   EXPECT_EQ(backups.skipping(), 2);
   EXPECT_TRUE(backups.skips(3));

@@ -122,8 +122,8 @@ struct DistributedOptimizerOptions {
   // Tune the bucket cap and the allreduce algorithm online (autotuned()): from the step that
   // plans the buckets, each candidate runs for 5 steps (the first untimed) and the ranks agree on
   // its median step time: the caps of 1, 4, 16 and 64 MiB and bucketCapBytes that give different
-  // buckets, with `algorithm`, then the ring and halving-doubling with the best cap; the fastest
-  // is kept. bucketCapBytes and algorithm are the first candidate's and the fallback. Not with
+  // buckets, with `algorithm`, then auto, the ring and halving-doubling (those it is not) with the
+  // best cap; the fastest is kept. bucketCapBytes and algorithm are the first candidate's. Not with
   // shardOptimizerState (its buckets never move), top-k or PowerSGD (no buckets) or unevenInputs.
   bool autotune = false;
 };
