@@ -212,6 +212,8 @@ bench_smoke() {
         --skip 2 --threads-grid 1:1 --shard-optimizer
       run_cmd "bench ps accuracy ($label)" "$gyre" bench ps --part accuracy --model mlp --modes allreduce,ps:asp \
         --max-steps 30 --eval-every 10 --target 0.5 --straggler-factor 1 --run-timeout 300
+      run_cmd "bench comm ($label)" "$gyre" bench comm --model mlp --compressions none,bf16,topk:0.01,powersgd:2 \
+        --algorithms auto,ring --max-steps 30 --eval-every 10 --target 0.5 --run-timeout 300
     fi
   fi
 }

@@ -1,6 +1,7 @@
 #include "bench.h"
 
 #include "bench_collectives.h"
+#include "bench_comm.h"
 #include "bench_ps.h"
 #include "bench_train.h"
 
@@ -14,6 +15,7 @@ void addBench(CLI::App& app, std::function<int()>& action, const std::vector<std
   addBenchCollectives(*bench, action, args);
   addBenchTrain(*bench, action);
   addBenchPs(*bench, action);
+  addBenchComm(*bench, action);
 }
 
 }  // namespace gyre::app

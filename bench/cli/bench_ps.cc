@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_child.h"
 #include "bench_ps_launched.h"
 #include "bench_ps_plan.h"
 #include "bench_ps_report.h"
@@ -46,16 +47,6 @@ struct PsBenchFlags {
   bool keepRuns = false;
 };
 
-// Ctrl-C while a run goes on: the run is stopped and the command ends with 128 + signal.
-class Interrupted : public Error {
- public:
-  Interrupted(const std::string& what, int code) : Error(what), code_(code) {}
-  int code() const { return code_; }
-
- private:
-  int code_;
-};
-
 PsMachine thisMachine() {
   PsMachine m;
   const info::Cores cores = info::countCores();
@@ -63,27 +54,6 @@ PsMachine thisMachine() {
   m.onlineCores = cores.online;
   if (double load[1]; getloadavg(load, 1) == 1) m.loadAverage = load[0];
   return m;
-}
-
-std::vector<std::string> readLines(const fs::path& path) {
-  std::vector<std::string> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-// The last few non-empty lines of a run's log, for its failure message.
-std::string logTail(const fs::path& log, std::size_t count = 3) {
-  std::vector<std::string> tail;
-  for (const std::string& line : readLines(log))
-    if (line.find_first_not_of(" \t\r") != std::string::npos) tail.push_back(line);
-  if (tail.size() > count) tail.erase(tail.begin(), tail.end() - static_cast<std::ptrdiff_t>(count));
-  std::string text;
-  for (const std::string& line : tail) {
-    if (!text.empty()) text += " | ";
-    text += line;
-  }
-  return text;
 }
 
 // ---- part 1 ------------------------------------------------------------------------------------
@@ -184,35 +154,13 @@ AccuracyRow runOne(const AccuracySettings& s, const AccuracyRun& run, const fs::
   if (ec) throw Error("cannot create the run directory " + dir.string() + ": " + ec.message());
   // What an earlier run in the same --run-root left must not pass for this run's figures.
   for (const char* name : {"eval.jsonl", "metrics.jsonl"}) fs::remove(dir / name, ec);
-  const fs::path log = dir / "gyre-train.log";
-  const int logFd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (logFd < 0) throw Error("cannot write " + log.string());
-
-  ChildSpec spec;
-  spec.name = "gyre train " + run.label();
-  spec.path = selfExecutable();
-  spec.argv = {spec.path};
-  for (std::string& arg : trainArguments(s, run, dir.string())) spec.argv.push_back(std::move(arg));
-  spec.stdoutFd = logFd;
-  spec.stderrFd = logFd;
-  spec.ownProcessGroup = true;  // stopping it stops its workers and servers too
-  const auto start = Clock::now();
-  SuperviseResult result;
-  {
-    ProcessGroup group;
-    group.spawn(spec);
-    ::close(logFd);
-    const auto limit = std::chrono::milliseconds(static_cast<long>(s.runTimeoutS * 1000));
-    result = supervise(group, -1, Deadline::after(limit), "", [](const std::string&) {});
-  }
-  row.wallS = secondsSince(start);
-  if (interruptSignal() != 0) throw Interrupted(run.label() + ": " + result.error, result.exitCode);
-  if (!result.ok) {
-    row.error = row.wallS >= s.runTimeoutS
-                    ? fmt::format("did not finish within --run-timeout {} s; stopped it", s.runTimeoutS)
-                    : result.error;
-    const std::string tail = logTail(log);
-    if (!tail.empty()) row.error += " (log: " + tail + ")";
+  std::vector<std::string> argv = {selfExecutable()};
+  for (std::string& arg : trainArguments(s, run, dir.string())) argv.push_back(std::move(arg));
+  const ChildRun child =
+      runLoggedChild("gyre train " + run.label(), argv, dir / "gyre-train.log", s.runTimeoutS);
+  row.wallS = child.wallS;
+  if (!child.ok) {
+    row.error = child.error;
     return row;
   }
   try {

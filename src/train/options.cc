@@ -79,6 +79,11 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .help = "Gradients on the wire: none, fp16 or bf16 (half the bytes), topk:RATIO (the RATIO share of the "
              "largest entries, e.g. topk:0.01) or powersgd:RANK (a rank-RANK approximation of each weight "
              "matrix, e.g. powersgd:4); the last two keep what they leave out for the next step"},
+    {.name = "--allreduce",
+     .field = &O::allreduce,
+     .help = "The gradient buckets' allreduce algorithm: auto (the cost model's choice; hierarchical when "
+             "workers share hosts across several), ring, halving-doubling, tree, naive or hierarchical",
+     .choices = "auto|ring|halving-doubling|tree|naive|hierarchical"},
     {.name = "--lr-scaling",
      .field = &O::lrScaling,
      .help = "Multiply --lr by 1 (none), by N (linear) or by sqrt(N): for a batch that grows with N",
@@ -132,7 +137,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .field = &O::autotune,
      .help =
          "Tune --bucket-cap-mb and the allreduce algorithm during the first steps (5 steps per candidate: "
-         "caps of 1, 4, 16 and 64 MiB, then ring and halving-doubling); the choice is printed and kept in "
+         "caps of 1, 4, 16 and 64 MiB with --allreduce, then auto, ring and halving-doubling); the choice is "
+         "printed and kept in "
          "metrics.jsonl (autotune)"},
     {.name = "--shard-optimizer",
      .field = &O::shardOptimizer,
@@ -529,10 +535,15 @@ void validateOptions(const TrainOptions& o) {
       !o.autotune || (!ps && !o.plain && !o.shardOptimizer),
       "--autotune tunes the data-parallel gradient buckets: not with --plain, a parameter-server "
       "--mode or --shard-optimizer (whose buckets never move)");
+  const std::string kind = parseCompressionSpec(o.compression, "--compression").kind;
+  const bool lossy = kind == "topk" || kind == "powersgd";
   GYRE_USAGE_CHECK(
-      !o.autotune || (o.compression.rfind("topk", 0) != 0 && o.compression.rfind("powersgd", 0) != 0),
-      "--autotune tunes the gradient buckets, which --compression ", o.compression,
-      " does not use (it reduces every gradient at once)");
+      o.allreduce == "auto" || (!ps && !o.plain && !o.shardOptimizer && !lossy), "--allreduce ", o.allreduce,
+      " picks the gradient buckets' allreduce: it does not apply with --plain, a parameter-server "
+      "--mode, --shard-optimizer (a reduce-scatter) or --compression topk/powersgd (their own "
+      "collectives)");
+  GYRE_USAGE_CHECK(!o.autotune || !lossy, "--autotune tunes the gradient buckets, which --compression ",
+                   o.compression, " does not use (it reduces every gradient at once)");
   if (o.elastic) checkElastic(o);
   if (ps) checkParameterServerMode(o);
   if (o.shardOptimizer) checkShardOptimizer(o);

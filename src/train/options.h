@@ -31,6 +31,8 @@ struct TrainOptions {
   double momentum = 0.9;
   double weightDecay = 0;
   std::string compression = "none";  // gradients on the wire: none, fp16, bf16, topk:R, powersgd:R
+  // The buckets' allreduce: auto, ring, halving-doubling, tree, naive or hierarchical.
+  std::string allreduce = "auto";
   // The forward pass's arithmetic: fp32, or bf16 (CPU autocast: convolutions and matrix products
   // in bfloat16, the weights, their gradients and the loss in float32).
   std::string precision = "fp32";

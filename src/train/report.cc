@@ -161,6 +161,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["straggler_factor"] = o.stragglerFactor;
   j["backup_workers"] = o.backupWorkers;
   j["autotune"] = o.autotune;
+  j["allreduce"] = o.allreduce;
   j["eval_every"] = o.evalEvery;
   return j.dump(2) + "\n";
 }

@@ -261,6 +261,7 @@ gyre::torch::DistributedOptimizerOptions Trainer::distributedOptions() const {
   d.shardOptimizerState = o_.shardOptimizer;
   d.shareStepTimes = o_.stragglerThreshold > 0;
   d.autotune = o_.autotune;
+  d.algorithm = gyre::parseAllreduceAlgorithm(o_.allreduce);
   return d;
 }
 

@@ -1,0 +1,68 @@
+#include "bench_child.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "common/clock.h"
+#include "process.h"
+
+namespace gyre::app {
+
+ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>& argv,
+                        const std::filesystem::path& log, double timeoutS) {
+  const int logFd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (logFd < 0) throw Error("cannot write " + log.string());
+  ChildSpec spec;
+  spec.name = name;
+  spec.path = argv.at(0);
+  spec.argv = argv;
+  spec.stdoutFd = logFd;
+  spec.stderrFd = logFd;
+  spec.ownProcessGroup = true;  // stopping it stops its workers (and servers) too
+  const auto start = Clock::now();
+  SuperviseResult result;
+  {
+    ProcessGroup group;
+    group.spawn(spec);
+    ::close(logFd);
+    const auto limit = std::chrono::milliseconds(static_cast<long>(timeoutS * 1000));
+    result = supervise(group, -1, Deadline::after(limit), "", [](const std::string&) {});
+  }
+  ChildRun run;
+  run.wallS = secondsSince(start);
+  if (interruptSignal() != 0) throw Interrupted(name + ": " + result.error, result.exitCode);
+  run.ok = result.ok;
+  if (!run.ok) {
+    run.error = run.wallS >= timeoutS ? fmt::format("did not finish within {} s; stopped it", timeoutS)
+                                      : result.error;
+    const std::string tail = logTail(log);
+    if (!tail.empty()) run.error += " (log: " + tail + ")";
+  }
+  return run;
+}
+
+std::vector<std::string> readLines(const std::filesystem::path& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string logTail(const std::filesystem::path& log, std::size_t count) {
+  std::vector<std::string> tail;
+  for (const std::string& line : readLines(log))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) tail.push_back(line);
+  if (tail.size() > count) tail.erase(tail.begin(), tail.end() - static_cast<std::ptrdiff_t>(count));
+  std::string text;
+  for (const std::string& line : tail) {
+    if (!text.empty()) text += " | ";
+    text += line;
+  }
+  return text;
+}
+
+}  // namespace gyre::app

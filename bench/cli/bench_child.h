@@ -1,0 +1,42 @@
+// What the benchmarks that run whole jobs share (gyre bench ps's time-to-accuracy part, gyre
+// bench comm): running one child command with its output in a log, bounded in time and stopped
+// with everything it started, and reading what it left behind.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gyre/errors.h"
+
+namespace gyre::app {
+
+// Ctrl-C while a run goes on: the run is stopped and the command ends with 128 + signal.
+class Interrupted : public Error {
+ public:
+  Interrupted(const std::string& what, int code) : Error(what), code_(code) {}
+  int code() const { return code_; }
+
+ private:
+  int code_;
+};
+
+struct ChildRun {
+  bool ok = false;
+  std::string error;  // why not: the exit or the time-out, with the log's last lines
+  double wallS = 0;
+};
+
+// Runs argv (argv[0]: the program's path) in a process group of its own, stdout and stderr into
+// `log` (truncated first), for at most timeoutS seconds, after which it and all it started are
+// stopped. Throws Interrupted when Ctrl-C (or SIGTERM) arrived meanwhile (the caller installs
+// the handlers), Error when the log cannot be written.
+ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>& argv,
+                        const std::filesystem::path& log, double timeoutS);
+
+// Every line of a file (none when it cannot be read).
+std::vector<std::string> readLines(const std::filesystem::path& path);
+// The last `count` non-empty lines of a log, joined with " | ", for a failure message.
+std::string logTail(const std::filesystem::path& log, std::size_t count = 3);
+
+}  // namespace gyre::app

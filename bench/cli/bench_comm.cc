@@ -1,0 +1,171 @@
+#include "bench_comm.h"
+
+#include <fmt/format.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_child.h"
+#include "bench_comm_plan.h"
+#include "gyre/errors.h"
+#include "gyre/init.h"
+#include "process.h"
+#include "usage_error.h"
+
+namespace gyre::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommBenchFlags {
+  CommSettings settings;
+  std::string compressions = "none,fp16,bf16,topk:0.01,powersgd:4";
+  std::string algorithms = "auto";
+  std::string runRoot;
+  bool keepRuns = false;
+  bool json = false;
+};
+
+CommRow runOne(const CommSettings& s, const CommRun& run, const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create the run directory " + dir.string() + ": " + ec.message());
+  // What an earlier run in the same --run-root left must not pass for this run's figures.
+  for (const char* name : {"eval.jsonl", "metrics.jsonl"}) fs::remove(dir / name, ec);
+  const std::string self = selfExecutable();
+  const std::string worker = (fs::path(self).parent_path() / "gyre_train_worker").string();
+  std::vector<std::string> argv = {self};
+  for (std::string& arg : commRunArguments(s, run, worker, dir.string())) argv.push_back(std::move(arg));
+  const ChildRun child =
+      runLoggedChild("gyre bench comm: " + run.label(), argv, dir / "gyre-run.log", s.runTimeoutS + 60);
+  CommRow row;
+  row.run = run;
+  if (child.ok) {
+    try {
+      row = parseCommRun(s, run, readLines(dir / "eval.jsonl"), readLines(dir / "metrics.jsonl"));
+    } catch (const Error& e) {
+      row.error = e.what();
+    }
+  } else {
+    row.error = child.error;
+  }
+  row.runDir = dir.string();
+  return row;
+}
+
+int runCommBench(CommBenchFlags f) {
+  CommSettings& s = f.settings;
+  s.compressions = parseCompressionList(f.compressions);
+  s.algorithms = parseAlgorithmList(f.algorithms);
+  validate(s);
+  const std::string worker = (fs::path(selfExecutable()).parent_path() / "gyre_train_worker").string();
+  requireArg(::access(worker.c_str(), X_OK) == 0, "gyre bench comm trains with ", worker,
+             ", which is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker)");
+  requireArg(
+      detectLaunch(processEnvironment()).launcher == "none",
+      "gyre bench comm starts its own jobs: run it outside any launcher (gyre run, mpirun, srun, torchrun)");
+  fs::path root = f.runRoot;
+  const bool tempRoot = root.empty();
+  if (tempRoot) {
+    std::string pattern = (fs::temp_directory_path() / "gyre-bench-comm-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw Error("cannot create a temporary directory " + pattern);
+    root = pattern;
+  }
+  root = fs::absolute(root);
+  installInterruptHandlers();
+  const std::vector<CommRun> runs = planCommRuns(s);
+  if (!f.json) fmt::print("{}", commHeader(s));
+  std::fflush(stdout);
+  std::vector<CommRow> rows;
+  bool failed = false;
+  try {
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      fmt::print(stderr, "gyre bench comm: run {} of {}: {}\n", i + 1, runs.size(), runs[i].label());
+      rows.push_back(runOne(s, runs[i], root / runs[i].dirName()));
+      failed = failed || !rows.back().ok;
+      if (!f.json) fmt::print("{}", commRowText(rows.back(), &rows.front()));
+      std::fflush(stdout);
+    }
+  } catch (const Interrupted& e) {
+    fmt::print(stderr, "gyre bench comm: {}\n", e.what());
+    return e.code();
+  }
+  if (f.json) {
+    fmt::print("{}\n", commJson(s, rows).dump());
+  } else {
+    fmt::print(
+        "to {}: training time (evaluations left out) to the first evaluation at or above it, every {} steps "
+        "of "
+        "rank 0; speedup: the first row's time to it over each row's; samples/s: batch x rank 0's steps / "
+        "its "
+        "training time; final acc: the last epoch's, on the whole test set.\n",
+        s.target, s.evalEvery);
+  }
+  if (tempRoot && !f.keepRuns && !failed) {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  } else {
+    fmt::print(stderr, "gyre bench comm: the runs' directories (logs, eval.jsonl, metrics.jsonl) are in {}\n",
+               root.string());
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void addBenchComm(CLI::App& bench, std::function<int()>& action) {
+  auto f = std::make_shared<CommBenchFlags>();
+  CommSettings& s = f->settings;
+  CLI::App* cmd = bench.add_subcommand(
+      "comm", "Gradient compression and allreduce algorithms side by side on one training job");
+  cmd->footer(
+      "Runs gyre_train_worker under `gyre run` once per compression of --compressions and algorithm of\n"
+      "--algorithms, one after another, and prints each run's gradient bytes per worker and step,\n"
+      "samples/s, the time to reach --target test accuracy (and its speedup over the first row) and the\n"
+      "final accuracy. Without --hosts the workers run on this host; with --hosts (and --rsh-agent,\n"
+      "--network-interface) wherever gyre run puts them: scripts/compression-bench.sh runs it on\n"
+      "network-namespace hosts with links shaped to 1 Gbit/s. See docs/benchmarks.md, \"gyre bench "
+      "comm\".\n\n"
+      "Examples:\n"
+      "  gyre bench comm --np 2 --target 0.85\n"
+      "  gyre bench comm --compressions none,powersgd:4 --max-steps 100 --target 0.7   # quick\n"
+      "  gyre bench comm -H h1:2,h2:2 --algorithms auto,ring --compressions none   # hierarchical vs flat");
+  cmd->add_option("--compressions", f->compressions,
+                  "none, fp16, bf16, topk:RATIO, powersgd:RANK, comma-separated")
+      ->capture_default_str();
+  cmd->add_option("--algorithms", f->algorithms,
+                  "Allreduce algorithms of the gradient buckets, comma-separated: auto, ring, "
+                  "halving-doubling, tree, naive, hierarchical")
+      ->capture_default_str();
+  cmd->add_option("--model", s.model, "mlp or cnn")->capture_default_str();
+  cmd->add_option("--np", s.np, "Workers (0: 2 on this host, or every slot of --hosts)")
+      ->capture_default_str();
+  cmd->add_option("-H,--hosts", s.hosts,
+                  "Hosts and their slots for gyre run (host1:2,host2:2); default: this host");
+  cmd->add_option("--rsh-agent", s.rshAgent, "gyre run's --rsh-agent, with --hosts");
+  cmd->add_option("--network-interface", s.networkInterface, "gyre run's --network-interface, with --hosts");
+  cmd->add_option("--epochs", s.epochs, "Epochs of each run")->capture_default_str();
+  cmd->add_option("--max-steps", s.maxSteps, "Steps per epoch (0: the whole epoch)")->capture_default_str();
+  cmd->add_option("--batch", s.batch, "Global batch")->capture_default_str();
+  cmd->add_option("--target", s.target, "Test accuracy to reach")->capture_default_str();
+  cmd->add_option("--eval-every", s.evalEvery, "Test accuracy every N steps")->capture_default_str();
+  cmd->add_option("--threads", s.threads, "Compute threads per worker")->capture_default_str();
+  cmd->add_option("--seed", s.seed, "Seed of every run")->capture_default_str();
+  cmd->add_option("--data-dir", s.dataDir, "Fashion-MNIST's IDX files (default: the worker's)");
+  cmd->add_option("--run-timeout", s.runTimeoutS,
+                  "Seconds a run may take before it is stopped (a failure row)")
+      ->capture_default_str();
+  cmd->add_option("--run-root", f->runRoot,
+                  "Where the runs' directories go (default: a temporary directory)");
+  cmd->add_flag("--keep-runs", f->keepRuns,
+                "Keep the temporary run directories (they are kept after a failure)");
+  cmd->add_flag("--json", f->json, "One JSON object instead of the table");
+  cmd->callback([f, &action] { action = [f] { return runCommBench(*f); }; });
+}
+
+}  // namespace gyre::app
