@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 
 #include "common/clock.h"
@@ -43,6 +45,28 @@ ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>&
     if (!tail.empty()) run.error += " (log: " + tail + ")";
   }
   return run;
+}
+
+RunRoot::RunRoot(const std::string& given, const std::string& tool) : path_(given), tool_(tool) {
+  temporary_ = path_.empty();
+  if (temporary_) {
+    std::string name = tool;
+    std::replace(name.begin(), name.end(), ' ', '-');
+    std::string pattern = (std::filesystem::temp_directory_path() / (name + "-XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw Error("cannot create a temporary directory " + pattern);
+    path_ = pattern;
+  }
+  path_ = std::filesystem::absolute(path_);
+}
+
+void RunRoot::done(bool keep, bool failed) const {
+  if (temporary_ && !keep && !failed) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+    return;
+  }
+  fmt::print(stderr, "{}: the runs' directories (logs, eval.jsonl, metrics.jsonl) are in {}\n", tool_,
+             path_.string());
 }
 
 std::vector<std::string> readLines(const std::filesystem::path& path) {

@@ -34,6 +34,21 @@ struct ChildRun {
 ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>& argv,
                         const std::filesystem::path& log, double timeoutS);
 
+// Where a benchmark's runs keep their directories: `given` (made absolute), or a new temporary
+// directory named after `tool` ("gyre bench comm": gyre-bench-comm-XXXXXX) when it is empty. done() removes a
+// temporary one when every run went well and keep is false, and otherwise says where it is.
+class RunRoot {
+ public:
+  RunRoot(const std::string& given, const std::string& tool);
+  const std::filesystem::path& path() const { return path_; }
+  void done(bool keep, bool failed) const;
+
+ private:
+  std::filesystem::path path_;
+  std::string tool_;
+  bool temporary_ = false;
+};
+
 // Every line of a file (none when it cannot be read).
 std::vector<std::string> readLines(const std::filesystem::path& path);
 // The last `count` non-empty lines of a log, joined with " | ", for a failure message.

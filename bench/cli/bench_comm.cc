@@ -69,14 +69,8 @@ int runCommBench(CommBenchFlags f) {
   requireArg(
       detectLaunch(processEnvironment()).launcher == "none",
       "gyre bench comm starts its own jobs: run it outside any launcher (gyre run, mpirun, srun, torchrun)");
-  fs::path root = f.runRoot;
-  const bool tempRoot = root.empty();
-  if (tempRoot) {
-    std::string pattern = (fs::temp_directory_path() / "gyre-bench-comm-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw Error("cannot create a temporary directory " + pattern);
-    root = pattern;
-  }
-  root = fs::absolute(root);
+  const RunRoot runRoot(f.runRoot, "gyre bench comm");
+  const fs::path& root = runRoot.path();
   installInterruptHandlers();
   const std::vector<CommRun> runs = planCommRuns(s);
   if (!f.json) fmt::print("{}", commHeader(s));
@@ -106,13 +100,7 @@ int runCommBench(CommBenchFlags f) {
         "training time; final acc: the last epoch's, on the whole test set.\n",
         s.target, s.evalEvery);
   }
-  if (tempRoot && !f.keepRuns && !failed) {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  } else {
-    fmt::print(stderr, "gyre bench comm: the runs' directories (logs, eval.jsonl, metrics.jsonl) are in {}\n",
-               root.string());
-  }
+  runRoot.done(f.keepRuns, failed);
   return failed ? 1 : 0;
 }
 

@@ -198,14 +198,8 @@ void checkCanTrain() {
 
 int runAccuracy(const PsBenchFlags& f, const PsMachine& m) {
   const AccuracySettings& s = f.accuracy;
-  fs::path root = f.runRoot;
-  const bool tempRoot = root.empty();
-  if (tempRoot) {
-    std::string pattern = (fs::temp_directory_path() / "gyre-bench-ps-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw Error("cannot create a temporary directory " + pattern);
-    root = pattern;
-  }
-  root = fs::absolute(root);
+  const RunRoot runRoot(f.runRoot, "gyre bench ps");
+  const fs::path& root = runRoot.path();
 
   const std::vector<AccuracyRun> runs = planAccuracyRuns(s);
   if (!f.json) {
@@ -238,13 +232,7 @@ int runAccuracy(const PsBenchFlags& f, const PsMachine& m) {
         s.target, s.evalEvery, winnerText(s, rows));
   }
   std::fflush(stdout);
-  if (tempRoot && !f.keepRuns && !failed) {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  } else {
-    fmt::print(stderr, "gyre bench ps: the runs' directories (logs, eval.jsonl, metrics.jsonl) are in {}\n",
-               root.string());
-  }
+  runRoot.done(f.keepRuns, failed);
   return failed ? 1 : 0;
 }
 
