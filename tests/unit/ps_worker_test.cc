@@ -271,22 +271,30 @@ void failoverCase(const std::string& mode) {
   const int workers = 2, steps = 40;
   const float lr = 0.25f;
   const auto values = initialValues(spec);
-  std::atomic<int> progress{0};
   std::vector<std::vector<double>> pushed(spec.sizes.size());
   for (std::size_t k = 0; k < pushed.size(); ++k) pushed[k].assign(spec.sizes[k], 0.0);
   std::mutex pushedMu;
   std::vector<std::uint64_t> failovers(workers);
   std::atomic<int> finished{0};
   std::vector<std::vector<float>> params;
+  // Every worker stops halfway until the server is gone, so each has steps left to fail over in
+  // (under asp a fast worker could otherwise finish before the kill and never see it).
+  std::atomic<int> atHalf{0};
+  std::atomic<bool> killed{false};
   std::thread killer([&] {
-    while (progress < steps / 2 * workers) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (atHalf < workers) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     cluster.servers[0].reset();
+    killed = true;
   });
   onThreads(workers, [&](int id) {
     auto worker = cluster.worker(id, workers, spec);
     if (id == 0) initAll(*worker, values);
     std::vector<std::vector<float>> g(spec.sizes.size());
     for (int step = 0; step < steps; ++step) {
+      if (step == steps / 2) {
+        ++atHalf;
+        while (!killed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
       pullAll(*worker);
       std::vector<std::shared_ptr<Work>> works;
       for (std::size_t k = 0; k < g.size(); ++k) {
@@ -300,7 +308,6 @@ void failoverCase(const std::string& mode) {
           for (std::size_t i = 0; i < g[k].size(); ++i) pushed[k][i] += g[k][i];
       }
       worker->clock();
-      ++progress;
     }
     failovers[static_cast<std::size_t>(id)] = worker->stats().failovers;
     ++finished;
