@@ -36,7 +36,7 @@ ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>&
   }
   ChildRun run;
   run.wallS = secondsSince(start);
-  if (interruptSignal() != 0) throw Interrupted(name + ": " + result.error, result.exitCode);
+  if (interruptSignal() != 0) throw RunFailed(name + ": " + result.error, result.exitCode);
   run.ok = result.ok;
   if (!run.ok) {
     run.error = run.wallS >= timeoutS ? fmt::format("did not finish within {} s; stopped it", timeoutS)

@@ -11,10 +11,11 @@
 
 namespace gyre::app {
 
-// Ctrl-C while a run goes on: the run is stopped and the command ends with 128 + signal.
-class Interrupted : public Error {
+// A run that ends the benchmark command: carries the command's exit code (1, or 128 + signal
+// after Ctrl-C, when the run is stopped).
+class RunFailed : public Error {
  public:
-  Interrupted(const std::string& what, int code) : Error(what), code_(code) {}
+  RunFailed(const std::string& what, int code) : Error(what), code_(code) {}
   int code() const { return code_; }
 
  private:
@@ -29,7 +30,7 @@ struct ChildRun {
 
 // Runs argv (argv[0]: the program's path) in a process group of its own, stdout and stderr into
 // `log` (truncated first), for at most timeoutS seconds, after which it and all it started are
-// stopped. Throws Interrupted when Ctrl-C (or SIGTERM) arrived meanwhile (the caller installs
+// stopped. Throws RunFailed when Ctrl-C (or SIGTERM) arrived meanwhile (the caller installs
 // the handlers), Error when the log cannot be written.
 ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>& argv,
                         const std::filesystem::path& log, double timeoutS);

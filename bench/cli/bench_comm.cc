@@ -85,7 +85,7 @@ int runCommBench(CommBenchFlags f) {
       if (!f.json) fmt::print("{}", commRowText(rows.back(), &rows.front()));
       std::fflush(stdout);
     }
-  } catch (const Interrupted& e) {
+  } catch (const RunFailed& e) {
     fmt::print(stderr, "gyre bench comm: {}\n", e.what());
     return e.code();
   }

@@ -267,7 +267,7 @@ int runPsBench(PsBenchFlags f) {
   installInterruptHandlers();
   try {
     return runAccuracy(f, m);
-  } catch (const Interrupted& e) {
+  } catch (const RunFailed& e) {
     fmt::print(stderr, "gyre bench ps: {}\n", e.what());
     return e.code();
   }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "bench_child.h"
 #include "bench_train_plan.h"
 #include "bench_train_report.h"
 #include "common/check.h"
@@ -43,16 +44,6 @@ struct TrainBenchFlags {
   std::string worker;  // gyre_train_worker; empty: next to gyre
   std::string python;  // empty: python3 on PATH, then /usr/bin/python3 (Debian's python3-torch)
   double timeoutS = 600;
-};
-
-// A run that did not end well; carries the exit code for the tool (1, or 128 + signal).
-class RunFailed : public Error {
- public:
-  RunFailed(const std::string& what, int code) : Error(what), code_(code) {}
-  int code() const { return code_; }
-
- private:
-  int code_;
 };
 
 std::string besideGyre(const std::string& name) {

@@ -32,6 +32,8 @@ void allreduceBy(AllreduceAlgorithm algorithm, Context& c, const void* in, void*
                  DataType t, ReduceOp op);
 
 void broadcastChain(Context& c, void* buf, std::size_t bytes, int root);
+// Runs `algorithm` (dispatch.cc); kAuto: the tree up to 64 KiB, the chain above.
+void broadcastBy(BroadcastAlgorithm algorithm, Context& c, void* buf, std::size_t bytes, int root);
 void broadcastTree(Context& c, void* buf, std::size_t bytes, int root);
 
 // Binary-tree reduce to `root` (out is written on the root only).

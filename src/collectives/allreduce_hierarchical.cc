@@ -23,8 +23,6 @@
 namespace gyre::collectives {
 namespace {
 
-constexpr std::size_t kTreeBroadcastMaxBytes = 64 * 1024;
-
 void divideByWorld(Context& c, void* data, std::size_t count, DataType t) {
   reduce::divide(t, data, count, static_cast<std::size_t>(c.size()));
 }
@@ -55,7 +53,6 @@ void blockwise(Context& c, Topology& topo, const void* in, void* out, std::size_
 void throughLeaders(Context& c, Topology& topo, const void* in, void* out, std::size_t count, DataType t,
                     ReduceOp op) {
   const ReduceOp partial = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-  const std::size_t bytes = count * dtypeSize(t);
   Context host = c.within(topo.hosts[topo.host], c.cost);
   reduceTree(host, in, out, count, t, partial, 0);
   if (topo.local == 0) {
@@ -63,10 +60,7 @@ void throughLeaders(Context& c, Topology& topo, const void* in, void* out, std::
     allreduceBy(AllreduceAlgorithm::kAuto, across, out, out, count, t, partial);
     if (op == ReduceOp::kAverage) divideByWorld(c, out, count, t);
   }
-  if (bytes <= kTreeBroadcastMaxBytes)
-    broadcastTree(host, out, bytes, 0);
-  else
-    broadcastChain(host, out, bytes, 0);
+  broadcastBy(BroadcastAlgorithm::kAuto, host, out, count * dtypeSize(t), 0);
 }
 
 }  // namespace

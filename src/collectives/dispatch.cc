@@ -43,13 +43,8 @@ void allreduce(Context& c, const OpDesc& d) {
 }
 
 void broadcast(Context& c, const OpDesc& d) {
-  const std::size_t bytes = d.count * dtypeSize(d.dtype);
-  if (c.size() == 1 || bytes == 0) return;
-  auto algorithm = static_cast<BroadcastAlgorithm>(d.algorithm);
-  if (algorithm == BroadcastAlgorithm::kAuto)
-    algorithm = bytes <= kTreeBroadcastMaxBytes ? BroadcastAlgorithm::kTree : BroadcastAlgorithm::kChain;
-  if (algorithm == BroadcastAlgorithm::kTree) return broadcastTree(c, d.output, bytes, d.root);
-  broadcastChain(c, d.output, bytes, d.root);
+  broadcastBy(static_cast<BroadcastAlgorithm>(d.algorithm), c, d.output, d.count * dtypeSize(d.dtype),
+              d.root);
 }
 
 // Per-rank byte sizes and offsets of back-to-back blocks.
@@ -131,6 +126,14 @@ void allreduceBy(AllreduceAlgorithm algorithm, Context& c, const void* in, void*
       break;
   }
   GYRE_THROW(Error, "cost model chose no allreduce algorithm");
+}
+
+void broadcastBy(BroadcastAlgorithm algorithm, Context& c, void* buf, std::size_t bytes, int root) {
+  if (c.size() == 1 || bytes == 0) return;
+  if (algorithm == BroadcastAlgorithm::kAuto)
+    algorithm = bytes <= kTreeBroadcastMaxBytes ? BroadcastAlgorithm::kTree : BroadcastAlgorithm::kChain;
+  if (algorithm == BroadcastAlgorithm::kTree) return broadcastTree(c, buf, bytes, root);
+  broadcastChain(c, buf, bytes, root);
 }
 
 const char* toString(OpType type) {

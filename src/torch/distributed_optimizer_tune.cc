@@ -1,6 +1,5 @@
 // DistributedOptimizerOptions::autotune: the bucket cap and the allreduce algorithm, tuned during
 // the first steps (torch/fusion_tuner.h has the search).
-#include <algorithm>
 #include <utility>
 
 #include "common/check.h"
@@ -31,10 +30,7 @@ void DistributedOptimizer::Impl::startTuning() {
       caps, options_.algorithm,
       std::vector<AllreduceAlgorithm>{AllreduceAlgorithm::kAuto, AllreduceAlgorithm::kRing,
                                       AllreduceAlgorithm::kHalvingDoubling});
-  tuneMark_ = Clock::time_point{};
-  tunedSteps_ = 0;
-  algorithm_ = tuner_->current().algorithm == AllreduceAlgorithm::kAuto ? options_.algorithm
-                                                                        : tuner_->current().algorithm;
+  algorithm_ = tuner_->current().algorithm;
   planAgain(tuner_->current().capBytes);
 }
 
@@ -55,14 +51,10 @@ void DistributedOptimizer::Impl::tuneStep(Clock::time_point now) {
   algorithm_ = next.algorithm;
   planAgain(next.capBytes);
   if (!tuner_->done()) return;
-  const auto best = std::min_element(tuner_->trials().begin(), tuner_->trials().end(),
-                                     [](const detail::FusionTrial& a, const detail::FusionTrial& b) {
-                                       return a.stepSeconds < b.stepSeconds;
-                                     });
   AutotuneResult result;
   result.bucketCapBytes = next.capBytes;
   result.algorithm = algorithm_;
-  result.stepSeconds = best->stepSeconds;
+  result.stepSeconds = tuner_->best().stepSeconds;
   result.trials = static_cast<int>(tuner_->trials().size());
   result.steps = tunedSteps_;
   result.summary = tuner_->summary();

@@ -14,12 +14,6 @@ std::string describe(const FusionChoice& c) {
   return std::string("bucket cap ") + cap + " MiB, allreduce " + std::string(gyre::toString(c.algorithm));
 }
 
-const FusionTrial& fastest(const std::vector<FusionTrial>& trials) {
-  return *std::min_element(trials.begin(), trials.end(), [](const FusionTrial& a, const FusionTrial& b) {
-    return a.stepSeconds < b.stepSeconds;
-  });
-}
-
 }  // namespace
 
 FusionTuner::FusionTuner(std::vector<std::size_t> caps, AllreduceAlgorithm first,
@@ -38,11 +32,11 @@ FusionTuner::FusionTuner(std::vector<std::size_t> caps, AllreduceAlgorithm first
 void FusionTuner::startNext() {
   if (pending_.empty() && !capsDone_) {
     capsDone_ = true;
-    for (AllreduceAlgorithm a : algorithms_) pending_.push_back({fastest(trials_).choice.capBytes, a});
+    for (AllreduceAlgorithm a : algorithms_) pending_.push_back({best().choice.capBytes, a});
   }
   if (pending_.empty()) {
     done_ = true;
-    current_ = fastest(trials_).choice;
+    current_ = best().choice;
     return;
   }
   current_ = pending_.front();
@@ -55,6 +49,13 @@ bool FusionTuner::record(double seconds) {
   if (done_) return false;
   if (stepsInTrial_++ >= warmupSteps_) timed_.push_back(seconds);
   return stepsInTrial_ == warmupSteps_ + timedSteps_;
+}
+
+const FusionTrial& FusionTuner::best() const {
+  GYRE_ARG_CHECK(!trials_.empty(), "no trial of the fusion tuner has finished");
+  return *std::min_element(trials_.begin(), trials_.end(), [](const FusionTrial& a, const FusionTrial& b) {
+    return a.stepSeconds < b.stepSeconds;
+  });
 }
 
 double FusionTuner::trialSeconds() const {
@@ -73,11 +74,11 @@ void FusionTuner::finishTrial(double agreedSeconds) {
 
 std::string FusionTuner::summary() const {
   if (trials_.empty()) return "not tuned";
-  const FusionTrial& best = fastest(trials_);
+  const FusionTrial& fastest = best();
   char head[64];
-  std::snprintf(head, sizeof head, ": %.1f ms a step, the best of %zu tried (", best.stepSeconds * 1e3,
+  std::snprintf(head, sizeof head, ": %.1f ms a step, the best of %zu tried (", fastest.stepSeconds * 1e3,
                 trials_.size());
-  std::string text = describe(best.choice) + head;
+  std::string text = describe(fastest.choice) + head;
   for (std::size_t i = 0; i < trials_.size(); ++i) {
     char ms[32];
     std::snprintf(ms, sizeof ms, " %.1f ms", trials_[i].stepSeconds * 1e3);

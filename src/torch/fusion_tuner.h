@@ -47,6 +47,8 @@ class FusionTuner {
   void finishTrial(double agreedSeconds);
 
   const std::vector<FusionTrial>& trials() const { return trials_; }
+  // The fastest trial so far (at least one must have finished).
+  const FusionTrial& best() const;
   // "bucket cap 4 MiB, allreduce ring: 31.2 ms a step, the best of 6 tried (...)".
   std::string summary() const;
 

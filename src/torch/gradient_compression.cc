@@ -207,6 +207,9 @@ class PowerSgd final : public GradientCompressor {
   // every warm start: it starts again from a random column. Q is the same on every rank (an
   // allreduce's result), so every rank redraws the same columns from the same draw.
   void redrawEmptyColumns(Tensor& q) {
+    // One reduction over Q each step (no column is zero: nothing to do); column by column only
+    // when one is.
+    if (q.abs().amax(0).min().item<float>() > 0) return;
     for (std::int64_t c = 0; c < q.size(1); ++c) {
       Tensor col = q.select(1, c);
       if (col.abs().max().item<float>() > 0) continue;

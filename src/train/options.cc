@@ -137,9 +137,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .field = &O::autotune,
      .help =
          "Tune --bucket-cap-mb and the allreduce algorithm during the first steps (5 steps per candidate: "
-         "caps of 1, 4, 16 and 64 MiB with --allreduce, then auto, ring and halving-doubling); the choice is "
-         "printed and kept in "
-         "metrics.jsonl (autotune)"},
+         "caps of 1, 4, 16 and 64 MiB with --allreduce, then auto, ring and halving-doubling); the choice "
+         "is printed and kept in metrics.jsonl (autotune)"},
     {.name = "--shard-optimizer",
      .field = &O::shardOptimizer,
      .help = "Shard the optimizer step and its state across the workers (ZeRO stage 1): reduce-scatter, "
@@ -521,7 +520,8 @@ void validateOptions(const TrainOptions& o) {
       !o.syncBn || (o.model == "cnn" && !o.plain && !ps),
       "--sync-bn adds batch normalisation to the cnn, its statistics shared by the data-parallel "
       "workers: it needs --model cnn, and not --plain or a parameter-server --mode");
-  parseCompressionSpec(o.compression, "--compression");
+  const std::string compression = parseCompressionSpec(o.compression, "--compression").kind;
+  const bool lossy = compression == "topk" || compression == "powersgd";
   GYRE_USAGE_CHECK(o.stragglerThreshold == 0 || o.stragglerThreshold > 1,
                    "--straggler-threshold must be above 1, "
                    "or 0 for no straggler detection (got ",
@@ -535,8 +535,6 @@ void validateOptions(const TrainOptions& o) {
       !o.autotune || (!ps && !o.plain && !o.shardOptimizer),
       "--autotune tunes the data-parallel gradient buckets: not with --plain, a parameter-server "
       "--mode or --shard-optimizer (whose buckets never move)");
-  const std::string kind = parseCompressionSpec(o.compression, "--compression").kind;
-  const bool lossy = kind == "topk" || kind == "powersgd";
   GYRE_USAGE_CHECK(
       o.allreduce == "auto" || (!ps && !o.plain && !o.shardOptimizer && !lossy), "--allreduce ", o.allreduce,
       " picks the gradient buckets' allreduce: it does not apply with --plain, a parameter-server "

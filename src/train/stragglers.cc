@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 #include <utility>
 
 #include "common/check.h"
@@ -125,7 +126,7 @@ void BackupWorkers::observe(const std::vector<double>& times) {
   std::vector<double> recentTimes(static_cast<std::size_t>(world));
   for (int r = 0; r < world; ++r) recentTimes[static_cast<std::size_t>(r)] = recent(r);
   std::vector<int> byTime(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) byTime[static_cast<std::size_t>(r)] = r;
+  std::iota(byTime.begin(), byTime.end(), 0);
   std::stable_sort(byTime.begin(), byTime.end(), [&](int a, int b) {
     return recentTimes[static_cast<std::size_t>(a)] > recentTimes[static_cast<std::size_t>(b)];
   });
@@ -135,8 +136,7 @@ void BackupWorkers::observe(const std::vector<double>& times) {
     for (int o = 0; o < world; ++o)
       if (o != r) others.push_back(recentTimes[static_cast<std::size_t>(o)]);
     if (recentTimes[static_cast<std::size_t>(r)] <= threshold_ * median(others)) break;
-    int& row = skippedInARow_[static_cast<std::size_t>(r)];
-    if (row >= kProbeEvery - 1) continue;  // computes this step: measured again
+    if (skippedInARow_[static_cast<std::size_t>(r)] >= kProbeEvery - 1) continue;  // computes: measured again
     skipping_.push_back(r);
   }
   std::sort(skipping_.begin(), skipping_.end());

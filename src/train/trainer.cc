@@ -158,8 +158,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
 void Trainer::checkCompressionFits() const {
   // DistributedOptimizer checks it too, but only where it is built: an elastic job builds one
   // only once a membership has two workers, and would fail then on every worker.
-  gyre::torch::DistributedOptimizerOptions d;
-  gyre::torch::setCompression(d, o_.compression);
+  const gyre::torch::DistributedOptimizerOptions d = distributedOptions();
   if (d.compression != gyre::torch::Compression::kPowerSgd) return;
   std::vector<std::vector<std::int64_t>> shapes;
   for (const ::torch::Tensor& p : model_->parameters())

@@ -27,7 +27,6 @@ struct CheckpointSave {
   double stallS = 0;  // time the training loop waited: the snapshot, plus a previous write's end
 };
 
-// One epoch's figures, the same on every rank (averaged or summed across ranks).
 // What --autotune chose (DistributedOptimizer::autotuned()).
 struct AutotuneRecord {
   double bucketCapMb = 0;
@@ -38,6 +37,7 @@ struct AutotuneRecord {
   std::string summary;
 };
 
+// One epoch's figures, the same on every rank (averaged or summed across ranks).
 struct EpochReport {
   int epoch = 0;  // from 1
   int epochs = 0;
