@@ -7,6 +7,7 @@ packages=(
   build-essential clang cmake ninja-build ccache pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libtomlplusplus-dev  # gyre tune's search-space files
   libopenmpi-dev openmpi-bin
   iproute2 procps
   # Later issues: training on libtorch with a real BLAS, the data set, the DDP baseline.

@@ -16,6 +16,7 @@
 #include "ps_server.h"
 #include "run.h"
 #include "train.h"
+#include "tune.h"
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
@@ -30,6 +31,17 @@ int main(int argc, char** argv) {
   gyre::app::addInfo(app, action);
   gyre::app::addRun(app, action);
   gyre::app::addTrain(app, action);
+  // `gyre tune ... -- COMMAND`: the trial command is not gyre's to parse.
+  std::vector<std::string> tuneCommand;
+  int parsedArgc = argc;
+  if (argc > 1 && std::string(argv[1]) == "tune")
+    for (int i = 2; i < argc; ++i)
+      if (std::string(argv[i]) == "--") {
+        tuneCommand.assign(argv + i + 1, argv + argc);
+        parsedArgc = i;
+        break;
+      }
+  gyre::app::addTune(app, action, tuneCommand);
   gyre::app::addPsServer(app, action);  // started by gyre run --servers; not in --help
 
   // mpirun and horovodrun users type -np; CLI11 knows long options by their double dash.
@@ -38,7 +50,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i)
     if (std::string(argv[i]) == "-np") argvFixed[i] = np;
   try {
-    app.parse(argc, argvFixed.data());
+    app.parse(parsedArgc, argvFixed.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every mistake on the command line exits 2.
     return app.exit(e) == 0 ? 0 : 2;

@@ -5,6 +5,7 @@
 #include "gyre/errors.h"
 #include "gyre/init.h"
 #include "gyre/store.h"
+#include "gyre/tune.h"
 #include "gyre/types.h"
 #include "gyre/version.h"
 #include "gyre/work.h"

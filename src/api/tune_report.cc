@@ -1,0 +1,101 @@
+// gyre::tune::report and friends (include/gyre/tune.h): the trial side of gyre tune's reports.
+// One JSON object per line, appended with one write(2) on an O_APPEND descriptor, so a line is
+// never torn by another writer and the tuner reads only whole lines.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "common/config.h"
+#include "common/numbers.h"
+#include "gyre/errors.h"
+#include "gyre/init.h"
+#include "gyre/tune.h"
+
+namespace gyre::tune {
+namespace {
+
+config::Env environment() {
+  return processEnvironment();
+}
+
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::mutex reportMutex;
+int reported = -1;  // the last iteration this process reported; -1: none yet
+
+}  // namespace
+
+bool inTrial() {
+  return config::isSet(environment(), "GYRE_TUNE_REPORT_FILE");
+}
+
+int startIteration() {
+  return static_cast<int>(config::getOptionalInt(environment(), "GYRE_TUNE_START_ITERATION").value_or(0));
+}
+
+int stopAt() {
+  return static_cast<int>(config::getOptionalInt(environment(), "GYRE_TUNE_STOP_AT").value_or(0));
+}
+
+std::string checkpointDir() {
+  return config::getString(environment(), "GYRE_TUNE_CHECKPOINT_DIR");
+}
+
+std::string trialDir() {
+  return config::getString(environment(), "GYRE_TUNE_TRIAL_DIR");
+}
+
+int trialId() {
+  return static_cast<int>(config::getOptionalInt(environment(), "GYRE_TUNE_TRIAL_ID").value_or(-1));
+}
+
+int report(const std::map<std::string, double>& metrics) {
+  const config::Env env = environment();
+  const std::string path = config::getString(env, "GYRE_TUNE_REPORT_FILE");
+  if (path.empty() || config::getOptionalInt(env, "GYRE_RANK").value_or(0) != 0) return 0;
+  std::lock_guard<std::mutex> lock(reportMutex);
+  if (reported < 0)
+    reported = static_cast<int>(config::getOptionalInt(env, "GYRE_TUNE_START_ITERATION").value_or(0));
+  const int iteration = reported + 1;
+  std::string line = "{\"iteration\":" + std::to_string(iteration);
+  for (const auto& [name, value] : metrics) {
+    if (name == "iteration" || name.empty())
+      throw InvalidArgument("gyre::tune::report: \"" + name +
+                            "\" cannot name a metric (the iteration is numbered for you)");
+    line += ",\"" + escaped(name) + "\":";
+    line += std::isfinite(value) ? numbers::format(value) : std::string("null");
+  }
+  line += "}\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) throw SystemError("gyre::tune::report: cannot open " + path + ": " + std::strerror(errno));
+  const ssize_t n = ::write(fd, line.data(), line.size());
+  const int error = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(line.size()))
+    throw SystemError("gyre::tune::report: cannot append to " + path + ": " +
+                      (n < 0 ? std::strerror(error) : "short write (is the disk full?)"));
+  reported = iteration;
+  return iteration;
+}
+
+}  // namespace gyre::tune

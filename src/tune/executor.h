@@ -1,0 +1,55 @@
+// Executors run a trial's runs: processes on this host's slots (executor_local.cc), and later on
+// other hosts or as Slurm jobs. A run holds `slots` slots from start() until wait() reports its end.
+//
+// Thread-safety: none; the runner calls an executor from one thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gyre::tune {
+
+struct RunSpec {
+  int trial = 0;
+  std::vector<std::string> argv;  // argv[0]: the program, found on PATH when it has no '/'
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string logPath;  // stdout and stderr, appended
+  int slots = 1;
+};
+
+struct RunEnd {
+  int trial = 0;
+  int code = -1;  // exit status, -1 when a signal ended it
+  int signal = 0;
+  double seconds = 0;        // how long it ran
+  bool stopped = false;      // stop() was called for it
+  bool interrupted = false;  // a run of an earlier tuner process, found RUNNING on --resume
+  bool ok() const { return code == 0; }
+  std::string describe() const;  // "exited with code 3", "was killed by signal 9 (Killed)"
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual std::string describe() const = 0;  // "local, 2 slots"
+  virtual int capacity() const = 0;
+  virtual int freeSlots() const = 0;
+  // Starts a run; returns where it runs ("localhost"). Throws Error when it cannot start.
+  virtual std::string start(const RunSpec& run) = 0;
+  // Asks the run of `trial` to end (SIGTERM to its process group, SIGKILL after `grace`); its end
+  // comes through wait().
+  virtual void stop(int trial, std::chrono::milliseconds grace) = 0;
+  // Waits up to `timeout` for runs to end and returns those that did (possibly none).
+  virtual std::vector<RunEnd> wait(std::chrono::milliseconds timeout) = 0;
+  // Stops every run and waits for them.
+  virtual void stopAll() = 0;
+};
+
+// Runs on this host with `slots` slots. Every run leads its own process group (a gyre train
+// trial's workers with it) and dies with the tuner (PR_SET_PDEATHSIG).
+std::unique_ptr<Executor> makeLocalExecutor(int slots);
+
+}  // namespace gyre::tune

@@ -1,0 +1,54 @@
+// Searchers: where the configurations of an experiment's trials come from.
+//
+//   random   Ray Tune's basic variant generator: --samples repeats of the grid's product (every
+//            combination of the grid parameters, the last varying fastest), each combination with
+//            the other parameters drawn at random. Trial i's draws depend only on (seed, i), so a
+//            resumed experiment makes the same trials. With grid parameters only and --samples 1,
+//            this is grid search.
+//   tpe      the Tree-structured Parzen Estimator (Bergstra et al., NeurIPS 2011; as HyperOpt and
+//            Optuna do it): random for the first --tpe-startup trials, then each parameter is drawn
+//            from a Parzen density over the best gamma share of the finished results, choosing among
+//            24 candidates the one with the highest l(x)/g(x). Grid parameters still cycle.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tune/space.h"
+#include "tune/trial.h"
+
+namespace gyre::tune {
+
+struct SearcherOptions {
+  std::string name = "random";  // random or tpe
+  int samples = 1;              // repeats of the grid's product
+  std::uint64_t seed = 0;
+  int tpeStartup = 10;     // tpe: random trials first
+  double tpeGamma = 0.25;  // tpe: the share of results that count as good
+  int tpeCandidates = 24;
+};
+
+class Searcher {
+ public:
+  virtual ~Searcher() = default;
+  virtual std::string describe() const = 0;
+  // How many trials the search makes.
+  virtual int total() const = 0;
+  // The configuration of trial `index` (the trials before it are in `trials`, their results so
+  // far with them); `sign` is +1 to maximize the metric, -1 to minimize it.
+  virtual Json suggest(int index, const std::vector<Trial>& trials, double sign) const = 0;
+};
+
+// Throws InvalidArgument for an unknown name, samples < 1, or a search so large (samples x grid)
+// that it would not fit in an int.
+std::unique_ptr<Searcher> makeSearcher(const SearcherOptions& o, const Space& space);
+
+// The draws of trial `index` of a random search: a generator seeded with (seed, index).
+std::mt19937_64 trialGenerator(std::uint64_t seed, int index);
+// Trial `index` of a random search: grid point index mod the grid's size, the rest drawn.
+Json randomConfig(const Space& space, std::uint64_t seed, int index);
+
+}  // namespace gyre::tune
