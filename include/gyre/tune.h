@@ -30,6 +30,10 @@ bool inTrial();
 // trial, or on a rank other than 0). Non-finite values are written as null. Throws gyre::Error
 // when the report file cannot be written (a full disk, say).
 int report(const std::map<std::string, double>& metrics);
+// The same, recorded as `iteration`: for a program that resumed from a checkpoint of its own newer
+// than startIteration() (saved, then stopped before its report). Later calls without an iteration
+// go on from it. The tuner keeps the first report of each iteration.
+int report(const std::map<std::string, double>& metrics, int iteration);
 
 // The iteration the trial's checkpoint holds, to resume from (0: start afresh).
 int startIteration();

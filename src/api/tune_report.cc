@@ -70,13 +70,17 @@ int trialId() {
 }
 
 int report(const std::map<std::string, double>& metrics) {
+  return report(metrics, 0);
+}
+
+int report(const std::map<std::string, double>& metrics, int given) {
   const config::Env env = environment();
   const std::string path = config::getString(env, "GYRE_TUNE_REPORT_FILE");
   if (path.empty() || config::getOptionalInt(env, "GYRE_RANK").value_or(0) != 0) return 0;
   std::lock_guard<std::mutex> lock(reportMutex);
   if (reported < 0)
     reported = static_cast<int>(config::getOptionalInt(env, "GYRE_TUNE_START_ITERATION").value_or(0));
-  const int iteration = reported + 1;
+  const int iteration = given > 0 ? given : reported + 1;
   std::string line = "{\"iteration\":" + std::to_string(iteration);
   for (const auto& [name, value] : metrics) {
     if (name == "iteration" || name.empty())

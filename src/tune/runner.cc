@@ -115,13 +115,25 @@ class Loop {
     // now and decided on as it would have been; each then ends as if it had been stopped there.
     files_.rewriteResults(state_);
     std::vector<int> interrupted;
-    for (Trial& t : state_.trials)
+    for (Trial& t : state_.trials) {
+      // A run started after the last state.json: its trial is recorded as paused (or not started),
+      // but its report file goes further. It was running; with what stop point the scheduler
+      // says again, from the same records.
+      // Several runs may have followed one another since: its record ends where its reports do.
+      const int beyond = t.finished() ? 0 : lastReported(t);
+      if (beyond > 0 && t.status != TrialStatus::kRunning) {
+        t.runStart = t.checkpointAt;
+        t.status = TrialStatus::kRunning;
+        std::erase(resumeNow_, t.id);
+      }
+      if (beyond > 0) t.stopAt = std::min(spec_.scheduler.maxT, std::max(t.stopAt, beyond));
       if (t.status == TrialStatus::kRunning) {
         runs_[t.id] = RunInfo{t.runStart, std::nullopt, false};
         lastSeen_[t.id] = t.iteration();
         readReports(t.id);
         interrupted.push_back(t.id);
       }
+    }
     for (int id : interrupted) {
       RunEnd e;
       e.trial = id;
@@ -130,6 +142,20 @@ class Loop {
     }
     view_.event(fmt::format("resuming {}: {} trials, {} to restart", files_.dir(), state_.trials.size(),
                             resumeNow_.size()));
+  }
+
+  // The last iteration the trial's report file holds beyond those recorded (0: none).
+  int lastReported(const Trial& t) const {
+    std::ifstream in(runPaths(spec_, files_.trialDir(t.id)).reportFile);
+    std::string line;
+    int previous = 0, beyond = 0;
+    while (std::getline(in, line)) {
+      const std::optional<Result> r = parseReport(line, spec_.metric, previous);
+      if (!r) continue;
+      previous = r->iteration;
+      if (r->iteration > t.iteration()) beyond = std::max(beyond, r->iteration);
+    }
+    return beyond;
   }
 
   int loop() {
@@ -222,6 +248,9 @@ class Loop {
     }
     t.results.push_back(std::move(r));
     const Result& last = t.results.back();
+    // A command saves its checkpoint before it reports (gyre/tune.h); gyre train checkpoints at
+    // the end of a run, and resumes from its newest checkpoint whatever this says.
+    if (!spec_.builtin) t.checkpointAt = last.iteration;
     files_.appendResult(t, last);
     view_.event(
         fmt::format("trial {} iteration {}: {} {}", t.id, last.iteration, spec_.metric,

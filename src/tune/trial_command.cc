@@ -82,7 +82,7 @@ std::optional<Result> parseReport(const std::string& line, const std::string& me
   Result r;
   r.metrics = Json::object();
   for (const auto& [key, value] : j.items())
-    if (value.is_number() || value.is_boolean()) r.metrics[key] = value;
+    if ((value.is_number() || value.is_boolean()) && key != "iteration") r.metrics[key] = value;
   // gyre train's metrics.jsonl says test_accuracy; tune users ask for accuracy.
   if (!r.metrics.contains("accuracy") && r.metrics.contains("test_accuracy"))
     r.metrics["accuracy"] = r.metrics["test_accuracy"];

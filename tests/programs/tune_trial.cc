@@ -62,18 +62,20 @@ int main(int argc, char** argv) {
   const std::string ckpt = gyre::tune::checkpointDir();
   const int start = gyre::tune::startIteration();
   double sum = 0;
+  // Resume from the checkpoint, which may be newer than the last report the tuner recorded (saved,
+  // then killed before reporting).
+  int from = 0;
   if (start > 0) {
     std::ifstream in(ckpt + "/state");
-    int saved = -1;
-    in >> saved >> sum;
-    if (saved != start) {
-      std::fprintf(stderr, "gyre_tune_trial: checkpoint holds iteration %d, asked to resume from %d\n", saved,
+    in >> from >> sum;
+    if (from < start) {
+      std::fprintf(stderr, "gyre_tune_trial: checkpoint holds iteration %d, asked to resume from %d\n", from,
                    start);
       return 5;
     }
   }
   const int stop = gyre::tune::stopAt() > 0 ? gyre::tune::stopAt() : iterations;
-  for (int i = start + 1; i <= stop && i <= iterations; ++i) {
+  for (int i = from + 1; i <= stop && i <= iterations; ++i) {
     if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
     const double score = quality(x, y) * (1 - 0.5 / i);
     sum += score;
@@ -86,9 +88,9 @@ int main(int argc, char** argv) {
       std::rename((ckpt + "/state.tmp").c_str(), (ckpt + "/state").c_str());
     }
     if (noMetric) {
-      gyre::tune::report({{"other", score}});
+      gyre::tune::report({{"other", score}}, i);
     } else {
-      gyre::tune::report({{"score", score}, {"loss", 1 - score}, {"mean", sum / i}});
+      gyre::tune::report({{"score", score}, {"loss", 1 - score}, {"mean", sum / i}}, i);
     }
     const std::string marker = gyre::tune::trialDir() + "/failed-once";
     if (i == failAt && access(marker.c_str(), F_OK) != 0) {
