@@ -9,6 +9,7 @@
 
 #include "gyre/errors.h"
 #include "launcher/agent.h"
+#include "launcher/hosts.h"
 #include "launcher/process.h"
 #include "train/options.h"
 #include "tune/executor.h"
@@ -31,6 +32,8 @@ struct TuneFlags {
   std::string metric = "accuracy";
   std::string mode = "max";
   int slots = 0;
+  std::string hosts;
+  std::string rshAgent = "ssh -o BatchMode=yes";
   int np = 1;
   int threads = 1;
   int maxFailures = 1;
@@ -170,13 +173,25 @@ int tuneMain(const TuneFlags& f, const std::vector<std::string>& trainArgs,
       throw Error("this gyre was built without the trainer (" + worker +
                   " is missing): built-in trials need it; give a command after -- instead");
   }
-  const int slots = f.slots > 0 ? f.slots : std::max(1, launcher::usableCores());
+  requireArg(f.hosts.empty() || f.slots == 0, "give --slots (this host) or -H (other hosts), not both");
+  int slots = f.slots > 0 ? f.slots : std::max(1, launcher::usableCores());
+  if (!f.hosts.empty()) {
+    slots = 0;
+    for (const launcher::HostSlots& h : launcher::parseHostList(f.hosts)) slots = std::max(slots, h.slots);
+  }
   requireArg(spec.np <= slots, "--np ", spec.np, " is more than the ", slots, " slot", slots == 1 ? "" : "s",
-             " (--slots): no trial could start");
+             f.hosts.empty() ? " (--slots)" : " of any host (-H)", ": no trial could start");
   const tune::ExperimentFiles files(dir);
   if (f.resume.empty()) files.create(spec);
   launcher::installInterruptHandlers();
-  std::unique_ptr<tune::Executor> executor = tune::makeLocalExecutor(slots);
+  std::unique_ptr<tune::Executor> executor;
+  if (f.hosts.empty()) {
+    executor = tune::makeLocalExecutor(slots, gyre);
+  } else {
+    std::vector<tune::HostSlots> hosts;
+    for (const launcher::HostSlots& h : launcher::parseHostList(f.hosts)) hosts.push_back({h.name, h.slots});
+    executor = tune::makeHostsExecutor(hosts, gyre, f.rshAgent);
+  }
   tune::RunnerOptions o;
   o.gyre = gyre;
   o.resume = !f.resume.empty();
@@ -235,6 +250,10 @@ void addTune(CLI::App& app, std::function<int()>& action, const std::vector<std:
       ->capture_default_str();
   cmd->add_option("--mode", f->mode, "max or min")->capture_default_str();
   cmd->add_option("--slots", f->slots, "Trials' workers at once on this host (default: its cores)");
+  cmd->add_option("-H,--hosts", f->hosts,
+                  "Run trials on these hosts instead, host1:2,host2:2 (slots default to 1), through gyre run; "
+                  "the experiment directory must be shared by them");
+  cmd->add_option("--rsh-agent", f->rshAgent, "With -H: how gyre run reaches the hosts")->capture_default_str();
   cmd->add_option("--np", f->np, "Workers of each trial: gyre train's --np, or gyre run -np for a command")
       ->capture_default_str();
   cmd->add_option("--threads", f->threads, "Built-in trials: compute threads per worker")

@@ -18,6 +18,9 @@ struct RunSpec {
   std::vector<std::pair<std::string, std::string>> env;
   std::string logPath;  // stdout and stderr, appended
   int slots = 1;
+  // The program starts its `slots` workers itself (gyre train --np N); otherwise a run of more
+  // than one slot is started as a gyre job (gyre run -np N).
+  bool startsItsWorkers = false;
 };
 
 struct RunEnd {
@@ -49,7 +52,20 @@ class Executor {
 };
 
 // Runs on this host with `slots` slots. Every run leads its own process group (a gyre train
-// trial's workers with it) and dies with the tuner (PR_SET_PDEATHSIG).
-std::unique_ptr<Executor> makeLocalExecutor(int slots);
+// trial's workers with it) and dies with the tuner (PR_SET_PDEATHSIG). `gyre` is this gyre
+// executable, for runs that are gyre jobs.
+std::unique_ptr<Executor> makeLocalExecutor(int slots, const std::string& gyre);
+
+struct HostSlots {
+  std::string name;
+  int slots = 1;
+};
+
+// Runs on other hosts (`gyre tune -H host1:2,host2:2`), each run a `gyre run -H HOST` job started
+// from here through `rshAgent` (ssh by default) with gyre run's agents, placed on the host with the
+// most free slots. The experiment directory must be on a file system every host shares, as Ray
+// Tune's storage path: trials write their reports and checkpoints there.
+std::unique_ptr<Executor> makeHostsExecutor(std::vector<HostSlots> hosts, const std::string& gyre,
+                                            const std::string& rshAgent);
 
 }  // namespace gyre::tune

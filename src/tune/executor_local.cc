@@ -1,6 +1,7 @@
 // The local executor: each run is a child process group on this host; the end of any run wakes
 // wait() at once (a pidfd per run), so short trials do not wait for a polling interval.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -8,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -25,24 +27,50 @@ std::string RunEnd::describe() const {
 
 namespace {
 
-class LocalExecutor final : public Executor {
+// A host's slots. `remote`: reached through gyre run -H; otherwise this host.
+struct Node {
+  std::string name;
+  int slots = 1;
+  int used = 0;
+  bool remote = false;
+};
+
+class SlotExecutor final : public Executor {
  public:
-  explicit LocalExecutor(int slots) : slots_(slots) {}
-  ~LocalExecutor() override { stopAll(); }
+  SlotExecutor(std::vector<Node> nodes, std::string gyre, std::string rshAgent)
+      : nodes_(std::move(nodes)), gyre_(std::move(gyre)), rshAgent_(std::move(rshAgent)) {}
+  ~SlotExecutor() override { stopAll(); }
 
   std::string describe() const override {
-    return "local, " + std::to_string(slots_) + " slot" + (slots_ == 1 ? "" : "s");
+    if (nodes_.size() == 1 && !nodes_[0].remote)
+      return fmt::format("local, {} slot{}", nodes_[0].slots, nodes_[0].slots == 1 ? "" : "s");
+    std::string s = "hosts";
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      s += fmt::format("{}{}:{}", i == 0 ? " " : ",", nodes_[i].name, nodes_[i].slots);
+    return s;
   }
-  int capacity() const override { return slots_; }
+  int capacity() const override {
+    int total = 0;
+    for (const Node& n : nodes_) total += n.slots;
+    return total;
+  }
+  // The most one run can have now: a run does not span hosts.
   int freeSlots() const override {
-    int used = 0;
-    for (const auto& [trial, run] : runs_) used += run->slots;
-    return slots_ - used;
+    int most = 0;
+    for (const Node& n : nodes_) most = std::max(most, n.slots - n.used);
+    return most;
   }
 
-  std::string start(const RunSpec& spec) override {
+  std::string start(const RunSpec& given) override {
+    Node* node = nullptr;
+    for (Node& n : nodes_)
+      if (n.slots - n.used >= given.slots && (node == nullptr || n.slots - n.used > node->slots - node->used))
+        node = &n;
+    if (node == nullptr) throw Error(fmt::format("no host has {} free slots", given.slots));
+    const RunSpec spec = wrapped(given, *node);
     auto run = std::make_unique<Run>();
-    run->slots = spec.slots;
+    run->slots = given.slots;
+    run->node = node;
     run->started = Clock::now();
     const int log = ::open(spec.logPath.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log < 0) throw SystemError("cannot open " + spec.logPath + ": " + std::strerror(errno));
@@ -64,8 +92,9 @@ class LocalExecutor final : public Executor {
     }
     ::close(log);
     run->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, run->pid, 0));
+    node->used += run->slots;
     runs_[spec.trial] = std::move(run);
-    return "localhost";
+    return node->name;
   }
 
   void stop(int trial, std::chrono::milliseconds grace) override {
@@ -94,13 +123,36 @@ class LocalExecutor final : public Executor {
 
   void stopAll() override {
     for (auto& [trial, run] : runs_) run->group.stopAll(std::chrono::milliseconds(2000));
-    for (auto& [trial, run] : runs_)
+    for (auto& [trial, run] : runs_) {
       if (run->pidfd >= 0) ::close(run->pidfd);
+      run->node->used -= run->slots;
+    }
     runs_.clear();
   }
 
  private:
+  // The run as it is started on `node`: a command of several workers, or any run on another host,
+  // becomes a gyre job (gyre run), which passes the trial's variables on with -x.
+  RunSpec wrapped(const RunSpec& spec, const Node& node) const {
+    const int np = spec.startsItsWorkers ? 1 : spec.slots;
+    if (!node.remote && np == 1) return spec;
+    RunSpec run = spec;
+    run.argv = {gyre_, "run", "--np", std::to_string(np), "--no-tag-output"};
+    if (node.remote) {
+      for (const std::string& w : {std::string("-H"), node.name + ":" + std::to_string(np), std::string("--rsh-agent"), rshAgent_})
+        run.argv.push_back(w);
+      for (const auto& [name, value] : spec.env) {
+        run.argv.push_back("-x");
+        run.argv.push_back(name + "=" + value);
+      }
+    }
+    run.argv.push_back("--");
+    run.argv.insert(run.argv.end(), spec.argv.begin(), spec.argv.end());
+    return run;
+  }
+
   struct Run {
+    Node* node = nullptr;
     launcher::ProcessGroup group;
     pid_t pid = 0;
     int pidfd = -1;
@@ -135,20 +187,34 @@ class LocalExecutor final : public Executor {
       e.stopped = run.stopping;
       ended.push_back(e);
       if (run.pidfd >= 0) ::close(run.pidfd);
+      run.node->used -= run.slots;
       it = runs_.erase(it);
     }
     return ended;
   }
 
-  int slots_;
+  std::vector<Node> nodes_;
+  std::string gyre_;
+  std::string rshAgent_;
   std::map<int, std::unique_ptr<Run>> runs_;
 };
 
 }  // namespace
 
-std::unique_ptr<Executor> makeLocalExecutor(int slots) {
+std::unique_ptr<Executor> makeLocalExecutor(int slots, const std::string& gyre) {
   if (slots < 1) throw InvalidArgument("--slots must be at least 1; got " + std::to_string(slots));
-  return std::make_unique<LocalExecutor>(slots);
+  return std::make_unique<SlotExecutor>(std::vector<Node>{{"localhost", slots, 0, false}}, gyre, "");
+}
+
+std::unique_ptr<Executor> makeHostsExecutor(std::vector<HostSlots> hosts, const std::string& gyre,
+                                            const std::string& rshAgent) {
+  if (hosts.empty()) throw InvalidArgument("-H: no hosts");
+  std::vector<Node> nodes;
+  for (const HostSlots& h : hosts) {
+    if (h.slots < 1) throw InvalidArgument("-H " + h.name + ": a host needs at least 1 slot");
+    nodes.push_back({h.name, h.slots, 0, true});
+  }
+  return std::make_unique<SlotExecutor>(std::move(nodes), gyre, rshAgent);
 }
 
 }  // namespace gyre::tune

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "gyre/errors.h"
 #include "launcher/process.h"
+#include "tune/plots.h"
 #include "tune/status_view.h"
 #include "tune/trial_command.h"
 
@@ -78,6 +79,9 @@ class Loop {
     }
     save();
     finishSummary(summary);
+    const std::string index = writePlots(files_, spec_, state_);
+    fmt::print(o_.out, "plots: {}\n", index);
+    std::fflush(o_.out);
     return code;
   }
 

@@ -1,5 +1,7 @@
 #include "tune/searcher.h"
 
+#include <algorithm>
+
 #include "common/numbers.h"
 #include "gyre/errors.h"
 #include "tune/tpe.h"
@@ -24,12 +26,13 @@ class RandomSearch final : public Searcher {
   int total() const override { return o_.samples * static_cast<int>(space_.gridSize()); }
 
   Json suggest(int index, const std::vector<Trial>&, double) const override {
-    return randomConfig(space_, o_.seed, index);
+    return randomConfig(space_, o_.seed, index, grid_.point(index));
   }
 
  private:
   SearcherOptions o_;
   const Space& space_;
+  mutable GridOrder grid_{space_.gridSize(), o_.seed};
 };
 
 }  // namespace
@@ -40,9 +43,21 @@ std::mt19937_64 trialGenerator(std::uint64_t seed, int index) {
   return std::mt19937_64(seq);
 }
 
-Json randomConfig(const Space& space, std::uint64_t seed, int index) {
-  const std::int64_t grid = space.gridSize();
-  Json config = gridPoint(space, index % grid);
+std::int64_t GridOrder::point(std::int64_t index) {
+  if (size_ <= 1) return 0;
+  const std::int64_t repeat = index / size_;
+  if (repeat != repeat_) {
+    order_.resize(static_cast<std::size_t>(size_));
+    for (std::int64_t i = 0; i < size_; ++i) order_[static_cast<std::size_t>(i)] = i;
+    std::mt19937_64 rng = trialGenerator(seed_ ^ 0x67726964ull /* "grid" */, static_cast<int>(repeat));
+    std::shuffle(order_.begin(), order_.end(), rng);
+    repeat_ = repeat;
+  }
+  return order_[static_cast<std::size_t>(index % size_)];
+}
+
+Json randomConfig(const Space& space, std::uint64_t seed, int index, std::int64_t point) {
+  Json config = gridPoint(space, point);
   std::mt19937_64 rng = trialGenerator(seed, index);
   for (const Param& p : space.params)
     if (p.distribution != Distribution::kGrid) config[p.name] = sample(p, rng);

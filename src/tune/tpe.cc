@@ -104,7 +104,7 @@ class Tpe final : public Searcher {
   int total() const override { return o_.samples * static_cast<int>(space_.gridSize()); }
 
   Json suggest(int index, const std::vector<Trial>& trials, double sign) const override {
-    Json config = randomConfig(space_, o_.seed, index);
+    Json config = randomConfig(space_, o_.seed, index, grid_.point(index));
     std::vector<std::pair<double, const Trial*>> scored;
     for (const Trial& t : trials)
       if (!std::isnan(t.best(sign))) scored.emplace_back(score(t.best(sign), sign), &t);
@@ -184,6 +184,7 @@ class Tpe final : public Searcher {
 
   SearcherOptions o_;
   const Space& space_;
+  mutable GridOrder grid_{space_.gridSize(), o_.seed};
 };
 
 }  // namespace

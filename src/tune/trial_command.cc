@@ -43,6 +43,7 @@ RunSpec runSpec(const ExperimentSpec& spec, const Trial& t, const RunPaths& path
   run.trial = t.id;
   run.logPath = paths.logFile;
   run.slots = t.np;
+  run.startsItsWorkers = spec.builtin;
   if (spec.builtin) {
     run.argv = {gyre, "train"};
     run.argv.insert(run.argv.end(), spec.trainArgs.begin(), spec.trainArgs.end());
@@ -65,7 +66,6 @@ RunSpec runSpec(const ExperimentSpec& spec, const Trial& t, const RunPaths& path
       {"stop_at", std::to_string(t.stopAt)},
       {"start_iteration", std::to_string(t.checkpointAt)}};
   for (const auto& [name, value] : t.config.items()) values.emplace_back(name, formatValue(value));
-  if (t.np > 1) run.argv = {gyre, "run", "--np", std::to_string(t.np), "--"};
   for (const std::string& word : spec.command) run.argv.push_back(substitute(word, values));
   run.env = {{"GYRE_TUNE_TRIAL_ID", std::to_string(t.id)},
              {"GYRE_TUNE_TRIAL_DIR", paths.trialDir},
