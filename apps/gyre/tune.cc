@@ -55,7 +55,11 @@ void checkTrainArgs(const std::vector<std::string>& args) {
   CLI::App check{"gyre train"};
   train::TrainOptions o;
   train::addTrainFlags(check, o, train::FlagScope::kLauncher);
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  // With what gyre tune adds to every trial, so that flags that need them pass.
+  std::vector<std::string> all = args;
+  for (const char* added : {"--checkpoint-dir", "trial/ckpt", "--resume", "--run-dir", "trial"})
+    all.push_back(added);
+  std::vector<std::string> reversed(all.rbegin(), all.rend());
   try {
     check.parse(reversed);
   } catch (const CLI::ParseError& e) {
@@ -250,10 +254,12 @@ void addTune(CLI::App& app, std::function<int()>& action, const std::vector<std:
       ->capture_default_str();
   cmd->add_option("--mode", f->mode, "max or min")->capture_default_str();
   cmd->add_option("--slots", f->slots, "Trials' workers at once on this host (default: its cores)");
-  cmd->add_option("-H,--hosts", f->hosts,
-                  "Run trials on these hosts instead, host1:2,host2:2 (slots default to 1), through gyre run; "
-                  "the experiment directory must be shared by them");
-  cmd->add_option("--rsh-agent", f->rshAgent, "With -H: how gyre run reaches the hosts")->capture_default_str();
+  cmd->add_option(
+      "-H,--hosts", f->hosts,
+      "Run trials on these hosts instead, host1:2,host2:2 (slots default to 1), through gyre run; "
+      "the experiment directory must be shared by them");
+  cmd->add_option("--rsh-agent", f->rshAgent, "With -H: how gyre run reaches the hosts")
+      ->capture_default_str();
   cmd->add_option("--np", f->np, "Workers of each trial: gyre train's --np, or gyre run -np for a command")
       ->capture_default_str();
   cmd->add_option("--threads", f->threads, "Built-in trials: compute threads per worker")

@@ -7,9 +7,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -139,7 +139,8 @@ class SlotExecutor final : public Executor {
     RunSpec run = spec;
     run.argv = {gyre_, "run", "--np", std::to_string(np), "--no-tag-output"};
     if (node.remote) {
-      for (const std::string& w : {std::string("-H"), node.name + ":" + std::to_string(np), std::string("--rsh-agent"), rshAgent_})
+      for (const std::string& w :
+           {std::string("-H"), node.name + ":" + std::to_string(np), std::string("--rsh-agent"), rshAgent_})
         run.argv.push_back(w);
       for (const auto& [name, value] : spec.env) {
         run.argv.push_back("-x");

@@ -31,7 +31,8 @@ std::vector<const Trial*> ranked(const ExperimentState& state, double sign) {
 plot::Chart curves(const ExperimentSpec& spec, const ExperimentState& state, bool againstTime) {
   plot::Chart c;
   c.title = fmt::format("{} of every trial", spec.metric);
-  c.xLabel = againstTime ? "seconds since the experiment started" : (spec.builtin ? "iteration (epoch)" : "iteration");
+  c.xLabel = againstTime ? "seconds since the experiment started"
+                         : (spec.builtin ? "iteration (epoch)" : "iteration");
   c.yLabel = spec.metric;
   const std::vector<const Trial*> order = ranked(state, spec.sign());
   // Grey first, so the highlighted trials are drawn over them.
@@ -85,29 +86,34 @@ plot::Chart search(const ExperimentSpec& spec, const ExperimentState& state, con
 std::string table(const ExperimentSpec& spec, const ExperimentState& state) {
   std::string h = "<table>\n<tr><th>trial</th><th>status</th>";
   for (const Param& p : spec.space.params) h += "<th>" + plot::escapeXml(p.name) + "</th>";
-  h += fmt::format("<th>iterations</th><th>last {0}</th><th>best {0}</th><th>worker-iterations</th><th>notes</th></tr>\n",
-                   plot::escapeXml(spec.metric));
+  h += fmt::format(
+      "<th>iterations</th><th>last {0}</th><th>best {0}</th><th>worker-iterations</th><th>notes</th></tr>\n",
+      plot::escapeXml(spec.metric));
   for (const Trial* t : ranked(state, spec.sign())) {
     h += fmt::format("<tr><td>{}</td><td>{}</td>", t->id, statusName(t->status));
     for (const Param& p : spec.space.params)
-      h += "<td>" + (t->config.contains(p.name) ? plot::escapeXml(formatValue(t->config.at(p.name))) : "") + "</td>";
+      h += "<td>" + (t->config.contains(p.name) ? plot::escapeXml(formatValue(t->config.at(p.name))) : "") +
+           "</td>";
     std::string notes = t->stoppedEarly ? "stopped early" : "";
     for (const Exploit& e : t->lineage)
       notes += fmt::format("{}took trial {} at {}", notes.empty() ? "" : "; ", e.source, e.iteration);
     if (!t->error.empty()) notes += (notes.empty() ? "" : "; ") + t->error;
     auto number = [](double v) { return std::isnan(v) ? std::string("-") : fmt::format("{:.4f}", v); };
     h += fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{:g}</td><td>{}</td></tr>\n", t->iteration(),
-                     number(t->last()), number(t->best(spec.sign())), t->workerIterations, plot::escapeXml(notes));
+                     number(t->last()), number(t->best(spec.sign())), t->workerIterations,
+                     plot::escapeXml(notes));
   }
   return h + "</table>\n";
 }
 
 }  // namespace
 
-std::string writePlots(const ExperimentFiles& files, const ExperimentSpec& spec, const ExperimentState& state) {
+std::string writePlots(const ExperimentFiles& files, const ExperimentSpec& spec,
+                       const ExperimentState& state) {
   const fs::path dir(files.dir());
-  std::vector<std::pair<std::string, std::string>> plots = {{"curves.svg", plot::svg(curves(spec, state, false))},
-                                                            {"curves-time.svg", plot::svg(curves(spec, state, true))}};
+  std::vector<std::pair<std::string, std::string>> plots = {
+      {"curves.svg", plot::svg(curves(spec, state, false))},
+      {"curves-time.svg", plot::svg(curves(spec, state, true))}};
   for (const Param& p : spec.space.params)
     if (p.numeric()) plots.emplace_back("search-" + p.name + ".svg", plot::svg(search(spec, state, p)));
   for (const auto& [name, text] : plots) files::writeAtomically((dir / name).string(), text);
@@ -126,8 +132,8 @@ std::string writePlots(const ExperimentFiles& files, const ExperimentSpec& spec,
       "td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}th{{background:#f3f3f3}}"
       "figure{{margin:1em 0}}</style></head><body>\n<h1>gyre tune: {0}</h1>\n"
       "<p>{1} trials, {2} {3}; {4:g} worker-iterations of compute.</p>\n<p><b>{5}</b></p>\n",
-      plot::escapeXml(dir.filename().string()), state.trials.size(), spec.mode == "max" ? "maximizing" : "minimizing",
-      plot::escapeXml(spec.metric), compute, best);
+      plot::escapeXml(dir.filename().string()), state.trials.size(),
+      spec.mode == "max" ? "maximizing" : "minimizing", plot::escapeXml(spec.metric), compute, best);
   for (const auto& [name, text] : plots) html += "<figure>" + text + "</figure>\n";
   html += "<h2>Trials</h2>\n" + table(spec, state) + "</body></html>\n";
   const std::string index = (dir / "index.html").string();
