@@ -32,6 +32,8 @@ struct TuneFlags {
   std::string metric = "accuracy";
   std::string mode = "max";
   int slots = 0;
+  bool slurm = false;
+  std::string partition;
   std::string hosts;
   std::string rshAgent = "ssh -o BatchMode=yes";
   int np = 1;
@@ -178,24 +180,26 @@ int tuneMain(const TuneFlags& f, const std::vector<std::string>& trainArgs,
                   " is missing): built-in trials need it; give a command after -- instead");
   }
   requireArg(f.hosts.empty() || f.slots == 0, "give --slots (this host) or -H (other hosts), not both");
-  int slots = f.slots > 0 ? f.slots : std::max(1, launcher::usableCores());
-  if (!f.hosts.empty()) {
-    slots = 0;
-    for (const launcher::HostSlots& h : launcher::parseHostList(f.hosts)) slots = std::max(slots, h.slots);
-  }
-  requireArg(spec.np <= slots, "--np ", spec.np, " is more than the ", slots, " slot", slots == 1 ? "" : "s",
-             f.hosts.empty() ? " (--slots)" : " of any host (-H)", ": no trial could start");
-  const tune::ExperimentFiles files(dir);
-  if (f.resume.empty()) files.create(spec);
-  launcher::installInterruptHandlers();
+  requireArg(!f.slurm || f.hosts.empty(), "give --slurm or -H, not both");
+  requireArg(f.slurm || f.partition.empty(), "--partition is for --slurm");
   std::unique_ptr<tune::Executor> executor;
-  if (f.hosts.empty()) {
-    executor = tune::makeLocalExecutor(slots, gyre);
-  } else {
+  if (f.slurm) {
+    tune::SlurmOptions so;
+    so.partition = f.partition;
+    so.slots = f.slots;
+    executor = tune::makeSlurmExecutor(so);
+  } else if (!f.hosts.empty()) {
     std::vector<tune::HostSlots> hosts;
     for (const launcher::HostSlots& h : launcher::parseHostList(f.hosts)) hosts.push_back({h.name, h.slots});
     executor = tune::makeHostsExecutor(hosts, gyre, f.rshAgent);
+  } else {
+    executor = tune::makeLocalExecutor(f.slots > 0 ? f.slots : std::max(1, launcher::usableCores()), gyre);
   }
+  requireArg(spec.np <= executor->freeSlots(), "--np ", spec.np, " is more than one run can have (",
+             executor->describe(), "): no trial could start");
+  const tune::ExperimentFiles files(dir);
+  if (f.resume.empty()) files.create(spec);
+  launcher::installInterruptHandlers();
   tune::RunnerOptions o;
   o.gyre = gyre;
   o.resume = !f.resume.empty();
@@ -254,6 +258,12 @@ void addTune(CLI::App& app, std::function<int()>& action, const std::vector<std:
       ->capture_default_str();
   cmd->add_option("--mode", f->mode, "max or min")->capture_default_str();
   cmd->add_option("--slots", f->slots, "Trials' workers at once on this host (default: its cores)");
+  cmd->add_flag(
+      "--slurm", f->slurm,
+      "Run each trial's runs as Slurm jobs (sbatch; squeue, scontrol, scancel), from inside or outside "
+      "an allocation; --slots then bounds the CPUs held at once (default: the partition's)");
+  cmd->add_option("--partition", f->partition,
+                  "With --slurm: the partition (default: the cluster's default)");
   cmd->add_option(
       "-H,--hosts", f->hosts,
       "Run trials on these hosts instead, host1:2,host2:2 (slots default to 1), through gyre run; "

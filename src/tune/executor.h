@@ -68,4 +68,18 @@ struct HostSlots {
 std::unique_ptr<Executor> makeHostsExecutor(std::vector<HostSlots> hosts, const std::string& gyre,
                                             const std::string& rshAgent);
 
+struct SlurmOptions {
+  std::string partition;  // empty: the cluster's default
+  int slots = 0;          // CPUs the tuner's jobs may hold at once; 0: the partition's CPUs (sinfo)
+  std::chrono::milliseconds poll{500};  // between squeue calls
+};
+
+// Each run an sbatch job: a script in the trial's directory that sets the trial's variables and
+// runs its command (under srun with np tasks for a command of several workers; gyre train trials
+// ask for one task with np CPUs and start their workers themselves), its output appended to the
+// trial's log. Runs are followed with squeue, their end read with scontrol (exit code and signal),
+// and stopped with scancel. Throws Error naming the command and what it printed when Slurm cannot
+// be reached (`sinfo` fails at start; squeue failing for 30 s in a row later).
+std::unique_ptr<Executor> makeSlurmExecutor(const SlurmOptions& o);
+
 }  // namespace gyre::tune

@@ -1,0 +1,140 @@
+// gyre tune --slurm against a real Slurm: tests/slurm/cluster.sh starts munged, slurmctld and
+// slurmd (Debian's packages) with every file in a temporary directory and every port on loopback;
+// trials run as sbatch jobs, are followed with squeue and scontrol, and stopped with scancel; the
+// daemons are stopped at the end and nothing of the cluster or its jobs is left. Skipped, saying
+// why, only when the packages cannot be installed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/jobs.h"
+#include "support/processes.h"
+#include "support/programs.h"
+#include "support/ranks.h"
+
+namespace gyre {
+namespace {
+
+#ifdef GYRE_TOOL
+
+using Json = nlohmann::json;
+constexpr auto kTimeout = std::chrono::seconds(180);
+
+std::string clusterScript() {
+  return (std::filesystem::path(__FILE__).parent_path().parent_path() / "slurm" / "cluster.sh").string();
+}
+
+class TuneSlurm : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    const test::ProgramRun start = test::runProgram(
+        {{"/bin/bash", clusterScript(), "start", dir_->path() + "/cluster"}, test::cleanEnvironment()},
+        std::chrono::seconds(300));
+    if (start.exitCode == 77) {
+      skip_ = "Slurm cannot be installed here: " + start.err;
+      return;
+    }
+    ASSERT_EQ(start.exitCode, 0) << start.describe();
+    conf_ = dir_->path() + "/cluster/slurm.conf";
+  }
+  static void TearDownTestSuite() {
+    if (!conf_.empty())
+      test::runProgram(
+          {{"/bin/bash", clusterScript(), "stop", dir_->path() + "/cluster"}, test::cleanEnvironment()},
+          std::chrono::seconds(60));
+    delete dir_;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_FALSE(conf_.empty());
+  }
+  static test::Environment env() {
+    test::Environment e = test::cleanEnvironment();
+    e["SLURM_CONF"] = conf_;
+    return e;
+  }
+  static test::ProgramRun tune(std::vector<std::string> args, const std::vector<std::string>& command) {
+    args.insert(args.begin(), {GYRE_TOOL, "tune", "--progress", "off", "--slurm"});
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    return test::runProgram({args, env()}, kTimeout);
+  }
+  static std::string squeue() {
+    return test::runProgram({{"/usr/bin/squeue", "-h", "-o", "%i %j %T"}, env()}, std::chrono::seconds(30))
+        .out;
+  }
+  static Json summaryOf(const test::ProgramRun& run) {
+    std::istringstream in(run.out);
+    std::string line, last;
+    while (std::getline(in, line))
+      if (!line.empty() && line.front() == '{') last = line;
+    return Json::parse(last, nullptr, false);
+  }
+
+  static test::TempDir* dir_;
+  static std::string conf_;
+  static std::string skip_;
+};
+
+test::TempDir* TuneSlurm::dir_ = nullptr;
+std::string TuneSlurm::conf_;
+std::string TuneSlurm::skip_;
+
+TEST_F(TuneSlurm, TrialsRunAsSbatchJobsAndTheSchedulerStopsThemWithScancel) {
+  const std::string exp = dir_->path() + "/asha";
+  const test::ProgramRun run =
+      tune({"--param", "x=grid:0.1,0.2,0.3,0.4,0.5,0.6", "--max-t", "9", "--scheduler", "asha-stop",
+            "--slots", "2", "--metric", "score", "--json", "--dir", exp},
+           {test::binDir() + "/gyre_tune_trial", "--x", "{x}", "--sleep-ms", "300"});
+  ASSERT_EQ(run.exitCode, 0) << run.describe();
+  const Json s = summaryOf(run);
+  EXPECT_EQ(s.at("trials"), 6);
+  EXPECT_EQ(s.at("errors"), 0);
+  EXPECT_EQ(s.at("best_config"), (Json{{"x", 0.3}}));
+  EXPECT_NE(run.out.find("slurm, 2 slots"), std::string::npos) << run.out;
+  EXPECT_NE(test::readFile(exp + "/trials.csv").find("slurm job "), std::string::npos);
+  EXPECT_NE(test::readFile(exp + "/trials/0/run.sbatch").find("export GYRE_TUNE_TRIAL_ID='0'"),
+            std::string::npos);
+  // Stopped early means scancel'ed: the jobs are gone from the queue, their trials from the host.
+  EXPECT_GT(s.at("stopped_early"), 0) << run.out;
+  EXPECT_EQ(squeue(), "");
+  EXPECT_TRUE(test::processesWith(test::binDir() + "/gyre_tune_trial").empty());
+}
+
+TEST_F(TuneSlurm, AFailedJobIsRetriedAndAnUnreachableSlurmIsAClearError) {
+  const test::ProgramRun run = tune({"--param", "x=grid:0.3", "--max-t", "4", "--metric", "score", "--json",
+                                     "--dir", dir_->path() + "/retry"},
+                                    {test::binDir() + "/gyre_tune_trial", "--x", "{x}", "--fail-at", "2"});
+  ASSERT_EQ(run.exitCode, 0) << run.describe();
+  EXPECT_NE(run.out.find("trial 0 failed: run exited with code 3"), std::string::npos) << run.out;
+  EXPECT_EQ(summaryOf(run).at("best_iteration"), 4);
+
+  // A slurm.conf whose controller port nobody listens on.
+  const std::string dead = dir_->path() + "/dead.conf";
+  std::string conf = test::readFile(conf_);
+  const std::size_t at = conf.find("SlurmctldPort=");
+  conf.replace(at, conf.find('\n', at) - at, "SlurmctldPort=1");
+  { std::ofstream(dead) << conf; }
+  test::Environment e = test::cleanEnvironment();
+  e["SLURM_CONF"] = dead;
+  const test::ProgramRun bad =
+      test::runProgram({{GYRE_TOOL, "tune", "--slurm", "--param", "x=grid:0.3", "--dir",
+                         dir_->path() + "/dead", "--", test::binDir() + "/gyre_tune_trial"},
+                        e},
+                       kTimeout);
+  EXPECT_EQ(bad.exitCode, 1) << bad.describe();
+  EXPECT_NE(bad.err.find("Slurm is not reachable: `'sinfo' '-h' '-o' '%C'` failed"), std::string::npos)
+      << bad.err;
+}
+
+#endif  // GYRE_TOOL
+
+}  // namespace
+}  // namespace gyre

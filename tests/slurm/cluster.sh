@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# A real Slurm cluster of one node on this host, for the tests: munged, slurmctld and slurmd from
+# Debian's packages (slurmctld, slurmd, slurm-client, munge), every file in DIR, every port on
+# loopback, nothing of the system's own configuration touched.
+#
+#   tests/slurm/cluster.sh start DIR   # prints the line to eval: export SLURM_CONF=DIR/slurm.conf
+#   tests/slurm/cluster.sh stop DIR    # stops the daemons it started (by their pid files)
+#
+# The node is "gyrenode" with this machine's CPUs; one partition, "debug". No accounting database:
+# a finished job's state is read with `scontrol show job` (kept MinJobAge=600 s). Exit codes:
+# 0 started, 77 the packages are missing and cannot be installed (the caller skips), 1 failure
+# (the daemons' logs are printed).
+set -euo pipefail
+action=${1:?usage: cluster.sh start|stop DIR}
+dir=${2:?usage: cluster.sh start|stop DIR}
+
+stop() {
+  for name in slurmd slurmctld munged; do
+    local pidfile="$dir/$name.pid"
+    [ -s "$pidfile" ] || continue
+    local pid
+    pid=$(cat "$pidfile")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$pidfile"
+  done
+}
+
+if [ "$action" = stop ]; then
+  stop
+  exit 0
+fi
+
+need=()
+for tool in munged slurmctld slurmd sbatch squeue scontrol scancel srun sinfo; do
+  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo -n"
+  if ! (export DEBIAN_FRONTEND=noninteractive; $SUDO apt-get install -y -qq --no-install-recommends \
+          slurmctld slurmd slurm-client munge >/dev/null 2>&1 ||
+        { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq --no-install-recommends \
+          slurmctld slurmd slurm-client munge >/dev/null 2>&1; }); then
+    echo "cluster.sh: Slurm is not installed and apt-get cannot install slurmctld slurmd slurm-client munge" >&2
+    exit 77
+  fi
+fi
+
+mkdir -p "$dir/state" "$dir/spool"
+chmod 700 "$dir"
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+ctld_port=$(free_port)
+slurmd_port=$(free_port)
+cpus=$(nproc)
+mem=$(awk '/MemTotal/ { print int($2 / 1024 / 2) }' /proc/meminfo)
+user=$(id -un)
+
+# munge: a key of our own and a socket in DIR.
+dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none
+chmod 600 "$dir/munge.key"
+munged --force --key-file "$dir/munge.key" --socket "$dir/munge.socket" --pid-file "$dir/munged.pid" \
+  --log-file "$dir/munged.log" --seed-file "$dir/munge.seed"
+
+cat > "$dir/slurm.conf" <<CONF
+ClusterName=gyretest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmUser=$user
+SlurmdUser=$user
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
+AuthType=auth/munge
+AuthInfo=socket=$dir/munge.socket
+CredType=cred/munge
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+LaunchParameters=use_interactive_step
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+MinJobAge=600
+KillWait=2
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+NodeName=gyrenode NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$cpus RealMemory=$mem State=UNKNOWN
+PartitionName=debug Nodes=gyrenode Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+CONF
+export SLURM_CONF="$dir/slurm.conf"
+
+fail() {
+  echo "cluster.sh: $1" >&2
+  for log in munged slurmctld slurmd; do
+    [ -f "$dir/$log.log" ] && { echo "--- $log.log" >&2; tail -20 "$dir/$log.log" >&2; }
+  done
+  stop
+  exit 1
+}
+
+slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start"
+slurmd -f "$SLURM_CONF" -N gyrenode || fail "slurmd did not start"
+for _ in $(seq 100); do
+  if sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
+    echo "export SLURM_CONF=$SLURM_CONF"
+    exit 0
+  fi
+  sleep 0.2
+done
+fail "the node did not become idle within 20 s ($(sinfo -h -N -o '%T' 2>&1 | head -1))"
