@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "common/config.h"
+#include "common/json_string.h"
 #include "common/numbers.h"
 #include "gyre/errors.h"
 #include "gyre/init.h"
@@ -21,23 +22,6 @@ namespace {
 
 config::Env environment() {
   return processEnvironment();
-}
-
-std::string escaped(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 std::mutex reportMutex;
@@ -86,7 +70,9 @@ int report(const std::map<std::string, double>& metrics, int given) {
     if (name == "iteration" || name.empty())
       throw InvalidArgument("gyre::tune::report: \"" + name +
                             "\" cannot name a metric (the iteration is numbered for you)");
-    line += ",\"" + escaped(name) + "\":";
+    line += ',';
+    line += jsonString(name);
+    line += ':';
     line += std::isfinite(value) ? numbers::format(value) : std::string("null");
   }
   line += "}\n";

@@ -7,31 +7,11 @@
 
 #include "common/config.h"
 #include "common/files.h"
+#include "common/json_string.h"
 #include "gyre/errors.h"
 #include "gyre/init.h"
 
 namespace gyre::torch {
-namespace {
-
-// JSON string escaping for names and paths.
-std::string jsonString(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 std::shared_ptr<Timeline> Timeline::fromEnvironment(std::shared_ptr<Communicator> comm) {
   const std::string path = config::getString(processEnvironment(), "GYRE_TIMELINE");
@@ -46,7 +26,8 @@ Timeline::Timeline(std::string path, std::shared_ptr<Communicator> comm, std::si
 
 Timeline::~Timeline() = default;
 
-void Timeline::span(Track track, std::string name, Clock::time_point begin, Clock::time_point end, std::string args) {
+void Timeline::span(Track track, std::string name, Clock::time_point begin, Clock::time_point end,
+                    std::string args) {
   const auto us = [&](Clock::time_point t) {
     return std::chrono::duration<double, std::micro>(t - origin_).count();
   };
@@ -90,8 +71,9 @@ void Timeline::write() {
   std::string meta = "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + std::to_string(rank) +
                      ",\"args\":{\"name\":\"rank " + std::to_string(rank) + "\"}},\n";
   for (int tid = 0; tid < 2; ++tid)
-    meta += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(rank) + ",\"tid\":" +
-            std::to_string(tid) + ",\"args\":{\"name\":" + (tid == 0 ? "\"compute\"" : "\"communication\"") + "}},\n";
+    meta += "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + std::to_string(rank) +
+            ",\"tid\":" + std::to_string(tid) +
+            ",\"args\":{\"name\":" + (tid == 0 ? "\"compute\"" : "\"communication\"") + "}},\n";
   mine = meta + mine;
 
   std::string all = mine;
