@@ -297,6 +297,9 @@ void addTune(CLI::App& app, std::function<int()>& action, const std::vector<std:
       "            --samples 9 --scheduler asha --slots 2 --metric accuracy --mode max --dir runs/tune-mlp\n"
       "  gyre tune --model cnn --param lr=grid:0.01,0.03,0.1 --param momentum=grid:0.5,0.9 --max-t 3\n"
       "  gyre tune --param lr=loguniform:1e-4:1e-1 --samples 20 --scheduler asha-stop -- ./train --lr {lr}\n"
+      "  gyre tune --slurm --partition debug --np 2 --model cnn --param lr=loguniform:0.01:0.3 --samples 8\n"
+      "  gyre tune -H node1:2,node2:2 --model mlp --param lr=loguniform:0.001:0.3 --samples 16 --scheduler "
+      "pbt\n"
       "  gyre tune --resume runs/tune-mlp");
   cmd->callback([f, cmd, &action, &command] {
     action = [f, cmd, &command] { return tuneMain(*f, cmd->remaining(), command, *cmd); };

@@ -245,14 +245,41 @@ TEST(GyreTune, BadInputStopsTheExperimentBeforeAnyTrialWithAMessage) {
       << none.err;
 }
 
+TEST(GyreTune, TpeSearchesAndAnInterruptedTunerStopsItsTrialsAndResumes) {
+  test::TempDir dir;
+  const std::string exp = dir.path() + "/tpe";
+  // SIGINT once 4 results are in: the tuner stops every run, says how to resume, exits 130.
+  const std::string script =
+      std::string(GYRE_TOOL) + " tune --progress off --search tpe --tpe-startup 4 " +
+      "--param x=uniform:0:1 --param y=quniform:0:4:1 --samples 16 --max-t 3 --slots 2 " +
+      "--metric score --json --dir " + exp + " -- " + trialProgram() +
+      " --x {x} --y {y} --sleep-ms 60 & pid=$!; while kill -0 $pid && " + "[ \"$(cat " + exp +
+      "/results.jsonl 2>/dev/null | wc -l)\" -lt 4 ]; do sleep 0.02; " +
+      "done; kill -INT $pid; wait $pid; echo \"exit $?\"";
+  const test::ProgramRun interrupted =
+      test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
+  EXPECT_NE(interrupted.out.find("exit 130"), std::string::npos) << interrupted.describe();
+  EXPECT_NE(interrupted.err.find("gyre tune --resume " + exp + "` finishes the experiment"),
+            std::string::npos)
+      << interrupted.err;
+  EXPECT_TRUE(test::processesWith(trialProgram()).empty());
+  const test::ProgramRun resumed = tune({"--resume", exp, "--json"});
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.describe();
+  const Json s = summaryOf(resumed);
+  EXPECT_EQ(s.at("trials"), 16);
+  EXPECT_EQ(resultsOf(exp).size(), 48u);
+  // The search got near the optimum (x = 0.3, y = 2: 0.833 at iteration 3).
+  EXPECT_GT(s.at("best_score").get<double>(), 0.8) << resumed.out;
+}
+
 // -H: trials run on "hosts" reached through an --rsh-agent that runs the command here, through
 // gyre run's agents; each host holds at most its slots, and every trial reports.
 TEST(GyreTune, TrialsRunOnHostsThroughGyreRun) {
   test::TempDir dir;
   const std::string rsh = test::fakeRsh(dir);
   const test::ProgramRun run =
-      tune({"--param", "x=grid:0.1,0.2,0.3,0.4,0.5", "--max-t", "3", "--metric", "score", "-H", "hostA:2,hostB:1",
-            "--rsh-agent", rsh, "--np", "1", "--json", "--dir", dir.path() + "/exp"},
+      tune({"--param", "x=grid:0.1,0.2,0.3,0.4,0.5", "--max-t", "3", "--metric", "score", "-H",
+            "hostA:2,hostB:1", "--rsh-agent", rsh, "--np", "1", "--json", "--dir", dir.path() + "/exp"},
            {trialProgram(), "--x", "{x}", "--sleep-ms", "50"});
   ASSERT_EQ(run.exitCode, 0) << run.describe();
   EXPECT_EQ(resultsOf(dir.path() + "/exp").size(), 15u);
