@@ -187,6 +187,7 @@ int tuneMain(const TuneFlags& f, const std::vector<std::string>& trainArgs,
     tune::SlurmOptions so;
     so.partition = f.partition;
     so.slots = f.slots;
+    so.experiment = dir;
     executor = tune::makeSlurmExecutor(so);
   } else if (!f.hosts.empty()) {
     std::vector<tune::HostSlots> hosts;

@@ -72,6 +72,10 @@ struct SlurmOptions {
   std::string partition;  // empty: the cluster's default
   int slots = 0;          // CPUs the tuner's jobs may hold at once; 0: the partition's CPUs (sinfo)
   std::chrono::milliseconds poll{500};  // between squeue calls
+  // The experiment directory: jobs are named gyre-tune-TAG-TRIAL with TAG a hash of it, and jobs
+  // of that name still queued when an executor starts belong to a tuner of this experiment that
+  // died (SIGKILL, a lost login node): they are cancelled before anything starts.
+  std::string experiment;
 };
 
 // Each run an sbatch job: a script in the trial's directory that sets the trial's variables and

@@ -5,8 +5,11 @@
 #include <fmt/format.h>
 
 #include <csignal>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -93,6 +96,9 @@ class SlurmExecutor final : public Executor {
                               o.partition.empty() ? "" : " in partition ", o.partition, commandLine(query),
                               trimmed(r.output)));
     slots_ = o.slots > 0 ? o.slots : total;
+    prefix_ =
+        fmt::format("gyre-tune-{:08x}-", static_cast<std::uint32_t>(std::hash<std::string>{}(o.experiment)));
+    cancelLeftovers();
   }
   ~SlurmExecutor() override {
     try {
@@ -129,7 +135,7 @@ class SlurmExecutor final : public Executor {
       if (!out) throw SystemError("cannot write " + script.string());
     }
     std::vector<std::string> argv = {"sbatch", "--parsable",
-                                     fmt::format("--job-name=gyre-tune-{}", spec.trial),
+                                     fmt::format("--job-name={}{}", prefix_, spec.trial),
                                      fmt::format("--output={}", spec.logPath), "--open-mode=append"};
     if (!o_.partition.empty()) argv.push_back(fmt::format("--partition={}", o_.partition));
     if (spec.startsItsWorkers) {
@@ -219,6 +225,22 @@ class SlurmExecutor final : public Executor {
     bool stopping = false;
   };
 
+  // Jobs of an earlier tuner of this experiment that died without cancelling them.
+  void cancelLeftovers() const {
+    const launcher::CommandResult r = run({"squeue", "-h", "-o", "%i %j"});
+    if (!r.ok()) return;
+    std::vector<std::string> argv = {"scancel"};
+    std::istringstream in(r.output);
+    std::string id, name;
+    while (in >> id >> name)
+      if (name.rfind(prefix_, 0) == 0) argv.push_back(id);
+    if (argv.size() > 1) {
+      std::fprintf(stderr, "gyre tune: cancelling %zu Slurm job%s an earlier tuner of this experiment left\n",
+                   argv.size() - 1, argv.size() == 2 ? "" : "s");
+      run(argv);
+    }
+  }
+
   RunEnd endOf(int trial, const Job& job) const {
     RunEnd e;
     e.trial = trial;
@@ -247,6 +269,7 @@ class SlurmExecutor final : public Executor {
 
   SlurmOptions o_;
   int slots_ = 0;
+  std::string prefix_;
   std::map<int, Job> jobs_;
   Clock::time_point lastPoll_{};
   std::optional<Clock::time_point> failingSince_;

@@ -134,6 +134,30 @@ TEST_F(TuneSlurm, AFailedJobIsRetriedAndAnUnreachableSlurmIsAClearError) {
       << bad.err;
 }
 
+// The tuner SIGKILLed leaves its jobs queued (Slurm does not know it died); --resume cancels them
+// before it starts anything and finishes the experiment.
+TEST_F(TuneSlurm, ResumingAfterTheTunerWasKilledCancelsTheJobsItLeft) {
+  const std::string exp = dir_->path() + "/killed";
+  const std::string script = std::string(GYRE_TOOL) + " tune --progress off --slurm --param x=grid:0.2,0.3 " +
+                             "--max-t 20 --metric score --dir " + exp + " -- " + test::binDir() +
+                             "/gyre_tune_trial --x {x} --sleep-ms 500 & pid=$!; while kill -0 $pid && " +
+                             "[ \"$(cat " + exp +
+                             "/results.jsonl 2>/dev/null | wc -l)\" -lt 2 ]; do sleep 0.05; " +
+                             "done; kill -9 $pid; wait $pid; exit 0";
+  test::Environment e = env();
+  const test::ProgramRun killed = test::runProgram({{"/bin/sh", "-c", script}, e}, kTimeout);
+  ASSERT_EQ(killed.exitCode, 0) << killed.describe();
+  EXPECT_NE(squeue().find("gyre-tune-"), std::string::npos) << "the jobs should outlive the tuner";
+  const test::ProgramRun resumed = test::runProgram(
+      {{GYRE_TOOL, "tune", "--progress", "off", "--slurm", "--resume", exp, "--json"}, e}, kTimeout);
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.describe();
+  EXPECT_NE(resumed.err.find("gyre tune: cancelling 2 Slurm jobs an earlier tuner of this experiment left"),
+            std::string::npos)
+      << resumed.err;
+  EXPECT_EQ(summaryOf(resumed).at("best_iteration"), 20);
+  EXPECT_EQ(squeue(), "");
+}
+
 #endif  // GYRE_TOOL
 
 }  // namespace
