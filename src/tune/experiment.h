@@ -50,6 +50,7 @@ struct ExperimentState {
   std::vector<Trial> trials;
   double elapsedBefore = 0;  // seconds of earlier tuner processes (resumed experiments)
   int slots = 0;
+  int planned = 0;  // the trials the searcher will make (not saved: the spec says it)
 };
 
 class ExperimentFiles {

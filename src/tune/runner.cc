@@ -65,6 +65,7 @@ class Loop {
   int run(Summary* summary) {
     if (o_.resume) restore();
     state_.slots = executor_.capacity();
+    state_.planned = searcher_->total();
     view_.event(fmt::format("gyre tune: {}; {}; {} {}; {}; results in {}", searcher_->describe(),
                             scheduler_->describe(), spec_.mode == "max" ? "maximizing" : "minimizing",
                             spec_.metric, executor_.describe(), files_.dir()));
