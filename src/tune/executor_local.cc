@@ -121,16 +121,29 @@ class SlotExecutor final : public Executor {
     return reap();
   }
 
+  // SIGTERM to every run's process group at once, up to 2 s for them to end, then SIGKILL to
+  // whatever is left of each group.
   void stopAll() override {
-    for (auto& [trial, run] : runs_) run->group.stopAll(std::chrono::milliseconds(2000));
+    for (auto& [trial, run] : runs_) run->group.signalAll(SIGTERM);
+    const Deadline deadline = Deadline::after(std::chrono::milliseconds(2000));
+    while (!deadline.expired()) {
+      bool alive = false;
+      for (auto& [trial, run] : runs_) {
+        run->group.reap();
+        alive |= !run->group.empty();
+      }
+      if (!alive) break;
+      ::poll(nullptr, 0, 10);
+    }
     for (auto& [trial, run] : runs_) {
+      run->group.stopAll(std::chrono::milliseconds(0));
+      ::kill(-run->pid, SIGKILL);
       if (run->pidfd >= 0) ::close(run->pidfd);
       run->node->used -= run->slots;
     }
     runs_.clear();
   }
 
- private:
   // The run as it is started on `node`: a command of several workers, or any run on another host,
   // becomes a gyre job (gyre run), which passes the trial's variables on with -x.
   RunSpec wrapped(const RunSpec& spec, const Node& node) const {

@@ -78,18 +78,19 @@ std::string field(const std::string& text, const std::string& name) {
 class SlurmExecutor final : public Executor {
  public:
   explicit SlurmExecutor(const SlurmOptions& o) : o_(o) {
-    const std::vector<std::string> argv = {"sinfo", "-h", "-o", "%C"};
-    std::vector<std::string> query = argv;
+    std::vector<std::string> query = {"sinfo", "-h", "-o", "%P %C"};
     if (!o.partition.empty()) query.insert(query.end(), {"-p", o.partition});
     const launcher::CommandResult r = run(query);
     if (!r.ok()) unreachable(query, r);
-    // "allocated/idle/other/total", one line per partition.
+    // "debug* allocated/idle/other/total", a line per partition: the one asked for, else the
+    // default (marked *), where the jobs go.
     int total = 0;
     std::istringstream in(r.output);
     std::string line;
     while (std::getline(in, line)) {
-      const std::size_t slash = line.rfind('/');
-      if (slash != std::string::npos) total += std::atoi(line.c_str() + slash + 1);
+      const std::size_t space = line.find(' '), slash = line.rfind('/');
+      if (space == std::string::npos || space == 0 || slash == std::string::npos) continue;
+      if (o.partition.empty() ? line[space - 1] == '*' : true) total = std::atoi(line.c_str() + slash + 1);
     }
     if (total <= 0)
       throw Error(fmt::format("Slurm has no CPUs{}{}: `{}` printed \"{}\"",
@@ -136,7 +137,9 @@ class SlurmExecutor final : public Executor {
     }
     std::vector<std::string> argv = {"sbatch", "--parsable",
                                      fmt::format("--job-name={}{}", prefix_, spec.trial),
-                                     fmt::format("--output={}", spec.logPath), "--open-mode=append"};
+                                     fmt::format("--output={}", spec.logPath), "--open-mode=append",
+                                     // A requeued job would run beside the retry the tuner starts.
+                                     "--no-requeue"};
     if (!o_.partition.empty()) argv.push_back(fmt::format("--partition={}", o_.partition));
     if (spec.startsItsWorkers) {
       argv.insert(argv.end(), {"--ntasks=1", fmt::format("--cpus-per-task={}", spec.slots)});
@@ -191,9 +194,7 @@ class SlurmExecutor final : public Executor {
     std::vector<RunEnd> ended;
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       const auto s = states.find(it->second.id);
-      if (s != states.end() &&
-          (s->second == "PENDING" || s->second == "RUNNING" || s->second == "CONFIGURING" ||
-           s->second == "COMPLETING" || s->second == "SUSPENDED")) {
+      if (s != states.end() && !finished(s->second)) {
         ++it;
         continue;
       }
@@ -225,15 +226,26 @@ class SlurmExecutor final : public Executor {
     bool stopping = false;
   };
 
+  // squeue's state of a job that will not run again (scontrol then says how it ended).
+  static bool finished(const std::string& state) {
+    for (const char* done : {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
+                             "PREEMPTED", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"})
+      if (state == done) return true;
+    return false;
+  }
+
   // Jobs of an earlier tuner of this experiment that died without cancelling them.
   void cancelLeftovers() const {
-    const launcher::CommandResult r = run({"squeue", "-h", "-o", "%i %j"});
+    const launcher::CommandResult r = run({"squeue", "--me", "-h", "-o", "%i|%j"});
     if (!r.ok()) return;
     std::vector<std::string> argv = {"scancel"};
     std::istringstream in(r.output);
-    std::string id, name;
-    while (in >> id >> name)
-      if (name.rfind(prefix_, 0) == 0) argv.push_back(id);
+    std::string line;
+    while (std::getline(in, line)) {
+      const std::size_t bar = line.find('|');
+      if (bar != std::string::npos && line.compare(bar + 1, prefix_.size(), prefix_) == 0)
+        argv.push_back(line.substr(0, bar));
+    }
     if (argv.size() > 1) {
       std::fprintf(stderr, "gyre tune: cancelling %zu Slurm job%s an earlier tuner of this experiment left\n",
                    argv.size() - 1, argv.size() == 2 ? "" : "s");

@@ -197,11 +197,25 @@ ExperimentState ExperimentFiles::loadState() const {
   return state;
 }
 
-void ExperimentFiles::saveState(const ExperimentState& state, const ExperimentSpec& spec) const {
-  Json trials = Json::array();
-  for (const Trial& t : state.trials) trials.push_back(toJson(t));
-  const Json j = {{"trials", trials}, {"elapsed_s", state.elapsedBefore}};
-  files::writeAtomically((fs::path(dir_) / kStateName).string(), j.dump() + "\n");
+void ExperimentFiles::saveState(const ExperimentState& state, const ExperimentSpec& spec,
+                                bool withTable) const {
+  // A finished trial never changes again: its text is made once (1,000 trials a second would
+  // otherwise spend their time serializing the same finished trials).
+  std::string text = "{\"trials\":[";
+  for (std::size_t i = 0; i < state.trials.size(); ++i) {
+    const Trial& t = state.trials[i];
+    if (i > 0) text += ',';
+    if (!t.finished()) {
+      text += toJson(t).dump();
+      continue;
+    }
+    auto cached = finishedText_.find(t.id);
+    if (cached == finishedText_.end()) cached = finishedText_.emplace(t.id, toJson(t).dump()).first;
+    text += cached->second;
+  }
+  text += fmt::format("],\"elapsed_s\":{}}}\n", Json(state.elapsedBefore).dump());
+  files::writeAtomically((fs::path(dir_) / kStateName).string(), text);
+  if (!withTable) return;
 
   // trials.csv: one row per trial, the parameters in the space's order.
   const double sign = spec.sign();

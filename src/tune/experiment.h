@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -64,12 +65,14 @@ class ExperimentFiles {
   // Throws InvalidArgument when DIR holds no experiment (naming the files it looked for).
   ExperimentSpec loadSpec() const;
   ExperimentState loadState() const;  // empty when there is none yet
-  void saveState(const ExperimentState& state, const ExperimentSpec& spec) const;
+  // state.json, and trials.csv unless `withTable` is false.
+  void saveState(const ExperimentState& state, const ExperimentSpec& spec, bool withTable = true) const;
   void appendResult(const Trial& t, const Result& r) const;
   void rewriteResults(const ExperimentState& state) const;
 
  private:
   std::string dir_;
+  mutable std::map<int, std::string> finishedText_;  // state.json's text of finished trials
 };
 
 }  // namespace gyre::tune

@@ -15,6 +15,7 @@
 namespace gyre::tune {
 
 // Writes the files; returns index.html's path. Throws SystemError when they cannot be written.
-std::string writePlots(const ExperimentFiles& files, const ExperimentSpec& spec, const ExperimentState& state);
+std::string writePlots(const ExperimentFiles& files, const ExperimentSpec& spec,
+                       const ExperimentState& state);
 
 }  // namespace gyre::tune

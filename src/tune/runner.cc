@@ -116,28 +116,19 @@ class Loop {
       state_.trials.push_back(t);
       resumeNow_.push_back(id);
     }
-    // The runs the last tuner had going: what they reported after its last state.json is read
-    // now and decided on as it would have been; each then ends as if it had been stopped there.
+    // The runs the last tuner had going (state.json is written as each run starts, so it knows
+    // every run and its stop point): what they reported after the last state.json is read now
+    // and decided on as it would have been; each then ends as if it had been stopped there.
     files_.rewriteResults(state_);
     std::vector<int> interrupted;
     for (Trial& t : state_.trials) {
-      // A run started after the last state.json: its trial is recorded as paused (or not started),
-      // but its report file goes further. It was running; with what stop point the scheduler
-      // says again, from the same records.
-      // Several runs may have followed one another since: its record ends where its reports do.
-      const int beyond = t.finished() ? 0 : lastReported(t);
-      if (beyond > 0 && t.status != TrialStatus::kRunning) {
-        t.runStart = t.checkpointAt;
-        t.status = TrialStatus::kRunning;
-        std::erase(resumeNow_, t.id);
-      }
-      if (beyond > 0) t.stopAt = std::min(spec_.scheduler.maxT, std::max(t.stopAt, beyond));
-      if (t.status == TrialStatus::kRunning) {
-        runs_[t.id] = RunInfo{t.runStart, std::nullopt, false};
-        lastSeen_[t.id] = t.iteration();
-        readReports(t.id);
-        interrupted.push_back(t.id);
-      }
+      sawReport_ = sawReport_ || !t.results.empty();
+      if (t.status != TrialStatus::kRunning) continue;
+      // A run the scheduler had stopped (stopped_early) reports nothing more and ends as stopped.
+      runs_[t.id] = RunInfo{t.runStart, std::nullopt, t.stoppedEarly};
+      lastSeen_[t.id] = t.iteration();
+      readReports(t.id);
+      interrupted.push_back(t.id);
     }
     for (int id : interrupted) {
       RunEnd e;
@@ -147,20 +138,6 @@ class Loop {
     }
     view_.event(fmt::format("resuming {}: {} trials, {} to restart", files_.dir(), state_.trials.size(),
                             resumeNow_.size()));
-  }
-
-  // The last iteration the trial's report file holds beyond those recorded (0: none).
-  int lastReported(const Trial& t) const {
-    std::ifstream in(runPaths(spec_, files_.trialDir(t.id)).reportFile);
-    std::string line;
-    int previous = 0, beyond = 0;
-    while (std::getline(in, line)) {
-      const std::optional<Result> r = parseReport(line, spec_.metric, previous);
-      if (!r) continue;
-      previous = r->iteration;
-      if (r->iteration > t.iteration()) beyond = std::max(beyond, r->iteration);
-    }
-    return beyond;
   }
 
   int loop() {
@@ -220,7 +197,11 @@ class Loop {
     const RunPaths paths = runPaths(spec_, files_.trialDir(id));
     std::ifstream in(paths.reportFile, std::ios::binary);
     if (!in) return;
+    // gyre train rewrites its metrics.jsonl (cut back to its checkpoint when it resumes): read it
+    // again from the start when it is shorter than what was read; duplicates are skipped.
     std::uint64_t& offset = offsets_[id];
+    std::error_code ec;
+    if (fs::file_size(paths.reportFile, ec) < offset) offset = 0;
     in.seekg(static_cast<std::streamoff>(offset));
     std::string line;
     while (std::getline(in, line)) {
@@ -231,6 +212,7 @@ class Loop {
       lastSeen_[id] = r->iteration;
       auto run = runs_.find(id);
       if (run != runs_.end()) run->second.reached = std::max(run->second.reached, r->iteration);
+      if (run != runs_.end() && run->second.scheduledStop) continue;  // stopped: nothing more counts
       if (r->iteration <= t.iteration() || t.status != TrialStatus::kRunning) continue;  // known already
       if (r->iteration > t.stopAt) continue;  // past its stop point: not this run's
       r->time = elapsed();
@@ -262,6 +244,8 @@ class Loop {
                     std::isnan(last.metric) ? std::string("missing") : fmt::format("{:.4f}", last.metric)));
     RunInfo& info = runs_.at(t.id);
     if (scheduler_->onResult(context(), t, last) == Verdict::kStop) {
+      // Recorded now (state.json keeps stopped_early): a tuner that dies before the process ends
+      // must not run it again.
       t.stoppedEarly = true;
       info.scheduledStop = true;
       executor_.stop(t.id, kStopGrace);
@@ -284,15 +268,22 @@ class Loop {
     const bool reached = t.iteration() >= t.stopAt;
     if (e.interrupted && !reached) {
       t.status = TrialStatus::kPaused;
+      retryTo_[t.id] = t.stopAt;
       resumeNow_.push_back(t.id);
       return;
     }
-    if (!(e.ok() || (reached && (e.stopped || e.interrupted)))) {
+    // A command saves its checkpoint before each report: one that reported its stop point did its
+    // run's work, however it exited after. gyre train's checkpoint comes at its end: it runs again.
+    if (reached && !e.ok() && !e.stopped && !e.interrupted && !spec_.builtin)
+      view_.event(fmt::format("trial {}'s run {} after reporting iteration {}: taken as ended there", t.id,
+                              e.describe(), t.iteration()));
+    if (!(e.ok() || (reached && (e.stopped || e.interrupted || !spec_.builtin)))) {
       ++t.failures;
       const std::string why =
           fmt::format("run {} ({})", e.describe(), lastLine(runPaths(spec_, files_.trialDir(t.id)).logFile));
       if (t.failures <= spec_.maxFailures) {
         t.status = TrialStatus::kPaused;
+        retryTo_[t.id] = t.stopAt;  // the same run again: the scheduler has not decided past it
         resumeNow_.push_back(t.id);
         view_.event(fmt::format("trial {} failed: {}; retrying from iteration {} ({} of {})", t.id, why,
                                 t.checkpointAt, t.failures, spec_.maxFailures));
@@ -339,7 +330,14 @@ class Loop {
   void exploit(Trial& t, const Exploit& e) {
     const Trial& source = trial(e.source);
     const RunPaths mine = runPaths(spec_, files_.trialDir(t.id));
-    linkCopy(fs::path(files_.trialDir(source.id)) / "saved", mine.checkpointDir);
+    const fs::path saved = fs::path(files_.trialDir(source.id)) / "saved";
+    std::error_code ec;
+    if (!fs::is_directory(saved, ec)) {
+      view_.event(fmt::format("trial {} cannot exploit trial {}: it saved no checkpoint ({})", t.id,
+                              source.id, saved.string()));
+      return;
+    }
+    linkCopy(saved, mine.checkpointDir);
     view_.event(fmt::format("trial {} exploits trial {} at iteration {}: {} -> {}", t.id, source.id,
                             e.iteration, describeConfig(spec_.space, t.config),
                             describeConfig(spec_.space, e.config)));
@@ -400,9 +398,13 @@ class Loop {
   }
 
   void start(Trial& t) {
-    t.stopAt = scheduler_->stopAt(context(), t);
+    const auto retry = retryTo_.find(t.id);
+    t.stopAt = retry != retryTo_.end() && retry->second > t.checkpointAt ? retry->second
+                                                                         : scheduler_->stopAt(context(), t);
+    if (retry != retryTo_.end()) retryTo_.erase(retry);
     if (t.stopAt <= t.checkpointAt) {  // nothing left to train
       t.status = TrialStatus::kTerminated;
+      view_.event(fmt::format("trial {} done: its checkpoint is at iteration {}", t.id, t.checkpointAt));
       return;
     }
     t.runStart = t.checkpointAt;
@@ -418,6 +420,10 @@ class Loop {
     t.status = TrialStatus::kRunning;
     runs_[t.id] = RunInfo{t.checkpointAt, std::nullopt, false};
     lastSeen_[t.id] = t.iteration();
+    offsets_[t.id] = 0;  // its reports from the start: those recorded already are skipped
+    // Every run is in state.json before it can report, so that --resume knows it and its stop
+    // point (a run started after the last save would be invisible).
+    save(false);
     view_.event(fmt::format("trial {} {} ({}) to iteration {}", t.id,
                             t.checkpointAt > 0 ? "resumes" : "starts", describeConfig(spec_.space, t.config),
                             t.stopAt));
@@ -428,10 +434,10 @@ class Loop {
     save();
   }
 
-  void save() {
+  void save(bool withTable = true) {
     ExperimentState copy = state_;
     copy.elapsedBefore = elapsed();
-    files_.saveState(copy, spec_);
+    files_.saveState(copy, spec_, withTable);
     lastSave_ = Clock::now();
   }
 
@@ -488,6 +494,7 @@ class Loop {
   std::map<int, RunInfo> runs_;
   std::map<int, std::uint64_t> offsets_;
   std::map<int, int> lastSeen_;
+  std::map<int, int> retryTo_;  // trial -> the stop point of the run that failed
   std::deque<int> resumeNow_;
   bool sawReport_ = false;
   std::string failed_;

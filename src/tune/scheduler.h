@@ -31,9 +31,9 @@
 //   pbt         Population Based Training (Jaderberg et al. 2017): every --perturbation-interval
 //               iterations a trial in the bottom --quantile takes the checkpoint of a random trial
 //               in the top quantile and its configuration, perturbed (each mutated parameter
-//               resampled with --resample-probability, else x0.8 or x1.2, or the next value of a
-//               list); the lineage is recorded. Trials pause at each interval, so a population
-//               larger than the slots takes turns (the least advanced runs first).
+//               resampled with --resample-probability, else x0.8 or x1.2 within its range, or the next value
+//               of a list); the lineage is recorded. Trials pause at each interval, so a population larger
+//               than the slots takes turns (the least advanced runs first).
 #pragma once
 
 #include <cstdint>

@@ -43,13 +43,16 @@ Json explore(const Json& config, const Space& space, const SchedulerOptions& o, 
       continue;
     }
     if (!value.is_number()) continue;
-    const double v = value.get<double>() * (up ? 1.2 : 0.8);
+    // Kept inside the parameter's range, so every value is one the space could have drawn.
+    const double hi = p.distribution == Distribution::kRandInt ? p.high - 1 : p.high;
+    const double v = std::clamp(value.get<double>() * (up ? 1.2 : 0.8), p.low, hi);
     if (p.distribution == Distribution::kRandInt || value.is_number_integer()) {
       auto n = static_cast<std::int64_t>(std::llround(v));
       if (n == value.get<std::int64_t>()) n += up ? 1 : -1;
-      next[p.name] = n;
+      next[p.name] = std::clamp<std::int64_t>(n, static_cast<std::int64_t>(std::ceil(p.low)),
+                                              static_cast<std::int64_t>(std::floor(hi)));
     } else if (p.distribution == Distribution::kQUniform) {
-      next[p.name] = std::round(v / p.q) * p.q;
+      next[p.name] = std::clamp(std::round(v / p.q) * p.q, p.low, hi);
     } else {
       next[p.name] = v;
     }
@@ -73,8 +76,9 @@ class Pbt final : public Scheduler {
   }
 
   int stopAt(const Context&, const Trial& t) const override {
+    // After an exploitation the trial goes on from its source's checkpoint, which may be ahead.
     const int interval = o_.perturbationInterval;
-    return std::min(o_.maxT, (t.iteration() / interval + 1) * interval);
+    return std::min(o_.maxT, (std::max(t.iteration(), t.checkpointAt) / interval + 1) * interval);
   }
 
   Decision onRunEnd(const Context& c, const Trial& t) const override {
@@ -91,9 +95,13 @@ class Pbt final : public Scheduler {
     for (std::size_t i = 0; i < n; ++i) bottom |= ranked[i].second == t.id;
     if (!bottom) return d;
     std::vector<int> sources;
-    for (std::size_t i = ranked.size() - n; i < ranked.size(); ++i)
-      if (c.trials[static_cast<std::size_t>(ranked[i].second)].checkpointAt > 0)
-        sources.push_back(ranked[i].second);
+    // A source is paused at an interval's end: its checkpoint (and the copy taken of it when its
+    // run ended) is what its last result measured, and it has iterations left to train.
+    for (std::size_t i = ranked.size() - n; i < ranked.size(); ++i) {
+      const Trial& s = c.trials[static_cast<std::size_t>(ranked[i].second)];
+      if (s.status == TrialStatus::kPaused && s.checkpointAt >= t.iteration() && s.checkpointAt < o_.maxT)
+        sources.push_back(s.id);
+    }
     if (sources.empty()) return d;
     std::seed_seq seq{static_cast<std::uint32_t>(o_.seed), static_cast<std::uint32_t>(o_.seed >> 32),
                       static_cast<std::uint32_t>(t.id), static_cast<std::uint32_t>(t.iteration())};

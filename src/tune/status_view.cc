@@ -54,8 +54,8 @@ std::string statusTable(const ExperimentSpec& spec, const ExperimentState& state
       "== gyre tune: {} trials | RUNNING {} | PAUSED {} | TERMINATED {} | ERROR {} | {} | {} | compute {} "
       "worker-iterations ==\n",
       state.planned > 0 ? fmt::format("{} of {}", state.trials.size(), state.planned)
-                        : std::to_string(state.trials.size()), counts[1], counts[2], counts[3], counts[4], clock(elapsedS), where,
-      numbers::format(compute));
+                        : std::to_string(state.trials.size()),
+      counts[1], counts[2], counts[3], counts[4], clock(elapsedS), where, numbers::format(compute));
   if (best != nullptr)
     s += fmt::format("best so far: trial {} {} {} ({})\n", best->id, spec.metric,
                      metricText(best->best(sign)), describeConfig(spec.space, best->config));

@@ -130,7 +130,7 @@ TEST_F(TuneSlurm, AFailedJobIsRetriedAndAnUnreachableSlurmIsAClearError) {
                         e},
                        kTimeout);
   EXPECT_EQ(bad.exitCode, 1) << bad.describe();
-  EXPECT_NE(bad.err.find("Slurm is not reachable: `'sinfo' '-h' '-o' '%C'` failed"), std::string::npos)
+  EXPECT_NE(bad.err.find("Slurm is not reachable: `'sinfo' '-h' '-o' '%P %C'` failed"), std::string::npos)
       << bad.err;
 }
 
