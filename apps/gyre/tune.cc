@@ -143,8 +143,9 @@ tune::ExperimentSpec buildSpec(const TuneFlags& f, const std::vector<std::string
           !tune::fixedOnResume(m), "--pbt-mutate ", m,
           ": a gyre train checkpoint cannot change it on resume (model, batch, seed, optimizer, sync-bn)");
   } else {
-    requireArg(trainArgs.empty(), "gyre train flags (", trainArgs.front(),
-               ") are for built-in trials; a command after -- gets its options itself");
+    if (!trainArgs.empty())
+      usageError("gyre train flags (", trainArgs.front(),
+                 ") are for built-in trials; a command after -- gets its options itself");
     requireArg(!launcher::findExecutable(command.front()).empty(), "the trial command ", command.front(),
                " is not found (not an executable file, nor on PATH)");
   }

@@ -171,8 +171,9 @@ TEST(GyreTune, TheTunerKilledMidExperimentResumesWithoutLosingAResult) {
   const std::string script =
       std::string(GYRE_TOOL) + " tune --progress off --param x=grid:0.1,0.2,0.3,0.4,0.5,0.6 " +
       "--max-t 9 --scheduler asha --slots 2 --metric score --dir " + exp + " -- " + trialProgram() +
-      " --x {x} --sleep-ms 40 & pid=$!; while kill -0 $pid && " + "[ \"$(cat " + results +
-      " 2>/dev/null | wc -l)\" -lt 6 ]; do sleep 0.02; done; " + "kill -9 $pid && wait $pid; [ $? = 137 ]";
+      " --x {x} --sleep-ms 40 --tag " + exp + "/trialtag & pid=$!; while kill -0 $pid && " + "[ \"$(cat " +
+      results + " 2>/dev/null | wc -l)\" -lt 6 ]; do sleep 0.02; done; " +
+      "kill -9 $pid && wait $pid; [ $? = 137 ]";
   const test::ProgramRun killed =
       test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
   ASSERT_EQ(killed.exitCode, 0) << killed.describe();
@@ -180,10 +181,10 @@ TEST(GyreTune, TheTunerKilledMidExperimentResumesWithoutLosingAResult) {
   ASSERT_GE(before.size(), 6u);
   ASSERT_LT(before.size(), 10u) << "the tuner finished before it was killed";
   // Its trials got SIGKILL with it (PR_SET_PDEATHSIG): gone within moments.
-  std::vector<std::string> left = test::processesWith(trialProgram());
+  std::vector<std::string> left = test::processesWith(exp + "/trialtag");
   for (int i = 0; i < 100 && !left.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    left = test::processesWith(trialProgram());
+    left = test::processesWith(exp + "/trialtag");
   }
   EXPECT_TRUE(left.empty()) << "a trial outlived the tuner: " << left.front();
 
@@ -253,8 +254,8 @@ TEST(GyreTune, TpeSearchesAndAnInterruptedTunerStopsItsTrialsAndResumes) {
       std::string(GYRE_TOOL) + " tune --progress off --search tpe --tpe-startup 4 " +
       "--param x=uniform:0:1 --param y=quniform:0:4:1 --samples 16 --max-t 3 --slots 2 " +
       "--metric score --json --dir " + exp + " -- " + trialProgram() +
-      " --x {x} --y {y} --sleep-ms 60 & pid=$!; while kill -0 $pid && " + "[ \"$(cat " + exp +
-      "/results.jsonl 2>/dev/null | wc -l)\" -lt 4 ]; do sleep 0.02; " +
+      " --x {x} --y {y} --sleep-ms 60 --tag " + exp + "/trialtag & pid=$!; while kill -0 $pid && " +
+      "[ \"$(cat " + exp + "/results.jsonl 2>/dev/null | wc -l)\" -lt 4 ]; do sleep 0.02; " +
       "done; kill -INT $pid; wait $pid; echo \"exit $?\"";
   const test::ProgramRun interrupted =
       test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
@@ -262,7 +263,7 @@ TEST(GyreTune, TpeSearchesAndAnInterruptedTunerStopsItsTrialsAndResumes) {
   EXPECT_NE(interrupted.err.find("gyre tune --resume " + exp + "` finishes the experiment"),
             std::string::npos)
       << interrupted.err;
-  EXPECT_TRUE(test::processesWith(trialProgram()).empty());
+  EXPECT_TRUE(test::processesWith(exp + "/trialtag").empty());
   const test::ProgramRun resumed = tune({"--resume", exp, "--json"});
   ASSERT_EQ(resumed.exitCode, 0) << resumed.describe();
   const Json s = summaryOf(resumed);

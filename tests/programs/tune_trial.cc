@@ -2,7 +2,7 @@
 // gyre::tune::report, keeping its state in the trial's checkpoint directory as a real trial would.
 //
 //   gyre_tune_trial --x X [--y Y] [--iterations N] [--sleep-ms MS] [--fail-at K] [--always-fail]
-//                   [--no-metric]
+//                   [--no-metric] [--tag WORD]
 //
 // Iteration i reports score = quality(x, y) x (1 - 0.5 / i) and loss = 1 - score, where quality
 // peaks at x = 0.3, y = 2 and is the same for every iteration: the ranking of configurations
@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
       alwaysFail = true;
     else if (a == "--no-metric")
       noMetric = true;
+    else if (a == "--tag")
+      next();  // marks the process as a test's, for finding it
     else {
       std::fprintf(stderr, "gyre_tune_trial: unknown argument %s\n", a.c_str());
       return 2;
