@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -19,6 +18,7 @@
 #include "launcher/agent.h"
 #include "launcher/job.h"
 #include "launcher/process.h"
+#include "run_dir.h"
 #include "train/options.h"  // the flags, shared with the worker (no libtorch)
 #include "usage_error.h"
 
@@ -80,19 +80,6 @@ std::optional<Reference> findReference(const fs::path& runDir, const std::string
   return best;
 }
 
-// runs/MODEL-npN-YYYYmmdd-HHMMSS, with -2, -3, ... when two runs start in the same second.
-fs::path defaultRunDir(const std::string& model, int np) {
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
-  const fs::path base = fs::path("runs") / fmt::format("{}-np{}-{}", model, np, stamp);
-  fs::path dir = base;
-  for (int n = 2; fs::exists(dir); ++n) dir = base.string() + "-" + std::to_string(n);
-  return dir;
-}
-
 void requireData(const std::string& dir) {
   for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                            "t10k-labels-idx1-ubyte"}) {
@@ -133,7 +120,8 @@ int train(train::TrainOptions o) {
   checkCheckpointDir(o);
   requireData(o.dataDir.empty() ? kDefaultDataDir : o.dataDir);
 
-  const fs::path runDir = fs::absolute(o.runDir.empty() ? defaultRunDir(o.model, o.np) : fs::path(o.runDir));
+  const fs::path runDir = fs::absolute(o.runDir.empty() ? uniqueRunDir(fmt::format("{}-np{}", o.model, o.np))
+                                                        : fs::path(o.runDir));
   std::error_code ec;
   fs::create_directories(runDir, ec);
   if (ec) throw Error("cannot create the run directory " + runDir.string() + ": " + ec.message());

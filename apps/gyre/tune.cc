@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <ctime>
 #include <filesystem>
 #include <memory>
 
@@ -11,6 +10,7 @@
 #include "launcher/agent.h"
 #include "launcher/hosts.h"
 #include "launcher/process.h"
+#include "run_dir.h"
 #include "train/options.h"
 #include "tune/executor.h"
 #include "tune/runner.h"
@@ -70,18 +70,6 @@ void checkTrainArgs(const std::vector<std::string>& args) {
   train::validateOptions(o);
 }
 
-fs::path defaultDir() {
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
-  const fs::path base = fs::path("runs") / fmt::format("tune-{}", stamp);
-  fs::path dir = base;
-  for (int n = 2; fs::exists(dir); ++n) dir = base.string() + "-" + std::to_string(n);
-  return dir;
-}
-
 std::vector<std::string> splitList(const std::string& text) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -129,14 +117,12 @@ tune::ExperimentSpec buildSpec(const TuneFlags& f, const std::vector<std::string
       } catch (const InvalidArgument& e) {
         usageError(p.where, ": parameter ", p.name, " is not a gyre train flag it can set (", e.what(), ")");
       }
-      if (f.scheduler.name == "pbt" && tune::fixedOnResume(p.name) &&
-          (spec.scheduler.mutations.empty() ||
-           std::find(spec.scheduler.mutations.begin(), spec.scheduler.mutations.end(), p.name) !=
-               spec.scheduler.mutations.end()))
-        requireArg(
-            !spec.scheduler.mutations.empty(), p.where, ": pbt would mutate ", p.name,
-            ", which a gyre train checkpoint cannot change on resume; name the parameters to mutate with "
-            "--pbt-mutate (e.g. --pbt-mutate lr,momentum)");
+      // Named mutations are checked below; without any, pbt mutates every parameter.
+      requireArg(
+          f.scheduler.name != "pbt" || !spec.scheduler.mutations.empty() || !tune::fixedOnResume(p.name),
+          p.where, ": pbt would mutate ", p.name,
+          ", which a gyre train checkpoint cannot change on resume; name the parameters to mutate with "
+          "--pbt-mutate (e.g. --pbt-mutate lr,momentum)");
     }
     for (const std::string& m : spec.scheduler.mutations)
       requireArg(
@@ -172,7 +158,7 @@ int tuneMain(const TuneFlags& f, const std::vector<std::string>& trainArgs,
     spec = tune::ExperimentFiles(dir).loadSpec();
   } else {
     spec = buildSpec(f, trainArgs, command);
-    dir = fs::absolute(f.dir.empty() ? defaultDir() : fs::path(f.dir)).string();
+    dir = fs::absolute(f.dir.empty() ? uniqueRunDir("tune") : fs::path(f.dir)).string();
   }
   if (spec.builtin) {
     const std::string worker = (fs::path(gyre).parent_path() / "gyre_train_worker").string();
@@ -191,9 +177,7 @@ int tuneMain(const TuneFlags& f, const std::vector<std::string>& trainArgs,
     so.experiment = dir;
     executor = tune::makeSlurmExecutor(so);
   } else if (!f.hosts.empty()) {
-    std::vector<tune::HostSlots> hosts;
-    for (const launcher::HostSlots& h : launcher::parseHostList(f.hosts)) hosts.push_back({h.name, h.slots});
-    executor = tune::makeHostsExecutor(hosts, gyre, f.rshAgent);
+    executor = tune::makeHostsExecutor(launcher::parseHostList(f.hosts), gyre, f.rshAgent);
   } else {
     executor = tune::makeLocalExecutor(f.slots > 0 ? f.slots : std::max(1, launcher::usableCores()), gyre);
   }

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/hosts.h"
+
 namespace gyre::tune {
 
 struct RunSpec {
@@ -56,16 +58,11 @@ class Executor {
 // executable, for runs that are gyre jobs.
 std::unique_ptr<Executor> makeLocalExecutor(int slots, const std::string& gyre);
 
-struct HostSlots {
-  std::string name;
-  int slots = 1;
-};
-
 // Runs on other hosts (`gyre tune -H host1:2,host2:2`), each run a `gyre run -H HOST` job started
 // from here through `rshAgent` (ssh by default) with gyre run's agents, placed on the host with the
 // most free slots. The experiment directory must be on a file system every host shares, as Ray
 // Tune's storage path: trials write their reports and checkpoints there.
-std::unique_ptr<Executor> makeHostsExecutor(std::vector<HostSlots> hosts, const std::string& gyre,
+std::unique_ptr<Executor> makeHostsExecutor(std::vector<launcher::HostSlots> hosts, const std::string& gyre,
                                             const std::string& rshAgent);
 
 struct SlurmOptions {

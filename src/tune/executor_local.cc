@@ -220,11 +220,11 @@ std::unique_ptr<Executor> makeLocalExecutor(int slots, const std::string& gyre) 
   return std::make_unique<SlotExecutor>(std::vector<Node>{{"localhost", slots, 0, false}}, gyre, "");
 }
 
-std::unique_ptr<Executor> makeHostsExecutor(std::vector<HostSlots> hosts, const std::string& gyre,
+std::unique_ptr<Executor> makeHostsExecutor(std::vector<launcher::HostSlots> hosts, const std::string& gyre,
                                             const std::string& rshAgent) {
   if (hosts.empty()) throw InvalidArgument("-H: no hosts");
   std::vector<Node> nodes;
-  for (const HostSlots& h : hosts) {
+  for (const launcher::HostSlots& h : hosts) {
     if (h.slots < 1) throw InvalidArgument("-H " + h.name + ": a host needs at least 1 slot");
     nodes.push_back({h.name, h.slots, 0, true});
   }

@@ -33,14 +33,9 @@ Param paramFromJson(const Json& j) {
   Param p;
   p.name = j.at("name").get<std::string>();
   const std::string d = j.at("distribution").get<std::string>();
-  bool known = false;
-  for (Distribution x : {Distribution::kUniform, Distribution::kLogUniform, Distribution::kQUniform,
-                         Distribution::kRandInt, Distribution::kChoice, Distribution::kGrid})
-    if (d == distributionName(x)) {
-      p.distribution = x;
-      known = true;
-    }
-  if (!known) throw InvalidArgument("unknown distribution " + d);
+  const std::optional<Distribution> distribution = parseDistribution(d);
+  if (!distribution) throw InvalidArgument("unknown distribution " + d);
+  p.distribution = *distribution;
   p.low = j.at("low").get<double>();
   p.high = j.at("high").get<double>();
   p.q = j.at("q").get<double>();
@@ -113,10 +108,10 @@ Json toJson(const ExperimentSpec& s) {
 }
 
 ExperimentSpec specFromJson(const Json& j, const std::string& path) {
+  if (!j.is_object() || j.value("format", Json()) != kFormat)
+    throw InvalidArgument(fmt::format("{} was not written by this version of gyre tune (format {})", path,
+                                      j.is_object() ? j.value("format", Json()).dump() : "missing"));
   try {
-    if (j.at("format").get<int>() != kFormat)
-      throw InvalidArgument(fmt::format("{} was written by another version of gyre tune (format {})", path,
-                                        j.at("format").dump()));
     ExperimentSpec s;
     for (const Json& p : j.at("space")) s.space.add(paramFromJson(p));
     const Json& search = j.at("search");
@@ -197,7 +192,7 @@ ExperimentState ExperimentFiles::loadState() const {
   return state;
 }
 
-void ExperimentFiles::saveState(const ExperimentState& state, const ExperimentSpec& spec,
+void ExperimentFiles::saveState(const ExperimentState& state, double elapsedS, const ExperimentSpec& spec,
                                 bool withTable) const {
   // A finished trial never changes again: its text is made once (1,000 trials a second would
   // otherwise spend their time serializing the same finished trials).
@@ -213,7 +208,7 @@ void ExperimentFiles::saveState(const ExperimentState& state, const ExperimentSp
     if (cached == finishedText_.end()) cached = finishedText_.emplace(t.id, toJson(t).dump()).first;
     text += cached->second;
   }
-  text += fmt::format("],\"elapsed_s\":{}}}\n", Json(state.elapsedBefore).dump());
+  text += fmt::format("],\"elapsed_s\":{}}}\n", Json(elapsedS).dump());
   files::writeAtomically((fs::path(dir_) / kStateName).string(), text);
   if (!withTable) return;
 

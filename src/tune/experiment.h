@@ -50,8 +50,7 @@ ExperimentSpec specFromJson(const Json& j, const std::string& path);
 struct ExperimentState {
   std::vector<Trial> trials;
   double elapsedBefore = 0;  // seconds of earlier tuner processes (resumed experiments)
-  int slots = 0;
-  int planned = 0;  // the trials the searcher will make (not saved: the spec says it)
+  int planned = 0;           // the trials the searcher will make (not saved: the spec says it)
 };
 
 class ExperimentFiles {
@@ -65,8 +64,10 @@ class ExperimentFiles {
   // Throws InvalidArgument when DIR holds no experiment (naming the files it looked for).
   ExperimentSpec loadSpec() const;
   ExperimentState loadState() const;  // empty when there is none yet
-  // state.json, and trials.csv unless `withTable` is false.
-  void saveState(const ExperimentState& state, const ExperimentSpec& spec, bool withTable = true) const;
+  // state.json, with `elapsedS` for its elapsed_s (the seconds of every tuner process so far), and
+  // trials.csv unless `withTable` is false.
+  void saveState(const ExperimentState& state, double elapsedS, const ExperimentSpec& spec,
+                 bool withTable = true) const;
   void appendResult(const Trial& t, const Result& r) const;
   void rewriteResults(const ExperimentState& state) const;
 

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 
 #include "common/clock.h"
 #include "gyre/errors.h"
@@ -64,7 +63,6 @@ class Loop {
 
   int run(Summary* summary) {
     if (o_.resume) restore();
-    state_.slots = executor_.capacity();
     state_.planned = searcher_->total();
     view_.event(fmt::format("gyre tune: {}; {}; {} {}; {}; results in {}", searcher_->describe(),
                             scheduler_->describe(), spec_.mode == "max" ? "maximizing" : "minimizing",
@@ -392,7 +390,6 @@ class Loop {
     fs::create_directories(files_.trialDir(id), ec);
     if (ec) throw SystemError("cannot create " + files_.trialDir(id) + ": " + ec.message());
     writeTrialFile(t);
-    offsets_[id] = 0;
     state_.trials.push_back(t);
     start(state_.trials.back());
   }
@@ -435,9 +432,7 @@ class Loop {
   }
 
   void save(bool withTable = true) {
-    ExperimentState copy = state_;
-    copy.elapsedBefore = elapsed();
-    files_.saveState(copy, spec_, withTable);
+    files_.saveState(state_, elapsed(), spec_, withTable);
     lastSave_ = Clock::now();
   }
 
@@ -461,9 +456,8 @@ class Loop {
           sum.bestConfig = t.config;
         }
     }
-    if (sum.bestTrial >= 0)
-      sum.bestCheckpoint = runPaths(spec_, files_.trialDir(sum.bestTrial)).checkpointDir;
     if (sum.bestTrial >= 0) {
+      sum.bestCheckpoint = runPaths(spec_, files_.trialDir(sum.bestTrial)).checkpointDir;
       fmt::print(o_.out, "best trial {}: {} {:.4f} at iteration {} ({})\n  checkpoint: {}\n", sum.bestTrial,
                  spec_.metric, sum.bestMetric, sum.bestIteration, describeConfig(spec_.space, sum.bestConfig),
                  sum.bestCheckpoint);

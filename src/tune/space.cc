@@ -56,7 +56,9 @@ constexpr Spelling kSpellings[] = {
     {"choice", Distribution::kChoice, -1},    {"grid", Distribution::kGrid, -1},
 };
 
-std::string spellings() {
+}  // namespace
+
+std::string distributionNames() {
   std::string s;
   for (const Spelling& sp : kSpellings) {
     if (!s.empty()) s += ", ";
@@ -65,7 +67,11 @@ std::string spellings() {
   return s;
 }
 
-}  // namespace
+std::optional<Distribution> parseDistribution(std::string_view name) {
+  for (const Spelling& sp : kSpellings)
+    if (name == sp.name) return sp.distribution;
+  return std::nullopt;
+}
 
 const char* distributionName(Distribution d) {
   for (const Spelling& sp : kSpellings)
@@ -184,8 +190,8 @@ Param parseParam(const std::string& text, const std::string& where) {
   for (const Spelling& sp : kSpellings)
     if (kind == sp.name) spelling = &sp;
   if (spelling == nullptr)
-    bad(where,
-        fmt::format("unknown distribution \"{}\" for parameter {} (known: {})", kind, p.name, spellings()));
+    bad(where, fmt::format("unknown distribution \"{}\" for parameter {} (known: {})", kind, p.name,
+                           distributionNames()));
   p.distribution = spelling->distribution;
   const std::string args = colon == std::string::npos ? "" : spec.substr(colon + 1);
   if (spelling->arguments < 0) {

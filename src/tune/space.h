@@ -15,8 +15,10 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gyre::tune {
@@ -26,6 +28,10 @@ using Json = nlohmann::json;
 enum class Distribution { kUniform, kLogUniform, kQUniform, kRandInt, kChoice, kGrid };
 
 const char* distributionName(Distribution d);
+// The distribution called `name`, or nullopt.
+std::optional<Distribution> parseDistribution(std::string_view name);
+// "uniform, loguniform, quniform, randint, choice, grid", for messages.
+std::string distributionNames();
 
 struct Param {
   std::string name;

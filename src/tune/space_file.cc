@@ -64,16 +64,13 @@ Param fromNode(const std::string& name, const toml::node& node, const std::strin
     const auto entry = table->begin();
     const std::string kind(entry->first.str());
     const toml::node& value = entry->second;
-    for (Distribution d : {Distribution::kUniform, Distribution::kLogUniform, Distribution::kQUniform,
-                           Distribution::kRandInt, Distribution::kChoice, Distribution::kGrid}) {
-      if (kind != distributionName(d)) continue;
-      const auto* list = value.as_array();
-      if (list == nullptr)
-        throw InvalidArgument(where + ": parameter " + name + ": " + kind + " takes a list");
-      return fromList(name, *list, d, where);
-    }
-    throw InvalidArgument(where + ": unknown distribution \"" + kind + "\" for parameter " + name +
-                          " (known: uniform, loguniform, quniform, randint, choice, grid)");
+    const std::optional<Distribution> d = parseDistribution(kind);
+    if (!d)
+      throw InvalidArgument(where + ": unknown distribution \"" + kind + "\" for parameter " + name +
+                            " (known: " + distributionNames() + ")");
+    const auto* list = value.as_array();
+    if (list == nullptr) throw InvalidArgument(where + ": parameter " + name + ": " + kind + " takes a list");
+    return fromList(name, *list, *d, where);
   }
   throw InvalidArgument(where + ": parameter " + name +
                         " must be a string (\"loguniform:1e-4:1e-1\"), a list (a choice) or a table of one "
