@@ -8,9 +8,11 @@
 #include <optional>
 #include <sstream>
 
+#include "gyre/init.h"
 #include "launcher/agent.h"
 #include "launcher/agent_protocol.h"
 #include "launcher/job.h"
+#include "launcher/slurm_allocation.h"
 #include "usage_error.h"
 
 namespace gyre::app {
@@ -21,6 +23,7 @@ struct RunFlags {
   std::string hosts;
   std::string hostfile;
   std::string rshAgent = "ssh -o BatchMode=yes";
+  bool rshAgentGiven = false;
   std::string networkInterface;
   bool tagOutput = false;
   bool noTagOutput = false;
@@ -57,6 +60,21 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   o.np = f.np;
   o.rshAgent = launcher::splitCommandLine(f.rshAgent);
   requireArg(!o.rshAgent.empty(), "--rsh-agent is empty");
+  if (f.hosts.empty() && f.hostfile.empty() && f.discoveryScript.empty()) {
+    if (const auto allocation = launcher::slurmAllocation(processEnvironment())) {
+      o.hosts = allocation->nodes;
+      int slots = 0;
+      for (const auto& node : o.hosts) slots += node.slots;
+      requireArg(f.np <= slots, "-np ", f.np, " asks for more workers than the ", slots,
+                 " tasks of Slurm job ", allocation->jobId, " (SLURM_TASKS_PER_NODE=",
+                 allocation->tasksPerNode.empty() ? "unset: 1 a node" : allocation->tasksPerNode,
+                 "); ask sbatch or salloc for them (-n, --ntasks-per-node), or give -H");
+      if (!f.rshAgentGiven) {
+        o.rshAgent = launcher::srunAgentCommand();
+        o.srunAgents = true;
+      }
+    }
+  }
   o.networkInterface = f.networkInterface;
   requireArg(!(f.tagOutput && f.noTagOutput), "give --tag-output or --no-tag-output, not both");
   if (f.tagOutput || f.noTagOutput) o.tagOutput = f.tagOutput;
@@ -135,7 +153,12 @@ void addRun(CLI::App& app, std::function<int()>& action) {
       "long as at least --min-np remain, replacements are started while --max-restarts allows, and\n"
       "workers on hosts that --host-discovery-script adds join at the next commit. Each worker gets\n"
       "GYRE_ELASTIC=1, its id (0, 1, ... in start order) as GYRE_ELASTIC_ID and GYRE_RANK, and\n"
-      "GYRE_MIN_NP, GYRE_MAX_NP and GYRE_ELASTIC_TIMEOUT_MS; output lines are tagged with the id.");
+      "GYRE_MIN_NP, GYRE_MAX_NP and GYRE_ELASTIC_TIMEOUT_MS; output lines are tagged with the id.\n\n"
+      "Inside a Slurm allocation (sbatch, salloc) and without -H, --hostfile or a discovery script, the\n"
+      "hosts are the allocation's nodes (SLURM_JOB_NODELIST) with their tasks (SLURM_TASKS_PER_NODE) as\n"
+      "slots, and each node's agent starts as a step of the job (`srun --nodes=1 --ntasks=1 --overlap\n"
+      "--nodelist=NODE gyre agent`; --rsh-agent replaces srun), so scancel stops every worker. See\n"
+      "docs/launching.md, \"Slurm\".");
   CLI::Option* npOption = cmd->add_option("--np", f->np,
                   "Number of workers (also -np); default: every slot of the hosts, or 1. With --elastic: "
                   "the workers started at first; default --max-np, capped by the slots known at start");
@@ -143,10 +166,11 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--hostfile", f->hostfile,
                   "File with one host per line: `host slots=N`, `host:N` or `host`")
       ->check(CLI::ExistingFile);
-  cmd->add_option(
-         "--rsh-agent", f->rshAgent,
-         "Command that runs a command on another host, as `CMD HOST COMMAND` (like OpenMPI's plm_rsh_agent)")
-      ->capture_default_str();
+  CLI::Option* rshOption =
+      cmd->add_option("--rsh-agent", f->rshAgent,
+                      "Command that runs a command on another host, as `CMD HOST COMMAND` (like OpenMPI's "
+                      "plm_rsh_agent); inside a Slurm allocation the default is srun (see below)")
+          ->capture_default_str();
   cmd->add_option("--network-interface", f->networkInterface,
                   "Interface (eth0) or address the workers listen on (GYRE_IFACE); the store listens there "
                   "too when this host has it");
@@ -203,10 +227,11 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   cmd->add_option("--gyre-path", f->gyrePath,
                   "Path of the gyre executable on other hosts (default: this one's)");
   cmd->add_option("program", f->program, "The program and its arguments, after --")->required();
-  cmd->callback([f, elasticOnly, npOption, &action] {
+  cmd->callback([f, elasticOnly, npOption, rshOption, &action] {
     for (const CLI::Option* option : elasticOnly)
       if (option->count() > 0) f->elasticOnlyGiven.push_back(option->get_name());
     const bool npGiven = npOption->count() > 0;
+    f->rshAgentGiven = rshOption->count() > 0;
     action = [f, npGiven] {
       // Inside, 0 means "not given" (every slot); a 0 the user typed is an error, not that.
       requireArg(!npGiven || f->np >= 1, "-np must be an integer of at least 1; got ", f->np,

@@ -43,7 +43,7 @@ AgentHandle& AgentPool::start(const HostPlacement& place, const AgentSpec& job) 
   ChildSpec spec;
   spec.name = "agent on " + place.host;
   spec.ownProcessGroup = true;  // the terminal's Ctrl-C reaches the launcher only; it stops them
-  if (place.local) {
+  if (place.local && !o_.srunAgents) {
     spec.path = selfExecutable();
     spec.argv = {"gyre", "agent"};
     a->command = spec.path + " agent";
@@ -51,10 +51,14 @@ AgentHandle& AgentPool::start(const HostPlacement& place, const AgentSpec& job) 
     GYRE_USAGE_CHECK(!o_.rshAgent.empty(), "--rsh-agent is empty");
     spec.path = findExecutable(o_.rshAgent[0]);
     GYRE_USAGE_CHECK(!spec.path.empty(), "--rsh-agent: cannot find '", o_.rshAgent[0], "' in PATH");
-    const std::string gyre = o_.remoteGyre.empty() ? selfExecutable() : o_.remoteGyre;
+    const std::string gyre = o_.remoteGyre.empty() || place.local ? selfExecutable() : o_.remoteGyre;
     spec.argv = o_.rshAgent;
-    spec.argv.push_back(place.host);
-    spec.argv.push_back("exec " + shellQuote(gyre) + " agent");
+    if (o_.srunAgents) {
+      spec.argv.insert(spec.argv.end(), {"--nodelist=" + place.host, gyre, "agent"});
+    } else {
+      spec.argv.push_back(place.host);
+      spec.argv.push_back("exec " + shellQuote(gyre) + " agent");
+    }
     for (const auto& w : spec.argv) {
       if (!a->command.empty()) a->command += ' ';
       a->command += shellQuote(w);

@@ -21,6 +21,10 @@ struct RunOptions {
   std::vector<HostSlots> hosts;  // empty: this host
   // How to start a process on another host: these words, then the host, then one shell command.
   std::vector<std::string> rshAgent = {"ssh", "-o", "BatchMode=yes"};
+  // Inside a Slurm allocation (slurm_allocation.h): every host's agent, this host's too, is started
+  // as `rshAgent... --nodelist=HOST gyre agent` (srun runs a program, not a shell line), so each
+  // node's workers are a step of the job.
+  bool srunAgents = false;
   std::string networkInterface;   // GYRE_IFACE for the workers; the store listens there if this host has it
   std::optional<bool> tagOutput;  // default: on for more than one worker
   std::string outputDir;          // one log per rank when not empty

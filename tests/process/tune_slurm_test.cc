@@ -17,6 +17,7 @@
 #include "support/processes.h"
 #include "support/programs.h"
 #include "support/ranks.h"
+#include "support/slurm_cluster.h"
 
 namespace gyre {
 namespace {
@@ -26,52 +27,13 @@ namespace {
 using Json = nlohmann::json;
 constexpr auto kTimeout = std::chrono::seconds(180);
 
-std::string clusterScript() {
-  return std::string(GYRE_SOURCE_DIR) + "/tests/slurm/cluster.sh";
-}
-
-class TuneSlurm : public ::testing::Test {
+class TuneSlurm : public test::SlurmTest {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new test::TempDir();
-    const test::ProgramRun start = test::runProgram(
-        {{"/bin/bash", clusterScript(), "start", dir_->path() + "/cluster"}, test::cleanEnvironment()},
-        std::chrono::seconds(300));
-    if (start.exitCode == 77) {
-      skip_ = "Slurm cannot be installed here: " + start.err;
-    } else if (start.exitCode != 0) {
-      failed_ = "tests/slurm/cluster.sh start " + start.describe();  // each test fails with it
-    } else {
-      conf_ = dir_->path() + "/cluster/slurm.conf";
-    }
-  }
-  static void TearDownTestSuite() {
-    if (!conf_.empty())
-      test::runProgram(
-          {{"/bin/bash", clusterScript(), "stop", dir_->path() + "/cluster"}, test::cleanEnvironment()},
-          std::chrono::seconds(60));
-    delete dir_;
-  }
-  // A cluster that did not start fails every test (a failure in SetUpTestSuite would show as
-  // skipped); only packages that cannot be installed skip.
-  void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
-    ASSERT_TRUE(failed_.empty()) << failed_;
-  }
-  static test::Environment env() {
-    test::Environment e = test::cleanEnvironment();
-    e["SLURM_CONF"] = conf_;
-    return e;
-  }
   static test::ProgramRun tune(std::vector<std::string> args, const std::vector<std::string>& command) {
     args.insert(args.begin(), {GYRE_TOOL, "tune", "--progress", "off", "--slurm"});
     args.push_back("--");
     args.insert(args.end(), command.begin(), command.end());
     return test::runProgram({args, env()}, kTimeout);
-  }
-  static std::string squeue() {
-    return test::runProgram({{"/usr/bin/squeue", "-h", "-o", "%i %j %T"}, env()}, std::chrono::seconds(30))
-        .out;
   }
   static Json summaryOf(const test::ProgramRun& run) {
     std::istringstream in(run.out);
@@ -80,20 +42,10 @@ class TuneSlurm : public ::testing::Test {
       if (!line.empty() && line.front() == '{') last = line;
     return Json::parse(last, nullptr, false);
   }
-
-  static test::TempDir* dir_;
-  static std::string conf_;
-  static std::string skip_;
-  static std::string failed_;
 };
 
-test::TempDir* TuneSlurm::dir_ = nullptr;
-std::string TuneSlurm::conf_;
-std::string TuneSlurm::skip_;
-std::string TuneSlurm::failed_;
-
 TEST_F(TuneSlurm, TrialsRunAsSbatchJobsAndTheSchedulerStopsThemWithScancel) {
-  const std::string exp = dir_->path() + "/asha";
+  const std::string exp = dir() + "/asha";
   const test::ProgramRun run = tune(
       {"--param", "x=grid:0.1,0.2,0.3,0.4,0.5,0.6", "--max-t", "9", "--scheduler", "asha-stop", "--slots",
        "2", "--metric", "score", "--json", "--dir", exp},
@@ -114,24 +66,24 @@ TEST_F(TuneSlurm, TrialsRunAsSbatchJobsAndTheSchedulerStopsThemWithScancel) {
 }
 
 TEST_F(TuneSlurm, AFailedJobIsRetriedAndAnUnreachableSlurmIsAClearError) {
-  const test::ProgramRun run = tune({"--param", "x=grid:0.3", "--max-t", "4", "--metric", "score", "--json",
-                                     "--dir", dir_->path() + "/retry"},
-                                    {test::binDir() + "/gyre_tune_trial", "--x", "{x}", "--fail-at", "2"});
+  const test::ProgramRun run = tune(
+      {"--param", "x=grid:0.3", "--max-t", "4", "--metric", "score", "--json", "--dir", dir() + "/retry"},
+      {test::binDir() + "/gyre_tune_trial", "--x", "{x}", "--fail-at", "2"});
   ASSERT_EQ(run.exitCode, 0) << run.describe();
   EXPECT_NE(run.out.find("trial 0 failed: run exited with code 3"), std::string::npos) << run.out;
   EXPECT_EQ(summaryOf(run).at("best_iteration"), 4);
 
   // A slurm.conf whose controller port nobody listens on.
-  const std::string dead = dir_->path() + "/dead.conf";
-  std::string conf = test::readFile(conf_);
+  const std::string dead = dir() + "/dead.conf";
+  std::string conf = test::readFile(SlurmTest::conf());
   const std::size_t at = conf.find("SlurmctldPort=");
   conf.replace(at, conf.find('\n', at) - at, "SlurmctldPort=1");
   { std::ofstream(dead) << conf; }
   test::Environment e = test::cleanEnvironment();
   e["SLURM_CONF"] = dead;
   const test::ProgramRun bad =
-      test::runProgram({{GYRE_TOOL, "tune", "--slurm", "--param", "x=grid:0.3", "--dir",
-                         dir_->path() + "/dead", "--", test::binDir() + "/gyre_tune_trial"},
+      test::runProgram({{GYRE_TOOL, "tune", "--slurm", "--param", "x=grid:0.3", "--dir", dir() + "/dead",
+                         "--", test::binDir() + "/gyre_tune_trial"},
                         e},
                        kTimeout);
   EXPECT_EQ(bad.exitCode, 1) << bad.describe();
@@ -142,7 +94,7 @@ TEST_F(TuneSlurm, AFailedJobIsRetriedAndAnUnreachableSlurmIsAClearError) {
 // The tuner SIGKILLed leaves its jobs queued (Slurm does not know it died); --resume cancels them
 // before it starts anything and finishes the experiment.
 TEST_F(TuneSlurm, ResumingAfterTheTunerWasKilledCancelsTheJobsItLeft) {
-  const std::string exp = dir_->path() + "/killed";
+  const std::string exp = dir() + "/killed";
   const std::string script = std::string(GYRE_TOOL) + " tune --progress off --slurm --param x=grid:0.2,0.3 " +
                              "--max-t 20 --metric score --dir " + exp + " -- " + test::binDir() +
                              "/gyre_tune_trial --x {x} --sleep-ms 500 & pid=$!; while kill -0 $pid && " +

@@ -6,8 +6,9 @@
 #   tests/slurm/cluster.sh start DIR   # prints the line to eval: export SLURM_CONF=DIR/slurm.conf
 #   tests/slurm/cluster.sh stop DIR    # stops the daemons it started (by their pid files)
 #
-# The node is "gyrenode" with this machine's CPUs; one partition, "debug". No accounting database:
-# a finished job's state is read with `scontrol show job` (kept MinJobAge=600 s). Exit codes:
+# The node is this host by its short name (it must resolve: ranks started by srun find the first
+# node by name), with at least 8 CPUs; one partition, "debug". No accounting database: a finished
+# job's state is read with `scontrol show job` (kept MinJobAge=600 s). Exit codes:
 # 0 started, 77 the packages are missing and cannot be installed (the caller skips), 1 failure
 # (the daemons' logs are printed).
 set -euo pipefail
@@ -55,9 +56,15 @@ free_port() {
 }
 ctld_port=$(free_port)
 slurmd_port=$(free_port)
-cpus=$(nproc)
+# At least 8 CPUs, whatever the host has (config_overrides lets slurmd accept more than it
+# counts): a job of 3 or 4 tasks must start on a 2-core machine, as gyre run starts 4 workers there.
+cpus=$(( $(nproc) > 8 ? $(nproc) : 8 ))
 mem=$(awk '/MemTotal/ { print int($2 / 1024 / 2) }' /proc/meminfo)
 user=$(id -un)
+# Job ids of their own: clusters of tests that run side by side (ctest -j) must not share them,
+# since srun's ranks derive their store port from the job id and tests look for a job's slurmstepd.
+first_job=$(( (RANDOM * 32768 + RANDOM) % 50000000 + 1000 ))
+node=$(hostname -s)  # a name that resolves, as on a real cluster: workers look the first node up
 
 # munge: a key of our own and a socket in DIR.
 dd if=/dev/urandom of="$dir/munge.key" bs=1024 count=1 status=none
@@ -71,6 +78,8 @@ SlurmctldHost=localhost(127.0.0.1)
 SlurmUser=$user
 SlurmdUser=$user
 SlurmctldPort=$ctld_port
+SlurmdParameters=config_overrides
+FirstJobId=$first_job
 SlurmdPort=$slurmd_port
 AuthType=auth/munge
 AuthInfo=socket=$dir/munge.socket
@@ -95,8 +104,8 @@ KillWait=2
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-NodeName=gyrenode NodeAddr=127.0.0.1 NodeHostname=localhost CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=debug Nodes=gyrenode Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+NodeName=$node NodeAddr=127.0.0.1 NodeHostname=$node CPUs=$cpus RealMemory=$mem State=UNKNOWN
+PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
 export SLURM_CONF="$dir/slurm.conf"
 
@@ -110,7 +119,7 @@ fail() {
 }
 
 slurmctld -f "$SLURM_CONF" || fail "slurmctld did not start"
-slurmd -f "$SLURM_CONF" -N gyrenode || fail "slurmd did not start"
+slurmd -f "$SLURM_CONF" -N "$node" || fail "slurmd did not start"
 for _ in $(seq 100); do
   if sinfo -h -N -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
     echo "export SLURM_CONF=$SLURM_CONF"

@@ -12,6 +12,7 @@
 #include "launcher/hosts.h"
 #include "launcher/line_reader.h"
 #include "launcher/output.h"
+#include "launcher/slurm_allocation.h"
 #include "support/ranks.h"
 
 namespace gyre::launcher {
@@ -69,6 +70,40 @@ TEST(Hosts, PlacesRanksInHostOrderFillingSlots) {
   EXPECT_FALSE(placeRanks({{"elsewhere.example", 1}}, 1)[0].local);
   EXPECT_THROW(placeRanks({{"a", 2}}, 3), InvalidArgument);
   EXPECT_THROW(placeRanks({{"a", 1}, {"a", 1}}, 2), InvalidArgument);
+}
+
+// gyre run inside sbatch or salloc: the allocation's nodes, each with its tasks as slots.
+TEST(SlurmAllocation, ReadsTheNodesAndTheirTasks) {
+  using Env = std::map<std::string, std::string>;
+  EXPECT_FALSE(slurmAllocation(Env{}).has_value());
+  EXPECT_FALSE(slurmAllocation(Env{{"SLURM_JOB_ID", "7"}}).has_value());
+  const auto a = slurmAllocation(Env{
+      {"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "n[01-03],gpu5"}, {"SLURM_TASKS_PER_NODE", "2(x3),1"}});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->jobId, "7");
+  ASSERT_EQ(a->nodes.size(), 4u);
+  EXPECT_EQ(a->nodes[0].name, "n01");
+  EXPECT_EQ(a->nodes[2].name, "n03");
+  EXPECT_EQ(a->nodes[2].slots, 2);
+  EXPECT_EQ(a->nodes[3].name, "gpu5");
+  EXPECT_EQ(a->nodes[3].slots, 1);
+  // Older Slurm's SLURM_JOBID; no task list: one slot a node.
+  const auto b = slurmAllocation(Env{{"SLURM_JOBID", "8"}, {"SLURM_JOB_NODELIST", "a,b"}});
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->nodes[1].slots, 1);
+  try {
+    slurmAllocation(
+        Env{{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "2(x3)"}});
+    ADD_FAILURE() << "a task list longer than the nodes was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "SLURM_TASKS_PER_NODE='2(x3)' gives 3 nodes but SLURM_JOB_NODELIST='a,b' has 2"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(slurmAllocation(Env{{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "n[3-1]"}}),
+               InvalidArgument);
+  EXPECT_EQ(srunAgentCommand().front(), "srun");
 }
 
 TEST(AgentProtocol, SpecRoundTrips) {
