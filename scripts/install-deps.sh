@@ -10,6 +10,8 @@ packages=(
   libtomlplusplus-dev  # gyre tune's search-space files
   libopenmpi-dev openmpi-bin
   iproute2 procps
+  librsvg2-bin  # gyre report's PNGs (rsvg-convert)
+  chromium      # the test that opens gyre report's page in a real browser
   # Later issues: training on libtorch with a real BLAS, the data set, the DDP baseline.
   libtorch-dev libopenblas0-pthread dataset-fashion-mnist python3-torch
 )

@@ -14,6 +14,7 @@
 #include "gyre/version.h"
 #include "info.h"
 #include "ps_server.h"
+#include "report.h"
 #include "run.h"
 #include "train.h"
 #include "tune.h"
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
 
   gyre::app::addBench(app, action, args);  // bench/cli/
   gyre::app::addInfo(app, action);
+  gyre::app::addReport(app, action);
   gyre::app::addRun(app, action);
   gyre::app::addTrain(app, action);
   // `gyre tune ... -- COMMAND`: the trial command is not gyre's to parse.

@@ -24,8 +24,8 @@ std::optional<SlurmAllocation> slurmAllocation(const std::map<std::string, std::
   std::vector<int> tasks(names.size(), 1);
   if (!a.tasksPerNode.empty()) {
     tasks = launch::expandTasksPerNode(a.tasksPerNode, "SLURM_TASKS_PER_NODE");
-    GYRE_ARG_CHECK(tasks.size() == names.size(), "SLURM_TASKS_PER_NODE='", a.tasksPerNode, "' gives ",
-                   tasks.size(), " nodes but SLURM_JOB_NODELIST='", nodelist, "' has ", names.size());
+    GYRE_USAGE_CHECK(tasks.size() == names.size(), "SLURM_TASKS_PER_NODE='", a.tasksPerNode, "' gives ",
+                     tasks.size(), " nodes but SLURM_JOB_NODELIST='", nodelist, "' has ", names.size());
   }
   for (std::size_t i = 0; i < names.size(); ++i) a.nodes.push_back({names[i], tasks[i]});
   return a;

@@ -1,6 +1,7 @@
 // Charts as self-contained SVG: lines and points on linear or logarithmic axes, with "nice" ticks,
 // axis labels, a title and a legend. No dependency beyond the standard library; a browser shows
-// the text as it is, and an HTML page can inline it. Used by gyre tune's report (tune/plots.h).
+// the text as it is, and an HTML page can inline it. Used by gyre tune's report (tune/plots.h) and
+// gyre report (report/).
 #pragma once
 
 #include <string>
@@ -16,6 +17,7 @@ struct Series {
   bool points = false;  // mark each point
   double width = 1.5;   // the line's
   double opacity = 1;
+  bool dashed = false;  // a reference line (ideal, peer)
 };
 
 struct Chart {
@@ -31,6 +33,38 @@ struct Chart {
 // The chart as an <svg> element. Points that are not finite (or not positive on a log axis) are
 // left out; a chart without any point says so in its middle.
 std::string svg(const Chart& chart);
+
+// Bars over categories (runs, staleness values): one bar of each stack's value per category,
+// side by side, or piled up when `stacked` (the parts of a whole: a step's split).
+struct BarStack {
+  std::string label;           // in the legend
+  std::vector<double> values;  // one per category
+  std::string color;           // empty: the palette's next
+};
+struct BarChart {
+  std::string title;
+  std::string xLabel, yLabel;
+  std::vector<std::string> categories;
+  std::vector<BarStack> stacks;
+  bool stacked = false;
+  int width = 800;
+  int height = 420;
+};
+std::string svg(const BarChart& chart);
+
+// A heat map: values[row][column] as colours from pale yellow (low) to dark blue (high), rows
+// labelled (ranks) top to bottom, columns placed at `columns` (steps) on the x axis; a colour bar
+// on the right gives the scale in `unit`. Values that are not finite are left blank.
+struct HeatMap {
+  std::string title;
+  std::string xLabel, yLabel, unit;
+  std::vector<std::string> rows;
+  std::vector<double> columns;
+  std::vector<std::vector<double>> values;
+  int width = 800;
+  int height = 420;
+};
+std::string svg(const HeatMap& map);
 
 // The palette: 10 colours that stay apart (Tableau 10).
 const std::string& paletteColor(std::size_t i);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -36,8 +37,21 @@ void StepLog::start(int generation, std::int64_t step) {
   append("{\"generation\":" + std::to_string(generation) + ",\"start_step\":" + std::to_string(step) + "}\n");
 }
 
-void StepLog::step(int generation, std::int64_t step) {
-  append("{\"generation\":" + std::to_string(generation) + ",\"step\":" + std::to_string(step) + "}\n");
+void StepLog::step(int generation, std::int64_t step, double time, const std::vector<double>& rankMs) {
+  std::string line = "{\"generation\":" + std::to_string(generation) + ",\"step\":" + std::to_string(step);
+  char number[32];
+  std::snprintf(number, sizeof number, "%.3f", time);
+  line += ",\"time\":";
+  line += number;
+  if (!rankMs.empty()) {
+    line += ",\"rank_ms\":[";
+    for (std::size_t i = 0; i < rankMs.size(); ++i) {
+      std::snprintf(number, sizeof number, "%s%.3f", i == 0 ? "" : ",", rankMs[i]);
+      line += number;
+    }
+    line += ']';
+  }
+  append(line + "}\n");
 }
 
 void StepLog::append(const std::string& line) {

@@ -3,7 +3,7 @@
 // Rank 0 appends one line when a generation starts and one when each step ends:
 //
 //   {"generation":0,"start_step":0}
-//   {"generation":0,"step":1}
+//   {"generation":0,"step":1,"time":1764163200.123,"rank_ms":[3.812,2.301]}
 //   ...
 //   {"generation":1,"start_step":40}      (a restart that resumed from the checkpoint of step 40)
 //
@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gyre::train {
 
@@ -33,8 +34,12 @@ class StepLog {
 
   // Generation `generation` starts after global step `step` (0: from scratch).
   void start(int generation, std::int64_t step);
-  // Global step `step` (from 1) is done. Throws gyre::Error when the line cannot be written.
-  void step(int generation, std::int64_t step);
+  // Global step `step` (from 1) is done at `time` (Unix seconds, to the millisecond); `rankMs`
+  // are the step's times by rank (DistributedOptimizer::stepTimes() in milliseconds: from the end
+  // of a rank's previous step to its gradients being ready), left out when empty. What `gyre
+  // report` draws loss against seconds and the per-rank heat map from. Throws gyre::Error when
+  // the line cannot be written.
+  void step(int generation, std::int64_t step, double time, const std::vector<double>& rankMs);
 
  private:
   void append(const std::string& line);

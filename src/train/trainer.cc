@@ -355,7 +355,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
     steps_.push_back({globalStep_, epoch, lr});
     stepLosses_.push_back(value * share);
     progress_.update(s + 1, lossSum / static_cast<double>(std::max<std::int64_t>(lossSteps, 1)));
-    stepLog_.step(elasticState_ ? static_cast<int>(elasticState_->membership()) : o_.restartCount, globalStep_);
+    logStep();
     stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
     if (checkpoints_.due(globalStep_)) {
       // steps.jsonl first, so that it covers every step a checkpoint covers: a run that dies

@@ -91,4 +91,16 @@ void Trainer::watchStragglers() {
   }
 }
 
+void Trainer::logStep() {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  std::vector<double> rankMs;
+  if (dist_ && stragglers_) {
+    rankMs = dist_->stepTimes();
+    for (double& t : rankMs) t *= 1e3;
+  }
+  stepLog_.step(elasticState_ ? static_cast<int>(elasticState_->membership()) : o_.restartCount, globalStep_,
+                now, rankMs);
+}
+
 }  // namespace gyre::train::detail

@@ -116,6 +116,9 @@ class Trainer {
   // TrainOptions::stragglerThreshold (trainer_fault.cc): after each data-parallel step, the ranks'
   // ready times go to the monitor; rank 0 shows who became or stopped being a straggler.
   void watchStragglers();
+  // progress.jsonl's line for the step just done, with the time and, when the ranks share them,
+  // their step times (trainer_fault.cc).
+  void logStep();
   // A --compression powersgd:R that compresses none of the model's gradients is refused here,
   // before training (InvalidArgument).
   void checkCompressionFits() const;
