@@ -12,17 +12,8 @@ set -euo pipefail
 action=${1:?usage: chromium.sh dom FILE | screenshot FILE OUT WIDTH HEIGHT}
 file=${2:?usage: chromium.sh dom FILE | screenshot FILE OUT WIDTH HEIGHT}
 
-if ! command -v chromium >/dev/null 2>&1; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo -n"
-  if ! (export DEBIAN_FRONTEND=noninteractive
-        $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 ||
-        { $SUDO apt-get update -qq >/dev/null 2>&1 &&
-          $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; }); then
-    echo "chromium.sh: chromium is not installed and apt-get cannot install it" >&2
-    exit 77
-  fi
-fi
+source "$(dirname "$0")/../support/ensure-packages.sh"
+ensure_packages "chromium.sh: chromium" chromium -- chromium
 
 profile=$(mktemp -d)
 trap 'rm -rf "$profile"' EXIT

@@ -33,21 +33,9 @@ if [ "$action" = stop ]; then
   exit 0
 fi
 
-need=()
-for tool in munged slurmctld slurmd sbatch squeue scontrol scancel srun sinfo; do
-  command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo -n"
-  if ! (export DEBIAN_FRONTEND=noninteractive; $SUDO apt-get install -y -qq --no-install-recommends \
-          slurmctld slurmd slurm-client munge >/dev/null 2>&1 ||
-        { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq --no-install-recommends \
-          slurmctld slurmd slurm-client munge >/dev/null 2>&1; }); then
-    echo "cluster.sh: Slurm is not installed and apt-get cannot install slurmctld slurmd slurm-client munge" >&2
-    exit 77
-  fi
-fi
+source "$(dirname "$0")/../support/ensure-packages.sh"
+ensure_packages "cluster.sh: Slurm" munged slurmctld slurmd sbatch squeue scontrol scancel srun sinfo -- \
+  slurmctld slurmd slurm-client munge
 
 mkdir -p "$dir/state" "$dir/spool"
 chmod 700 "$dir"
