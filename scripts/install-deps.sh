@@ -10,6 +10,8 @@ packages=(
   libtomlplusplus-dev  # gyre tune's search-space files
   libopenmpi-dev openmpi-bin
   iproute2 procps
+  libcpp-httplib-dev  # the Prometheus endpoint (--metrics-port)
+  prometheus    # the test that has a real Prometheus scrape it
   librsvg2-bin  # gyre report's PNGs (rsvg-convert)
   chromium      # the test that opens gyre report's page in a real browser
   # Later issues: training on libtorch with a real BLAS, the data set, the DDP baseline.

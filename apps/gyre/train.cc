@@ -18,6 +18,7 @@
 #include "launcher/agent.h"
 #include "launcher/job.h"
 #include "launcher/process.h"
+#include "metrics/server.h"
 #include "run_dir.h"
 #include "train/options.h"  // the flags, shared with the worker (no libtorch)
 #include "usage_error.h"
@@ -111,6 +112,8 @@ void checkCheckpointDir(const train::TrainOptions& o) {
 int train(train::TrainOptions o) {
   train::validateOptions(o);
   train::checkWorld(o, o.np);
+  // Worker 0 serves the metrics; a port in use stops us here, before anything starts.
+  if (o.metricsPort > 0) metrics::checkPortFree("0.0.0.0", o.metricsPort, "--metrics-port");
   const std::string worker = (fs::path(launcher::selfExecutable()).parent_path() / kWorker).string();
   if (::access(worker.c_str(), X_OK) != 0)
     throw Error("this gyre was built without the trainer: " + worker +

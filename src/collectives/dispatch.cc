@@ -1,11 +1,13 @@
 #include "collectives/dispatch.h"
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <sstream>
 
 #include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
+#include "collectives/tally.h"
 #include "collectives/topology.h"
 #include "common/check.h"
 #include "common/logging.h"
@@ -138,19 +140,32 @@ void broadcastBy(BroadcastAlgorithm algorithm, Context& c, void* buf, std::size_
 
 const char* toString(OpType type) {
   switch (type) {
-    case OpType::kAllreduce: return "allreduce";
-    case OpType::kBroadcast: return "broadcast";
-    case OpType::kReduce: return "reduce";
-    case OpType::kAllgather: return "allgather";
-    case OpType::kAllgatherv: return "allgatherv";
-    case OpType::kReduceScatter: return "reduce_scatter";
-    case OpType::kGather: return "gather";
-    case OpType::kScatter: return "scatter";
-    case OpType::kAlltoall: return "alltoall";
-    case OpType::kAlltoallv: return "alltoallv";
-    case OpType::kBarrier: return "barrier";
-    case OpType::kSend: return "send";
-    case OpType::kRecv: return "recv";
+    case OpType::kAllreduce:
+      return "allreduce";
+    case OpType::kBroadcast:
+      return "broadcast";
+    case OpType::kReduce:
+      return "reduce";
+    case OpType::kAllgather:
+      return "allgather";
+    case OpType::kAllgatherv:
+      return "allgatherv";
+    case OpType::kReduceScatter:
+      return "reduce_scatter";
+    case OpType::kGather:
+      return "gather";
+    case OpType::kScatter:
+      return "scatter";
+    case OpType::kAlltoall:
+      return "alltoall";
+    case OpType::kAlltoallv:
+      return "alltoallv";
+    case OpType::kBarrier:
+      return "barrier";
+    case OpType::kSend:
+      return "send";
+    case OpType::kRecv:
+      return "recv";
   }
   return "?";
 }
@@ -162,28 +177,88 @@ std::string OpDesc::describe() const {
   out << "count=" << count << ", " << gyre::toString(dtype);
   if (type == OpType::kAllreduce || type == OpType::kReduce || type == OpType::kReduceScatter)
     out << ", " << gyre::toString(op);
-  if (type == OpType::kAllreduce) out << ", algo=" << gyre::toString(static_cast<AllreduceAlgorithm>(algorithm));
-  if (type == OpType::kBroadcast) out << ", algo=" << gyre::toString(static_cast<BroadcastAlgorithm>(algorithm));
-  if (type == OpType::kBroadcast || type == OpType::kReduce || type == OpType::kGather || type == OpType::kScatter)
+  if (type == OpType::kAllreduce)
+    out << ", algo=" << gyre::toString(static_cast<AllreduceAlgorithm>(algorithm));
+  if (type == OpType::kBroadcast)
+    out << ", algo=" << gyre::toString(static_cast<BroadcastAlgorithm>(algorithm));
+  if (type == OpType::kBroadcast || type == OpType::kReduce || type == OpType::kGather ||
+      type == OpType::kScatter)
     out << ", root=" << root;
   if (type == OpType::kSend || type == OpType::kRecv) out << ", peer=" << root << ", tag=" << tag;
-  if (!counts.empty()) out << ", counts=" << std::accumulate(counts.begin(), counts.end(), std::size_t{0}) << " total";
+  if (!counts.empty())
+    out << ", counts=" << std::accumulate(counts.begin(), counts.end(), std::size_t{0}) << " total";
   out << ")";
   return out.str();
 }
 
+namespace {
+
+// The algorithm a call runs (for the tallies); allreduce and broadcast resolve auto first.
+std::string_view algorithmOf(Context& c, const OpDesc& d, std::size_t bytes) {
+  switch (d.type) {
+    case OpType::kAllreduce:
+      if (c.size() == 1 || bytes == 0) return "none";
+      return gyre::toString(chooseAllreduce(c, static_cast<AllreduceAlgorithm>(d.algorithm), bytes));
+    case OpType::kBroadcast: {
+      auto a = static_cast<BroadcastAlgorithm>(d.algorithm);
+      if (a == BroadcastAlgorithm::kAuto)
+        a = bytes <= kTreeBroadcastMaxBytes ? BroadcastAlgorithm::kTree : BroadcastAlgorithm::kChain;
+      return gyre::toString(a);
+    }
+    case OpType::kReduce:
+      return "tree";
+    case OpType::kAllgather:
+    case OpType::kAllgatherv:
+    case OpType::kReduceScatter:
+      return "ring";
+    case OpType::kGather:
+    case OpType::kScatter:
+      return "linear";
+    case OpType::kAlltoall:
+    case OpType::kAlltoallv:
+      return "pairwise";
+    case OpType::kBarrier:
+      return "dissemination";
+    case OpType::kSend:
+    case OpType::kRecv:
+      return "point-to-point";
+  }
+  return "?";
+}
+
+void run(Context& c, const OpDesc& d);
+
+}  // namespace
+
 void execute(Context& c, const OpDesc& d) {
+  std::size_t count = d.count;
+  if (!d.counts.empty()) count = std::accumulate(d.counts.begin(), d.counts.end(), std::size_t{0});
+  const std::size_t bytes = d.type == OpType::kBarrier ? 0 : count * dtypeSize(d.dtype);
+  const std::string_view algorithm = algorithmOf(c, d, bytes);
+  const auto start = std::chrono::steady_clock::now();
+  run(c, d);
+  addTally(toString(d.type), algorithm, bytes,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+namespace {
+
+void run(Context& c, const OpDesc& d) {
   const std::size_t esize = dtypeSize(d.dtype);
   const int p = c.size();
   switch (d.type) {
-    case OpType::kAllreduce: return allreduce(c, d);
-    case OpType::kBroadcast: return broadcast(c, d);
+    case OpType::kAllreduce:
+      return allreduce(c, d);
+    case OpType::kBroadcast:
+      return broadcast(c, d);
     case OpType::kReduce:
       if (p == 1) return copyIfApart(d.output, d.input, d.count * esize);
       if (d.count == 0) return;
       return reduceTree(c, d.input, d.output, d.count, d.dtype, d.op, d.root);
-    case OpType::kAllgather: return allgatherv(c, d, std::vector<std::size_t>(p, d.count));
-    case OpType::kAllgatherv: return allgatherv(c, d, d.counts);
+    case OpType::kAllgather:
+      return allgatherv(c, d, std::vector<std::size_t>(p, d.count));
+    case OpType::kAllgatherv:
+      return allgatherv(c, d, d.counts);
     case OpType::kReduceScatter:
       if (p == 1) return copyIfApart(d.output, d.input, d.count * esize);
       if (d.count == 0) return;
@@ -196,13 +271,18 @@ void execute(Context& c, const OpDesc& d) {
       return scatterLinear(c, d.input, d.output, d.count * esize, d.root);
     case OpType::kAlltoall:
       return alltoallv(c, d, std::vector<std::size_t>(p, d.count), std::vector<std::size_t>(p, d.count));
-    case OpType::kAlltoallv: return alltoallv(c, d, d.counts, d.recvCounts);
+    case OpType::kAlltoallv:
+      return alltoallv(c, d, d.counts, d.recvCounts);
     case OpType::kBarrier:
       if (p == 1) return;
       return barrierDissemination(c);
-    case OpType::kSend: return sendMessage(c, d);
-    case OpType::kRecv: return recvMessage(c, d);
+    case OpType::kSend:
+      return sendMessage(c, d);
+    case OpType::kRecv:
+      return recvMessage(c, d);
   }
 }
+
+}  // namespace
 
 }  // namespace gyre::collectives

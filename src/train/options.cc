@@ -144,6 +144,13 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .help = "Shard the optimizer step and its state across the workers (ZeRO stage 1): reduce-scatter, "
              "step 1/N of the parameters, allgather"},
     {.name = "--json", .field = &O::json, .help = "Also print each epoch's metrics as one JSON line"},
+    {.name = "--metrics-port",
+     .field = &O::metricsPort,
+     .help = "Serve live metrics for Prometheus (GET /metrics) from worker 0 on this port, all interfaces: "
+             "samples/s, the step split, per-rank step times, collectives' bytes by algorithm, checkpoints, "
+             "staleness (0: off; docs/metrics.md)",
+     .bound = Bound::kNonNegative,
+     .max = 65535},
     {.name = "--progress",
      .field = &O::progress,
      .help = "Live progress bar: auto (on a terminal), on or off",

@@ -57,6 +57,7 @@ struct TrainOptions {
   double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
   bool shardOptimizer = false;      // DistributedOptimizer's shardOptimizerState (ZeRO stage 1)
   bool json = false;                // also print each epoch's metrics as one JSON line on stdout
+  int metricsPort = 0;              // rank 0 serves Prometheus metrics on this port; 0: off
   std::string progress = "auto";    // the live progress bar: auto (when stderr is a terminal), on, off
   double referenceSamplesPerS = 0;  // one worker's throughput, for speedup/efficiency; 0: unknown
   // Checkpoints (docs/checkpoints.md): rank 0 saves into checkpointDir every checkpointEvery

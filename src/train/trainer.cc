@@ -20,6 +20,7 @@
 #include "gyre/init.h"
 #include "gyre/torch.h"
 #include "torch/gradient_compression.h"
+#include "train/live_metrics.h"
 #include "train/models.h"
 #include "train/optimizer_choice.h"
 #include "train/report.h"
@@ -192,6 +193,8 @@ std::vector<EpochReport> Trainer::run() {
     files::writeAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);
   }
   if (group_.rank() == 0) announceStart();
+  if (group_.rank() == 0 && o_.metricsPort > 0)
+    live_ = std::make_unique<LiveMetrics>(o_.metricsPort, group_.size(), o_.restartCount, o_.batch);
   if (group_.rank() == 0 && !o_.runDir.empty()) {
     // A resumed run (a restart, or --resume) continues the story of its attempts.
     stepLog_ = StepLog((std::filesystem::path(o_.runDir) / "progress.jsonl").string(), o_.resume);

@@ -9,6 +9,7 @@
 #include "common/files.h"
 #include "gyre/elastic.h"
 #include "gyre/torch/sync_batch_norm.h"
+#include "train/live_metrics.h"
 #include "train/run_files.h"
 #include "train/trainer_loop.h"
 
@@ -40,6 +41,10 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
   // empties it. (Not at a worker's start: a replacement starts while the others are writing it.)
   progress_ = ProgressBar(group_.rank() == 0 && progressEnabled(o_.progress));
   stepLog_ = StepLog();
+  // Rank 0 of each membership serves the metrics (a port on its host; the job's port moves with it).
+  live_.reset();
+  if (group_.rank() == 0 && o_.metricsPort > 0)
+    live_ = std::make_unique<LiveMetrics>(o_.metricsPort, group_.size(), o_.restartCount, o_.batch);
   if (group_.rank() == 0 && !o_.runDir.empty()) {
     // One writer at a time: the files' temporary names are shared by every process.
     files::writeAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "gyre/torch/checkpoint.h"
+#include "train/live_metrics.h"
 #include "train/trainer_loop.h"
 
 namespace gyre::train::detail {
@@ -101,6 +102,19 @@ void Trainer::logStep() {
   }
   stepLog_.step(elasticState_ ? static_cast<int>(elasticState_->membership()) : o_.restartCount, globalStep_,
                 now, rankMs);
+  if (!live_) return;
+  gyre::torch::StepTiming timing;
+  if (dist_) {
+    timing = dist_->lastStep();
+  } else if (ps_) {
+    timing = ps_->lastStep();
+  }
+  // dataWaitS_ restarts at each epoch's resetTiming().
+  const double dataWait = dataWaitS_ >= dataWaitLogged_ ? dataWaitS_ - dataWaitLogged_ : dataWaitS_;
+  dataWaitLogged_ = dataWaitS_;
+  std::vector<double> rankSeconds = rankMs;
+  for (double& t : rankSeconds) t /= 1e3;
+  live_->step(timing, dataWait, rankSeconds);
 }
 
 }  // namespace gyre::train::detail

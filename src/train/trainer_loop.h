@@ -18,6 +18,10 @@
 #include "train/stragglers.h"
 #include "train/trainer.h"
 
+namespace gyre::train {
+class LiveMetrics;
+}
+
 namespace gyre::train::detail {
 
 // The collectives the loop needs; in plain mode (no communicator) a world of one.
@@ -185,6 +189,8 @@ class Trainer {
   TrainCheckpoints checkpoints_;
   std::string config_;  // config.json, also saved in every checkpoint
   StepLog stepLog_;     // progress.jsonl (rank 0, with a run directory)
+  std::unique_ptr<LiveMetrics> live_;  // --metrics-port (rank 0)
+  double dataWaitLogged_ = 0;          // dataWaitS_ at the last logStep()
   StartPoint start_;
   bool stopped_ = false;
   double lastComputeS_ = 0;  // the straggler's previous step

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/files.h"
+#include "train/live_metrics.h"
 #include "train/report.h"
 #include "train/run_files.h"
 #include "train/trainer_loop.h"
@@ -100,6 +101,7 @@ void Trainer::publish(const EpochReport& report) {
 }
 
 void Trainer::recordEpoch(const EpochReport& report) {
+  if (live_) live_->epoch(report);
   if (o_.runDir.empty()) return;
   metricsText_ += toJsonLine(report) + "\n";
   if (group_.rank() == 0)

@@ -14,6 +14,10 @@ std::string binDir() {
   return GYRE_TEST_BIN_DIR;
 }
 
+std::string sourceDir() {
+  return GYRE_SOURCE_DIR;
+}
+
 std::string findOnPath(const std::string& name) {
   if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
   const char* path = std::getenv("PATH");

@@ -19,6 +19,8 @@ namespace gyre::test {
 
 // The folder the build puts its programs in (build/bin: gyre, gyre_collective_check, ...).
 std::string binDir();
+// gyre's source tree (its scripts and examples), for tests built without their own define.
+std::string sourceDir();
 
 // The full path of `name` on PATH, or empty when it is not there.
 std::string findOnPath(const std::string& name);

@@ -4,7 +4,7 @@ namespace gyre::test {
 namespace {
 
 std::string clusterScript() {
-  return std::string(GYRE_SOURCE_DIR) + "/tests/slurm/cluster.sh";
+  return sourceDir() + "/tests/slurm/cluster.sh";
 }
 
 }  // namespace
@@ -72,10 +72,4 @@ std::string SlurmTest::conf() {
   return conf_;
 }
 
-}  // namespace gyre::test
-
-namespace gyre::test {
-std::string SlurmTest::sourceDir() {
-  return GYRE_SOURCE_DIR;
-}
 }  // namespace gyre::test

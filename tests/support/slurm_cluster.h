@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/jobs.h"
 #include "support/programs.h"
 #include "support/ranks.h"
 
@@ -32,8 +33,6 @@ class SlurmTest : public ::testing::Test {
   // A directory of the suite's, kept until its end.
   static std::string dir();
   static std::string conf();
-  // gyre's source tree (its scripts and examples).
-  static std::string sourceDir();
 
  private:
   static TempDir* dir_;

@@ -37,11 +37,12 @@ TEST_F(SlurmTrain, TheDocumentedBatchScriptAndSrunTrainAsGyreRunDoes) {
   ASSERT_EQ(local.exitCode, 0) << local.describe();
 
   // The script as a user submits it, from a directory of their own; it reads GYRE_BIN and EPOCHS.
-  const test::ProgramRun batch = slurm(
-      "sbatch",
-      {"--parsable", "--wait", "--chdir", dir(), "--output", dir() + "/train.out",
-       "--export=ALL,EPOCHS=1,GYRE_BIN=" + test::binDir(), sourceDir() + "/examples/slurm/train.sbatch"},
-      std::chrono::seconds(300));
+  const test::ProgramRun batch =
+      slurm("sbatch",
+            {"--parsable", "--wait", "--chdir", dir(), "--output", dir() + "/train.out",
+             "--export=ALL,EPOCHS=1,GYRE_BIN=" + test::binDir(),
+             test::sourceDir() + "/examples/slurm/train.sbatch"},
+            std::chrono::seconds(300));
   ASSERT_EQ(batch.exitCode, 0) << batch.describe() << test::readFile(dir() + "/train.out");
   const std::string job = batch.out.substr(0, batch.out.find_first_of(";\n"));
   const double fromScript = accuracy(dir() + "/runs/slurm-" + job);

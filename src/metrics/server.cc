@@ -1,0 +1,83 @@
+#include "metrics/server.h"
+
+#include <httplib.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "gyre/errors.h"
+
+namespace gyre::metrics {
+namespace {
+
+[[noreturn]] void cannotListen(const std::string& address, int port, const std::string& flag, int error) {
+  throw Error(flag + " " + std::to_string(port) + ": cannot listen on " + address + ":" +
+              std::to_string(port) + ": " +
+              (error != 0 ? std::strerror(error) : "the address is not usable") +
+              (error == EADDRINUSE ? " (another process serves there; pick another port)" : ""));
+}
+
+// SO_REUSEADDR alone: cpp-httplib's default adds SO_REUSEPORT, which would let a second server
+// share a port that is in use instead of failing.
+void reuseAddressOnly(httplib::Server& http) {
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+}
+
+}  // namespace
+
+Server::Server(const std::string& address, int port, std::function<std::string()> render,
+               const std::string& flag)
+    : http_(std::make_unique<httplib::Server>()) {
+  http_->Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
+    res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http_->set_keep_alive_max_count(100);
+  reuseAddressOnly(*http_);
+  errno = 0;
+  if (port == 0) {
+    port_ = http_->bind_to_any_port(address);
+    if (port_ <= 0) cannotListen(address, port, flag, errno);
+  } else {
+    if (!http_->bind_to_port(address, port)) cannotListen(address, port, flag, errno);
+    port_ = port;
+  }
+  thread_ = std::thread([this] { http_->listen_after_bind(); });
+  // stop() is a no-op until the loop runs: wait for it, so that the destructor cannot miss it.
+  for (int i = 0; i < 5000 && !http_->is_running(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+Server::~Server() {
+  http_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void checkPortFree(const std::string& address, int port, const std::string& flag) {
+  // A socket of our own, closed on return (an httplib::Server that never listened keeps its
+  // socket open until the process ends).
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(address.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr)
+    cannotListen(address, port, flag, 0);
+  int error = 0;
+  const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  int yes = 1;
+  if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes) != 0 ||
+      ::bind(fd, found->ai_addr, found->ai_addrlen) != 0 || ::listen(fd, 1) != 0)
+    error = errno;
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  if (error != 0) cannotListen(address, port, flag, error);
+}
+
+}  // namespace gyre::metrics

@@ -1,0 +1,39 @@
+// The HTTP endpoint Prometheus scrapes: GET /metrics answers the text of `render()` (called on the
+// server's thread for each scrape; it must be thread-safe), with Prometheus's content type. Built
+// on cpp-httplib (Debian's libcpp-httplib-dev). Anything else is 404.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+namespace httplib {
+class Server;
+}
+
+namespace gyre::metrics {
+
+class Server {
+ public:
+  // Listens on `address`:`port` (port 0: one the kernel picks; see port()) before it returns, and
+  // serves from a thread of its own. Throws gyre::Error naming the address and the flag when it
+  // cannot listen (a port in use, say), so the caller stops before any work starts.
+  Server(const std::string& address, int port, std::function<std::string()> render, const std::string& flag);
+  ~Server();  // stops serving; a scrape in progress is finished
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }
+
+ private:
+  std::unique_ptr<httplib::Server> http_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// Checks that `port` can be listened on at `address` now (binds and closes), for a launcher that
+// passes the port to a worker: the error comes before anything starts. Throws like Server.
+void checkPortFree(const std::string& address, int port, const std::string& flag);
+
+}  // namespace gyre::metrics
