@@ -8,10 +8,16 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "common/config.h"
 #include "gyre/errors.h"
+#include "gyre/init.h"
 #include "gyre/ps.h"
+#include "metrics/exposition.h"
+#include "metrics/server.h"
 
 namespace gyre::app {
 namespace {
@@ -25,6 +31,42 @@ std::string statsLine(const ps::Server& server, int signal) {
          " connections refused";
 }
 
+// The server's figures for Prometheus (gyre run --metrics-port P serves server i's on P + 1 + i).
+std::string serverMetrics(const ps::Server& server) {
+  using metrics::Family;
+  const ps::ServerStats s = server.stats();
+  const metrics::Labels labels = {{"server", std::to_string(server.index())}};
+  std::vector<Family> f;
+  f.push_back(Family{
+      "gyre_ps_server_updates_total",
+      "Optimizer updates applied to slices this server leads",
+      "counter",
+      {}}.add(static_cast<double>(s.updates), labels));
+  f.push_back(Family{
+      "gyre_ps_server_replicated_total",
+      "Updates applied as a backup of another server",
+      "counter",
+      {}}.add(static_cast<double>(s.replicated), labels));
+  Family bytes{"gyre_ps_server_bytes_total", "Bytes received from and sent to workers", "counter", {}};
+  metrics::Labels in = labels, out = labels;
+  in.emplace_back("direction", "in");
+  out.emplace_back("direction", "out");
+  bytes.add(static_cast<double>(s.bytesIn), in).add(static_cast<double>(s.bytesOut), out);
+  f.push_back(std::move(bytes));
+  f.push_back(Family{
+      "gyre_ps_server_refused_connections_total",
+      "Connections that failed the handshake or sent a malformed message",
+      "counter",
+      {}}.add(static_cast<double>(s.refusedConnections), labels));
+  f.push_back(Family{
+      "gyre_ps_server_staleness",
+      "Updates by staleness (other workers' updates between a worker's pull and its push; the last "
+      "finite bucket also holds larger values)",
+      "histogram",
+      {}}.integerHistogram(std::vector<double>(s.staleness.begin(), s.staleness.end()), labels));
+  return metrics::render(f);
+}
+
 // Serves until SIGTERM or SIGINT; returns the exit code.
 int serve() {
   // Blocked before any thread exists, so every thread inherits the mask and the signals wait for
@@ -36,6 +78,15 @@ int serve() {
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
   try {
     const std::unique_ptr<ps::Server> server = ps::Server::fromEnvironment();
+    std::unique_ptr<metrics::Server> endpoint;
+    const auto env = processEnvironment();
+    if (config::isSet(env, "GYRE_PS_METRICS_PORT_BASE")) {
+      const int port = static_cast<int>(config::getInt(env, "GYRE_PS_METRICS_PORT_BASE")) + server->index();
+      const ps::Server& s = *server;
+      endpoint = std::make_unique<metrics::Server>(
+          "0.0.0.0", port, [&s] { return serverMetrics(s); },
+          "--metrics-port (parameter server " + std::to_string(server->index()) + ")");
+    }
     int signal = 0;
     while (sigwait(&stopSignals, &signal) != 0) {
     }

@@ -33,6 +33,7 @@ struct RunFlags {
   int threads = 0;
   int maxRestarts = 0;
   int servers = 0;
+  int metricsPort = 0;
   std::string serverHosts;
   bool elastic = false;
   int minNp = 0;
@@ -84,6 +85,9 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   o.threads = f.threads;
   o.maxRestarts = f.maxRestarts;
   o.servers = f.servers;  // checked by runJob
+  requireArg(f.metricsPort >= 0 && f.metricsPort <= 65535,
+             "--metrics-port must be a port in [0, 65535]; got ", f.metricsPort);
+  o.metricsPort = f.metricsPort;
   if (!f.serverHosts.empty()) {
     std::stringstream list(f.serverHosts);
     for (std::string host; std::getline(list, host, ',');) o.serverHosts.push_back(host);
@@ -186,6 +190,12 @@ void addRun(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--servers", f->servers,
                   "Parameter servers to start beside the workers (gyre::ps; not with --elastic)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--metrics-port", f->metricsPort,
+         "Serve the job's figures for Prometheus on this port (GET /metrics, all interfaces): workers "
+         "running, exits, generation, restarts; parameter server i serves its own on PORT + 1 + i "
+         "(0: off; docs/metrics.md)")
       ->capture_default_str();
   cmd->add_option("--server-hosts", f->serverHosts,
                   "Run server i on host i mod N of this list (h1,h2,...; no worker slots needed, reached "

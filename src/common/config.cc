@@ -14,7 +14,7 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 35> kKnobs = {{
+constexpr std::array<Knob, 36> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
@@ -186,6 +186,15 @@ constexpr std::array<Knob, 35> kKnobs = {{
      {},
      0,
      INT32_MAX,
+     KnobOrigin::kLauncher},
+    {"GYRE_PS_METRICS_PORT_BASE",
+     KnobType::kInt,
+     "",
+     "Set by `gyre run --servers S --metrics-port P` in every process: parameter server i serves its "
+     "figures for Prometheus on this port + i (P + 1 + i; docs/metrics.md).",
+     {},
+     1,
+     65535,
      KnobOrigin::kLauncher},
     {"GYRE_TUNE_TRIAL_ID",
      KnobType::kInt,

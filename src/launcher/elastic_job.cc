@@ -20,6 +20,7 @@
 #include "launcher/elastic_report.h"
 #include "launcher/failures.h"
 #include "launcher/output.h"
+#include "launcher/run_metrics.h"
 
 namespace gyre::launcher {
 namespace {
@@ -62,6 +63,7 @@ class ElasticJob {
     const std::vector<HostSlots> hosts = initialHosts();
     ElasticLimits limits;
     limits.np = initialCount(hosts);
+    firstWorkers_ = limits.np;
     limits.minNp = o_.minNp;
     limits.maxNp = o_.maxNp;
     limits.maxReplacements = o_.maxRestarts;
@@ -122,6 +124,7 @@ class ElasticJob {
   }
 
   void startWorker(const ElasticAction& a) {
+    if (a.id >= firstWorkers_) RunMetrics::get().replacementStarted();
     const HostPlacement place{a.host, isLocalHost(a.host), a.id, 1};
     AgentSpec job = baseAgentSpec(o_, store_, place, jobId_);
     job.worldSize = a.id + 1;  // the agent's ranks are ids; workers ignore them (GYRE_ELASTIC=1)
@@ -166,6 +169,8 @@ class ElasticJob {
           break;
         case ElasticAction::Kind::kPublish:
           elastic::publishMembership(*client_, a.membership);
+          RunMetrics::get().membership(static_cast<std::uint64_t>(a.membership.epoch),
+                                       static_cast<int>(a.membership.members.size()));
           break;
         case ElasticAction::Kind::kNote:
           std::fprintf(stderr, "gyre run: %s\n", a.text.c_str());
@@ -195,6 +200,7 @@ class ElasticJob {
     switch (e.kind) {
       case Event::Kind::kStore:
       case Event::Kind::kStarted:
+        RunMetrics::get().workerStarted();
         break;
       case Event::Kind::kDone:
         a.done = true;
@@ -209,6 +215,7 @@ class ElasticJob {
         if (w.reported) break;
         w.reported = true;
         const bool ok = e.code == 0 && e.signal == 0;
+        RunMetrics::get().workerExited(!ok);
         const std::string what = exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s";
         if (ok) policy_->formed(formedMembership());
         policy_->exited(id, WorkerEnd{ok, what, e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0},
@@ -313,6 +320,7 @@ class ElasticJob {
   JobStore store_;
   std::shared_ptr<Store> client_;
   std::string jobId_;
+  int firstWorkers_ = 0;  // ids below it are the first workers; above, replacements and additions
   std::unique_ptr<OutputSink> output_;
   Deadline deadline_ = Deadline::never();
   std::optional<ElasticPolicy> policy_;

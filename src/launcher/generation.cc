@@ -10,6 +10,7 @@
 #include "launcher/agent_pool.h"
 #include "launcher/process.h"
 #include "launcher/ps_servers.h"
+#include "launcher/run_metrics.h"
 
 namespace gyre::launcher {
 namespace {
@@ -181,6 +182,7 @@ class Generation {
         break;
       case Event::Kind::kStarted:
         ranks_[e.rank].started = true;
+        RunMetrics::get().workerStarted();
         break;
       case Event::Kind::kOutput:
         output_.line(e.rank, e.fromStderr, e.text, e.terminator);
@@ -190,6 +192,7 @@ class Generation {
         break;
       case Event::Kind::kExit: {
         ranks_[e.rank].exited = true;
+        RunMetrics::get().workerExited(e.code != 0 || e.signal != 0);
         if (e.code == 0 && e.signal == 0) break;
         Failure f{e.rank,
                   "rank " + std::to_string(e.rank) + " on host " + a.place.host + " " + exitDescription(e) +

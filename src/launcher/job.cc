@@ -20,6 +20,8 @@
 #include "launcher/output.h"
 #include "launcher/process.h"
 #include "launcher/ps_servers.h"
+#include "launcher/run_metrics.h"
+#include "metrics/server.h"
 
 namespace gyre::launcher {
 namespace {
@@ -49,6 +51,7 @@ class Job {
     output_ = std::make_unique<OutputSink>(worldSize_, o_.tagOutput.value_or(worldSize_ > 1), o_.outputDir);
     while (true) {
       spec.generation = static_cast<int>(outcomes_.size());
+      RunMetrics::get().generationStarted(spec.generation);
       outcomes_.push_back(runGeneration(spec, *output_));
       GenerationOutcome& last = outcomes_.back();
       if (!shouldRestart(last, spec.generation, o_.maxRestarts)) break;
@@ -179,10 +182,21 @@ int runJob(const RunOptions& options) {
   GYRE_USAGE_CHECK(
       !(options.elastic && options.servers > 0),
       "--servers does not work with --elastic yet: parameter servers need a fixed set of workers");
-  if (options.elastic) return runElasticJob(options);
-  GYRE_USAGE_CHECK(options.minNp == 0 && options.maxNp == 0 && options.discoveryScript.empty(),
+  GYRE_USAGE_CHECK(options.metricsPort == 0 || options.metricsPort + options.servers < 65536,
+                   "--metrics-port ", options.metricsPort, " leaves no room for the ", options.servers,
+                   " parameter servers' ports after it (METRICS_PORT + 1 + index)");
+  // Before anything starts: a port in use is an error now, not after the workers ran.
+  std::unique_ptr<metrics::Server> metricsServer;
+  RunOptions o = options;
+  if (o.metricsPort > 0) {
+    metricsServer = std::make_unique<metrics::Server>(
+        "0.0.0.0", o.metricsPort, [] { return RunMetrics::get().render(); }, "--metrics-port");
+    if (o.servers > 0) o.exports.emplace_back("GYRE_PS_METRICS_PORT_BASE", std::to_string(o.metricsPort + 1));
+  }
+  if (o.elastic) return runElasticJob(o);
+  GYRE_USAGE_CHECK(o.minNp == 0 && o.maxNp == 0 && o.discoveryScript.empty(),
                    "--min-np, --max-np and --host-discovery-script need --elastic");
-  return Job(options).run();
+  return Job(o).run();
 }
 
 }  // namespace gyre::launcher

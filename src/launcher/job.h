@@ -45,6 +45,9 @@ struct RunOptions {
   // exited; the servers are then stopped. A server that dies does not stop the job (workers fail
   // over to its backup); it is reported. Not with --elastic.
   int servers = 0;
+  // --metrics-port: the launcher serves its job's figures for Prometheus there (run_metrics.h),
+  // and parameter server i on metricsPort + 1 + i (GYRE_PS_METRICS_PORT_BASE). 0: off.
+  int metricsPort = 0;
   // --server-hosts: with servers > 0, server i runs on serverHosts[i mod size] instead of the
   // workers' hosts (ps_servers.h); these hosts need no worker slots and are reached through
   // rshAgent like the others. Names must be distinct and not empty. Needs servers > 0.

@@ -58,6 +58,16 @@ Family& Family::histogram(const std::vector<double>& bounds, const std::vector<d
   return *this;
 }
 
+Family& Family::integerHistogram(const std::vector<double>& counts, const Labels& labels) {
+  std::vector<double> bounds;
+  double sum = 0;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    sum += counts[k] * static_cast<double>(k);
+    if (k + 1 < counts.size()) bounds.push_back(static_cast<double>(k));
+  }
+  return histogram(bounds, counts, sum, labels);
+}
+
 std::string formatValue(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";

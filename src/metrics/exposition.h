@@ -30,6 +30,9 @@ struct Family {
   // observations' sum. Writes the cumulative _bucket samples, _sum and _count.
   Family& histogram(const std::vector<double>& bounds, const std::vector<double>& counts, double sum,
                     const Labels& labels = {});
+  // A histogram of small whole numbers: counts[k] observations of k, the last entry also counting
+  // every larger value (a staleness histogram). Buckets le="0", "1", ... up to the one before last.
+  Family& integerHistogram(const std::vector<double>& counts, const Labels& labels = {});
 };
 
 // The families as the exposition text. Throws InvalidArgument for a malformed metric or label name

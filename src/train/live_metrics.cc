@@ -125,20 +125,13 @@ std::string LiveMetrics::render() const {
         "Time training waited for checkpoints",
         "counter",
         {}}.add(checkpointStallS_));
-    if (!staleness_.empty()) {
-      std::vector<double> bounds;
-      double sum = 0;
-      for (std::size_t k = 0; k < staleness_.size(); ++k) {
-        sum += staleness_[k] * static_cast<double>(k);
-        if (k + 1 < staleness_.size()) bounds.push_back(static_cast<double>(k));
-      }
+    if (!staleness_.empty())
       f.push_back(Family{
           "gyre_ps_staleness",
           "Parameter-server updates by staleness (other workers' updates between a pull and its push), "
           "summed over the workers",
           "histogram",
-          {}}.histogram(bounds, staleness_, sum));
-    }
+          {}}.integerHistogram(staleness_));
   }
   Family calls{"gyre_collective_calls_total",
                "Collectives this process ran, by operation and algorithm",

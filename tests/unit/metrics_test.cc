@@ -67,6 +67,9 @@ TEST(MetricsExposition, WritesFamiliesLabelsAndHistogramsInTheTextFormat) {
             "gyre_g NaN\n"
             "gyre_g{s=\"+\"} +Inf\n"
             "gyre_g{s=\"-\"} -Inf\n");
+  EXPECT_EQ(render({Family{"gyre_s", "", "histogram", {}}.integerHistogram({4, 0, 2})}),
+            "# HELP gyre_s \n# TYPE gyre_s histogram\ngyre_s_bucket{le=\"0\"} 4\ngyre_s_bucket{le=\"1\"} 4\n"
+            "gyre_s_bucket{le=\"+Inf\"} 6\ngyre_s_sum 4\ngyre_s_count 6\n");
   EXPECT_EQ(formatValue(0.1), "0.1");
   EXPECT_EQ(formatValue(1e21), "1e+21");
   EXPECT_THROW(render({Family{"9bad", "", "gauge", {}}.add(1)}), InvalidArgument);
