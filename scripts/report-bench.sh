@@ -23,12 +23,12 @@ for np in 1 2 4; do
 done
 "$gyre" report "$out/mlp-np1" "$out/mlp-np2" "$out/mlp-np4" -o "$out/report.html" --title "gyre report: the mlp at 1, 2 and 4 workers"
 for i in $(seq "$repeats"); do
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   "$here/../tests/browser/chromium.sh" dom "$out/report.html" > "$out/dom.html" 2> "$out/chromium.log"
-  wall=$(echo "$(date +%s.%N) - $start" | bc)
-  tag=$(grep -o '<html[^>]*>' "$out/dom.html")
+  wall=$(( ($(date +%s%N) - start) / 1000000 ))
+  tag=$(grep -o '<html[^>]*>' "$out/dom.html" || echo "(no <html> tag: see $out/dom.html)")
   console=$(grep -c CONSOLE "$out/chromium.log" || true)
-  echo "open $i: $(echo "$tag" | grep -o 'data-[a-z-]*="[^"]*"' | tr '\n' ' ')console messages $console, chromium wall ${wall} s"
+  echo "open $i: $(echo "$tag" | grep -o 'data-[a-z-]*="[^"]*"' | tr '\n' ' ')console messages $console, chromium wall ${wall} ms"
 done
 if [ -n "$shots" ]; then
   mkdir -p "$shots"

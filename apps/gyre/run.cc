@@ -161,8 +161,8 @@ void addRun(CLI::App& app, std::function<int()>& action) {
       "Inside a Slurm allocation (sbatch, salloc) and without -H, --hostfile or a discovery script, the\n"
       "hosts are the allocation's nodes (SLURM_JOB_NODELIST) with their tasks (SLURM_TASKS_PER_NODE) as\n"
       "slots, and each node's agent starts as a step of the job (`srun --nodes=1 --ntasks=1 --overlap\n"
-      "--nodelist=NODE gyre agent`; --rsh-agent replaces srun), so scancel stops every worker. See\n"
-      "docs/launching.md, \"Slurm\".");
+      "--cpu-bind=none --nodelist=NODE gyre agent`; --rsh-agent replaces srun), so scancel stops every\n"
+      "worker. See docs/launching.md, \"Slurm\".");
   CLI::Option* npOption = cmd->add_option("--np", f->np,
                   "Number of workers (also -np); default: every slot of the hosts, or 1. With --elastic: "
                   "the workers started at first; default --max-np, capped by the slots known at start");

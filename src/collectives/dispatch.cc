@@ -231,8 +231,15 @@ void run(Context& c, const OpDesc& d);
 }  // namespace
 
 void execute(Context& c, const OpDesc& d) {
+  // What this rank puts in: its block of an allgatherv, every block it sends in an alltoall(v).
   std::size_t count = d.count;
-  if (!d.counts.empty()) count = std::accumulate(d.counts.begin(), d.counts.end(), std::size_t{0});
+  if (d.type == OpType::kAllgatherv && static_cast<std::size_t>(c.rank()) < d.counts.size()) {
+    count = d.counts[static_cast<std::size_t>(c.rank())];
+  } else if (d.type == OpType::kAlltoallv) {
+    count = std::accumulate(d.counts.begin(), d.counts.end(), std::size_t{0});
+  } else if (d.type == OpType::kAlltoall) {
+    count = d.count * static_cast<std::size_t>(c.size());
+  }
   const std::size_t bytes = d.type == OpType::kBarrier ? 0 : count * dtypeSize(d.dtype);
   const std::string_view algorithm = algorithmOf(c, d, bytes);
   const auto start = std::chrono::steady_clock::now();

@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <utility>
 
 #include "common/auth.h"
 #include "common/check.h"
@@ -97,6 +98,7 @@ class ElasticJob {
     AgentHandle* agent = nullptr;
     std::string failedText;  // the agent's kFailed: why it could not start the worker
     bool reported = false;   // its end went to the policy
+    bool running = false;    // counted in RunMetrics' running workers
   };
 
   std::vector<HostSlots> initialHosts() {
@@ -154,6 +156,7 @@ class ElasticJob {
     Worker& w = workers_[id];
     if (w.reported) return;
     w.reported = true;
+    if (std::exchange(w.running, false)) RunMetrics::get().workerExited(true);
     policy_->exited(id, WorkerEnd{false, what, 1, false}, Clock::now());
   }
 
@@ -199,7 +202,9 @@ class ElasticJob {
     Worker& w = workers_[id];
     switch (e.kind) {
       case Event::Kind::kStore:
+        break;
       case Event::Kind::kStarted:
+        w.running = true;
         RunMetrics::get().workerStarted();
         break;
       case Event::Kind::kDone:
@@ -215,7 +220,7 @@ class ElasticJob {
         if (w.reported) break;
         w.reported = true;
         const bool ok = e.code == 0 && e.signal == 0;
-        RunMetrics::get().workerExited(!ok);
+        if (std::exchange(w.running, false)) RunMetrics::get().workerExited(!ok);
         const std::string what = exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s";
         if (ok) policy_->formed(formedMembership());
         policy_->exited(id, WorkerEnd{ok, what, e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0},

@@ -224,6 +224,8 @@ class Generation {
         allStarted &= ranks_[r].started;
       }
       if (missing.empty()) continue;
+      for (int r : missing)
+        if (ranks_[r].started) RunMetrics::get().workerExited(true);
       const std::string how = e.signal != 0 ? "was killed by " + signalName(e.signal)
                                             : "exited with code " + std::to_string(e.code);
       Failure f{-1, "host " + a->place.host + ": its agent (" + a->command + ") " + how + " while rank(s) " +

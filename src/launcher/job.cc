@@ -53,6 +53,7 @@ class Job {
       spec.generation = static_cast<int>(outcomes_.size());
       RunMetrics::get().generationStarted(spec.generation);
       outcomes_.push_back(runGeneration(spec, *output_));
+      RunMetrics::get().generationEnded();
       GenerationOutcome& last = outcomes_.back();
       if (!shouldRestart(last, spec.generation, o_.maxRestarts)) break;
       // Ctrl-C while the failed generation was being stopped: no restart.

@@ -22,6 +22,8 @@ class RunMetrics {
   static RunMetrics& get();
 
   void generationStarted(int generation);
+  // Whatever its agents reported, no worker of an ended generation runs.
+  void generationEnded() { running_ = 0; }
   void workerStarted() { ++running_; }
   void workerExited(bool failed);
   void replacementStarted() { ++restarts_; }

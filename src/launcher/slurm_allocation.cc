@@ -35,7 +35,10 @@ std::vector<std::string> srunAgentCommand() {
   // --overlap: the agents share CPUs with the batch step and each other (Slurm >= 20.11);
   // --kill-on-bad-exit: an agent that dies takes its step down. The job's output is the agents'
   // protocol, so srun must add nothing to it (--quiet).
-  return {"srun", "--nodes=1", "--ntasks=1", "--overlap", "--kill-on-bad-exit=1", "--quiet"};
+  // --cpu-bind=none: the workers the agent starts inherit its CPU mask; one task bound to one core
+  // (task/affinity, task/cgroup) would pin them all there, as OpenMPI's plm_slurm knows.
+  return {"srun",   "--nodes=1", "--ntasks=1", "--overlap", "--kill-on-bad-exit=1", "--cpu-bind=none",
+          "--quiet"};
 }
 
 }  // namespace gyre::launcher

@@ -39,6 +39,8 @@ Server::Server(const std::string& address, int port, std::function<std::string()
     res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
   });
   http_->set_keep_alive_max_count(100);
+  // An idle keep-alive connection (Prometheus keeps one) holds stop() up to this long.
+  http_->set_keep_alive_timeout(1);
   reuseAddressOnly(*http_);
   errno = 0;
   if (port == 0) {
@@ -52,6 +54,11 @@ Server::Server(const std::string& address, int port, std::function<std::string()
   // stop() is a no-op until the loop runs: wait for it, so that the destructor cannot miss it.
   for (int i = 0; i < 5000 && !http_->is_running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!http_->is_running()) {
+    http_->stop();
+    thread_.join();
+    throw Error(flag + " " + std::to_string(port_) + ": the server on " + address + " did not start serving");
+  }
 }
 
 Server::~Server() {

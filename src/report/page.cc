@@ -53,13 +53,17 @@ window.addEventListener('load', async () => {
       const w = svg.width.baseVal.value, h = svg.height.baseVal.value;
       const img = new Image();
       img.src = 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(new XMLSerializer().serializeToString(svg));
-      try { await img.decode(); } catch (e) { console.error('figure ' + f.id + ' does not decode: ' + e); }
-      const canvas = document.createElement('canvas');
-      canvas.width = w; canvas.height = h;
-      const g = canvas.getContext('2d');
-      g.drawImage(img, 0, 0);
-      const d = g.getImageData(0, 0, w, h).data;
-      for (let i = 0; i < d.length; i += 4) if (d[i] < 235 || d[i + 1] < 235 || d[i + 2] < 235) ink++;
+      try {
+        await img.decode();
+        const canvas = document.createElement('canvas');
+        canvas.width = w; canvas.height = h;
+        const g = canvas.getContext('2d');
+        g.drawImage(img, 0, 0);
+        const d = g.getImageData(0, 0, w, h).data;
+        for (let i = 0; i < d.length; i += 4) if (d[i] < 235 || d[i + 1] < 235 || d[i + 2] < 235) ink++;
+      } catch (e) {
+        console.error('figure ' + f.id + ' does not draw: ' + e);
+      }
     }
     f.dataset.ink = ink;
     if (ink > 0) rendered++;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "collectives/tally.h"
+#include "gyre/ps.h"
 #include "metrics/exposition.h"
 #include "metrics/server.h"
 
@@ -49,7 +50,9 @@ void LiveMetrics::epoch(const EpochReport& r) {
     checkpointStallS_ += c.stallS;
   }
   if (r.staleness) {
-    if (staleness_.size() < r.staleness->size()) staleness_.resize(r.staleness->size(), 0);
+    // The epoch's histogram comes without its trailing zeros: every bucket, always, so the last
+    // one is the "that and above" bucket and the buckets do not change between scrapes.
+    staleness_.resize(std::max<std::size_t>(ps::WorkerStats::kMaxStaleness + 1, r.staleness->size()), 0);
     for (std::size_t k = 0; k < r.staleness->size(); ++k)
       staleness_[k] += static_cast<double>((*r.staleness)[k]);
   }

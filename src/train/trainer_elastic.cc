@@ -43,8 +43,17 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
   stepLog_ = StepLog();
   // Rank 0 of each membership serves the metrics (a port on its host; the job's port moves with it).
   live_.reset();
-  if (group_.rank() == 0 && o_.metricsPort > 0)
-    live_ = std::make_unique<LiveMetrics>(o_.metricsPort, group_.size(), o_.restartCount, o_.batch);
+  // Mid-job, a port still held (the former rank 0 on this host, on its way out) must not end this
+  // worker: it trains on without serving.
+  if (group_.rank() == 0 && o_.metricsPort > 0) {
+    try {
+      live_ = std::make_unique<LiveMetrics>(o_.metricsPort, group_.size(), o_.restartCount, o_.batch);
+    } catch (const Error& e) {
+      if (elasticState_->membership() <= 1) throw;
+      std::fprintf(stderr, "gyre train: warning: no metrics in membership %lld: %s\n",
+                   static_cast<long long>(elasticState_->membership()), e.what());
+    }
+  }
   if (group_.rank() == 0 && !o_.runDir.empty()) {
     // One writer at a time: the files' temporary names are shared by every process.
     files::writeAtomically((std::filesystem::path(o_.runDir) / "config.json").string(), config_);

@@ -109,8 +109,8 @@ void Trainer::logStep() {
   } else if (ps_) {
     timing = ps_->lastStep();
   }
-  // dataWaitS_ restarts at each epoch's resetTiming().
-  const double dataWait = dataWaitS_ >= dataWaitLogged_ ? dataWaitS_ - dataWaitLogged_ : dataWaitS_;
+  // Both restart at each epoch's resetTiming().
+  const double dataWait = dataWaitS_ - dataWaitLogged_;
   dataWaitLogged_ = dataWaitS_;
   std::vector<double> rankSeconds = rankMs;
   for (double& t : rankSeconds) t /= 1e3;

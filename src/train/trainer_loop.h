@@ -88,6 +88,7 @@ class Trainer {
     if (dist_) dist_->resetTiming();
     if (ps_) ps_->resetTiming();
     dataWaitS_ = 0;
+    dataWaitLogged_ = 0;
   }
   // Step s's batch (this rank's share): from the epoch's loader, or, elastic, assembled here from
   // the elastic sampler's indices. Adds the time it took to dataWaitS_.

@@ -21,8 +21,9 @@ flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --dis
        --disable-component-update --disable-sync --disable-extensions --user-data-dir="$profile"
        --enable-logging=stderr --v=0 --hide-scrollbars)
 url="file://$(realpath "$file")"
+# Not exec: the trap removes the profile when Chromium is done.
 case "$action" in
-  dom) exec chromium "${flags[@]}" --virtual-time-budget=10000 --dump-dom "$url" ;;
-  screenshot) exec chromium "${flags[@]}" --window-size="${4:?WIDTH}","${5:?HEIGHT}" --screenshot="$3" "$url" ;;
+  dom) chromium "${flags[@]}" --virtual-time-budget=10000 --dump-dom "$url" ;;
+  screenshot) chromium "${flags[@]}" --window-size="${4:?WIDTH}","${5:?HEIGHT}" --screenshot="$3" "$url" ;;
   *) echo "chromium.sh: unknown action $action" >&2; exit 2 ;;
 esac

@@ -48,9 +48,10 @@ TEST(GyreRunMetrics, TheLauncherAndEachParameterServerServeTheirFigures) {
         "import socket\nfor _ in range(50):\n  s = [socket.socket() for _ in range(4)]\n  p = "
         "s[0].bind(('0.0.0.0', 0)) or s[0].getsockname()[1]\n  try:\n    [x.bind(('0.0.0.0', p + i)) for i, "
         "x in "
-        "enumerate(s) if i]\n    print(p); break\n  except OSError:\n    pass\n"},
+        "enumerate(s) if i]\n    print(p); break\n  except (OSError, OverflowError):\n    pass\n"},
        test::cleanEnvironment()},
       std::chrono::seconds(30));
+  ASSERT_FALSE(port.out.empty()) << "no 4 free ports in a row: " << port.describe();
   const int p = std::stoi(port.out);
   const std::string ports = std::to_string(p) + "," + std::to_string(p + 1) + "," + std::to_string(p + 2);
   const test::ProgramRun run = test::runProgram(

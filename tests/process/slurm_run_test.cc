@@ -184,8 +184,9 @@ TEST_F(SlurmRun, AnUnreachableSlurmIsAnErrorNamingTheCommand) {
   EXPECT_EQ(run.exitCode, 1) << run.describe();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(60));
   EXPECT_NE(run.err.find("Unable to contact slurm controller"), std::string::npos) << run.err;
-  EXPECT_NE(run.err.find("its agent (srun --nodes=1 --ntasks=1 --overlap --kill-on-bad-exit=1 --quiet "
-                         "--nodelist=localhost "),
+  EXPECT_NE(run.err.find(
+                "its agent (srun --nodes=1 --ntasks=1 --overlap --kill-on-bad-exit=1 --cpu-bind=none --quiet "
+                "--nodelist=localhost "),
             std::string::npos)
       << run.err;
 }

@@ -29,6 +29,15 @@ stop() {
 }
 
 if [ "$action" = stop ]; then
+  # Jobs a failed test left running are cancelled first: their slurmstepd and processes would
+  # outlive the daemons.
+  if [ -s "$dir/slurmctld.pid" ] && [ -f "$dir/slurm.conf" ]; then
+    SLURM_CONF="$dir/slurm.conf" scancel --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 50); do
+      [ -z "$(SLURM_CONF="$dir/slurm.conf" squeue -h 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+  fi
   stop
   exit 0
 fi
