@@ -40,13 +40,58 @@ AllreduceAlgorithm chooseAllreduce(Context& c, AllreduceAlgorithm algorithm, std
   return chosen;
 }
 
-void allreduce(Context& c, const OpDesc& d) {
-  allreduceBy(static_cast<AllreduceAlgorithm>(d.algorithm), c, d.input, d.output, d.count, d.dtype, d.op);
+BroadcastAlgorithm chooseBroadcast(BroadcastAlgorithm algorithm, std::size_t bytes) {
+  if (algorithm != BroadcastAlgorithm::kAuto) return algorithm;
+  return bytes <= kTreeBroadcastMaxBytes ? BroadcastAlgorithm::kTree : BroadcastAlgorithm::kChain;
 }
 
-void broadcast(Context& c, const OpDesc& d) {
-  broadcastBy(static_cast<BroadcastAlgorithm>(d.algorithm), c, d.output, d.count * dtypeSize(d.dtype),
-              d.root);
+// The algorithm a call of `d` runs, auto resolved (allreduce, broadcast), and its name for the
+// tallies; the other operations have one algorithm each.
+std::pair<int, std::string_view> resolveAlgorithm(Context& c, const OpDesc& d, std::size_t bytes) {
+  switch (d.type) {
+    case OpType::kAllreduce: {
+      if (c.size() == 1 || bytes == 0) return {d.algorithm, "none"};
+      const AllreduceAlgorithm a = chooseAllreduce(c, static_cast<AllreduceAlgorithm>(d.algorithm), bytes);
+      return {static_cast<int>(a), toString(a)};
+    }
+    case OpType::kBroadcast: {
+      const BroadcastAlgorithm a = chooseBroadcast(static_cast<BroadcastAlgorithm>(d.algorithm), bytes);
+      return {static_cast<int>(a), toString(a)};
+    }
+    case OpType::kReduce:
+      return {d.algorithm, "tree"};
+    case OpType::kAllgather:
+    case OpType::kAllgatherv:
+    case OpType::kReduceScatter:
+      return {d.algorithm, "ring"};
+    case OpType::kGather:
+    case OpType::kScatter:
+      return {d.algorithm, "linear"};
+    case OpType::kAlltoall:
+    case OpType::kAlltoallv:
+      return {d.algorithm, "pairwise"};
+    case OpType::kBarrier:
+      return {d.algorithm, "dissemination"};
+    case OpType::kSend:
+    case OpType::kRecv:
+      return {d.algorithm, "point-to-point"};
+  }
+  return {d.algorithm, "?"};
+}
+
+// The bytes this rank puts into a call: its block of an allgatherv, every block it sends in an
+// alltoall(v), its buffer otherwise.
+std::size_t bytesOf(const Context& c, const OpDesc& d) {
+  if (d.type == OpType::kBarrier) return 0;
+  std::size_t count = d.count;
+  if (d.type == OpType::kAllgatherv && static_cast<std::size_t>(c.rank()) < d.counts.size()) {
+    count = d.counts[static_cast<std::size_t>(c.rank())];
+  } else if (d.type == OpType::kAlltoallv) {
+    count = std::accumulate(d.counts.begin(), d.counts.end(), std::size_t{0});
+  } else if (d.type == OpType::kAlltoall) {
+    count = d.count * static_cast<std::size_t>(c.size());
+  }
+  return count * dtypeSize(d.dtype);
 }
 
 // Per-rank byte sizes and offsets of back-to-back blocks.
@@ -132,40 +177,26 @@ void allreduceBy(AllreduceAlgorithm algorithm, Context& c, const void* in, void*
 
 void broadcastBy(BroadcastAlgorithm algorithm, Context& c, void* buf, std::size_t bytes, int root) {
   if (c.size() == 1 || bytes == 0) return;
-  if (algorithm == BroadcastAlgorithm::kAuto)
-    algorithm = bytes <= kTreeBroadcastMaxBytes ? BroadcastAlgorithm::kTree : BroadcastAlgorithm::kChain;
+  algorithm = chooseBroadcast(algorithm, bytes);
   if (algorithm == BroadcastAlgorithm::kTree) return broadcastTree(c, buf, bytes, root);
   broadcastChain(c, buf, bytes, root);
 }
 
 const char* toString(OpType type) {
   switch (type) {
-    case OpType::kAllreduce:
-      return "allreduce";
-    case OpType::kBroadcast:
-      return "broadcast";
-    case OpType::kReduce:
-      return "reduce";
-    case OpType::kAllgather:
-      return "allgather";
-    case OpType::kAllgatherv:
-      return "allgatherv";
-    case OpType::kReduceScatter:
-      return "reduce_scatter";
-    case OpType::kGather:
-      return "gather";
-    case OpType::kScatter:
-      return "scatter";
-    case OpType::kAlltoall:
-      return "alltoall";
-    case OpType::kAlltoallv:
-      return "alltoallv";
-    case OpType::kBarrier:
-      return "barrier";
-    case OpType::kSend:
-      return "send";
-    case OpType::kRecv:
-      return "recv";
+    case OpType::kAllreduce: return "allreduce";
+    case OpType::kBroadcast: return "broadcast";
+    case OpType::kReduce: return "reduce";
+    case OpType::kAllgather: return "allgather";
+    case OpType::kAllgatherv: return "allgatherv";
+    case OpType::kReduceScatter: return "reduce_scatter";
+    case OpType::kGather: return "gather";
+    case OpType::kScatter: return "scatter";
+    case OpType::kAlltoall: return "alltoall";
+    case OpType::kAlltoallv: return "alltoallv";
+    case OpType::kBarrier: return "barrier";
+    case OpType::kSend: return "send";
+    case OpType::kRecv: return "recv";
   }
   return "?";
 }
@@ -177,95 +208,34 @@ std::string OpDesc::describe() const {
   out << "count=" << count << ", " << gyre::toString(dtype);
   if (type == OpType::kAllreduce || type == OpType::kReduce || type == OpType::kReduceScatter)
     out << ", " << gyre::toString(op);
-  if (type == OpType::kAllreduce)
-    out << ", algo=" << gyre::toString(static_cast<AllreduceAlgorithm>(algorithm));
-  if (type == OpType::kBroadcast)
-    out << ", algo=" << gyre::toString(static_cast<BroadcastAlgorithm>(algorithm));
-  if (type == OpType::kBroadcast || type == OpType::kReduce || type == OpType::kGather ||
-      type == OpType::kScatter)
+  if (type == OpType::kAllreduce) out << ", algo=" << gyre::toString(static_cast<AllreduceAlgorithm>(algorithm));
+  if (type == OpType::kBroadcast) out << ", algo=" << gyre::toString(static_cast<BroadcastAlgorithm>(algorithm));
+  if (type == OpType::kBroadcast || type == OpType::kReduce || type == OpType::kGather || type == OpType::kScatter)
     out << ", root=" << root;
   if (type == OpType::kSend || type == OpType::kRecv) out << ", peer=" << root << ", tag=" << tag;
-  if (!counts.empty())
-    out << ", counts=" << std::accumulate(counts.begin(), counts.end(), std::size_t{0}) << " total";
+  if (!counts.empty()) out << ", counts=" << std::accumulate(counts.begin(), counts.end(), std::size_t{0}) << " total";
   out << ")";
   return out.str();
 }
 
 namespace {
 
-// The algorithm a call runs (for the tallies); allreduce and broadcast resolve auto first.
-std::string_view algorithmOf(Context& c, const OpDesc& d, std::size_t bytes) {
-  switch (d.type) {
-    case OpType::kAllreduce:
-      if (c.size() == 1 || bytes == 0) return "none";
-      return gyre::toString(chooseAllreduce(c, static_cast<AllreduceAlgorithm>(d.algorithm), bytes));
-    case OpType::kBroadcast: {
-      auto a = static_cast<BroadcastAlgorithm>(d.algorithm);
-      if (a == BroadcastAlgorithm::kAuto)
-        a = bytes <= kTreeBroadcastMaxBytes ? BroadcastAlgorithm::kTree : BroadcastAlgorithm::kChain;
-      return gyre::toString(a);
-    }
-    case OpType::kReduce:
-      return "tree";
-    case OpType::kAllgather:
-    case OpType::kAllgatherv:
-    case OpType::kReduceScatter:
-      return "ring";
-    case OpType::kGather:
-    case OpType::kScatter:
-      return "linear";
-    case OpType::kAlltoall:
-    case OpType::kAlltoallv:
-      return "pairwise";
-    case OpType::kBarrier:
-      return "dissemination";
-    case OpType::kSend:
-    case OpType::kRecv:
-      return "point-to-point";
-  }
-  return "?";
-}
-
-void run(Context& c, const OpDesc& d);
-
-}  // namespace
-
-void execute(Context& c, const OpDesc& d) {
-  // What this rank puts in: its block of an allgatherv, every block it sends in an alltoall(v).
-  std::size_t count = d.count;
-  if (d.type == OpType::kAllgatherv && static_cast<std::size_t>(c.rank()) < d.counts.size()) {
-    count = d.counts[static_cast<std::size_t>(c.rank())];
-  } else if (d.type == OpType::kAlltoallv) {
-    count = std::accumulate(d.counts.begin(), d.counts.end(), std::size_t{0});
-  } else if (d.type == OpType::kAlltoall) {
-    count = d.count * static_cast<std::size_t>(c.size());
-  }
-  const std::size_t bytes = d.type == OpType::kBarrier ? 0 : count * dtypeSize(d.dtype);
-  const std::string_view algorithm = algorithmOf(c, d, bytes);
-  const auto start = std::chrono::steady_clock::now();
-  run(c, d);
-  addTally(toString(d.type), algorithm, bytes,
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-}
-
-namespace {
-
-void run(Context& c, const OpDesc& d) {
+// `algorithm`: d's, with auto resolved.
+void run(Context& c, const OpDesc& d, int algorithm) {
   const std::size_t esize = dtypeSize(d.dtype);
   const int p = c.size();
   switch (d.type) {
     case OpType::kAllreduce:
-      return allreduce(c, d);
+      return allreduceBy(static_cast<AllreduceAlgorithm>(algorithm), c, d.input, d.output, d.count, d.dtype,
+                         d.op);
     case OpType::kBroadcast:
-      return broadcast(c, d);
+      return broadcastBy(static_cast<BroadcastAlgorithm>(algorithm), c, d.output, d.count * esize, d.root);
     case OpType::kReduce:
       if (p == 1) return copyIfApart(d.output, d.input, d.count * esize);
       if (d.count == 0) return;
       return reduceTree(c, d.input, d.output, d.count, d.dtype, d.op, d.root);
-    case OpType::kAllgather:
-      return allgatherv(c, d, std::vector<std::size_t>(p, d.count));
-    case OpType::kAllgatherv:
-      return allgatherv(c, d, d.counts);
+    case OpType::kAllgather: return allgatherv(c, d, std::vector<std::size_t>(p, d.count));
+    case OpType::kAllgatherv: return allgatherv(c, d, d.counts);
     case OpType::kReduceScatter:
       if (p == 1) return copyIfApart(d.output, d.input, d.count * esize);
       if (d.count == 0) return;
@@ -278,18 +248,24 @@ void run(Context& c, const OpDesc& d) {
       return scatterLinear(c, d.input, d.output, d.count * esize, d.root);
     case OpType::kAlltoall:
       return alltoallv(c, d, std::vector<std::size_t>(p, d.count), std::vector<std::size_t>(p, d.count));
-    case OpType::kAlltoallv:
-      return alltoallv(c, d, d.counts, d.recvCounts);
+    case OpType::kAlltoallv: return alltoallv(c, d, d.counts, d.recvCounts);
     case OpType::kBarrier:
       if (p == 1) return;
       return barrierDissemination(c);
-    case OpType::kSend:
-      return sendMessage(c, d);
-    case OpType::kRecv:
-      return recvMessage(c, d);
+    case OpType::kSend: return sendMessage(c, d);
+    case OpType::kRecv: return recvMessage(c, d);
   }
 }
 
 }  // namespace
+
+void execute(Context& c, const OpDesc& d) {
+  const std::size_t bytes = bytesOf(c, d);
+  const auto [algorithm, name] = resolveAlgorithm(c, d, bytes);
+  const auto start = std::chrono::steady_clock::now();
+  run(c, d, algorithm);
+  addTally(toString(d.type), name, bytes,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
 
 }  // namespace gyre::collectives

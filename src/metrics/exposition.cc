@@ -19,13 +19,16 @@ bool validName(const std::string& name, bool colons) {
   return true;
 }
 
-std::string escapeHelp(const std::string& text) {
+// Backslash and newline escaped, and the double quote too in a label value (not in HELP text).
+std::string escape(const std::string& text, bool quote) {
   std::string out;
   for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
     } else if (c == '\n') {
       out += "\\n";
+    } else if (c == '"' && quote) {
+      out += "\\\"";
     } else {
       out += c;
     }
@@ -75,26 +78,14 @@ std::string formatValue(double v) {
 }
 
 std::string escapeLabelValue(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return escape(value, true);
 }
 
 std::string render(const std::vector<Family>& families) {
   std::string out;
   for (const Family& f : families) {
     GYRE_ARG_CHECK(validName(f.name, true), "metric name '", f.name, "' is not [a-zA-Z_:][a-zA-Z0-9_:]*");
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, escapeHelp(f.help), f.name,
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", f.name, escape(f.help, false), f.name,
                        f.type.empty() ? "untyped" : f.type);
     for (const Sample& s : f.samples) {
       out += f.name + s.suffix;

@@ -78,10 +78,16 @@ window.addEventListener('load', async () => {
 
 }  // namespace
 
-std::string page(const std::string& title, const std::vector<Run>& runs, std::vector<Figure> figures) {
+// Figures with the same id get -2, -3... appended (the page's anchors and the PNGs' names).
+static std::vector<Figure> withUniqueIds(std::vector<Figure> figures) {
   std::map<std::string, int> seen;
   for (Figure& f : figures)
     if (const int n = ++seen[f.id]; n > 1) f.id += fmt::format("-{}", n);
+  return figures;
+}
+
+std::string page(const std::string& title, const std::vector<Run>& runs, std::vector<Figure> figures) {
+  figures = withUniqueIds(std::move(figures));
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title>\n"
       "<style>body{{font-family:sans-serif;margin:2em;color:#222;max-width:1100px}}"
@@ -105,7 +111,8 @@ std::string page(const std::string& title, const std::vector<Run>& runs, std::ve
 }
 
 Written write(const std::string& htmlPath, const std::string& title, const std::vector<Run>& runs,
-              const std::vector<Figure>& figures, bool png) {
+              const std::vector<Figure>& given, bool png) {
+  const std::vector<Figure> figures = withUniqueIds(given);  // the page's ids name the PNGs
   Written w;
   w.html = htmlPath;
   files::writeAtomically(htmlPath, page(title, runs, figures));
@@ -116,11 +123,8 @@ Written write(const std::string& htmlPath, const std::string& title, const std::
   }
   std::string stem = htmlPath;
   if (stem.size() > 5 && stem.ends_with(".html")) stem.resize(stem.size() - 5);
-  std::map<std::string, int> seen;
   for (const Figure& f : figures) {
-    std::string id = f.id;
-    if (const int n = ++seen[id]; n > 1) id += fmt::format("-{}", n);
-    const std::string svgPath = stem + "-" + id + ".svg", pngPath = stem + "-" + id + ".png";
+    const std::string svgPath = stem + "-" + f.id + ".svg", pngPath = stem + "-" + f.id + ".png";
     files::writeAtomically(svgPath, f.svg);
     const launcher::CommandResult r =
         launcher::runCommand({"rsvg-convert", "--format", "png", "--output", pngPath, svgPath}, [] {

@@ -28,14 +28,14 @@ int LiveMetrics::port() const {
 }
 
 void LiveMetrics::step(const gyre::torch::StepTiming& t, double dataWaitS,
-                       const std::vector<double>& rankSeconds) {
+                       const std::vector<double>& rankMs) {
   std::lock_guard lock(mutex_);
   ++steps_;
   dataS_ += dataWaitS;
   computeS_ += std::max(0.0, t.compute - dataWaitS);
   waitS_ += t.wait;
   communicateS_ += t.communicate;
-  rankSeconds_ = rankSeconds;
+  rankMs_ = rankMs;
   recent_.push_back(std::chrono::steady_clock::now());
   if (recent_.size() > kWindow + 1) recent_.pop_front();
 }
@@ -98,13 +98,13 @@ std::string LiveMetrics::render() const {
                 {}};
     comm.add(std::max(0.0, communicateS_ - waitS_), {{"hidden", "true"}}).add(waitS_, {{"hidden", "false"}});
     f.push_back(std::move(comm));
-    if (!rankSeconds_.empty()) {
+    if (!rankMs_.empty()) {
       Family ranks{"gyre_train_rank_step_seconds",
                    "Each rank's last step: from the end of its previous step to its gradients being ready",
                    "gauge",
                    {}};
-      for (std::size_t r = 0; r < rankSeconds_.size(); ++r)
-        ranks.add(rankSeconds_[r], {{"rank", std::to_string(r)}});
+      for (std::size_t r = 0; r < rankMs_.size(); ++r)
+        ranks.add(rankMs_[r] / 1e3, {{"rank", std::to_string(r)}});
       f.push_back(std::move(ranks));
     }
     f.push_back(

@@ -41,8 +41,9 @@ class LiveMetrics {
   LiveMetrics& operator=(const LiveMetrics&) = delete;
 
   // After each step: its timing (zeros for a plain loop), the part spent waiting for data, and
-  // each rank's step time in seconds (empty when the ranks do not share them).
-  void step(const gyre::torch::StepTiming& timing, double dataWaitS, const std::vector<double>& rankSeconds);
+  // each rank's step time in milliseconds, as progress.jsonl has them (empty when the ranks do
+  // not share them).
+  void step(const gyre::torch::StepTiming& timing, double dataWaitS, const std::vector<double>& rankMs);
   void epoch(const EpochReport& report);
 
   // The exposition text (what a scrape gets).
@@ -57,7 +58,7 @@ class LiveMetrics {
   std::int64_t steps_ = 0;
   double dataS_ = 0, computeS_ = 0, waitS_ = 0, communicateS_ = 0;
   std::deque<std::chrono::steady_clock::time_point> recent_;  // the last steps' ends
-  std::vector<double> rankSeconds_;
+  std::vector<double> rankMs_;
   int epoch_ = 0;
   double loss_ = 0;
   double accuracy_ = -1;  // < 0: none yet

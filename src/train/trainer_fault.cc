@@ -112,9 +112,7 @@ void Trainer::logStep() {
   // Both restart at each epoch's resetTiming().
   const double dataWait = dataWaitS_ - dataWaitLogged_;
   dataWaitLogged_ = dataWaitS_;
-  std::vector<double> rankSeconds = rankMs;
-  for (double& t : rankSeconds) t /= 1e3;
-  live_->step(timing, dataWait, rankSeconds);
+  live_->step(timing, dataWait, rankMs);
 }
 
 }  // namespace gyre::train::detail
