@@ -33,7 +33,7 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gyreConfig.cmake ${CMAKE_CURRENT_BINAR
         DESTINATION ${GYRE_CMAKE_DIR})
 
 # pkg-config, for the communication core (gyre::torch's users build with CMake, as libtorch's do).
-set(GYRE_PC_LIBS "-lgyre_core -lcrypto -lrt -pthread")
+set(GYRE_PC_LIBS "-lgyre_core -lcpp-httplib -lcrypto -lrt -pthread")  # cpp-httplib: the etcd store
 set(GYRE_PC_CFLAGS "")
 if(GYRE_WITH_MPI)
   string(APPEND GYRE_PC_CFLAGS " -DGYRE_WITH_MPI=1")

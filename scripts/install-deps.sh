@@ -10,7 +10,8 @@ packages=(
   libtomlplusplus-dev  # gyre tune's search-space files
   libopenmpi-dev openmpi-bin
   iproute2 procps
-  libcpp-httplib-dev  # the Prometheus endpoint (--metrics-port)
+  libcpp-httplib-dev  # the Prometheus endpoint (--metrics-port) and the etcd store
+  etcd-server   # the tests that run the etcd store and rendezvous against a real cluster
   prometheus    # the test that has a real Prometheus scrape it
   librsvg2-bin  # gyre report's PNGs (rsvg-convert)
   chromium      # the test that opens gyre report's page in a real browser

@@ -84,6 +84,16 @@ std::unique_ptr<TcpStoreServer> createTcpStoreServer(const std::string& secret,
 std::shared_ptr<Store> connectTcpStore(const std::string& address, const std::string& secret,
                                        std::chrono::milliseconds timeout = std::chrono::seconds(60));
 
+// A client of an etcd cluster (etcd 3.4 or later, its v3 API through the JSON gateway every
+// member serves on its client port): "etcd://host:port[,host:port...][/path]". Keys go under
+// "/path/" ("/gyre/" without a path). A call that cannot reach a member tries the next, until
+// `timeout`; the first call (here) must reach one within it or throws Error naming each endpoint
+// and why. Values are limited by the cluster's --max-request-bytes (1.5 MiB by default): etcd's
+// refusal is an InvalidArgument. Nothing is authenticated: run etcd where only the job reaches it
+// (loopback, a private network) or behind its own TLS and auth.
+std::shared_ptr<Store> connectEtcdStore(const std::string& url,
+                                        std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
 // A view of another store in which every key is prefixed with `prefix`.
 std::shared_ptr<Store> createPrefixStore(std::string prefix, std::shared_ptr<Store> inner);
 

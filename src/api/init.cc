@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/socket.h"
 #include "gyre/elastic.h"
+#include "rendezvous/connect.h"
 #include "rendezvous/host_store.h"
 
 namespace gyre {
@@ -69,7 +70,7 @@ std::shared_ptr<Store> openStore(LaunchInfo& info, const config::Env& env, Commu
     log::info("rank ", info.rank, " hosts the store on ", net::joinHostPort(bind, port));
     return rendezvous::hostTcpStore(options.secret, bind, port, options.timeout);
   }
-  return connectTcpStore(info.storeAddress, options.secret, options.timeout);
+  return rendezvous::connectStore(info.storeAddress, options.secret, options.timeout);
 }
 
 }  // namespace

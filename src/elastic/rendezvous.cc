@@ -13,6 +13,7 @@
 #include "elastic/membership.h"
 #include "gyre/elastic.h"
 #include "gyre/init.h"
+#include "rendezvous/connect.h"
 
 namespace gyre::elastic {
 namespace {
@@ -51,7 +52,7 @@ std::optional<Options> Options::fromEnvironment(CommunicatorOptions communicator
   if (secret != env.end() && !secret->second.empty()) o.communicator.secret = secret->second;
   const Timeout reach =
       o.communicator.startTimeout.count() > 0 ? o.communicator.startTimeout : o.communicator.timeout;
-  o.store = connectTcpStore(address->second, o.communicator.secret, reach);
+  o.store = rendezvous::connectStore(address->second, o.communicator.secret, reach);
   o.host = net::hostName();
   return o;
 }

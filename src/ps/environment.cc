@@ -12,6 +12,7 @@
 #include "gyre/init.h"
 #include "gyre/ps.h"
 #include "gyre/store.h"
+#include "rendezvous/connect.h"
 #include "rendezvous/network_store.h"
 
 namespace gyre::ps {
@@ -47,8 +48,7 @@ JobEnvironment readJob(const config::Env& env, Ms defaultTimeout) {
 }
 
 std::shared_ptr<Store> openStore(const LaunchInfo& launch, Ms timeout) {
-  if (launch.storeAddress.starts_with("file:")) return createFileStore(launch.storeAddress.substr(5));
-  return connectTcpStore(launch.storeAddress, launch.secret, timeout);
+  return rendezvous::connectStore(launch.storeAddress, launch.secret, timeout);
 }
 
 // Where a server listens: GYRE_IFACE, else the local address of its connection to the store (the
