@@ -270,10 +270,10 @@ for stage in $STAGES; do
           run_ctest tsan "$B-tsan" -L threads
         # The libtorch tests in one process (optimizer, sharded step, checkpoint writer, PS
         # optimizer, data loader; not the ones that start gyre_train_worker processes, which this
-        # build (apps off) does not have: Cli, RestartPoint, SlurmTrain, MetricsPrometheus). libtorch
+        # build (apps off) does not have: Cli, RestartPoint, SlurmTrain, MetricsPrometheus, RdzvTrain). libtorch
         # is not instrumented: tests/tsan-libtorch.supp names the reports it causes, and only those.
         TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1} suppressions=$ROOT/tests/tsan-libtorch.supp" \
-          OMP_NUM_THREADS=1 GYRE_TEST_QUICK=1 run_ctest tsan-torch "$B-tsan" -L torch -E "Cli\.|RestartPoint|SlurmTrain|MetricsPrometheus"
+          OMP_NUM_THREADS=1 GYRE_TEST_QUICK=1 run_ctest tsan-torch "$B-tsan" -L torch -E "Cli\.|RestartPoint|SlurmTrain|MetricsPrometheus|RdzvTrain"
         CTEST_PREFIX=""
       fi
       ;;

@@ -41,6 +41,7 @@ struct RunFlags {
   std::string discoveryScript;
   double discoveryIntervalS = 1;
   double elasticTimeoutS = 600;
+  std::string rdzv;
   std::vector<std::string> elasticOnlyGiven;  // the elastic flags given, to refuse them without --elastic
   std::vector<std::string> exports;
   std::string gyrePath;
@@ -100,6 +101,9 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   for (const std::string& name : f.elasticOnlyGiven)
     requireArg((name != "--min-np" || f.minNp >= 1) && (name != "--max-np" || f.maxNp >= 1), name,
                " must be at least 1");
+  requireArg(f.rdzv.empty() || f.elastic,
+             "--rdzv (or GYRE_RDZV) needs --elastic, with --min-np and --max-np");
+  o.rdzv = f.rdzv;
   o.elastic = f.elastic;
   o.minNp = f.minNp;
   o.maxNp = f.maxNp;
@@ -220,6 +224,11 @@ void addRun(CLI::App& app, std::function<int()>& action) {
   elasticOnly.push_back(cmd->add_option("--elastic-timeout", f->elasticTimeoutS,
                                         "Elastic: seconds the job may stay below --min-np before it gives up")
                             ->capture_default_str());
+  cmd->add_option(
+         "--rdzv", f->rdzv,
+         "Elastic: keep the job's state in etcd, etcd://host:port[,host:port...]/JOB, so it survives "
+         "the loss of any host; run gyre run --rdzv on every host, -np being its workers")
+      ->envname("GYRE_RDZV");
   cmd->add_option("--timeout", f->timeoutS,
                   "Stop the whole job after this many seconds, every generation together (0: never)")
       ->capture_default_str();

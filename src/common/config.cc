@@ -14,7 +14,7 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 36> kKnobs = {{
+constexpr std::array<Knob, 37> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
@@ -93,6 +93,9 @@ constexpr std::array<Knob, 36> kKnobs = {{
      1,
      INT32_MAX,
      KnobOrigin::kLauncher},
+    {"GYRE_RDZV", KnobType::kString, "",
+     "`gyre run --rdzv`'s default: the etcd cluster and path an elastic job's state lives in, "
+     "`etcd://host:port[,host:port...]/JOB` (docs/elastic.md). Unset: the launcher holds the state."},
     {"GYRE_TIMELINE", KnobType::kString, "",
      "A Chrome-trace/Perfetto timeline file that gyre's libtorch training writes (backward, each bucket's "
      "allreduce, waits, optimizer steps; one track per rank). Unset: none."},

@@ -231,6 +231,16 @@ class Agent {
   // cannot route to costs nothing, and a silent one costs at most a round.
   std::optional<std::string> reachStore() {
     const Deadline deadline = Deadline::after(std::chrono::milliseconds(spec_.startTimeoutMs));
+    // An etcd cluster (gyre run --rdzv): its client tries every member until the time-out.
+    if (spec_.storeCandidates.size() == 1 && spec_.storeCandidates[0].starts_with("etcd://")) {
+      try {
+        connectEtcdStore(spec_.storeCandidates[0], std::chrono::milliseconds(spec_.startTimeoutMs));
+        return spec_.storeCandidates[0];
+      } catch (const Error& e) {
+        fail("host " + spec_.host + " (" + net::hostName() + ") could not reach the job's etcd: " + e.what());
+        return std::nullopt;
+      }
+    }
     std::vector<std::string> errors(spec_.storeCandidates.size(), "no answer");
     while (true) {
       if (interruptSignal() != 0 || !launcherWantsUs()) return std::nullopt;

@@ -128,19 +128,7 @@ class ElasticJob {
   void startWorker(const ElasticAction& a) {
     if (a.id >= firstWorkers_) RunMetrics::get().replacementStarted();
     const HostPlacement place{a.host, isLocalHost(a.host), a.id, 1};
-    AgentSpec job = baseAgentSpec(o_, store_, place, jobId_);
-    job.worldSize = a.id + 1;  // the agent's ranks are ids; workers ignore them (GYRE_ELASTIC=1)
-    job.firstRank = a.id;
-    job.count = 1;
-    job.coreShare = a.hostSlots;
-    job.maxRestarts = o_.maxRestarts;
-    job.env.insert(job.env.end(),
-                   {{"GYRE_ELASTIC", "1"},
-                    {"GYRE_ELASTIC_ID", std::to_string(a.id)},
-                    {"GYRE_MIN_NP", std::to_string(o_.minNp)},
-                    {"GYRE_MAX_NP", std::to_string(o_.maxNp)},
-                    {"GYRE_ELASTIC_TIMEOUT_MS",
-                     std::to_string(std::min<std::int64_t>(millis(o_.elasticTimeoutS).count(), INT32_MAX))}});
+    const AgentSpec job = elasticWorkerSpec(o_, store_, place, jobId_, a.hostSlots);
     Worker& w = workers_[a.id];
     try {
       if (job.storeCandidates.empty())
@@ -240,12 +228,7 @@ class ElasticJob {
     for (const auto& [a, e] : agents_.reap()) {
       const Worker& w = workers_[a->place.firstRank];
       if (w.reported) continue;
-      const std::string how = e.signal != 0 ? "was killed by " + signalName(e.signal)
-                                            : "exited with code " + std::to_string(e.code);
-      workerLost(a->place.firstRank, !w.failedText.empty()
-                                         ? "could not be started: " + w.failedText
-                                         : "was lost: its agent (" + a->command + ") " + how +
-                                               " before the worker's exit was reported");
+      workerLost(a->place.firstRank, lostAgentText(w.failedText, a->command, e));
     }
   }
 
@@ -341,6 +324,33 @@ class ElasticJob {
 };
 
 }  // namespace
+
+AgentSpec elasticWorkerSpec(const RunOptions& o, const JobStore& store, const HostPlacement& place,
+                            const std::string& jobId, int coreShare) {
+  AgentSpec job = baseAgentSpec(o, store, place, jobId);
+  const int id = place.firstRank;
+  job.worldSize = id + 1;  // the agent's ranks are ids; workers ignore them (GYRE_ELASTIC=1)
+  job.firstRank = id;
+  job.count = 1;
+  job.coreShare = coreShare;
+  job.maxRestarts = o.maxRestarts;
+  job.env.insert(job.env.end(),
+                 {{"GYRE_ELASTIC", "1"},
+                  {"GYRE_ELASTIC_ID", std::to_string(id)},
+                  {"GYRE_MIN_NP", std::to_string(o.minNp)},
+                  {"GYRE_MAX_NP", std::to_string(o.maxNp)},
+                  {"GYRE_ELASTIC_TIMEOUT_MS",
+                   std::to_string(std::min<std::int64_t>(millis(o.elasticTimeoutS).count(), INT32_MAX))}});
+  return job;
+}
+
+std::string lostAgentText(const std::string& failedText, const std::string& agentCommand,
+                          const ChildExit& e) {
+  if (!failedText.empty()) return "could not be started: " + failedText;
+  const std::string how =
+      e.signal != 0 ? "was killed by " + signalName(e.signal) : "exited with code " + std::to_string(e.code);
+  return "was lost: its agent (" + agentCommand + ") " + how + " before the worker's exit was reported";
+}
 
 int runElasticJob(const RunOptions& options) {
   checkOptions(options);

@@ -8,9 +8,27 @@
 // store and the discovery script, and reports how the job ended. See docs/gyre-run.md.
 #pragma once
 
+#include <string>
+
+#include "launcher/agent_protocol.h"
+#include "launcher/hosts.h"
 #include "launcher/job.h"
+#include "launcher/job_store.h"
+#include "launcher/process.h"
 
 namespace gyre::launcher {
+
+// What the agent of elastic worker `place.firstRank` (its id) gets: the job's base spec, one
+// worker, the elastic variables (GYRE_ELASTIC, GYRE_ELASTIC_ID, GYRE_MIN_NP, GYRE_MAX_NP,
+// GYRE_ELASTIC_TIMEOUT_MS), and `coreShare` workers sharing the host's cores. Shared with
+// gyre run --rdzv (rdzv_job.h).
+AgentSpec elasticWorkerSpec(const RunOptions& options, const JobStore& store, const HostPlacement& place,
+                            const std::string& jobId, int coreShare);
+
+// How a worker reads whose agent exited before reporting the worker's exit: `failedText` is the
+// agent's kFailed text, if it sent one.
+std::string lostAgentText(const std::string& failedText, const std::string& agentCommand,
+                          const ChildExit& exit);
 
 // Runs an elastic job (options.elastic) to its end; returns gyre run's exit code: 0 when it
 // finished (a worker exited 0, every worker exited, and every failure before that was

@@ -38,6 +38,30 @@ ElasticPolicy::ElasticPolicy(ElasticLimits limits, std::vector<HostSlots> hosts,
   fill();
 }
 
+ElasticPolicy::ElasticPolicy(ElasticLimits limits, std::vector<HostSlots> hosts, const ElasticTakeover& t,
+                             Time now)
+    : limits_(limits),
+      hosts_(std::move(hosts)),
+      begin_(now),
+      wanted_(t.counters.wanted),
+      owed_(t.counters.owed),
+      unreplaced_(t.counters.unreplaced),
+      published_(t.published),
+      publishedAt_(now),
+      formed_(t.formed) {
+  for (const ElasticTakeover::Known& k : t.workers) {
+    Worker w;
+    w.id = k.id;
+    w.host = k.host;
+    w.exited = k.exited;
+    w.ready = k.ready;
+    workers_.push_back(w);
+    nextId_ = std::max(nextId_, k.id + 1);
+  }
+  outcome_.replacements = t.counters.replacements;
+  outcome_.epochs = published_ ? static_cast<int>(published_->epoch) : 0;
+}
+
 ElasticPolicy::Worker* ElasticPolicy::find(int id) {
   for (Worker& w : workers_)
     if (w.id == id) return &w;
@@ -282,6 +306,12 @@ void ElasticPolicy::discovered(std::vector<HostSlots> hosts, Time now) {
     wanted_ = std::min(wanted_, after);
   }
   update(now);
+}
+
+void ElasticPolicy::hostsLost(const std::vector<std::string>& names) {
+  std::erase_if(hosts_, [&](const HostSlots& h) {
+    return std::find(names.begin(), names.end(), h.name) != names.end();
+  });
 }
 
 void ElasticPolicy::tick(Time now) {

@@ -91,12 +91,40 @@ struct ElasticOutcome {
   int replacements = 0;            // replacement workers started
 };
 
+// The decisions a policy has counted, which a launcher taking over the job (gyre run --rdzv,
+// rdzv_job.h) must go on from.
+struct ElasticCounters {
+  int replacements = 0;  // replacement workers started
+  int owed = 0;          // replacements decided and not yet started
+  int unreplaced = 0;    // failures without a replacement left
+  int wanted = 0;        // workers the job should have
+};
+
+// What a launcher that takes over a running job reads of it from the job's store.
+struct ElasticTakeover {
+  struct Known {
+    int id = 0;
+    std::string host;
+    bool exited = false;  // its end was recorded (and counted by the leader before)
+    bool ready = false;
+  };
+  std::vector<Known> workers;  // every worker started so far
+  std::optional<elastic::Membership> published;
+  std::optional<elastic::Membership> formed;
+  ElasticCounters counters;
+};
+
 class ElasticPolicy {
  public:
   using Time = Clock::time_point;
 
   // Starts the first np workers (see takeActions). `hosts` must have at least np slots.
   ElasticPolicy(ElasticLimits limits, std::vector<HostSlots> hosts, Time now);
+  // Takes over a job another launcher ran: its workers, memberships and counts go on as they
+  // were. Nothing is decided until the first event or tick (the new leader first reports the
+  // workers lost with the old one).
+  ElasticPolicy(ElasticLimits limits, std::vector<HostSlots> hosts, const ElasticTakeover& takeover,
+                Time now);
 
   // Worker `id` announced that it waits to join (elastic/ready/<id> is set).
   void ready(int id, Time now);
@@ -106,6 +134,10 @@ class ElasticPolicy {
   void placed(int id, const elastic::Place& place, Time now);
   // The discovery script's newest host list.
   void discovered(std::vector<HostSlots> hosts, Time now);
+  // Hosts that died with their workers (gyre run --rdzv: a node whose lease expired): their slots
+  // are gone before their workers' ends are reported, so that no replacement is started on them.
+  // The ends follow (exited: failures), then discovered() with the same list.
+  void hostsLost(const std::vector<std::string>& names);
   // Time passed: time-outs.
   void tick(Time now);
   // The supervisor stops the job itself (an interrupt, --timeout, an error of its own): from now
@@ -122,6 +154,7 @@ class ElasticPolicy {
   // True when the job is over from the policy's side: every worker exited and none will start.
   bool over() const;
   const ElasticOutcome& outcome() const { return outcome_; }
+  ElasticCounters counters() const { return {outcome_.replacements, owed_, unreplaced_, wanted_}; }
   const std::optional<elastic::Membership>& published() const { return published_; }
   // The newest membership that formed (its rendezvous succeeded), as the supervisor reads it
   // from the store before it reports a worker's successful exit: when the job finishes, the

@@ -10,6 +10,7 @@ namespace gyre::launcher {
 struct HostSlots {
   std::string name;
   int slots = 1;
+  bool operator==(const HostSlots&) const = default;
 };
 
 // "host1:2,host2,host3:4" (slots default to 1). Throws InvalidArgument on a malformed entry.

@@ -20,6 +20,7 @@
 #include "launcher/output.h"
 #include "launcher/process.h"
 #include "launcher/ps_servers.h"
+#include "launcher/rdzv_job.h"
 #include "launcher/run_metrics.h"
 #include "metrics/server.h"
 
@@ -194,6 +195,7 @@ int runJob(const RunOptions& options) {
         "0.0.0.0", o.metricsPort, [] { return RunMetrics::get().render(); }, "--metrics-port");
     if (o.servers > 0) o.exports.emplace_back("GYRE_PS_METRICS_PORT_BASE", std::to_string(o.metricsPort + 1));
   }
+  if (!o.rdzv.empty()) return runRdzvJob(o);
   if (o.elastic) return runElasticJob(o);
   GYRE_USAGE_CHECK(o.minNp == 0 && o.maxNp == 0 && o.discoveryScript.empty(),
                    "--min-np, --max-np and --host-discovery-script need --elastic");

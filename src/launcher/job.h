@@ -63,6 +63,9 @@ struct RunOptions {
   std::string discoveryScript;    // prints `host` or `host:slots` lines; run through /bin/sh
   double discoveryIntervalS = 1;  // between runs of the discovery script
   double elasticTimeoutS = 600;   // below minNp this long: give up
+  // --rdzv etcd://host:port[,...]/JOB (rdzv_job.h): the elastic job's state lives in etcd; every
+  // host runs its own gyre run with the same address, np is this host's slots.
+  std::string rdzv;
 };
 
 // Runs the job to its end, restarts included (or as an elastic job); returns the exit code for

@@ -75,6 +75,22 @@ json putRequest(const std::string& key, const Bytes& value, std::int64_t lease) 
   return put;
 }
 
+// What went wrong with an HTTP request that got no answer, in words.
+std::string describe(httplib::Error e) {
+  switch (e) {
+    case httplib::Error::Connection:
+      return "cannot connect (nothing listens there, or no route)";
+    case httplib::Error::ConnectionTimeout:
+      return "no answer to the connection within 1 s";
+    case httplib::Error::Read:
+      return "the connection broke (or timed out) before the answer";
+    case httplib::Error::Write:
+      return "the connection broke while sending";
+    default:
+      return "HTTP request failed (" + httplib::to_string(e) + ")";
+  }
+}
+
 bool retryable(int status, const json& error) {
   // gRPC codes: 14 unavailable (no leader, member stopping), 4 deadline exceeded.
   const std::int64_t code = error.is_object() ? error.value("code", 0) : 0;
@@ -101,6 +117,7 @@ EtcdUrl parseEtcdUrl(const std::string& url) {
   }
   std::string path = slash == std::string::npos ? std::string() : rest.substr(slash + 1);
   while (!path.empty() && path.back() == '/') path.pop_back();
+  out.hasPath = !path.empty();
   if (path.empty()) path = "gyre";
   out.prefix.append("/").append(path).append("/");
   return out;
@@ -141,7 +158,7 @@ std::string EtcdClient::callOnce(std::size_t endpoint, const std::string& path, 
                                  std::string& why) {
   httplib::Result r = clients_[endpoint]->Post(path, body, "application/json");
   if (!r) {
-    why = endpoints_[endpoint] + ": " + httplib::to_string(r.error());
+    why = endpoints_[endpoint] + ": " + describe(r.error());
     return {};
   }
   if (r->status == 200) return r->body;
@@ -208,6 +225,10 @@ std::vector<EtcdKeyValue> EtcdClient::list(const std::string& prefix) {
 bool EtcdClient::erase(const std::string& key) {
   const json reply = json::parse(call("/v3/kv/deleterange", json{{"key", base64(key)}}.dump()));
   return integer(reply, "deleted") > 0;
+}
+
+void EtcdClient::erasePrefix(const std::string& prefix) {
+  call("/v3/kv/deleterange", json{{"key", base64(prefix)}, {"range_end", base64(prefixEnd(prefix))}}.dump());
 }
 
 bool EtcdClient::putIfRevision(const std::string& key, std::int64_t modRevision, const Bytes& desired,

@@ -33,6 +33,7 @@ namespace gyre::rendezvous {
 struct EtcdUrl {
   std::vector<std::string> endpoints;  // "host:port", at least one
   std::string prefix;                  // every key's prefix, "/gyre/" when the URL has no path
+  bool hasPath = false;
 };
 
 // "etcd://host:port[,host:port...][/path]": keys go under "/path/" (under "/gyre/" without a
@@ -66,8 +67,10 @@ class EtcdClient {
   std::optional<EtcdKeyValue> get(const std::string& key);
   // Every key that starts with `prefix`, in key order.
   std::vector<EtcdKeyValue> list(const std::string& prefix);
-  // How many keys were deleted (0 or 1).
+  // Whether the key existed.
   bool erase(const std::string& key);
+  // Deletes every key that starts with `prefix`.
+  void erasePrefix(const std::string& prefix);
   // Puts `desired` when the key's modification revision is `modRevision` (0: the key is absent).
   // Returns whether it did.
   bool putIfRevision(const std::string& key, std::int64_t modRevision, const Bytes& desired,

@@ -151,4 +151,9 @@ std::string readFile(const std::string& path) {
   return text.str();
 }
 
+std::future<ProgramRun> startProgram(ProgramSpec program, std::chrono::seconds timeout) {
+  return std::async(std::launch::async,
+                    [program = std::move(program), timeout] { return runProgram(program, timeout); });
+}
+
 }  // namespace gyre::test

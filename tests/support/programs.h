@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <future>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@ std::vector<ProgramRun> runPrograms(const std::vector<ProgramSpec>& programs, st
 
 // One program; see runPrograms.
 ProgramRun runProgram(const ProgramSpec& program, std::chrono::seconds timeout);
+// runProgram on a thread of its own, for a test that acts while the program runs.
+std::future<ProgramRun> startProgram(ProgramSpec program, std::chrono::seconds timeout);
 
 // The whole contents of the file at `path` (bytes as they are); empty when it cannot be read.
 std::string readFile(const std::string& path);

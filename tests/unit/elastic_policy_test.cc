@@ -586,5 +586,49 @@ TEST(HostDiscovery, RunsTheScriptBoundedAndSaysWhyARunFailed) {
   EXPECT_NE(r.error.find("slots must be a positive integer"), std::string::npos) << r.error;
 }
 
+// gyre run --rdzv: a node that takes over the job goes on from what the previous leader left:
+// the workers it started, the membership it published, its counts.
+ElasticTakeover takeover() {
+  ElasticTakeover t;
+  t.workers = {{0, "a", false, true}, {1, "b", false, true}, {2, "b", true, true}};
+  t.published = elastic::Membership{3, {0, 1}};
+  t.formed = t.published;
+  t.counters = ElasticCounters{1, 0, 0, 2};
+  return t;
+}
+
+TEST(ElasticPolicyTakeover, DecidesNothingUntilToldAndGoesOnFromTheNewestMembership) {
+  ElasticPolicy p(limits(2, 1, 2, /*replacements=*/2, /*discovery=*/true), {{"a", 1}, {"b", 1}}, takeover(),
+                  t0);
+  EXPECT_TRUE(take(p).notes.empty());
+  p.tick(at(1));
+  const Taken quiet = take(p);  // both members alive, the slots full: nothing to do
+  EXPECT_TRUE(quiet.published.empty());
+  EXPECT_TRUE(quiet.starts.empty());
+  EXPECT_EQ(p.aliveCount(), 2);
+  EXPECT_EQ(p.outcome().epochs, 3);
+  EXPECT_EQ(p.counters().replacements, 1);
+}
+
+TEST(ElasticPolicyTakeover, TheWorkerLostWithTheOldLeaderLeavesTheNextMembershipAndIsReplaced) {
+  ElasticPolicy p(limits(2, 1, 2, /*replacements=*/2, /*discovery=*/true), {{"a", 1}, {"b", 1}}, takeover(),
+                  t0);
+  // Node a (the old leader) is gone, with worker 0.
+  p.hostsLost({"a"});
+  p.exited(0, WorkerEnd{false, "was lost with node a (its etcd lease expired)", 1, false}, at(1));
+  p.discovered({{"b", 1}}, at(1));
+  const Taken t = take(p);
+  ASSERT_EQ(t.published.size(), 1u);
+  EXPECT_EQ(t.published[0].epoch, 4);
+  EXPECT_EQ(t.published[0].members, (Ids{1}));
+  EXPECT_TRUE(t.starts.empty());  // no free slot: node b's one slot holds worker 1
+  // A node with a slot joins: the owed replacement starts there, with a fresh id.
+  p.discovered({{"b", 1}, {"c", 1}}, at(2));
+  const Taken later = take(p);
+  ASSERT_EQ(later.starts.size(), 1u);
+  EXPECT_EQ(later.starts[0], std::make_pair(3, std::string("c")));
+  EXPECT_EQ(p.counters().replacements, 2);
+}
+
 }  // namespace
 }  // namespace gyre::launcher

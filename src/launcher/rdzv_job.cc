@@ -1,0 +1,533 @@
+#include "launcher/rdzv_job.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "common/auth.h"
+#include "common/check.h"
+#include "common/numbers.h"
+#include "common/socket.h"
+#include "elastic/membership.h"
+#include "launcher/agent_pool.h"
+#include "launcher/elastic_job.h"
+#include "launcher/elastic_policy.h"
+#include "launcher/elastic_report.h"
+#include "launcher/failures.h"
+#include "launcher/output.h"
+#include "launcher/run_metrics.h"
+#include "rendezvous/etcd_client.h"
+
+namespace gyre::launcher {
+namespace {
+
+using Ms = std::chrono::milliseconds;
+using Bytes = std::vector<std::uint8_t>;
+using rendezvous::EtcdKeyValue;
+
+constexpr int kPollMs = 50;
+constexpr Ms kEtcdEvery{100};                  // reads of the job's keys
+constexpr std::chrono::seconds kLeaseTtl{3};   // a dead node's keys are gone this long after
+constexpr Ms kRenewEvery{500};                 // lease renewals
+constexpr std::chrono::seconds kGoneWait{10};  // the leader waits this long for the others to go
+
+Bytes bytes(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
+
+std::string text(const Bytes& b) {
+  return std::string(b.begin(), b.end());
+}
+
+void say(const std::string& line) {
+  std::fprintf(stderr, "gyre run: %s\n", line.c_str());
+}
+
+// "launch/exit/12" -> 12 (the part after the last '/'); -1 when it is not a number.
+int idOf(const std::string& key) {
+  const std::string tail = key.substr(key.rfind('/') + 1);
+  if (tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos || tail.size() > 9) return -1;
+  return std::stoi(tail);
+}
+
+std::string formatEnd(const WorkerEnd& e) {
+  return std::to_string(e.ok ? 1 : 0) + " " + std::to_string(e.exitCode) + " " + (e.bySignal ? "1" : "0") +
+         " " + e.what;
+}
+
+WorkerEnd parseEnd(const std::string& s) {
+  std::istringstream in(s);
+  int ok = 0, signal = 0;
+  WorkerEnd e;
+  in >> ok >> e.exitCode >> signal;
+  std::getline(in >> std::ws, e.what);
+  e.ok = ok != 0;
+  e.bySignal = signal != 0;
+  return e;
+}
+
+class RdzvJob {
+ public:
+  explicit RdzvJob(const RunOptions& o)
+      : o_(o),
+        url_(rendezvous::parseEtcdUrl(o.rdzv)),
+        agents_(
+            o_, [this](AgentHandle& a, const Event& e) { onEvent(a, e); },
+            [this](AgentHandle& a, const std::string& why) { onAgentError(a, why); }) {}
+
+  int run() {
+    signal(SIGPIPE, SIG_IGN);
+    installInterruptHandlers();
+    const Ms reach = numbers::millis(o_.startTimeoutS);
+    try {
+      etcd_ = std::make_unique<rendezvous::EtcdClient>(url_.endpoints, reach);
+    } catch (const Error& e) {
+      throw Error("--rdzv " + o_.rdzv + ": " + e.what());
+    }
+    // A previous job under this path ended (its keys were left): this is a new one.
+    if (etcd_->get(key("end"))) etcd_->erasePrefix(url_.prefix);
+    lease_ = etcd_->grantLease(kLeaseTtl);
+    node_ = net::hostName() + ":" + std::to_string(::getpid());
+    etcd_->putIfRevision(key("secret"), 0, bytes(auth::generateSecret()));
+    etcd_->putIfRevision(key("job-id"), 0, bytes("gyre-" + auth::generateSecret().substr(0, 12)));
+    jobStore_.secret = text(etcd_->get(key("secret"))->value);
+    jobStore_.localCandidates = jobStore_.remoteCandidates = {o_.rdzv};
+    jobId_ = text(etcd_->get(key("job-id"))->value);
+    etcd_->put(key("nodes/" + node_), bytes(std::to_string(slots())), lease_);
+    store_ = connectEtcdStore(o_.rdzv, reach);
+    store_->setTimeout(std::chrono::seconds(10));
+    say("node " + node_ + " joined job " + formatEtcdUrlPath() + " with " + std::to_string(slots()) +
+        " slot(s)");
+    output_ = std::make_unique<OutputSink>(o_.maxNp, o_.tagOutput.value_or(true), o_.outputDir);
+    deadline_ = o_.timeoutS > 0 ? Deadline::after(numbers::millis(o_.timeoutS)) : Deadline::never();
+    supervise();
+    output_->flush();
+    return finish();
+  }
+
+ private:
+  struct Worker {
+    AgentHandle* agent = nullptr;
+    std::string failedText;
+    bool ended = false;    // its exit went to etcd
+    bool running = false;  // counted in RunMetrics' running workers
+  };
+
+  int slots() const { return o_.np > 0 ? o_.np : 1; }
+  std::string key(const std::string& k) const { return url_.prefix + "launch/" + k; }
+  std::string formatEtcdUrlPath() const { return url_.prefix.substr(0, url_.prefix.size() - 1); }
+
+  // --- this node: its workers -------------------------------------------------------------
+
+  void startWorker(int id) {
+    const HostPlacement place{"localhost", true, id, 1};
+    const AgentSpec job = elasticWorkerSpec(o_, jobStore_, place, jobId_, slots());
+    Worker& w = workers_[id];
+    etcd_->put(key("alive/" + std::to_string(id)), bytes(node_), lease_);
+    try {
+      w.agent = &agents_.start(place, job);
+    } catch (const Error& e) {
+      ended(id, WorkerEnd{false, "could not be started: " + std::string(e.what()), 1, false});
+    }
+  }
+
+  // Records how worker `id` of this node ended, for the leader.
+  void ended(int id, const WorkerEnd& end) {
+    Worker& w = workers_[id];
+    if (std::exchange(w.ended, true)) return;
+    try {
+      etcd_->put(key("exit/" + std::to_string(id)), bytes(formatEnd(end)));
+      etcd_->erase(key("alive/" + std::to_string(id)));
+    } catch (const Error& e) {
+      say("warning: cannot record worker " + std::to_string(id) + "'s end in etcd: " + e.what());
+    }
+  }
+
+  void onEvent(AgentHandle& a, const Event& e) {
+    const int id = a.place.firstRank;
+    Worker& w = workers_[id];
+    switch (e.kind) {
+      case Event::Kind::kOutput:
+        output_->line(id, e.fromStderr, e.text, e.terminator);
+        break;
+      case Event::Kind::kFailed:
+        w.failedText = e.text;
+        break;
+      case Event::Kind::kDone:
+        a.done = true;
+        break;
+      case Event::Kind::kStarted:
+        w.running = true;
+        RunMetrics::get().workerStarted();
+        break;
+      case Event::Kind::kExit: {
+        const bool ok = e.code == 0 && e.signal == 0;
+        if (std::exchange(w.running, false)) RunMetrics::get().workerExited(!ok);
+        ended(id, WorkerEnd{ok, exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s",
+                            e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0});
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  void onAgentError(AgentHandle& a, const std::string& why) {
+    agents_.stop(a);
+    ended(a.place.firstRank, WorkerEnd{false, "was lost: its agent failed: " + why, 1, false});
+  }
+
+  void reapAgents() {
+    for (const auto& [a, e] : agents_.reap()) {
+      const Worker& w = workers_[a->place.firstRank];
+      if (w.ended) continue;
+      ended(a->place.firstRank, WorkerEnd{false, lostAgentText(w.failedText, a->command, e), 1, false});
+    }
+  }
+
+  // Starts what the leader assigned to this node, stops what it asks to stop, sees the end.
+  void follow() {
+    if (!stopping_)
+      for (const EtcdKeyValue& kv : etcd_->list(key("start/"))) {
+        const int id = idOf(kv.key);
+        if (id >= 0 && text(kv.value) == node_ && !workers_.contains(id)) startWorker(id);
+      }
+    for (const EtcdKeyValue& kv : etcd_->list(key("stop/"))) {
+      const auto it = workers_.find(idOf(kv.key));
+      if (it != workers_.end() && it->second.agent != nullptr && !it->second.ended &&
+          stopped_.insert(it->first).second)
+        agents_.stop(*it->second.agent);
+    }
+    if (const auto end = etcd_->get(key("end"))) end_ = text(end->value);
+  }
+
+  void renewLease(Clock::time_point now) {
+    if (now < nextRenew_) return;
+    nextRenew_ = now + kRenewEvery;
+    if (etcd_->keepAlive(lease_)) return;
+    lostLease_ = true;
+    throw Error("this node's lease in etcd expired (it could not renew it within " +
+                std::to_string(kLeaseTtl.count()) + " s): the job counts its workers as lost");
+  }
+
+  // --- the leader -------------------------------------------------------------------------
+
+  std::vector<HostSlots> liveNodes() {
+    std::vector<HostSlots> nodes;
+    for (const EtcdKeyValue& kv : etcd_->list(key("nodes/"))) {
+      const std::string name = kv.key.substr(key("nodes/").size());
+      nodes.push_back({name, std::max(1, std::atoi(text(kv.value).c_str()))});
+    }
+    return nodes;
+  }
+
+  ElasticLimits limits(int np) const {
+    ElasticLimits l;
+    l.np = np;
+    l.minNp = o_.minNp;
+    l.maxNp = o_.maxNp;
+    l.maxReplacements = o_.maxRestarts;
+    l.discovery = true;  // nodes come and go
+    l.startTimeout = numbers::millis(o_.startTimeoutS);
+    l.elasticTimeout = numbers::millis(o_.elasticTimeoutS);
+    return l;
+  }
+
+  void tryToLead(Clock::time_point now) {
+    if (!etcd_->putIfRevision(key("leader"), 0, bytes(node_), lease_)) return;
+    const std::vector<HostSlots> nodes = liveNodes();
+    const std::vector<EtcdKeyValue> starts = etcd_->list(key("start/"));
+    std::optional<elastic::Membership> published = elastic::latestMembership(*store_);
+    if (!published && starts.empty()) {
+      int total = 0;
+      for (const HostSlots& n : nodes) total += n.slots;
+      if (total < o_.minNp) {
+        // Not enough slots yet: lead later, when more nodes have joined.
+        if (!waitingSince_) waitingSince_ = now;
+        etcd_->erase(key("leader"));
+        if (now - *waitingSince_ > numbers::millis(o_.startTimeoutS)) {
+          const std::string why =
+              "only " + std::to_string(total) + " slot(s) joined within --start-timeout " +
+              formatSeconds(o_.startTimeoutS) + " s, below --min-np " + std::to_string(o_.minNp);
+          etcd_->put(key("end"), bytes("1 " + why));
+        }
+        return;
+      }
+      say("node " + node_ + " leads the job");
+      policy_.emplace(limits(std::min(o_.maxNp, total)), nodes, now);
+      lastNodes_ = nodes;
+      leading(now);
+      return;
+    }
+    ElasticTakeover t;
+    t.published = published;
+    t.formed = elastic::lastFormedMembership(*store_);
+    std::map<int, WorkerEnd> exits = readExits();
+    for (const EtcdKeyValue& kv : starts) {
+      const int id = idOf(kv.key);
+      if (id < 0) continue;
+      t.workers.push_back({id, text(kv.value), exits.contains(id), elastic::isReady(*store_, id)});
+      if (exits.contains(id)) reported_.insert(id);
+    }
+    if (const auto counters = etcd_->get(key("policy"))) {
+      std::istringstream in(text(counters->value));
+      in >> t.counters.replacements >> t.counters.owed >> t.counters.unreplaced >> t.counters.wanted;
+    }
+    say("node " + node_ + " takes over as the job's leader (the previous one is gone); membership " +
+        std::to_string(published ? published->epoch : 0) + " was the newest");
+    policy_.emplace(limits(std::max(1, t.counters.wanted)), nodes, t, now);
+    lastNodes_ = nodes;
+    leading(now);
+  }
+
+  std::map<int, WorkerEnd> readExits() {
+    std::map<int, WorkerEnd> exits;
+    for (const EtcdKeyValue& kv : etcd_->list(key("exit/")))
+      if (const int id = idOf(kv.key); id >= 0) exits[id] = parseEnd(text(kv.value));
+    return exits;
+  }
+
+  // One round of leading: what happened (ends, lost nodes, readiness, places), then the policy's
+  // decisions.
+  void leading(Clock::time_point now) {
+    if (const auto leader = etcd_->get(key("leader")); !leader || text(leader->value) != node_) {
+      say("warning: node " + node_ + " no longer holds the leader key; it stops leading");
+      policy_.reset();
+      return;
+    }
+    std::vector<HostSlots> nodes = liveNodes();
+    std::set<std::string> live;
+    for (const HostSlots& n : nodes) live.insert(n.name);
+    std::set<int> alive;
+    for (const EtcdKeyValue& kv : etcd_->list(key("alive/"))) alive.insert(idOf(kv.key));
+    const std::map<int, WorkerEnd> exits = readExits();
+    // Nodes that are gone first: their workers' replacements must go elsewhere.
+    std::vector<std::string> lost;
+    for (const HostSlots& n : lastNodes_)
+      if (!live.contains(n.name)) lost.push_back(n.name);
+    policy_->hostsLost(lost);
+    for (const EtcdKeyValue& kv : etcd_->list(key("start/"))) {
+      const int id = idOf(kv.key);
+      if (id < 0 || reported_.contains(id)) continue;
+      if (const auto it = exits.find(id); it != exits.end()) {
+        reported_.insert(id);
+        if (it->second.ok) policy_->formed(elastic::lastFormedMembership(*store_));
+        policy_->exited(id, it->second, now);
+      } else if (!alive.contains(id) && !live.contains(text(kv.value))) {
+        reported_.insert(id);
+        policy_->exited(
+            id,
+            WorkerEnd{false, "was lost with node " + text(kv.value) + " (its etcd lease expired)", 1, false},
+            now);
+      }
+    }
+    if (nodes != lastNodes_) {
+      lastNodes_ = nodes;
+      policy_->discovered(std::move(nodes), now);
+    }
+    for (const int id : policy_->waitingIds())
+      if (elastic::isReady(*store_, id)) policy_->ready(id, now);
+    const std::int64_t events = elastic::placeEvents(*store_);
+    if (events != placeEvents_ || policy_->awaitsFormation())
+      policy_->formed(elastic::lastFormedMembership(*store_));
+    if (events != placeEvents_) {
+      placeEvents_ = events;
+      for (const int id : alive)
+        if (const std::optional<elastic::Place> place = elastic::placeOf(*store_, id))
+          policy_->placed(id, *place, now);
+    }
+    policy_->tick(now);
+    apply(policy_->takeActions());
+    const ElasticCounters c = policy_->counters();
+    const std::string counters = std::to_string(c.replacements) + " " + std::to_string(c.owed) + " " +
+                                 std::to_string(c.unreplaced) + " " + std::to_string(c.wanted);
+    if (counters != lastCounters_) {
+      etcd_->put(key("policy"), bytes(counters));
+      lastCounters_ = counters;
+    }
+    if (policy_->over() && !end_) {
+      ElasticEnding ending;
+      leaderCode_ = reportElasticJob(o_, policy_->outcome(), ending, *output_);
+      const std::string why = policy_->outcome().finished ? "the job finished" : policy_->outcome().headline;
+      etcd_->put(key("end"), bytes(std::to_string(leaderCode_) + " " + why));
+      end_ = std::to_string(leaderCode_) + " " + why;
+      reportedEnd_ = true;
+    }
+  }
+
+  void apply(const std::vector<ElasticAction>& actions) {
+    for (const ElasticAction& a : actions) {
+      switch (a.kind) {
+        case ElasticAction::Kind::kStart:
+          etcd_->put(key("start/" + std::to_string(a.id)), bytes(a.host));
+          break;
+        case ElasticAction::Kind::kStop:
+          etcd_->put(key("stop/" + std::to_string(a.id)), {});
+          break;
+        case ElasticAction::Kind::kPublish:
+          elastic::publishMembership(*store_, a.membership);
+          RunMetrics::get().membership(static_cast<std::uint64_t>(a.membership.epoch),
+                                       static_cast<int>(a.membership.members.size()));
+          break;
+        case ElasticAction::Kind::kNote:
+          say(a.text);
+          break;
+        case ElasticAction::Kind::kFail:
+          elastic::publishFailure(*store_, a.text);
+          break;
+      }
+    }
+  }
+
+  // --- the loop ---------------------------------------------------------------------------
+
+  void stopLocal() {
+    if (stopping_) return;
+    stopping_ = true;
+    killAt_ = Clock::now() + Ms(o_.stopGraceMs + 500);
+    agents_.stopAll();
+  }
+
+  void supervise() {
+    while (true) {
+      agents_.read(kPollMs);
+      reapAgents();
+      const Clock::time_point now = Clock::now();
+      if (!stopping_) {
+        if (const int sig = interruptSignal()) {
+          interrupt_ = sig;
+          stopLocal();
+        } else if (deadline_.expired()) {
+          timedOut_ = true;
+          stopLocal();
+        }
+      }
+      if (now >= nextRead_ && !etcdFailed()) {
+        nextRead_ = now + kEtcdEvery;
+        try {
+          renewLease(now);
+          follow();
+          if (!policy_ && !end_) tryToLead(now);
+          if (policy_ && !reportedEnd_) leading(now);
+        } catch (const Error& e) {
+          etcdError_ = e.what();
+          stopLocal();
+        }
+      }
+      if (stopping_ && now >= killAt_) agents_.killAll();
+      if (agents_.allGone() && (stopping_ || end_)) break;
+    }
+    agents_.stopAll();
+  }
+
+  bool etcdFailed() const { return !etcdError_.empty(); }
+
+  // The leader waits for the other nodes to read the end, then deletes the job's keys.
+  void cleanUp() {
+    if (!reportedEnd_) return;
+    const Deadline deadline = Deadline::after(kGoneWait);
+    try {
+      while (!deadline.expired()) {
+        const std::vector<HostSlots> nodes = liveNodes();
+        if (std::all_of(nodes.begin(), nodes.end(), [&](const HostSlots& n) { return n.name == node_; }))
+          break;
+        std::this_thread::sleep_for(kEtcdEvery);
+      }
+      etcd_->erasePrefix(url_.prefix);
+    } catch (const Error& e) {
+      say("warning: cannot delete the job's keys in etcd: " + std::string(e.what()));
+    }
+  }
+
+  int finish() {
+    if (etcdFailed()) {
+      say("node " + node_ + ": " + etcdError_ + "; stopped its workers");
+      return 1;
+    }
+    cleanUp();
+    try {
+      if (!lostLease_) etcd_->revokeLease(lease_);
+    } catch (const Error&) {
+      // Expired already: nothing to give back.
+    }
+    if (interrupt_ != 0) {
+      say("interrupted by " + signalName(interrupt_) +
+          "; stopped this node's workers (the job goes on without them)");
+      return 128 + interrupt_;
+    }
+    if (timedOut_) {
+      say("this node ran past --timeout " + formatSeconds(o_.timeoutS) + " s; stopped its workers");
+      return 124;
+    }
+    if (reportedEnd_) return leaderCode_;
+    std::istringstream in(end_.value_or("1 the job ended without a word"));
+    int code = 1;
+    std::string why;
+    in >> code;
+    std::getline(in >> std::ws, why);
+    say("node " + node_ + ": " + why + " (exit code " + std::to_string(code) +
+        ", as the job's leader reported)");
+    return code;
+  }
+
+  const RunOptions& o_;
+  rendezvous::EtcdUrl url_;
+  AgentPool agents_;
+  std::unique_ptr<rendezvous::EtcdClient> etcd_;
+  std::int64_t lease_ = 0;
+  std::string node_;
+  JobStore jobStore_;
+  std::string jobId_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<OutputSink> output_;
+  Deadline deadline_ = Deadline::never();
+  std::map<int, Worker> workers_;
+  std::set<int> stopped_;
+  std::optional<ElasticPolicy> policy_;
+  std::set<int> reported_;  // leader: worker ends given to the policy
+  std::vector<HostSlots> lastNodes_;
+  std::string lastCounters_;
+  std::int64_t placeEvents_ = 0;
+  std::optional<Clock::time_point> waitingSince_;
+  std::optional<std::string> end_;
+  bool reportedEnd_ = false;  // this node led the job to its end
+  int leaderCode_ = 0;
+  Clock::time_point nextRead_{};
+  Clock::time_point nextRenew_{};
+  Clock::time_point killAt_{};
+  std::string etcdError_;
+  bool lostLease_ = false;
+  int interrupt_ = 0;
+  bool timedOut_ = false;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+int runRdzvJob(const RunOptions& o) {
+  GYRE_USAGE_CHECK(o.elastic,
+                   "--rdzv needs --elastic (with --min-np and --max-np): a job in etcd is elastic");
+  GYRE_USAGE_CHECK(o.minNp >= 1 && o.maxNp >= o.minNp,
+                   "--rdzv needs --min-np and --max-np (1 <= min <= max)");
+  GYRE_USAGE_CHECK(o.hosts.empty() && o.discoveryScript.empty(),
+                   "--rdzv starts workers on this host only: run gyre run --rdzv on every host instead of "
+                   "-H/--hostfile/--host-discovery-script");
+  GYRE_USAGE_CHECK(o.servers == 0, "--servers does not work with --rdzv");
+  const rendezvous::EtcdUrl url = rendezvous::parseEtcdUrl(o.rdzv);
+  GYRE_USAGE_CHECK(url.hasPath, "--rdzv ", o.rdzv,
+                   ": name the job in the address's path (etcd://host:port/JOB), the same "
+                   "on every host");
+  return RdzvJob(o).run();
+}
+
+}  // namespace gyre::launcher
