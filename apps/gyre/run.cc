@@ -8,6 +8,7 @@
 #include <optional>
 #include <sstream>
 
+#include "common/config.h"
 #include "gyre/init.h"
 #include "launcher/agent.h"
 #include "launcher/agent_protocol.h"
@@ -101,9 +102,10 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   for (const std::string& name : f.elasticOnlyGiven)
     requireArg((name != "--min-np" || f.minNp >= 1) && (name != "--max-np" || f.maxNp >= 1), name,
                " must be at least 1");
-  requireArg(f.rdzv.empty() || f.elastic,
-             "--rdzv (or GYRE_RDZV) needs --elastic, with --min-np and --max-np");
+  requireArg(f.rdzv.empty() || f.elastic, "--rdzv needs --elastic, with --min-np and --max-np");
   o.rdzv = f.rdzv;
+  // GYRE_RDZV, exported for a shell's elastic jobs, leaves its other jobs alone.
+  if (o.rdzv.empty() && f.elastic) o.rdzv = config::getString(processEnvironment(), "GYRE_RDZV");
   o.elastic = f.elastic;
   o.minNp = f.minNp;
   o.maxNp = f.maxNp;
@@ -225,10 +227,10 @@ void addRun(CLI::App& app, std::function<int()>& action) {
                                         "Elastic: seconds the job may stay below --min-np before it gives up")
                             ->capture_default_str());
   cmd->add_option(
-         "--rdzv", f->rdzv,
-         "Elastic: keep the job's state in etcd, etcd://host:port[,host:port...]/JOB, so it survives "
-         "the loss of any host; run gyre run --rdzv on every host, -np being its workers")
-      ->envname("GYRE_RDZV");
+      "--rdzv", f->rdzv,
+      "Elastic: keep the job's state in etcd, etcd://host:port[,host:port...]/JOB, so it survives "
+      "the loss of any host; run gyre run --rdzv on every host, -np being its workers (default with "
+      "--elastic: GYRE_RDZV)");
   cmd->add_option("--timeout", f->timeoutS,
                   "Stop the whole job after this many seconds, every generation together (0: never)")
       ->capture_default_str();

@@ -94,8 +94,9 @@ constexpr std::array<Knob, 37> kKnobs = {{
      INT32_MAX,
      KnobOrigin::kLauncher},
     {"GYRE_RDZV", KnobType::kString, "",
-     "`gyre run --rdzv`'s default: the etcd cluster and path an elastic job's state lives in, "
-     "`etcd://host:port[,host:port...]/JOB` (docs/elastic.md). Unset: the launcher holds the state."},
+     "`gyre run --elastic`'s default for `--rdzv`: the etcd cluster and path an elastic job's state lives "
+     "in, `etcd://host:port[,host:port...]/JOB` (docs/elastic.md). Unset, or a job without `--elastic`: the "
+     "launcher holds the state."},
     {"GYRE_TIMELINE", KnobType::kString, "",
      "A Chrome-trace/Perfetto timeline file that gyre's libtorch training writes (backward, each bucket's "
      "allreduce, waits, optimizer steps; one track per rank). Unset: none."},

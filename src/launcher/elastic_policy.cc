@@ -55,6 +55,7 @@ ElasticPolicy::ElasticPolicy(ElasticLimits limits, std::vector<HostSlots> hosts,
     w.host = k.host;
     w.exited = k.exited;
     w.ready = k.ready;
+    w.stopped = k.stopped;
     workers_.push_back(w);
     nextId_ = std::max(nextId_, k.id + 1);
   }

@@ -105,8 +105,9 @@ struct ElasticTakeover {
   struct Known {
     int id = 0;
     std::string host;
-    bool exited = false;  // its end was recorded (and counted by the leader before)
+    bool exited = false;  // its end was counted by the leader before
     bool ready = false;
+    bool stopped = false;  // the leader before asked it to stop: its end is not a failure
   };
   std::vector<Known> workers;  // every worker started so far
   std::optional<elastic::Membership> published;

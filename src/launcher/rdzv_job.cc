@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "common/auth.h"
 #include "common/check.h"
+#include "common/mutex.h"
 #include "common/numbers.h"
 #include "common/socket.h"
 #include "elastic/membership.h"
@@ -37,8 +39,11 @@ using rendezvous::EtcdKeyValue;
 
 constexpr int kPollMs = 50;
 constexpr Ms kEtcdEvery{100};                  // reads of the job's keys
-constexpr std::chrono::seconds kLeaseTtl{3};   // a dead node's keys are gone this long after
-constexpr Ms kRenewEvery{500};                 // lease renewals
+// A dead node's keys are gone this long after its last renewal. Renewals come every second from
+// a thread of their own with a client of their own, so a slow etcd member (2 s at most before the
+// next one is tried) or a slow round of the supervisor never lets a live node's lease expire.
+constexpr std::chrono::seconds kLeaseTtl{10};
+constexpr Ms kRenewEvery{1000};
 constexpr std::chrono::seconds kGoneWait{10};  // the leader waits this long for the others to go
 
 Bytes bytes(const std::string& s) {
@@ -76,6 +81,52 @@ WorkerEnd parseEnd(const std::string& s) {
   return e;
 }
 
+// Renews a lease until destroyed; expired() once etcd says it has expired or no renewal got
+// through for a whole TTL.
+class LeaseKeeper {
+ public:
+  LeaseKeeper(const std::vector<std::string>& endpoints, std::int64_t lease)
+      : etcd_(endpoints, kRenewEvery * 2), lease_(lease), thread_([this] { run(); }) {}
+  ~LeaseKeeper() {
+    {
+      MutexLock lock(mutex_);
+      done_ = true;
+    }
+    wake_.notifyAll();
+    thread_.join();
+  }
+  bool expired() const { return expired_.load(); }
+
+ private:
+  void run() {
+    Clock::time_point renewed = Clock::now();
+    while (!expired_.load()) {
+      {
+        MutexLock lock(mutex_);
+        if (!done_) wake_.waitFor(mutex_, kRenewEvery);
+        if (done_) return;
+      }
+      try {
+        if (etcd_.keepAlive(lease_))
+          renewed = Clock::now();
+        else
+          expired_ = true;
+      } catch (const Error&) {
+        // No member answered this time; the next second tries again.
+      }
+      if (Clock::now() - renewed >= kLeaseTtl) expired_ = true;
+    }
+  }
+
+  rendezvous::EtcdClient etcd_;
+  std::int64_t lease_;
+  Mutex mutex_;
+  CondVar wake_;
+  bool done_ GYRE_GUARDED_BY(mutex_) = false;
+  std::atomic<bool> expired_{false};
+  std::thread thread_;
+};
+
 class RdzvJob {
  public:
   explicit RdzvJob(const RunOptions& o)
@@ -95,14 +146,21 @@ class RdzvJob {
       throw Error("--rdzv " + o_.rdzv + ": " + e.what());
     }
     // A previous job under this path ended (its keys were left): this is a new one.
-    if (etcd_->get(key("end"))) etcd_->erasePrefix(url_.prefix);
+    // A previous job under this path ended (its keys were left, or its leader is deleting them):
+    // wait for its nodes to go, then start afresh.
+    if (etcd_->get(key("end"))) {
+      const Deadline gone = Deadline::after(kLeaseTtl + kGoneWait);
+      while (!etcd_->list(key("nodes/")).empty() && !gone.expired()) std::this_thread::sleep_for(kEtcdEvery);
+      etcd_->erasePrefix(url_.prefix);
+    }
     lease_ = etcd_->grantLease(kLeaseTtl);
+    keeper_ = std::make_unique<LeaseKeeper>(url_.endpoints, lease_);
     node_ = net::hostName() + ":" + std::to_string(::getpid());
     etcd_->putIfRevision(key("secret"), 0, bytes(auth::generateSecret()));
     etcd_->putIfRevision(key("job-id"), 0, bytes("gyre-" + auth::generateSecret().substr(0, 12)));
-    jobStore_.secret = text(etcd_->get(key("secret"))->value);
+    jobStore_.secret = required("secret");
     jobStore_.localCandidates = jobStore_.remoteCandidates = {o_.rdzv};
-    jobId_ = text(etcd_->get(key("job-id"))->value);
+    jobId_ = required("job-id");
     etcd_->put(key("nodes/" + node_), bytes(std::to_string(slots())), lease_);
     store_ = connectEtcdStore(o_.rdzv, reach);
     store_->setTimeout(std::chrono::seconds(10));
@@ -124,6 +182,15 @@ class RdzvJob {
   };
 
   int slots() const { return o_.np > 0 ? o_.np : 1; }
+
+  std::string required(const std::string& k) {
+    const auto kv = etcd_->get(key(k));
+    if (!kv)
+      throw Error("the job's key " + key(k) +
+                  " vanished as this node joined (did another gyre run delete the job "
+                  "under this path?)");
+    return text(kv->value);
+  }
   std::string key(const std::string& k) const { return url_.prefix + "launch/" + k; }
   std::string formatEtcdUrlPath() const { return url_.prefix.substr(0, url_.prefix.size() - 1); }
 
@@ -142,14 +209,25 @@ class RdzvJob {
   }
 
   // Records how worker `id` of this node ended, for the leader.
+  // Records how worker `id` of this node ended, for the leader: now, or (etcd not answering)
+  // in a later round; the node does not exit before every end is recorded or etcd failed it.
   void ended(int id, const WorkerEnd& end) {
     Worker& w = workers_[id];
     if (std::exchange(w.ended, true)) return;
-    try {
-      etcd_->put(key("exit/" + std::to_string(id)), bytes(formatEnd(end)));
-      etcd_->erase(key("alive/" + std::to_string(id)));
-    } catch (const Error& e) {
-      say("warning: cannot record worker " + std::to_string(id) + "'s end in etcd: " + e.what());
+    unrecorded_[id] = end;
+    recordEnds();
+  }
+
+  void recordEnds() {
+    for (auto it = unrecorded_.begin(); it != unrecorded_.end();) {
+      try {
+        etcd_->put(key("exit/" + std::to_string(it->first)), bytes(formatEnd(it->second)));
+        etcd_->erase(key("alive/" + std::to_string(it->first)));
+        it = unrecorded_.erase(it);
+      } catch (const Error& e) {
+        say("warning: cannot record worker " + std::to_string(it->first) + "'s end in etcd yet: " + e.what());
+        return;
+      }
     }
   }
 
@@ -211,10 +289,8 @@ class RdzvJob {
     if (const auto end = etcd_->get(key("end"))) end_ = text(end->value);
   }
 
-  void renewLease(Clock::time_point now) {
-    if (now < nextRenew_) return;
-    nextRenew_ = now + kRenewEvery;
-    if (etcd_->keepAlive(lease_)) return;
+  void checkLease() {
+    if (!keeper_->expired()) return;
     lostLease_ = true;
     throw Error("this node's lease in etcd expired (it could not renew it within " +
                 std::to_string(kLeaseTtl.count()) + " s): the job counts its workers as lost");
@@ -243,8 +319,23 @@ class RdzvJob {
     return l;
   }
 
+  // Whether this node holds the leader key (a compare-and-swap whose answer was lost may have
+  // taken it: read it back).
+  bool takeLeaderKey() {
+    if (etcd_->putIfRevision(key("leader"), 0, bytes(node_), lease_)) return true;
+    const auto leader = etcd_->get(key("leader"));
+    return leader && text(leader->value) == node_ && leader->lease == lease_;
+  }
+
+  std::set<int> idsUnder(const std::string& dir) {
+    std::set<int> ids;
+    for (const EtcdKeyValue& kv : etcd_->list(key(dir)))
+      if (const int id = idOf(kv.key); id >= 0) ids.insert(id);
+    return ids;
+  }
+
   void tryToLead(Clock::time_point now) {
-    if (!etcd_->putIfRevision(key("leader"), 0, bytes(node_), lease_)) return;
+    if (!takeLeaderKey()) return;
     const std::vector<HostSlots> nodes = liveNodes();
     const std::vector<EtcdKeyValue> starts = etcd_->list(key("start/"));
     std::optional<elastic::Membership> published = elastic::latestMembership(*store_);
@@ -272,12 +363,15 @@ class RdzvJob {
     ElasticTakeover t;
     t.published = published;
     t.formed = elastic::lastFormedMembership(*store_);
-    std::map<int, WorkerEnd> exits = readExits();
+    // Ends the previous leader counted; the others (recorded after it died) are counted anew.
+    const std::set<int> counted = idsUnder("counted/");
+    const std::set<int> stops = idsUnder("stop/");
     for (const EtcdKeyValue& kv : starts) {
       const int id = idOf(kv.key);
       if (id < 0) continue;
-      t.workers.push_back({id, text(kv.value), exits.contains(id), elastic::isReady(*store_, id)});
-      if (exits.contains(id)) reported_.insert(id);
+      t.workers.push_back(
+          {id, text(kv.value), counted.contains(id), elastic::isReady(*store_, id), stops.contains(id)});
+      if (counted.contains(id)) reported_.insert(id);
     }
     if (const auto counters = etcd_->get(key("policy"))) {
       std::istringstream in(text(counters->value));
@@ -320,12 +414,10 @@ class RdzvJob {
       const int id = idOf(kv.key);
       if (id < 0 || reported_.contains(id)) continue;
       if (const auto it = exits.find(id); it != exits.end()) {
-        reported_.insert(id);
         if (it->second.ok) policy_->formed(elastic::lastFormedMembership(*store_));
-        policy_->exited(id, it->second, now);
+        count(id, it->second, now);
       } else if (!alive.contains(id) && !live.contains(text(kv.value))) {
-        reported_.insert(id);
-        policy_->exited(
+        count(
             id,
             WorkerEnd{false, "was lost with node " + text(kv.value) + " (its etcd lease expired)", 1, false},
             now);
@@ -347,7 +439,9 @@ class RdzvJob {
           policy_->placed(id, *place, now);
     }
     policy_->tick(now);
-    apply(policy_->takeActions());
+    const std::vector<ElasticAction> actions = policy_->takeActions();
+    // The counts first: a leader that dies between them and its actions leaves its successor
+    // short of a worker (which it starts), never with a replacement started twice.
     const ElasticCounters c = policy_->counters();
     const std::string counters = std::to_string(c.replacements) + " " + std::to_string(c.owed) + " " +
                                  std::to_string(c.unreplaced) + " " + std::to_string(c.wanted);
@@ -355,6 +449,7 @@ class RdzvJob {
       etcd_->put(key("policy"), bytes(counters));
       lastCounters_ = counters;
     }
+    apply(actions);
     if (policy_->over() && !end_) {
       ElasticEnding ending;
       leaderCode_ = reportElasticJob(o_, policy_->outcome(), ending, *output_);
@@ -363,6 +458,13 @@ class RdzvJob {
       end_ = std::to_string(leaderCode_) + " " + why;
       reportedEnd_ = true;
     }
+  }
+
+  // Gives worker `id`'s end to the policy, once, and records that it did (for a successor).
+  void count(int id, const WorkerEnd& end, Clock::time_point now) {
+    reported_.insert(id);
+    policy_->exited(id, end, now);
+    etcd_->put(key("counted/" + std::to_string(id)), {});
   }
 
   void apply(const std::vector<ElasticAction>& actions) {
@@ -382,9 +484,14 @@ class RdzvJob {
         case ElasticAction::Kind::kNote:
           say(a.text);
           break;
-        case ElasticAction::Kind::kFail:
+        case ElasticAction::Kind::kFail: {
           elastic::publishFailure(*store_, a.text);
+          // Workers that do not read the failure (or are stuck) are stopped by their nodes.
+          const std::set<int> exited = idsUnder("exit/");
+          for (const int id : idsUnder("start/"))
+            if (!exited.contains(id)) etcd_->put(key("stop/" + std::to_string(id)), {});
           break;
+        }
       }
     }
   }
@@ -398,6 +505,27 @@ class RdzvJob {
     agents_.stopAll();
   }
 
+  // An interrupt or --timeout of this node: it leaves the job at once (its lease revoked, so the
+  // leader, or the node that takes the leader key, counts its workers as lost and goes on) and
+  // stops its workers. The last node of a job ends the job.
+  void leave() {
+    policy_.reset();
+    try {
+      const std::vector<HostSlots> nodes = liveNodes();
+      if (std::all_of(nodes.begin(), nodes.end(), [&](const HostSlots& n) { return n.name == node_; }) &&
+          !end_) {
+        const std::string why =
+            interrupt_ != 0 ? "stopped by " + signalName(interrupt_) : "stopped at --timeout";
+        etcd_->put(key("end"), bytes(std::to_string(interrupt_ != 0 ? 128 + interrupt_ : 124) + " " + why));
+      }
+      etcd_->revokeLease(lease_);
+    } catch (const Error& e) {
+      say("warning: cannot leave the job in etcd (" + std::string(e.what()) + "); its lease expires within " +
+          std::to_string(kLeaseTtl.count()) + " s");
+    }
+    left_ = true;
+  }
+
   void supervise() {
     while (true) {
       agents_.read(kPollMs);
@@ -406,26 +534,31 @@ class RdzvJob {
       if (!stopping_) {
         if (const int sig = interruptSignal()) {
           interrupt_ = sig;
-          stopLocal();
         } else if (deadline_.expired()) {
           timedOut_ = true;
+        }
+        if (interrupt_ != 0 || timedOut_) {
+          leave();
           stopLocal();
         }
       }
       if (now >= nextRead_ && !etcdFailed()) {
         nextRead_ = now + kEtcdEvery;
         try {
-          renewLease(now);
-          follow();
-          if (!policy_ && !end_) tryToLead(now);
-          if (policy_ && !reportedEnd_) leading(now);
+          recordEnds();
+          if (!left_) {
+            checkLease();
+            follow();
+            if (!policy_ && !end_) tryToLead(now);
+            if (policy_ && !reportedEnd_) leading(now);
+          }
         } catch (const Error& e) {
           etcdError_ = e.what();
           stopLocal();
         }
       }
       if (stopping_ && now >= killAt_) agents_.killAll();
-      if (agents_.allGone() && (stopping_ || end_)) break;
+      if (agents_.allGone() && (stopping_ || end_) && (unrecorded_.empty() || etcdFailed())) break;
     }
     agents_.stopAll();
   }
@@ -456,7 +589,7 @@ class RdzvJob {
     }
     cleanUp();
     try {
-      if (!lostLease_) etcd_->revokeLease(lease_);
+      if (!lostLease_ && !left_) etcd_->revokeLease(lease_);
     } catch (const Error&) {
       // Expired already: nothing to give back.
     }
@@ -485,6 +618,7 @@ class RdzvJob {
   AgentPool agents_;
   std::unique_ptr<rendezvous::EtcdClient> etcd_;
   std::int64_t lease_ = 0;
+  std::unique_ptr<LeaseKeeper> keeper_;
   std::string node_;
   JobStore jobStore_;
   std::string jobId_;
@@ -503,10 +637,11 @@ class RdzvJob {
   bool reportedEnd_ = false;  // this node led the job to its end
   int leaderCode_ = 0;
   Clock::time_point nextRead_{};
-  Clock::time_point nextRenew_{};
   Clock::time_point killAt_{};
   std::string etcdError_;
   bool lostLease_ = false;
+  bool left_ = false;                    // leave(): this node gave up its lease
+  std::map<int, WorkerEnd> unrecorded_;  // ends of this node's workers not yet in etcd
   int interrupt_ = 0;
   bool timedOut_ = false;
   bool stopping_ = false;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "common/check.h"
@@ -140,9 +141,16 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, std::chrono::millisec
     client->set_keep_alive(true);
     client->set_tcp_nodelay(true);  // else each small request waits out a delayed ACK (40 ms)
     client->set_connection_timeout(std::chrono::seconds(1));
-    client->set_read_timeout(std::chrono::seconds(5));
+    // A member whose host vanished (no reset) costs at most this before the next one is tried;
+    // etcd answers a healthy request in milliseconds, and a slow proposal times out on its own.
+    client->set_read_timeout(std::chrono::seconds(2));
     client->set_write_timeout(std::chrono::seconds(5));
     clients_.push_back(std::move(client));
+  }
+  // Clients start at different members, so that one member lost does not stall them all.
+  {
+    MutexLock lock(mutex_);
+    current_ = std::random_device()() % endpoints_.size();
   }
   // A first call proves a member answers, and picks it.
   call("/v3/maintenance/status", "{}");
@@ -191,6 +199,7 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
         return reply;
       }
       whys[e] = why;
+      if (deadline.expired()) break;
     }
     if (deadline.expired()) break;
     std::this_thread::sleep_for(

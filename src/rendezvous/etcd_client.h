@@ -7,10 +7,14 @@
 // (cpp-httplib, which the metrics endpoint already uses) instead of gRPC's code generator and
 // runtime in the core library.
 //
-// Endpoints are members of one cluster: a call goes to the member that answered last and, when it
-// cannot be reached or has no leader, to the next one, until the call's deadline. A write whose
-// answer was lost with its member may be applied twice when retried on another; every write gyre
-// makes through it is either idempotent (put, delete) or a compare-and-swap that re-reads first.
+// Endpoints are members of one cluster: a client starts at a random member, sticks to the one
+// that answered last and, when it cannot be reached (2 s at most per try) or has no leader, tries
+// the next one, until the call's deadline. A write whose answer was lost (the member died, or
+// etcd answered "request timed out" while the write was still being agreed) is sent again: puts
+// and deletes are idempotent; a compare-and-swap sent twice may have taken effect the first time
+// and then report that it did not (gyre run --rdzv reads the leader key back after a failed
+// take), and the etcd store's add() could then count twice. A known limit: etcd makes such
+// answers rare (a member lost in the middle of a write).
 //
 // Thread-safe: calls are serialised (one HTTP request at a time per client).
 #pragma once

@@ -90,7 +90,7 @@ class RdzvRun : public ::testing::Test {
 TEST_F(RdzvRun, TwoNodesTrainOneJobAndItsKeysAreDeletedAtTheEnd) {
   start(1);
   const std::vector<ProgramRun> runs =
-      test::runPrograms({node("job", "a", 60), node("job", "b", 60)}, kTimeout);
+      test::runPrograms({node("job", "a", 150), node("job", "b", 150)}, kTimeout);
   int leaders = 0;
   for (const ProgramRun& run : runs) {
     EXPECT_FALSE(run.timedOut);
@@ -102,7 +102,7 @@ TEST_F(RdzvRun, TwoNodesTrainOneJobAndItsKeysAreDeletedAtTheEnd) {
       test::readFile(dir_.path() + "/a/rank.0.log") + test::readFile(dir_.path() + "/b/rank.0.log") +
       test::readFile(dir_.path() + "/a/rank.1.log") + test::readFile(dir_.path() + "/b/rank.1.log");
   EXPECT_TRUE(contains(logs, "rank 0 of 2") && contains(logs, "rank 1 of 2")) << logs;
-  EXPECT_TRUE(contains(logs, "done at step 60, sum 60.000000")) << logs;
+  EXPECT_TRUE(contains(logs, "done at step 150, sum 150.000000")) << logs;
   EXPECT_EQ(client().list("/job/").size(), 0u);
 }
 
@@ -135,6 +135,37 @@ TEST_F(RdzvRun, TheJobSurvivesItsLeaderNodeAndAnEtcdMemberKilledTogether) {
   EXPECT_EQ(test::processesWith("gyre_elastic_counter 300").size(), 0u);
 }
 
+TEST_F(RdzvRun, CtrlCOnTheLastNodeEndsTheJobAndTheNextRunStartsAfresh) {
+  start(1);
+  auto run = test::startProgram(node("job", "a", 100000), kTimeout);
+  ASSERT_TRUE(waitForMembership("job", 1));
+  const std::vector<std::string> nodeA = test::processesWith(dir_.path() + "/a");
+  ASSERT_EQ(nodeA.size(), 1u);
+  ::kill(std::stoi(nodeA[0]), SIGINT);
+  const ProgramRun stopped = run.get();
+  EXPECT_EQ(stopped.exitCode, 130) << stopped.describe();
+  EXPECT_TRUE(contains(stopped.err, "interrupted by SIGINT")) << stopped.err;
+  EXPECT_EQ(test::processesWith("gyre_elastic_counter 100000").size(), 0u);
+  // The job under this path ended: a new one starts there from nothing.
+  const ProgramRun again = test::runProgram(node("job", "b", 20), kTimeout);
+  EXPECT_EQ(again.exitCode, 0) << again.describe();
+  EXPECT_TRUE(contains(test::readFile(dir_.path() + "/b/rank.0.log"), "done at step 20, sum 20.000000"));
+  EXPECT_EQ(client().list("/job/").size(), 0u);
+}
+
+TEST(RdzvRunErrors, GyreRdzvLeavesJobsWithoutElasticAlone) {
+  test::Environment env = test::cleanEnvironment();
+  env["GYRE_RDZV"] = "etcd://127.0.0.1:1/job";
+  const ProgramRun run = test::runProgram({{GYRE_TOOL, "run", "-np", "1", "--", "true"}, env}, kTimeout);
+  EXPECT_EQ(run.exitCode, 0) << run.describe();
+  const ProgramRun elastic = test::runProgram({{GYRE_TOOL, "run", "--elastic", "--min-np", "1", "--max-np",
+                                                "1", "--start-timeout", "1", "--", "true"},
+                                               env},
+                                              kTimeout);
+  EXPECT_EQ(elastic.exitCode, 1) << elastic.describe();  // it names the unreachable etcd
+  EXPECT_TRUE(contains(elastic.err, "--rdzv etcd://127.0.0.1:1/job: cannot reach etcd")) << elastic.err;
+}
+
 TEST(RdzvRunErrors, AnEtcdThatCannotBeReachedIsAClearErrorWithinTheStartTimeout) {
   const auto start = std::chrono::steady_clock::now();
   const ProgramRun run =
@@ -157,7 +188,7 @@ TEST(RdzvRunErrors, WrongFlagsExit2NamingTheProblem) {
   };
   ProgramRun r = gyreRun({"--rdzv", "etcd://127.0.0.1:1/job"});
   EXPECT_EQ(r.exitCode, 2);
-  EXPECT_TRUE(contains(r.err, "--rdzv (or GYRE_RDZV) needs --elastic")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--rdzv needs --elastic")) << r.err;
   r = gyreRun({"--rdzv", "etcd://127.0.0.1:1", "--elastic", "--min-np", "1", "--max-np", "2"});
   EXPECT_EQ(r.exitCode, 2);
   EXPECT_TRUE(contains(r.err, "name the job in the address's path")) << r.err;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_support.h"
+#include "elastic/membership.h"
 #include "rendezvous/etcd_client.h"
 #include "support/etcd_cluster.h"
 #include "support/processes.h"
@@ -104,6 +105,11 @@ TEST_F(RdzvTrain, TheJobSurvivesItsFirstNodeAndAnEtcdMemberWithEveryStepTrainedO
   ASSERT_TRUE(waitFor([&] { return etcd.get("/storm/launch/leader").has_value(); }));
   auto b = test::startProgram(node("storm", "b"), kTimeout);
   // Mid-training, with both nodes' workers in the job: past step 100 of 300.
+  const auto store = connectEtcdStore(cluster_->url("storm"), std::chrono::seconds(10));
+  ASSERT_TRUE(waitFor([&] {
+    const auto m = elastic::latestMembership(*store);
+    return m && m->members.size() == 2;
+  }));
   ASSERT_TRUE(waitFor([&] { return lastStep("storm") >= 100; }));
   const std::vector<std::string> first = test::processesWith(path("storm-a"));
   ASSERT_EQ(first.size(), 1u);

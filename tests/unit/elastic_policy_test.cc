@@ -590,7 +590,7 @@ TEST(HostDiscovery, RunsTheScriptBoundedAndSaysWhyARunFailed) {
 // the workers it started, the membership it published, its counts.
 ElasticTakeover takeover() {
   ElasticTakeover t;
-  t.workers = {{0, "a", false, true}, {1, "b", false, true}, {2, "b", true, true}};
+  t.workers = {{0, "a", false, true, false}, {1, "b", false, true, false}, {2, "b", true, true, false}};
   t.published = elastic::Membership{3, {0, 1}};
   t.formed = t.published;
   t.counters = ElasticCounters{1, 0, 0, 2};
