@@ -185,8 +185,13 @@ std::string EtcdClient::callOnce(std::size_t endpoint, const std::string& path, 
 }
 
 std::string EtcdClient::call(const std::string& path, const std::string& body) {
+  return call(path, body, Deadline::after(timeout_));
+}
+
+std::string EtcdClient::call(const std::string& path, const std::string& body, const Deadline& callDeadline) {
   MutexLock lock(mutex_);
-  const Deadline deadline = Deadline::after(timeout_);
+  const Clock::time_point started = Clock::now();
+  const Deadline deadline(std::min(callDeadline.at(), started + timeout_));
   std::vector<std::string> whys(endpoints_.size());
   auto pause = std::chrono::milliseconds(10);
   while (true) {
@@ -208,7 +213,9 @@ std::string EtcdClient::call(const std::string& path, const std::string& body) {
   }
   std::string all;
   for (const std::string& w : whys) all.append(all.empty() ? "" : "; ").append(w);
-  GYRE_THROW(Error, "cannot reach etcd within ", timeout_.count(), " ms (", all, ")");
+  GYRE_THROW(Error, "cannot reach etcd within ",
+             std::chrono::ceil<std::chrono::milliseconds>(deadline.at() - started).count(), " ms (",
+             all, ")");
 }
 
 void EtcdClient::put(const std::string& key, const Bytes& value, std::int64_t lease) {
@@ -216,7 +223,11 @@ void EtcdClient::put(const std::string& key, const Bytes& value, std::int64_t le
 }
 
 std::optional<EtcdKeyValue> EtcdClient::get(const std::string& key) {
-  const json reply = json::parse(call("/v3/kv/range", json{{"key", base64(key)}}.dump()));
+  return get(key, Deadline::after(timeout_));
+}
+
+std::optional<EtcdKeyValue> EtcdClient::get(const std::string& key, const Deadline& deadline) {
+  const json reply = json::parse(call("/v3/kv/range", json{{"key", base64(key)}}.dump(), deadline));
   const auto kvs = reply.find("kvs");
   if (kvs == reply.end() || kvs->empty()) return std::nullopt;
   return keyValue(kvs->front());

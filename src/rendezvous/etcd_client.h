@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 
 namespace httplib {
@@ -69,6 +70,8 @@ class EtcdClient {
 
   void put(const std::string& key, const Bytes& value, std::int64_t lease = 0);
   std::optional<EtcdKeyValue> get(const std::string& key);
+  // As get(key), giving up at `deadline` (when it comes before the client's time-out).
+  std::optional<EtcdKeyValue> get(const std::string& key, const Deadline& deadline);
   // Every key that starts with `prefix`, in key order.
   std::vector<EtcdKeyValue> list(const std::string& prefix);
   // Whether the key existed.
@@ -90,6 +93,7 @@ class EtcdClient {
 
  private:
   std::string call(const std::string& path, const std::string& body);
+  std::string call(const std::string& path, const std::string& body, const Deadline& deadline);
   std::string callOnce(std::size_t endpoint, const std::string& path, const std::string& body,
                        std::string& why) GYRE_REQUIRES(mutex_);
 

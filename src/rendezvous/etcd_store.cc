@@ -46,7 +46,7 @@ class EtcdStore final : public Store, public rendezvous::NetworkStore {
     const Deadline deadline = rendezvous::deadlineAfter(t);
     Backoff backoff;
     while (true) {
-      if (auto kv = client_.get(prefix_ + key)) return std::move(kv->value);
+      if (auto kv = client_.get(prefix_ + key, callDeadline(deadline))) return std::move(kv->value);
       if (deadline.expired()) timedOut("get", t, {key});
       backoff.pause(deadline);
     }
@@ -91,7 +91,9 @@ class EtcdStore final : public Store, public rendezvous::NetworkStore {
     std::vector<std::string> missing = keys;
     Backoff backoff;
     while (true) {
-      std::erase_if(missing, [&](const std::string& k) { return client_.get(prefix_ + k).has_value(); });
+      std::erase_if(missing, [&](const std::string& k) {
+        return client_.get(prefix_ + k, callDeadline(deadline)).has_value();
+      });
       if (missing.empty()) return;
       if (deadline.expired()) timedOut("wait", t, missing);
       backoff.pause(deadline);
@@ -99,6 +101,12 @@ class EtcdStore final : public Store, public rendezvous::NetworkStore {
   }
 
  private:
+  // A read inside a wait gives up with the wait (but gets a second at least): an etcd that does
+  // not answer is an Error naming its members then, not a wait far past its time-out.
+  static Deadline callDeadline(const Deadline& wait) {
+    return Deadline(std::max(wait.at(), Clock::now() + std::chrono::seconds(1)));
+  }
+
   [[noreturn]] void timedOut(const char* what, Duration t, const std::vector<std::string>& missing) const {
     GYRE_THROW(TimeoutError, "etcd store ", where_, " ", what, " timed out after ", t.count(),
                " ms; missing ", rendezvous::describeKeys(missing));

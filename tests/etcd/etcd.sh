@@ -55,40 +55,53 @@ members=${3:?$usage}
 source "$(dirname "$0")/../support/ensure-packages.sh"
 ensure_packages "etcd.sh: etcd" etcd -- etcd-server
 
-mkdir -p "$dir"
-read -r -a ports <<< "$(/usr/bin/python3 -c "
+# Free ports are picked by binding port 0 and letting go: another process may take one before
+# etcd binds it, so a cluster that does not come up on its ports is tried again on new ones.
+start_cluster() {
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  read -r -a ports <<< "$(/usr/bin/python3 -c "
 import socket
 socks = [socket.socket() for _ in range(2 * $members)]
 for s in socks: s.bind(('127.0.0.1', 0))
 print(' '.join(str(s.getsockname()[1]) for s in socks))")"
-cluster=""
-for ((i = 0; i < members; i++)); do
-  cluster+="${cluster:+,}m$i=http://127.0.0.1:${ports[2 * i + 1]}"
-done
-endpoints=""
-for ((i = 0; i < members; i++)); do
-  client=${ports[2 * i]} peer=${ports[2 * i + 1]}
-  endpoints+="${endpoints:+,}127.0.0.1:$client"
-  setsid etcd --name "m$i" --data-dir "$dir/m$i" \
-    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
-    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-    --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "gyre-test-$$" \
-    --heartbeat-interval 50 --election-timeout 500 --logger zap --log-level warn \
-    > "$dir/m$i.log" 2>&1 &
-  echo $! > "$dir/m$i.pid"
-done
-healthy="import json, sys, urllib.request
+  local cluster="" i client peer
+  for ((i = 0; i < members; i++)); do
+    cluster+="${cluster:+,}m$i=http://127.0.0.1:${ports[2 * i + 1]}"
+  done
+  endpoints=""
+  for ((i = 0; i < members; i++)); do
+    client=${ports[2 * i]} peer=${ports[2 * i + 1]}
+    endpoints+="${endpoints:+,}127.0.0.1:$client"
+    setsid etcd --name "m$i" --data-dir "$dir/m$i" \
+      --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+      --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+      --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "gyre-test-$$" \
+      --heartbeat-interval 50 --election-timeout 500 --logger zap --log-level warn \
+      > "$dir/m$i.log" 2>&1 &
+    echo $! > "$dir/m$i.pid"
+  done
+  local healthy="import json, sys, urllib.request
 for e in '$endpoints'.split(','):
     r = json.load(urllib.request.urlopen('http://' + e + '/health', timeout=1))
     if r.get('health') != 'true': sys.exit(1)"
-for _ in $(seq 300); do
-  if /usr/bin/python3 -c "$healthy" 2>/dev/null; then
+  for _ in $(seq 300); do
+    /usr/bin/python3 -c "$healthy" 2>/dev/null && return 0
+    # A member that exited (a port taken) will not come up: try again at once.
+    for pidfile in "$dir"/m*.pid; do alive "$(cat "$pidfile")" || return 1; done
+    sleep 0.1
+  done
+  return 1
+}
+
+for attempt in 1 2 3; do
+  if start_cluster; then
     echo "$endpoints"
     exit 0
   fi
-  sleep 0.1
+  [ "$attempt" -lt 3 ] && "$0" stop "$dir"
 done
-echo "etcd.sh: the $members-member etcd cluster at $endpoints did not become healthy within 30 s" >&2
+echo "etcd.sh: the $members-member etcd cluster at $endpoints did not become healthy (3 tries)" >&2
 tail -n 20 "$dir"/m*.log >&2
 "$0" stop "$dir"
 exit 1
