@@ -175,6 +175,7 @@ int train(train::TrainOptions o) {
     run.minNp = o.minNp;
     run.maxNp = o.maxNp > 0 ? o.maxNp : o.np;
     run.elasticTimeoutS = o.elasticTimeoutS;
+    run.rdzv = o.rdzv;
   }
   // libgomp's threads otherwise spin while they wait, and with more than one thread per worker
   // they spin against OpenBLAS's and against anything else running: 3 to 25 times slower on a

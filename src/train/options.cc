@@ -232,6 +232,14 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .bound = Bound::kPositive,
      .max = numbers::kMaxSeconds,
      .needs = "--elastic"},
+    {.name = "--rdzv",
+     .field = &O::rdzv,
+     .help = "Keep the elastic job's state in etcd, etcd://host:port[,host:port...]/JOB, so it survives the "
+             "loss of any host: run the same gyre train on every host, --np being its workers, with "
+             "--min-np and --max-np for the whole job (gyre run --rdzv)",
+     .group = kElastic,
+     .scope = kLauncher,
+     .needs = "--elastic"},
     {.name = "--commit-every",
      .field = &O::commitEvery,
      .help = "Commit the training state in memory every N global steps: a lost worker costs the others at "

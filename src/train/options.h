@@ -134,6 +134,7 @@ struct TrainOptions {
   int minNp = 1;            // --elastic: the fewest workers the job goes on with
   int maxNp = 0;            // --elastic: the most; 0: np
   double elasticTimeoutS = 600;
+  std::string rdzv;  // --elastic --rdzv etcd://...: the job's state in etcd (gyre run --rdzv)
   int servers = -1;         // parameter servers of a ps mode; -1: not given (1 with a ps mode)
 };
 
