@@ -17,6 +17,7 @@ packages=(
   chromium      # the test that opens gyre report's page in a real browser
   # Later issues: training on libtorch with a real BLAS, the data set, the DDP baseline.
   libtorch-dev libopenblas0-pthread dataset-fashion-mnist python3-torch
+  pybind11-dev python3-dev python3-pytest  # the Python package (import gyre) and its tests
 )
 
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds gyre and runs every test:
 #   1. Release build (warnings are errors when CI=true): the whole ctest suite (libtorch tests
-#      included), short `gyre bench collectives --check`, `gyre bench train` and `gyre bench ps` runs, so the
+#      included), the Python package's pytest tests (tests/python), short `gyre bench collectives --check`, `gyre bench train` and `gyre bench ps` runs, so the
 #      benchmarks never rot, the convergence check (scripts/check-convergence.sh) and a few seeds
 #      of the fault-injection harness in restart and elastic mode (scripts/fault-injection.py,
 #      docs/fault-tolerance.md, docs/elastic.md), and a connection flood held on every port of a
@@ -178,6 +178,56 @@ run_ctest() {
   echo "ctest $name took $((SECONDS - t0)) s: $pass passed, $fails failed, $skips skipped"
 }
 
+# run_pytest NAME DIR: the Python package's pytest tests (tests/python) against build DIR; each
+# pytest test passes, fails or is skipped, as pytest's JUnit report (DIR/pytest.xml) says, a
+# skip with its reason.
+run_pytest() {
+  local name=$1 dir=$2
+  note "pytest $name"
+  local t0=$SECONDS junit report pass fails skips kind text
+  junit="$(cd "$dir" && pwd)/pytest.xml"
+  rm -f "$junit"
+  GYRE_BUILD_DIR="$dir" timeout 900 /usr/bin/python3 -m pytest -v -rs --junitxml="$junit" tests/python || true
+  if ! report=$(/usr/bin/python3 - "$name" "$junit" <<'PY'
+import sys
+import xml.etree.ElementTree as ET
+
+stage, path = sys.argv[1:3]
+cases = list(ET.parse(path).getroot().iter("testcase"))
+if not cases:
+    sys.exit(f"{path}: no test ran")
+counts, notes = {"pass": 0, "fail": 0, "skip": 0}, []
+for case in cases:
+    name = f'{case.get("classname", "")}.{case.get("name", "?")}'
+    skip = case.find("skipped")
+    bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+    if bad is not None:
+        counts["fail"] += 1
+        notes.append(f"fail\t{stage}: {name} ({(bad.get('message') or 'failed')[:200]})")
+    elif skip is not None:
+        counts["skip"] += 1
+        notes.append(f"skip\t{stage}: {name}: {(skip.get('message') or '(no reason given)')[:200]}")
+    else:
+        counts["pass"] += 1
+print(counts["pass"], counts["fail"], counts["skip"])
+print("\n".join(notes))
+PY
+  ); then
+    record "pytest $name" 0 1 0 $((SECONDS - t0))
+    fail_list+=("pytest $name: no readable report")
+    return
+  fi
+  read -r pass fails skips <<<"$(head -1 <<<"$report")"
+  while IFS=$'\t' read -r kind text; do
+    case $kind in
+      skip) skip_list+=("$text") ;;
+      fail) fail_list+=("$text") ;;
+    esac
+  done < <(tail -n +2 <<<"$report")
+  record "pytest $name" "$pass" "$fails" "$skips" $((SECONDS - t0))
+  echo "pytest $name took $((SECONDS - t0)) s: $pass passed, $fails failed, $skips skipped"
+}
+
 # run_cmd NAME COMMAND...: one check that passes when the command exits 0.
 run_cmd() {
   local name=$1
@@ -223,6 +273,7 @@ for stage in $STAGES; do
     release)
       if build "$B"; then
         run_ctest release "$B"
+        run_pytest release "$B"
         bench_smoke "$B" release
         run_cmd "convergence 1 vs 2 workers" scripts/check-convergence.sh "$B"
         run_cmd "install + find_package(gyre) consumer" scripts/check-install.sh "$B"

@@ -1,0 +1,302 @@
+"""The calls of `import gyre`: the world, process sets and the collectives on torch tensors."""
+import io
+import os
+
+import torch
+
+from . import _C
+
+__all__ = [
+    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+    "Sum", "Average", "Min", "Max", "Product", "ReduceOp",
+    "GyreError", "PeerLostError", "TimeoutError", "InvalidArgumentError",
+    "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
+    "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
+    "allgather", "allgather_async", "reducescatter", "reduce_scatter", "reducescatter_async",
+    "reduce_scatter_async", "alltoall", "alltoall_async", "barrier",
+    "synchronize", "poll", "broadcast_object", "allgather_object", "Compression",
+]
+
+ReduceOp = _C.ReduceOp
+Sum, Average, Min, Max, Product = ReduceOp.Sum, ReduceOp.Average, ReduceOp.Min, ReduceOp.Max, ReduceOp.Product
+GyreError, PeerLostError, TimeoutError, InvalidArgumentError = (
+    _C.GyreError, _C.PeerLostError, _C.TimeoutError, _C.InvalidArgumentError)
+
+
+# glibc's own settings: when one is set, gyre.init() leaves malloc to it.
+_MALLOC_VARIABLES = ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
+                     "MALLOC_MMAP_MAX_")
+
+
+def init(process_sets=None, keep_freed_memory=True):
+    """Joins the job the launcher started; a world of one without a launcher. Calling it again does
+    nothing. `process_sets`: ProcessSet objects to add right away (collective).
+
+    keep_freed_memory: keep the buffers a training step frees in the process (glibc's mmap
+    threshold fixed at 32 MiB, no heap trimming) instead of returning them to the kernel at every
+    step; on a cnn that triples a CPU step's speed (docs/python.md). Skipped when the environment
+    sets glibc's malloc variables (GLIBC_TUNABLES, MALLOC_*_)."""
+    if keep_freed_memory and not any(v in os.environ for v in _MALLOC_VARIABLES):
+        _C.keep_freed_memory()
+    _C.init()
+    for ps in process_sets or []:
+        add_process_set(ps)
+
+
+shutdown = _C.shutdown
+is_initialized = _C.is_initialized
+rank, size, local_rank, local_size = _C.rank, _C.size, _C.local_rank, _C.local_size
+
+
+class ProcessSet:
+    """A subset of the world's ranks with collectives of its own, as Horovod's. Pass it as
+    `process_set=` to any collective; ranks inside it (root_rank too) count within the set."""
+
+    def __init__(self, ranks):
+        self.ranks = sorted(int(r) for r in ranks)
+        self.process_set_id = None
+
+    def _id(self, call):
+        if self.process_set_id is None:
+            raise ValueError(f"gyre.{call}: the process set {self.ranks} was not added; call "
+                             "gyre.add_process_set first")
+        return self.process_set_id
+
+    def included(self):
+        return rank() in self.ranks
+
+    def rank(self):
+        return _C.process_set_rank(self._id("ProcessSet.rank"))
+
+    def size(self):
+        return len(self.ranks)
+
+    def __repr__(self):
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+
+
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+
+
+def add_process_set(process_set):
+    """Collective over the world: every rank adds the same sets in the same order."""
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    process_set.process_set_id = _C.add_process_set(process_set.ranks)
+    return process_set
+
+
+def remove_process_set(process_set):
+    _C.remove_process_set(process_set._id("remove_process_set"))
+    process_set.process_set_id = None
+
+
+def _set(process_set, call):
+    if isinstance(process_set, ProcessSet):
+        return process_set._id(call)
+    raise TypeError(f"gyre.{call}: process_set must be a gyre.ProcessSet, not {type(process_set).__name__}")
+
+
+def _tensor(tensor, call, arg="tensor"):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"gyre.{call}: {arg} must be a torch.Tensor, not {type(tensor).__name__}")
+    return tensor
+
+
+def _op(op, average, call):
+    if average is not None:
+        if op is not None:
+            raise ValueError(f"gyre.{call}: pass op or average, not both")
+        return Average if average else Sum
+    if op is None:
+        return Average
+    if not isinstance(op, ReduceOp):
+        raise TypeError(f"gyre.{call}: op must be gyre.Sum, Average, Min, Max or Product, not {op!r}")
+    return op
+
+
+class Compression:
+    """How allreduced tensors travel, as Horovod's: Compression.none or Compression.fp16 (and bf16)."""
+
+    class none:
+        name = "none"
+
+        @staticmethod
+        def compress(tensor):
+            return tensor, None
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            return tensor
+
+    class fp16:
+        name = "fp16"
+
+        @staticmethod
+        def compress(tensor):
+            return (tensor.to(torch.float16), tensor.dtype) if tensor.is_floating_point() else (tensor, None)
+
+        @staticmethod
+        def decompress(tensor, ctx):
+            return tensor.to(ctx) if ctx is not None else tensor
+
+    class bf16(fp16):
+        name = "bf16"
+
+        @staticmethod
+        def compress(tensor):
+            return (tensor.to(torch.bfloat16), tensor.dtype) if tensor.is_floating_point() else (tensor, None)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=global_process_set):
+    """A new tensor holding `tensor` reduced over the ranks (op: Average by default). `name` is
+    accepted for Horovod's sake; gyre matches calls by their order."""
+    _tensor(tensor, "allreduce")
+    compressed, ctx = compression.compress(tensor)
+    out = _C.allreduce(compressed, _op(op, average, "allreduce"), prescale_factor, postscale_factor,
+                       _set(process_set, "allreduce"))
+    return compression.decompress(out, ctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=global_process_set):
+    """Reduces `tensor` over the ranks in place (it must be contiguous) and returns it."""
+    return _C.allreduce_(_tensor(tensor, "allreduce_"), _op(op, average, "allreduce_"), prescale_factor,
+                         postscale_factor, _set(process_set, "allreduce_"))
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=global_process_set):
+    """allreduce, started: returns a handle for gyre.synchronize(handle) (or handle.wait())."""
+    return _C.allreduce_async(_tensor(tensor, "allreduce_async"), _op(op, average, "allreduce_async"),
+                              prescale_factor, postscale_factor, _set(process_set, "allreduce_async"))
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
+    return _C.allreduce_async_(_tensor(tensor, "allreduce_async_"), _op(op, average, "allreduce_async_"),
+                               prescale_factor, postscale_factor, _set(process_set, "allreduce_async_"))
+
+
+def _root(root_rank, call):
+    if isinstance(root_rank, bool) or not isinstance(root_rank, int):
+        raise TypeError(f"gyre.{call}: root_rank must be an int, not {type(root_rank).__name__}")
+    return root_rank
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """A copy of root_rank's `tensor` on every rank."""
+    return _C.broadcast(_tensor(tensor, "broadcast"), _root(root_rank, "broadcast"), _set(process_set, "broadcast"))
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Overwrites `tensor` (contiguous) with root_rank's and returns it."""
+    return _C.broadcast_(_tensor(tensor, "broadcast_"), _root(root_rank, "broadcast_"),
+                         _set(process_set, "broadcast_"))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    return _C.broadcast_async(_tensor(tensor, "broadcast_async"), _root(root_rank, "broadcast_async"),
+                              _set(process_set, "broadcast_async"))
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    return _C.broadcast_async_(_tensor(tensor, "broadcast_async_"), _root(root_rank, "broadcast_async_"),
+                               _set(process_set, "broadcast_async_"))
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's `tensor` concatenated along dimension 0 in rank order; first dimensions may differ."""
+    return _C.allgather(_tensor(tensor, "allgather"), _set(process_set, "allgather"))
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    return _C.allgather_async(_tensor(tensor, "allgather_async"), _set(process_set, "allgather_async"))
+
+
+def reducescatter(tensor, name=None, op=None, process_set=global_process_set):
+    """`tensor` reduced over the ranks (op: Average by default), split along dimension 0: rank r
+    keeps its share of the rows (the first R % size ranks one row more)."""
+    return _C.reduce_scatter(_tensor(tensor, "reducescatter"), _op(op, None, "reducescatter"),
+                             _set(process_set, "reducescatter"))
+
+
+def reducescatter_async(tensor, name=None, op=None, process_set=global_process_set):
+    return _C.reduce_scatter_async(_tensor(tensor, "reducescatter_async"), _op(op, None, "reducescatter_async"),
+                                   _set(process_set, "reducescatter_async"))
+
+
+reduce_scatter, reduce_scatter_async = reducescatter, reducescatter_async
+
+
+def _splits(splits, call):
+    if splits is None:
+        return []
+    if isinstance(splits, torch.Tensor):
+        splits = splits.tolist()
+    try:
+        return [int(s) for s in splits]
+    except (TypeError, ValueError):
+        raise TypeError(f"gyre.{call}: splits must be a list or tensor of ints") from None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends splits[r] rows of `tensor` to rank r (equal shares by default). Returns the rows that
+    arrived, in rank order, and, when splits was given, the rows received from each rank."""
+    out, received = _C.alltoall(_tensor(tensor, "alltoall"), _splits(splits, "alltoall"),
+                                _set(process_set, "alltoall"))
+    return out if splits is None else (out, received)
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    handle, _ = _C.alltoall_async(_tensor(tensor, "alltoall_async"), _splits(splits, "alltoall_async"),
+                                  _set(process_set, "alltoall_async"))
+    return handle
+
+
+def barrier(process_set=global_process_set):
+    _C.barrier(_set(process_set, "barrier"))
+
+
+def synchronize(handle):
+    """Waits for an asynchronous collective and returns its output (raises its failure)."""
+    if not isinstance(handle, _C.Handle):
+        raise TypeError(f"gyre.synchronize: handle must come from a gyre *_async call, not {type(handle).__name__}")
+    return handle.wait()
+
+
+def poll(handle):
+    """True once the asynchronous collective has finished; never blocks."""
+    return handle.poll()
+
+
+def _to_bytes(obj):
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+
+
+def _from_bytes(tensor):
+    return torch.load(io.BytesIO(tensor.numpy().tobytes()))
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """root_rank's `obj` (anything torch.save takes) on every rank."""
+    me = _C.process_set_rank(_set(process_set, "broadcast_object"))
+    payload = _to_bytes(obj) if me == root_rank else torch.empty(0, dtype=torch.uint8)
+    length = broadcast_(torch.tensor([payload.numel()], dtype=torch.int64), root_rank, process_set=process_set)
+    if me != root_rank:
+        payload = torch.empty(int(length.item()), dtype=torch.uint8)
+    broadcast_(payload, root_rank, process_set=process_set)
+    return obj if me == root_rank else _from_bytes(payload)
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Every rank's `obj`, as a list in rank order."""
+    payload = _to_bytes(obj)
+    lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64), process_set=process_set)
+    gathered = allgather(payload, process_set=process_set)
+    return [_from_bytes(part) for part in torch.split(gathered, lengths.tolist())]

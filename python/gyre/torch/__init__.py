@@ -1,0 +1,19 @@
+"""gyre.torch: Horovod's `horovod.torch` on gyre. Everything in `gyre` (init, rank, the
+collectives), plus DistributedOptimizer, broadcast_parameters, broadcast_optimizer_state and
+DistributedSampler. A Horovod script changes only its import:
+
+    import gyre.torch as hvd
+    hvd.init()
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+"""
+from gyre._api import *  # noqa: F401,F403
+from gyre._api import __all__ as _core_all
+
+from .functions import broadcast_optimizer_state, broadcast_parameters
+from .optimizer import DistributedOptimizer
+from .sampler import DistributedSampler
+
+__all__ = list(_core_all) + ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
+                             "DistributedSampler"]

@@ -1,0 +1,82 @@
+"""gyre.torch.DistributedOptimizer: the user's optimizer, its gradients averaged by gyre's native
+bucketing engine (the C++ DistributedOptimizer) during backward."""
+import contextlib
+
+import torch
+
+from gyre import _C
+from gyre._api import Average, Compression, ReduceOp, _set, global_process_set
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step, op, process_set):
+        super(self.__class__, self).__init__(params)
+        ordered = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+        if named_parameters is not None:
+            named = list(named_parameters)
+            if any(not isinstance(n, tuple) or len(n) != 2 for n in named):
+                raise ValueError("gyre.DistributedOptimizer: named_parameters must be (name, parameter) pairs, "
+                                 "as model.named_parameters() gives")
+            known = {id(p) for _, p in named}
+            missing = [i for i, p in enumerate(ordered) if id(p) not in known]
+            if missing:
+                raise ValueError(f"gyre.DistributedOptimizer: {len(missing)} of the optimizer's parameters are "
+                                 "not in named_parameters")
+        self._reducer = _C.GradientReducer(ordered, compression.name, backward_passes_per_step, op, process_set)
+        self._synchronized = False
+        self._skip = False
+
+    def synchronize(self):
+        """Waits for the gradients' allreduce; afterwards every .grad holds the average."""
+        self._reducer.synchronize()
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """step() inside it does not synchronize again (after a synchronize() of one's own,
+        to clip gradients for instance)."""
+        self._skip = True
+        try:
+            yield
+        finally:
+            self._skip = False
+
+    def step(self, closure=None):
+        if not self._skip:
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=True):
+        """Sets the gradients to None (whatever set_to_none says: the buckets take the next
+        gradients without a zeroing pass)."""
+        self._reducer.zero_grad()
+        super(self.__class__, self).zero_grad(set_to_none=True)  # parameters outside the reducer
+
+    def bucket_bytes(self):
+        return self._reducer.bucket_bytes()
+
+    def last_step(self):
+        """The last step's timing: step, compute, communicate and wait seconds, bytes, buckets."""
+        return self._reducer.last_step()
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
+                         op=Average, process_set=global_process_set):
+    """Wraps `optimizer` (any torch.optim.Optimizer) as Horovod does: gradients are averaged (op=Sum
+    sums them) across the ranks during backward, in buckets overlapped with it; step() waits for
+    them and steps. compression: gyre.Compression.none, fp16 or bf16. backward_passes_per_step: k
+    backward passes accumulate locally before one allreduce. Collective: every rank passes the same
+    model."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError("gyre.DistributedOptimizer: optimizer must be a torch.optim.Optimizer, "
+                        f"not {type(optimizer).__name__}")
+    if not isinstance(op, ReduceOp):
+        raise TypeError(f"gyre.DistributedOptimizer: op must be gyre.Average or gyre.Sum, not {op!r}")
+    if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, int):
+        raise TypeError("gyre.DistributedOptimizer: backward_passes_per_step must be an int")
+    if getattr(compression, "name", None) not in ("none", "fp16", "bf16"):
+        raise TypeError("gyre.DistributedOptimizer: compression must be gyre.Compression.none, fp16 or bf16")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
+               _set(process_set, "DistributedOptimizer"))

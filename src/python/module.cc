@@ -1,0 +1,86 @@
+// gyre._C, the native half of the Python package (python/gyre): the world, process sets, the
+// collectives on torch tensors, the gradient reducer, and gyre's exceptions as Python types.
+#include <torch/extension.h>
+
+#include "gyre/errors.h"
+#include "gyre/torch/broadcast.h"
+#include "gyre/version.h"
+#include "python/collectives.h"
+#include "python/malloc.h"
+#include "python/optimizer.h"
+#include "python/world.h"
+
+namespace py = pybind11;
+
+namespace gyre::python {
+namespace {
+
+void bindErrors(py::module_& m) {
+  // InvalidArgument is a ValueError: the caller passed something wrong. The others are
+  // GyreError, a RuntimeError, as Horovod's HorovodInternalError.
+  static py::exception<Error> error(m, "GyreError", PyExc_RuntimeError);
+  static py::exception<PeerLostError> peerLost(m, "PeerLostError", error.ptr());
+  static py::exception<TimeoutError> timeout(m, "TimeoutError", error.ptr());
+  static py::exception<InvalidArgument> invalid(m, "InvalidArgumentError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const PeerLostError& e) {
+      peerLost(e.what());
+    } catch (const TimeoutError& e) {
+      timeout(e.what());
+    } catch (const InvalidArgument& e) {
+      invalid(e.what());
+    } catch (const Error& e) {
+      error(e.what());
+    }
+  });
+}
+
+void bindWorld(py::module_& m) {
+  m.def(
+      "init", &World::init, py::call_guard<py::gil_scoped_release>(),
+      "Joins the job the launcher started (gyre run, mpirun, Slurm, torchrun); a world of one without one.");
+  m.def("shutdown", &World::shutdown, py::call_guard<py::gil_scoped_release>());
+  m.def("is_initialized", &World::initialized);
+  m.def("rank", [] { return World::world("rank")->rank(); });
+  m.def("size", [] { return World::world("size")->size(); });
+  m.def("local_rank", [] { return World::launch("local_rank").localRank; });
+  m.def("local_size", [] { return World::launch("local_size").localSize; });
+  m.def("add_process_set", &World::addProcessSet, py::call_guard<py::gil_scoped_release>(), py::arg("ranks"));
+  m.def("remove_process_set", &World::removeProcessSet, py::arg("process_set_id"));
+  m.def("process_set_ranks", &World::processSetRanks, py::arg("process_set_id"));
+  m.def(
+      "process_set_rank", [](int id) { return World::communicator(id, "ProcessSet.rank")->rank(); },
+      py::arg("process_set_id"));
+  m.def(
+      "broadcast_tensors",
+      [](const std::vector<at::Tensor>& tensors, int root, int processSet) {
+        auto comm = World::communicator(processSet, "broadcast_parameters");
+        py::gil_scoped_release release;
+        gyre::torch::broadcastTensors(tensors, *comm, root);
+      },
+      "Overwrites each tensor with root's, in place (contiguous CPU tensors).", py::arg("tensors"),
+      py::arg("root_rank"), py::arg("process_set") = 0);
+}
+
+}  // namespace
+}  // namespace gyre::python
+
+PYBIND11_MODULE(_C, m) {
+  using gyre::ReduceOp;
+  m.doc() = "gyre's native core: communicators and collectives on torch tensors";
+  m.attr("__version__") = gyre::kVersion;
+  m.attr("torch_version") = TORCH_VERSION;  // the libtorch this module was built against
+  py::enum_<ReduceOp>(m, "ReduceOp")
+      .value("Sum", ReduceOp::kSum)
+      .value("Average", ReduceOp::kAverage)
+      .value("Product", ReduceOp::kProduct)
+      .value("Min", ReduceOp::kMin)
+      .value("Max", ReduceOp::kMax);
+  gyre::python::bindErrors(m);
+  gyre::python::bindWorld(m);
+  gyre::python::bindCollectives(m);
+  gyre::python::bindOptimizer(m);
+  gyre::python::bindMalloc(m);
+}

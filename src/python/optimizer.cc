@@ -1,0 +1,85 @@
+// gyre._C.GradientReducer: the C++ DistributedOptimizer's bucketing engine driven from Python.
+// gyre.torch.DistributedOptimizer (python/gyre/torch/optimizer.py) wraps the user's Python
+// optimizer and calls zero_grad() and synchronize() here; the autograd hooks, the buckets and
+// their allreduces are the C++ optimizer's, so no Python runs between backward and the wire.
+#include "python/optimizer.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gyre/torch/distributed_optimizer.h"
+#include "python/tensors.h"
+#include "python/world.h"
+
+namespace py = pybind11;
+
+namespace gyre::python {
+namespace {
+
+class GradientReducer {
+ public:
+  GradientReducer(const std::vector<at::Tensor>& parameters, const std::string& compression,
+                  int backwardPassesPerStep, ReduceOp op, int processSet) {
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      const std::string arg = "parameter " + std::to_string(i);
+      checkedDataType(parameters[i], "DistributedOptimizer", arg.c_str());
+      if (!parameters[i].requires_grad())
+        throw py::value_error("gyre.DistributedOptimizer: " + arg + " does not require a gradient");
+    }
+    if (op != ReduceOp::kAverage && op != ReduceOp::kSum)
+      throw py::value_error("gyre.DistributedOptimizer: op must be gyre.Average or gyre.Sum");
+    if (backwardPassesPerStep < 1)
+      throw py::value_error("gyre.DistributedOptimizer: backward_passes_per_step must be at least 1, not " +
+                            std::to_string(backwardPassesPerStep));
+    auto comm = World::communicator(processSet, "DistributedOptimizer");
+    gyre::torch::DistributedOptimizerOptions options;
+    gyre::torch::setCompression(options, compression);
+    options.backwardPassesPerStep = backwardPassesPerStep;
+    options.average = op == ReduceOp::kAverage;
+    // The engine needs an optimizer over the parameters to own their groups; the Python
+    // optimizer steps them, so this one never runs.
+    holder_ = std::make_shared<::torch::optim::SGD>(parameters, ::torch::optim::SGDOptions(0.0));
+    py::gil_scoped_release release;  // collective: the ranks check they hold the same parameters
+    engine_ = std::make_unique<gyre::torch::DistributedOptimizer>(std::move(comm), holder_, options);
+  }
+
+  void zeroGrad() { engine_->zeroGrad(); }
+  void synchronize() { engine_->synchronize(); }
+  std::vector<std::size_t> bucketBytes() const { return engine_->bucketBytes(); }
+
+  py::dict lastStep() const {
+    const auto& t = engine_->lastStep();
+    py::dict d;
+    d["step_s"] = t.step;
+    d["compute_s"] = t.compute;
+    d["communicate_s"] = t.communicate;
+    d["wait_s"] = t.wait;
+    d["bytes"] = t.bytes;
+    d["buckets"] = t.buckets;
+    return d;
+  }
+
+ private:
+  std::shared_ptr<::torch::optim::SGD> holder_;
+  std::unique_ptr<gyre::torch::DistributedOptimizer> engine_;
+};
+
+}  // namespace
+
+void bindOptimizer(py::module_& m) {
+  py::class_<GradientReducer>(
+      m, "GradientReducer",
+      "Bucketed gradient allreduce overlapped with backward (the C++ DistributedOptimizer).")
+      .def(py::init<const std::vector<at::Tensor>&, const std::string&, int, ReduceOp, int>(),
+           py::arg("parameters"), py::arg("compression") = "none", py::arg("backward_passes_per_step") = 1,
+           py::arg("op") = ReduceOp::kAverage, py::arg("process_set") = 0)
+      .def("zero_grad", &GradientReducer::zeroGrad, py::call_guard<py::gil_scoped_release>(),
+           "Sets every gradient to None; backward fills the buckets.")
+      .def("synchronize", &GradientReducer::synchronize, py::call_guard<py::gil_scoped_release>(),
+           "Waits for the gradients' allreduce; afterwards every .grad holds the average.")
+      .def("bucket_bytes", &GradientReducer::bucketBytes)
+      .def("last_step", &GradientReducer::lastStep);
+}
+
+}  // namespace gyre::python

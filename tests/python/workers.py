@@ -1,0 +1,231 @@
+"""The ranks' side of tests/python/test_gyre.py: `python3 workers.py CASE` runs one case as one
+rank of a job the test launched (gyre run, or torchrun's variables set by the test) and exits
+non-zero, with the failed assertion on stderr, when a check fails."""
+import os
+import signal
+import sys
+import time
+
+import torch
+
+import gyre
+import gyre.torch as hvd
+
+
+def expect_error(kind, words, call, *args, **kwargs):
+    """call(*args) must raise `kind` whose message holds each of `words`."""
+    try:
+        call(*args, **kwargs)
+    except kind as e:
+        for w in words:
+            assert w in str(e), f"{kind.__name__} without {w!r}: {e}"
+        return e
+    raise AssertionError(f"{call.__name__}{args} raised no {kind.__name__}")
+
+
+def case_collectives():
+    gyre.init()
+    r, n = gyre.rank(), gyre.size()
+    mine = torch.arange(6, dtype=torch.float32) + r  # rank r: [r, r+1, ...]
+    expected_sum = torch.arange(6, dtype=torch.float32) * n + n * (n - 1) / 2
+    assert torch.equal(gyre.allreduce(mine, op=gyre.Sum), expected_sum)
+    assert torch.allclose(gyre.allreduce(mine), expected_sum / n)  # Average is the default
+    assert torch.equal(gyre.allreduce(mine, average=False), expected_sum)
+    assert torch.equal(gyre.allreduce(mine, op=gyre.Min), torch.arange(6, dtype=torch.float32))
+    assert torch.equal(gyre.allreduce(mine, op=gyre.Max), torch.arange(6, dtype=torch.float32) + n - 1)
+    assert torch.equal(mine, torch.arange(6, dtype=torch.float32) + r), "allreduce changed its input"
+    for dtype in (torch.float64, torch.int64, torch.int32, torch.float16, torch.bfloat16, torch.uint8):
+        t = torch.full((5,), r + 1).to(dtype)
+        assert gyre.allreduce(t, op=gyre.Sum).tolist() == [n * (n + 1) / 2] * 5, dtype
+    # In place: the same tensor and storage come back.
+    t = torch.ones(1000) * (r + 1)
+    ptr = t.data_ptr()
+    out = gyre.allreduce_(t, op=gyre.Sum)
+    assert out is t and t.data_ptr() == ptr and torch.all(t == n * (n + 1) / 2)
+    # Scaling, compression, async.
+    assert torch.allclose(gyre.allreduce(torch.ones(3), op=gyre.Sum, prescale_factor=2.0, postscale_factor=0.5),
+                          torch.full((3,), float(n)))
+    assert torch.allclose(gyre.allreduce(mine, compression=gyre.Compression.fp16), expected_sum / n)
+    assert gyre.allreduce(mine, compression=gyre.Compression.fp16).dtype == torch.float32
+    handles = [gyre.allreduce_async(torch.full((100,), float(r + k)), op=gyre.Sum) for k in range(4)]
+    for k, h in enumerate(handles):
+        assert torch.all(gyre.synchronize(h) == n * k + n * (n - 1) / 2)
+        assert gyre.poll(h)
+    t = torch.ones(8)
+    h = gyre.allreduce_async_(t, op=gyre.Sum)
+    assert h.wait() is t and torch.all(t == n)
+    # Non-contiguous input: out of place through a copy, in place refused.
+    wide = (torch.arange(12, dtype=torch.float32).reshape(3, 4) + r).t()
+    assert not wide.is_contiguous()
+    assert torch.allclose(gyre.allreduce(wide, op=gyre.Sum), (torch.arange(12.).reshape(3, 4) * n + n * (n - 1) / 2).t())
+    expect_error(ValueError, ["allreduce_", "tensor", "contiguous"], gyre.allreduce_, wide)
+
+    # broadcast
+    src = torch.arange(10, dtype=torch.float64) * (r + 1)
+    b = gyre.broadcast(src, root_rank=n - 1)
+    assert torch.equal(b, torch.arange(10, dtype=torch.float64) * n)
+    assert torch.equal(src, torch.arange(10, dtype=torch.float64) * (r + 1))
+    assert gyre.broadcast_(src, 0) is src and torch.equal(src, torch.arange(10, dtype=torch.float64))
+    assert torch.equal(gyre.synchronize(gyre.broadcast_async(torch.tensor([r]), 1)), torch.tensor([1]))
+    # allgather, first dimensions differing by rank
+    g = gyre.allgather(torch.full((r + 1, 2), r, dtype=torch.int32))
+    assert g.shape == (n * (n + 1) // 2, 2)
+    assert g[:, 0].tolist() == [k for k in range(n) for _ in range(k + 1)]
+    assert torch.equal(gyre.synchronize(gyre.allgather_async(torch.tensor([float(r)]))), torch.arange(n, dtype=torch.float32))
+    expect_error(ValueError, ["allgather", "dimension"], gyre.allgather, torch.zeros(1, r + 1))
+    # reducescatter: even and uneven rows
+    rows = torch.arange(n * 2, dtype=torch.float32).reshape(n * 2, 1) * (r + 1)
+    part = gyre.reducescatter(rows, op=gyre.Sum)
+    assert part.flatten().tolist() == [(2 * r + k) * n * (n + 1) / 2 for k in range(2)]
+    uneven = torch.ones(n + 1, 3)
+    part = gyre.reduce_scatter(uneven, op=gyre.Sum)
+    assert part.shape == ((2 if r == 0 else 1), 3) and torch.all(part == n)
+    # alltoall: equal shares, then rank r sending k+1 rows to rank k
+    t = torch.arange(n, dtype=torch.float32) + 10 * r
+    assert gyre.alltoall(t).tolist() == [10 * k + r for k in range(n)]
+    splits = [k + 1 for k in range(n)]
+    t = torch.cat([torch.full((k + 1,), float(r)) for k in range(n)])
+    out, received = gyre.alltoall(t, splits=splits)
+    assert received.tolist() == [r + 1] * n and out.tolist() == [float(k) for k in range(n) for _ in range(r + 1)]
+    gyre.barrier()
+    # Objects
+    assert gyre.broadcast_object({"lr": 0.1, "r": r}, root_rank=1) == {"lr": 0.1, "r": 1}
+    assert gyre.allgather_object(("rank", r)) == [("rank", k) for k in range(n)]
+
+    # Bad arguments: Python exceptions that name the argument.
+    expect_error(TypeError, ["allreduce", "tensor", "list"], gyre.allreduce, [1.0, 2.0])
+    expect_error(TypeError, ["tensor", "torch.complex64"], gyre.allreduce, torch.zeros(2, dtype=torch.complex64))
+    expect_error(TypeError, ["tensor", "torch.bool"], gyre.allreduce_, torch.zeros(2, dtype=torch.bool))
+    expect_error(TypeError, ["root_rank", "int"], gyre.broadcast, torch.zeros(1), "0")
+    expect_error(ValueError, ["root_rank", str(n)], gyre.broadcast, torch.zeros(1), n)
+    expect_error(TypeError, ["op"], gyre.allreduce, torch.zeros(1), op="sum")
+    expect_error(ValueError, ["splits"], gyre.alltoall, torch.zeros(n), splits=[1] * (n + 1))
+    expect_error(TypeError, ["handle"], gyre.synchronize, 3)
+    expect_error(TypeError, ["process_set"], gyre.allreduce, torch.zeros(1), process_set=0)
+    # The communicator still works after refused calls.
+    assert gyre.allreduce(torch.ones(1), op=gyre.Sum).item() == n
+    print(f"rank {r}: collectives ok", flush=True)
+
+
+def case_not_initialized():
+    expect_error(ValueError, ["gyre.rank", "gyre.init()"], gyre.rank)
+    expect_error(ValueError, ["gyre.allreduce", "gyre.init()"], gyre.allreduce, torch.ones(1))
+    gyre.init()
+    assert gyre.size() == 1 and gyre.rank() == 0 and gyre.local_rank() == 0
+    assert torch.equal(gyre.allreduce(torch.ones(3)), torch.ones(3))
+    print("not_initialized ok", flush=True)
+
+
+def model_and_data(seed=0):
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(10, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    g = torch.Generator().manual_seed(123)
+    return model, torch.randn(64, 10, generator=g), torch.randint(0, 3, (64,), generator=g)
+
+
+def case_optimizer():
+    """Training with DistributedOptimizer on each rank's share equals one process on the whole batch."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    for passes, op, opt_kind in ((1, hvd.Average, "sgd"), (2, hvd.Average, "adam"), (1, hvd.Sum, "sgd")):
+        model, x, y = model_and_data(seed=r)  # different start on every rank: broadcast fixes it
+        make = (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9)) if opt_kind == "sgd" else \
+            (lambda p: torch.optim.Adam(p, lr=0.01))
+        opt = hvd.DistributedOptimizer(make(model.parameters()), named_parameters=model.named_parameters(),
+                                       backward_passes_per_step=passes, op=op)
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+        reference, _, _ = model_and_data(seed=0)
+        ref_opt = make(reference.parameters())
+        batch = 8 * n
+        for step in range(4):
+            opt.zero_grad()
+            ref_opt.zero_grad()
+            for k in range(passes):
+                lo = (step * passes + k) * batch % 64
+                xs, ys = x[lo:lo + batch], y[lo:lo + batch]
+                mine = slice(r * 8, (r + 1) * 8)
+                torch.nn.functional.cross_entropy(model(xs[mine]), ys[mine]).backward()
+                # The reference: what the ranks' gradients add up to (mean over ranks of each mean).
+                scale = 1.0 if op == hvd.Average else float(n)
+                for q in range(n):
+                    part = slice(q * 8, (q + 1) * 8)
+                    (torch.nn.functional.cross_entropy(reference(xs[part]), ys[part]) * scale / n).backward()
+            opt.step()
+            ref_opt.step()
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), f"{opt_kind} passes={passes} {op}: {name} differs"
+    # Every rank ends with the same parameters.
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert torch.equal(hvd.broadcast(flat, 0), flat)
+    # State that is not the model's: momentum buffers come from the root.
+    model, _, _ = model_and_data(seed=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1 * (r + 1), momentum=0.9)
+    hvd.broadcast_optimizer_state(opt, root_rank=1)
+    assert opt.param_groups[0]["lr"] == 0.2
+    expect_error(TypeError, ["optimizer", "torch.optim.Optimizer"], hvd.DistributedOptimizer, model)
+    expect_error(TypeError, ["backward_passes_per_step"], hvd.DistributedOptimizer, opt, backward_passes_per_step=1.5)
+    expect_error(ValueError, ["backward_passes_per_step"], hvd.DistributedOptimizer, opt, backward_passes_per_step=0)
+    expect_error(TypeError, ["params", "state_dict"], hvd.broadcast_parameters, 3)
+    print(f"rank {r}: optimizer ok", flush=True)
+
+
+def case_sampler():
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    data = list(range(10 * n + 1))
+    sampler = hvd.DistributedSampler(data, shuffle=True, seed=3)
+    sampler.set_epoch(2)
+    mine = list(sampler)
+    every = hvd.allgather_object(mine)
+    seen = sorted(i for part in every for i in part)
+    assert all(len(p) == len(mine) for p in every)
+    assert set(seen) == set(data), "the shards do not cover the data set"
+    print(f"rank {r}: sampler ok", flush=True)
+
+
+def case_process_sets():
+    gyre.init()
+    r, n = gyre.rank(), gyre.size()
+    evens = gyre.add_process_set(gyre.ProcessSet(range(0, n, 2)))
+    odds = gyre.add_process_set([k for k in range(n) if k % 2 == 1])
+    mine, other = (evens, odds) if r % 2 == 0 else (odds, evens)
+    total = gyre.allreduce(torch.tensor([float(r)]), op=gyre.Sum, process_set=mine).item()
+    assert total == sum(mine.ranks), (total, mine.ranks)
+    assert mine.included() and not other.included() and mine.rank() == mine.ranks.index(r)
+    assert gyre.broadcast_object(r, root_rank=0, process_set=mine) == mine.ranks[0]
+    expect_error(ValueError, ["not in process set"], gyre.allreduce, torch.ones(1), process_set=other)
+    gyre.barrier()
+    gyre.remove_process_set(odds)
+    expect_error(ValueError, ["was not added"], gyre.allreduce, torch.ones(1), process_set=odds)
+    print(f"rank {r}: process sets ok", flush=True)
+
+
+def case_peer_lost():
+    """Rank 1 dies (SIGKILL) while rank 0 is inside an allreduce: rank 0 gets gyre.PeerLostError."""
+    gyre.init()
+    gyre.barrier()
+    if gyre.rank() == 1:
+        time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        gyre.allreduce(torch.ones(1 << 20))
+    except gyre.PeerLostError as e:
+        assert isinstance(e, gyre.GyreError) and isinstance(e, RuntimeError)
+        print(f"rank 0: PeerLostError after {time.monotonic() - start:.1f} s: {e}", flush=True)
+        return
+    raise AssertionError("the allreduce with a dead peer returned")
+
+
+def case_mismatch():
+    """Ranks pass tensors of different sizes to one allreduce."""
+    gyre.init()
+    e = expect_error(gyre.InvalidArgumentError, ["different collective calls", "count=4", "count=8"],
+                     gyre.allreduce, torch.ones(4 + 4 * gyre.rank()))
+    assert isinstance(e, ValueError)
+    print(f"rank {gyre.rank()}: {type(e).__name__}: {e}", flush=True)
+
+
+if __name__ == "__main__":
+    globals()["case_" + sys.argv[1]]()
