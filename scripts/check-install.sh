@@ -2,7 +2,8 @@
 # Installs a built gyre into a temporary prefix and uses it the way a user's project would:
 #   1. examples/ configured on its own with find_package(gyre) against the prefix, built, and
 #      gyre_example_allreduce run under the installed `gyre run -np 2`;
-#   2. the same program compiled by hand with `pkg-config --cflags --libs gyre` and run likewise.
+#   2. the same program compiled by hand with `pkg-config --cflags --libs gyre` and run likewise;
+#   3. when the build made the Python package, `import gyre` from the prefix under `gyre run -np 2`.
 # Usage: scripts/check-install.sh BUILD_DIR. Exits non-zero, saying which step failed, on any
 # failure; removes the prefix when done.
 set -euo pipefail
@@ -36,5 +37,13 @@ export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"
 # shellcheck disable=SC2046  # pkg-config's words are separate arguments
 g++ -O2 "$ROOT/examples/allreduce.cc" -o "$prefix/allreduce-pc" $(pkg-config --cflags --libs gyre)
 "$prefix/bin/gyre" run -np 2 --timeout 120 -- "$prefix/allreduce-pc"
+
+if compgen -G "$BUILD/python/gyre/_C*.so" >/dev/null; then
+  step "import gyre from the prefix, under the installed gyre run -np 2"
+  site=$(compgen -G "$prefix/lib/python3*/dist-packages" | head -1)
+  [ -n "$site" ] || { echo "check-install: the Python package was not installed under $prefix/lib" >&2; exit 1; }
+  PYTHONPATH="$site" "$prefix/bin/gyre" run -np 2 --timeout 120 -- /usr/bin/python3 -c \
+    'import gyre, torch; gyre.init(); assert gyre.allreduce(torch.ones(2), op=gyre.Sum).tolist() == [2.0, 2.0]; print("import gyre from", gyre.__file__)'
+fi
 
 echo "check-install: ok"

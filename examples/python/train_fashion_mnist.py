@@ -62,23 +62,25 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--threads", type=int, default=1, help="torch threads per worker")
     p.add_argument("--max-steps", type=int, default=0, help="steps per epoch (0: the whole shard)")
+    p.add_argument("--seed", type=int, default=0, help="the model's initial weights and the data order")
     p.add_argument("--compression", choices=["none", "fp16", "bf16"], default="none")
     p.add_argument("--data-dir", default=DATA)
     a = p.parse_args()
 
     gyre.init()  # gyre
     torch.set_num_threads(a.threads)
-    torch.manual_seed(0)
+    torch.manual_seed(a.seed)
     if a.batch % gyre.size() != 0:
         p.error(f"--batch {a.batch} must be a multiple of the {gyre.size()} workers")
     train = Images(*load(a.data_dir, "train"))
     test_x, test_y = load(a.data_dir, "t10k")
-    sampler = gyre.DistributedSampler(train, shuffle=True, seed=0)  # gyre
+    sampler = gyre.DistributedSampler(train, shuffle=True, seed=a.seed)  # gyre
     loader = DataLoader(train, sampler=BatchSampler(sampler, a.batch // gyre.size(), drop_last=True),
                         batch_size=None)
 
     model = make_model(a.model)
-    optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    # foreach: one kernel for all parameters' update instead of a Python loop over them.
+    optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum, foreach=True)
     optimizer = gyre.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),  # gyre
                                           compression=getattr(gyre.Compression, a.compression))
     gyre.broadcast_parameters(model.state_dict(), root_rank=0)  # gyre

@@ -23,6 +23,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError(f"gyre.DistributedOptimizer: {len(missing)} of the optimizer's parameters are "
                                  "not in named_parameters")
         self._reducer = _C.GradientReducer(ordered, compression.name, backward_passes_per_step, op, process_set)
+        reduced = {id(p) for p in ordered}
+        self._others = [p for group in self.param_groups for p in group["params"] if id(p) not in reduced]
         self._synchronized = False
         self._skip = False
 
@@ -51,7 +53,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Sets the gradients to None (whatever set_to_none says: the buckets take the next
         gradients without a zeroing pass)."""
         self._reducer.zero_grad()
-        super(self.__class__, self).zero_grad(set_to_none=True)  # parameters outside the reducer
+        for p in self._others:  # parameters that need no gradient, if they have one
+            p.grad = None
 
     def bucket_bytes(self):
         return self._reducer.bucket_bytes()
