@@ -9,7 +9,7 @@ from . import _C
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "Sum", "Average", "Min", "Max", "Product", "ReduceOp",
-    "GyreError", "PeerLostError", "TimeoutError", "InvalidArgumentError",
+    "GyreError", "PeerLostError", "InvalidArgumentError",  # and gyre.TimeoutError, not starred
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
@@ -37,6 +37,8 @@ def init(process_sets=None, keep_freed_memory=True):
     threshold fixed at 32 MiB, no heap trimming) instead of returning them to the kernel at every
     step; on a cnn that triples a CPU step's speed (docs/python.md). Skipped when the environment
     sets glibc's malloc variables (GLIBC_TUNABLES, MALLOC_*_)."""
+    if _C.is_initialized():
+        return
     if keep_freed_memory and not any(v in os.environ for v in _MALLOC_VARIABLES):
         _C.keep_freed_memory()
     _C.init()
@@ -63,20 +65,23 @@ class ProcessSet:
                              "gyre.add_process_set first")
         return self.process_set_id
 
+    def _ranks(self):
+        return _C.process_set_ranks(0) if self.process_set_id == 0 else self.ranks
+
     def included(self):
-        return rank() in self.ranks
+        return rank() in self._ranks()
 
     def rank(self):
         return _C.process_set_rank(self._id("ProcessSet.rank"))
 
     def size(self):
-        return len(self.ranks)
+        return len(self._ranks())
 
     def __repr__(self):
         return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
 
 
-global_process_set = ProcessSet([])
+global_process_set = ProcessSet([])  # every rank: its ranks come from the world
 global_process_set.process_set_id = 0
 
 
@@ -150,14 +155,66 @@ class Compression:
             return (tensor.to(torch.bfloat16), tensor.dtype) if tensor.is_floating_point() else (tensor, None)
 
 
+def _differentiable(tensor):
+    return torch.is_grad_enabled() and tensor.requires_grad
+
+
+# The out-of-place allreduce, allgather and broadcast carry gradients as Horovod's do: an
+# allreduce's gradient is the allreduce (same op and factors) of the output's gradient; an
+# allgather's is this rank's rows of the averaged gradient; a broadcast's is the averaged gradient
+# on the root and zero elsewhere.
+class _Allreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, op, prescale, postscale, set_id):
+        ctx.args = (op, prescale, postscale, set_id)
+        return _C.allreduce(tensor, op, prescale, postscale, set_id)
+
+    @staticmethod
+    def backward(ctx, grad):
+        op, prescale, postscale, set_id = ctx.args
+        if op not in (Sum, Average):
+            raise RuntimeError(f"gyre.allreduce: no gradient through {op}")
+        return _C.allreduce(grad, op, prescale, postscale, set_id), None, None, None, None
+
+
+class _Allgather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, set_id):
+        ctx.set_id = set_id
+        ctx.rows = _C.allgather(torch.tensor([tensor.shape[0] if tensor.dim() else 1]), set_id).tolist()
+        ctx.me = _C.process_set_rank(set_id)
+        return _C.allgather(tensor, set_id)
+
+    @staticmethod
+    def backward(ctx, grad):
+        reduced = _C.allreduce(grad, Average, 1.0, 1.0, ctx.set_id)
+        return torch.split(reduced, ctx.rows)[ctx.me], None
+
+
+class _Broadcast(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root, set_id):
+        ctx.args = (root, set_id)
+        return _C.broadcast(tensor, root, set_id)
+
+    @staticmethod
+    def backward(ctx, grad):
+        root, set_id = ctx.args
+        reduced = _C.allreduce(grad, Average, 1.0, 1.0, set_id)
+        return (reduced if _C.process_set_rank(set_id) == root else torch.zeros_like(reduced)), None, None
+
+
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """A new tensor holding `tensor` reduced over the ranks (op: Average by default). `name` is
-    accepted for Horovod's sake; gyre matches calls by their order."""
+    accepted for Horovod's sake; gyre matches calls by their order. Differentiable."""
     _tensor(tensor, "allreduce")
+    op, set_id = _op(op, average, "allreduce"), _set(process_set, "allreduce")
     compressed, ctx = compression.compress(tensor)
-    out = _C.allreduce(compressed, _op(op, average, "allreduce"), prescale_factor, postscale_factor,
-                       _set(process_set, "allreduce"))
+    if _differentiable(compressed):
+        out = _Allreduce.apply(compressed, op, prescale_factor, postscale_factor, set_id)
+    else:
+        out = _C.allreduce(compressed, op, prescale_factor, postscale_factor, set_id)
     return compression.decompress(out, ctx)
 
 
@@ -188,8 +245,9 @@ def _root(root_rank, call):
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
-    """A copy of root_rank's `tensor` on every rank."""
-    return _C.broadcast(_tensor(tensor, "broadcast"), _root(root_rank, "broadcast"), _set(process_set, "broadcast"))
+    """A copy of root_rank's `tensor` on every rank. Differentiable."""
+    args = (_tensor(tensor, "broadcast"), _root(root_rank, "broadcast"), _set(process_set, "broadcast"))
+    return _Broadcast.apply(*args) if _differentiable(tensor) else _C.broadcast(*args)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -209,8 +267,10 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
-    """Every rank's `tensor` concatenated along dimension 0 in rank order; first dimensions may differ."""
-    return _C.allgather(_tensor(tensor, "allgather"), _set(process_set, "allgather"))
+    """Every rank's `tensor` concatenated along dimension 0 in rank order; first dimensions may
+    differ. Differentiable."""
+    args = (_tensor(tensor, "allgather"), _set(process_set, "allgather"))
+    return _Allgather.apply(*args) if _differentiable(tensor) else _C.allgather(*args)
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -251,10 +311,23 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return out if splits is None else (out, received)
 
 
+class _SplitsHandle:
+    """alltoall_async with splits: synchronize() returns the output and the rows from each rank."""
+
+    def __init__(self, handle, received):
+        self._handle, self._received = handle, received
+
+    def wait(self):
+        return self._handle.wait(), self._received
+
+    def poll(self):
+        return self._handle.poll()
+
+
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    handle, _ = _C.alltoall_async(_tensor(tensor, "alltoall_async"), _splits(splits, "alltoall_async"),
-                                  _set(process_set, "alltoall_async"))
-    return handle
+    handle, received = _C.alltoall_async(_tensor(tensor, "alltoall_async"), _splits(splits, "alltoall_async"),
+                                         _set(process_set, "alltoall_async"))
+    return handle if splits is None else _SplitsHandle(handle, received)
 
 
 def barrier(process_set=global_process_set):
@@ -263,13 +336,15 @@ def barrier(process_set=global_process_set):
 
 def synchronize(handle):
     """Waits for an asynchronous collective and returns its output (raises its failure)."""
-    if not isinstance(handle, _C.Handle):
+    if not isinstance(handle, (_C.Handle, _SplitsHandle)):
         raise TypeError(f"gyre.synchronize: handle must come from a gyre *_async call, not {type(handle).__name__}")
     return handle.wait()
 
 
 def poll(handle):
     """True once the asynchronous collective has finished; never blocks."""
+    if not isinstance(handle, (_C.Handle, _SplitsHandle)):
+        raise TypeError(f"gyre.poll: handle must come from a gyre *_async call, not {type(handle).__name__}")
     return handle.poll()
 
 

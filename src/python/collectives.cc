@@ -2,11 +2,14 @@
 // runs the core's collective, blocking (the GIL released) or asynchronously (a Handle).
 #include "python/collectives.h"
 
+#include <torch/csrc/utils/tensor_dtypes.h>
+
 #include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "common/logging.h"
 #include "python/tensors.h"
 #include "python/world.h"
 
@@ -41,6 +44,14 @@ std::size_t count(const at::Tensor& t) {
   return static_cast<std::size_t>(t.numel());
 }
 
+// Elements in one row (one index of dimension 0): the product of the other dimensions, also
+// when this rank has no rows.
+std::int64_t rowSize(const at::Tensor& t) {
+  std::int64_t n = 1;
+  for (int d = 1; d < t.dim(); ++d) n *= t.size(d);
+  return n;
+}
+
 void checkRoot(int root, const Communicator& comm, const char* call) {
   if (root < 0 || root >= comm.size())
     throw py::value_error(std::string("gyre.") + call + ": root_rank " + std::to_string(root) +
@@ -53,6 +64,11 @@ Prepared prepareAllreduce(const at::Tensor& tensor, ReduceOp op, double prescale
   AllreduceOptions o;
   o.op = op;
   Prepared p;
+  if ((prescale != 1.0 || postscale != 1.0) && !at::isFloatingType(tensor.scalar_type()) &&
+      tensor.layout() == at::kStrided)
+    throw py::value_error(std::string("gyre.") + call + ": prescale_factor and postscale_factor need a " +
+                          "floating-point tensor; tensor has dtype torch." +
+                          ::torch::utils::getDtypeNames(tensor.scalar_type()).first);
   if (inPlace) {
     o.dtype = checkedInPlace(tensor, call, "tensor");
     if (prescale != 1.0) tensor.mul_(prescale);
@@ -122,8 +138,7 @@ Prepared prepareAllgather(const at::Tensor& tensor, Communicator& comm, const ch
   }
   std::vector<std::size_t> counts(static_cast<std::size_t>(world));
   std::int64_t rows = 0;
-  const std::int64_t rowElements =
-      input.dim() > 0 ? input.numel() / std::max<std::int64_t>(input.size(0), 1) : 1;
+  const std::int64_t rowElements = rowSize(input);
   for (int r = 0; r < world; ++r) {
     const std::int64_t* s = &all[static_cast<std::size_t>(r) * (kMaxDims + 1)];
     bool same = s[0] == mine[0];
@@ -212,14 +227,25 @@ std::pair<Prepared, at::Tensor> prepareAlltoall(const at::Tensor& tensor, std::v
     throw py::value_error(std::string("gyre.") + call + ": splits sum to " +
                           std::to_string(std::accumulate(splits.begin(), splits.end(), std::int64_t{0})) +
                           ", not the tensor's first dimension " + std::to_string(rows));
-  std::vector<std::int64_t> received(static_cast<std::size_t>(world));
+  // Each rank sends each other its rows for it and its row size, which must agree.
+  const std::int64_t rowElements = rowSize(input);
+  std::vector<std::int64_t> sent, exchanged(static_cast<std::size_t>(world) * 2);
+  for (std::int64_t s : splits) sent.insert(sent.end(), {s, rowElements});
   CollectiveOptions counts;
   counts.dtype = DataType::kInt64;
   {
     py::gil_scoped_release release;
-    comm.alltoall(splits.data(), received.data(), 1, counts);
+    comm.alltoall(sent.data(), exchanged.data(), 2, counts);
   }
-  const std::int64_t rowElements = rows > 0 ? input.numel() / rows : 0;
+  std::vector<std::int64_t> received(static_cast<std::size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    received[static_cast<std::size_t>(r)] = exchanged[static_cast<std::size_t>(r) * 2];
+    if (exchanged[static_cast<std::size_t>(r) * 2 + 1] != rowElements)
+      throw py::value_error(std::string("gyre.") + call + ": rank " + std::to_string(r) + "'s rows hold " +
+                            std::to_string(exchanged[static_cast<std::size_t>(r) * 2 + 1]) +
+                            " elements, this rank's " + std::to_string(rowElements) + " (shape " +
+                            c10::str(input.sizes()) + "): all but the first dimension must match");
+  }
   std::vector<std::size_t> sendCounts, recvCounts;
   std::int64_t outRows = 0;
   for (int r = 0; r < world; ++r) {

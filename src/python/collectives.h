@@ -3,7 +3,9 @@
 
 #include <torch/extension.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "gyre/communicator.h"
@@ -23,6 +25,7 @@ class Handle {
   // True once the collective has finished; never blocks.
   bool poll() const;
   // Waits for it (its own time-out bounds the wait) and returns its output; rethrows a failure.
+  // Thread-safe: called with the GIL released.
   at::Tensor wait();
 
  private:
@@ -31,7 +34,8 @@ class Handle {
   at::Tensor output_;
   std::vector<at::Tensor> keep_;
   double postscale_;
-  bool done_ = false;
+  std::mutex mutex_;  // wait() against wait()
+  std::atomic<bool> done_{false};
 };
 
 void bindCollectives(pybind11::module_& m);

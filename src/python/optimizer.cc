@@ -17,6 +17,16 @@ namespace py = pybind11;
 namespace gyre::python {
 namespace {
 
+// The optimizer the engine wraps: it owns the parameter groups and steps nothing, since the
+// Python optimizer does the update.
+class ParameterHolder : public ::torch::optim::Optimizer {
+ public:
+  explicit ParameterHolder(const std::vector<at::Tensor>& parameters)
+      : Optimizer({::torch::optim::OptimizerParamGroup(parameters)},
+                  std::make_unique<::torch::optim::SGDOptions>(0.0)) {}
+  at::Tensor step(LossClosure /*closure*/) override { return {}; }
+};
+
 class GradientReducer {
  public:
   GradientReducer(const std::vector<at::Tensor>& parameters, const std::string& compression,
@@ -37,15 +47,15 @@ class GradientReducer {
     gyre::torch::setCompression(options, compression);
     options.backwardPassesPerStep = backwardPassesPerStep;
     options.average = op == ReduceOp::kAverage;
-    // The engine needs an optimizer over the parameters to own their groups; the Python
-    // optimizer steps them, so this one never runs.
-    holder_ = std::make_shared<::torch::optim::SGD>(parameters, ::torch::optim::SGDOptions(0.0));
+    holder_ = std::make_shared<ParameterHolder>(parameters);
     py::gil_scoped_release release;  // collective: the ranks check they hold the same parameters
     engine_ = std::make_unique<gyre::torch::DistributedOptimizer>(std::move(comm), holder_, options);
   }
 
   void zeroGrad() { engine_->zeroGrad(); }
   void synchronize() { engine_->synchronize(); }
+  // synchronize(), and the step's timing recorded (last_step()); the Python optimizer steps next.
+  void step() { engine_->step(); }
   std::vector<std::size_t> bucketBytes() const { return engine_->bucketBytes(); }
 
   py::dict lastStep() const {
@@ -61,7 +71,7 @@ class GradientReducer {
   }
 
  private:
-  std::shared_ptr<::torch::optim::SGD> holder_;
+  std::shared_ptr<ParameterHolder> holder_;
   std::unique_ptr<gyre::torch::DistributedOptimizer> engine_;
 };
 
@@ -78,6 +88,8 @@ void bindOptimizer(py::module_& m) {
            "Sets every gradient to None; backward fills the buckets.")
       .def("synchronize", &GradientReducer::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Waits for the gradients' allreduce; afterwards every .grad holds the average.")
+      .def("step", &GradientReducer::step, py::call_guard<py::gil_scoped_release>(),
+           "synchronize(), timing the step for last_step().")
       .def("bucket_bytes", &GradientReducer::bucketBytes)
       .def("last_step", &GradientReducer::lastStep);
 }

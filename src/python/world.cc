@@ -51,8 +51,7 @@ void World::shutdown() {
   State& s = state();
   std::lock_guard lock(s.mutex);
   s.sets.clear();
-  s.world.reset();
-  s.nextId = 1;
+  s.world.reset();  // ids keep counting up: a ProcessSet kept from before names no new set
 }
 
 bool World::initialized() {

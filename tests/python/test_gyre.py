@@ -47,7 +47,7 @@ def test_package_is_built():
 
 
 @pytest.mark.parametrize("np", [2, 3])
-@pytest.mark.parametrize("case", ["collectives", "optimizer", "sampler", "process_sets"])
+@pytest.mark.parametrize("case", ["collectives", "optimizer", "sampler", "process_sets", "checkpoint"])
 def test_case(case, np):
     p = gyre_run(np, case)
     check(p, case)

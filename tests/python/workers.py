@@ -48,9 +48,20 @@ def case_collectives():
     assert torch.allclose(gyre.allreduce(mine, compression=gyre.Compression.fp16), expected_sum / n)
     assert gyre.allreduce(mine, compression=gyre.Compression.fp16).dtype == torch.float32
     handles = [gyre.allreduce_async(torch.full((100,), float(r + k)), op=gyre.Sum) for k in range(4)]
+    while not gyre.poll(handles[-1]):  # poll never blocks; the last one finishes after the others
+        time.sleep(0.001)
+    assert all(gyre.poll(h) for h in handles)
     for k, h in enumerate(handles):
         assert torch.all(gyre.synchronize(h) == n * k + n * (n - 1) / 2)
-        assert gyre.poll(h)
+    h = gyre.allreduce_async(torch.ones(3), op=gyre.Sum, postscale_factor=0.5)
+    assert torch.equal(gyre.synchronize(h), torch.full((3,), n * 0.5))
+    assert torch.equal(h.wait(), torch.full((3,), n * 0.5)), "a second wait scaled again"
+    for k in range(3):  # dropped unwaited: the handle waits for its collective itself
+        gyre.allreduce_async(torch.ones(1 << 16))
+    expect_error(ValueError, ["prescale_factor", "floating-point", "torch.int64"], gyre.allreduce,
+                 torch.ones(3, dtype=torch.int64), prescale_factor=2.0)
+    expect_error(ValueError, ["postscale_factor", "torch.int32"], gyre.allreduce_,
+                 torch.ones(3, dtype=torch.int32), postscale_factor=0.5)
     t = torch.ones(8)
     h = gyre.allreduce_async_(t, op=gyre.Sum)
     assert h.wait() is t and torch.all(t == n)
@@ -73,6 +84,18 @@ def case_collectives():
     assert g[:, 0].tolist() == [k for k in range(n) for _ in range(k + 1)]
     assert torch.equal(gyre.synchronize(gyre.allgather_async(torch.tensor([float(r)]))), torch.arange(n, dtype=torch.float32))
     expect_error(ValueError, ["allgather", "dimension"], gyre.allgather, torch.zeros(1, r + 1))
+    g = gyre.allgather(torch.full((0 if r == 0 else 2, 3), float(r)))  # rank 0 has no rows
+    assert g.shape == (2 * (n - 1), 3) and g[:, 0].tolist() == [float(k) for k in range(1, n) for _ in range(2)]
+    # Gradients flow through allreduce, allgather and broadcast as Horovod's do.
+    x = torch.full((2,), float(r + 1), requires_grad=True)
+    (gyre.allreduce(x, op=gyre.Sum) * (r + 1)).sum().backward()
+    assert torch.allclose(x.grad, torch.full((2,), n * (n + 1) / 2)), x.grad
+    x = torch.full((1, 2), float(r), requires_grad=True)
+    gyre.allgather(x).sum().backward()
+    assert torch.allclose(x.grad, torch.ones(1, 2)), x.grad
+    x = torch.ones(2, requires_grad=True)
+    gyre.broadcast(x, root_rank=0).sum().backward()
+    assert torch.equal(x.grad, torch.ones(2) if r == 0 else torch.zeros(2)), x.grad
     # reducescatter: even and uneven rows
     rows = torch.arange(n * 2, dtype=torch.float32).reshape(n * 2, 1) * (r + 1)
     part = gyre.reducescatter(rows, op=gyre.Sum)
@@ -87,6 +110,13 @@ def case_collectives():
     t = torch.cat([torch.full((k + 1,), float(r)) for k in range(n)])
     out, received = gyre.alltoall(t, splits=splits)
     assert received.tolist() == [r + 1] * n and out.tolist() == [float(k) for k in range(n) for _ in range(r + 1)]
+    out2, received2 = gyre.synchronize(gyre.alltoall_async(t, splits=splits))
+    assert torch.equal(out2, out) and torch.equal(received2, received)
+    # Rank 0 has no rows and sends nothing; the others send one row to every rank.
+    t = torch.full((0 if r == 0 else n, 2), float(r))
+    out, received = gyre.alltoall(t, splits=[0 if r == 0 else 1] * n)
+    assert received.tolist() == [0] + [1] * (n - 1) and out[:, 0].tolist() == [float(k) for k in range(1, n)]
+    expect_error(ValueError, ["alltoall", "elements"], gyre.alltoall, torch.zeros(n, r + 1))
     gyre.barrier()
     # Objects
     assert gyre.broadcast_object({"lr": 0.1, "r": r}, root_rank=1) == {"lr": 0.1, "r": 1}
@@ -101,6 +131,8 @@ def case_collectives():
     expect_error(TypeError, ["op"], gyre.allreduce, torch.zeros(1), op="sum")
     expect_error(ValueError, ["splits"], gyre.alltoall, torch.zeros(n), splits=[1] * (n + 1))
     expect_error(TypeError, ["handle"], gyre.synchronize, 3)
+    expect_error(TypeError, ["handle"], gyre.poll, "h")
+    assert gyre.global_process_set.size() == n and gyre.global_process_set.included()
     expect_error(TypeError, ["process_set"], gyre.allreduce, torch.zeros(1), process_set=0)
     # The communicator still works after refused calls.
     assert gyre.allreduce(torch.ones(1), op=gyre.Sum).item() == n
@@ -158,11 +190,48 @@ def case_optimizer():
     # Every rank ends with the same parameters.
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     assert torch.equal(hvd.broadcast(flat, 0), flat)
-    # State that is not the model's: momentum buffers come from the root.
-    model, _, _ = model_and_data(seed=0)
+    # State that is not the model's: momentum buffers and the learning rate come from the root.
+    model, x, y = model_and_data(seed=0)
     opt = torch.optim.SGD(model.parameters(), lr=0.1 * (r + 1), momentum=0.9)
+    torch.nn.functional.cross_entropy(model(x[r:r + 4]), y[r:r + 4]).backward()
+    opt.step()
     hvd.broadcast_optimizer_state(opt, root_rank=1)
     assert opt.param_groups[0]["lr"] == 0.2
+    for p in model.parameters():
+        buf = opt.state[p]["momentum_buffer"]
+        assert torch.equal(hvd.broadcast(buf, 1), buf), "momentum buffers differ after the broadcast"
+
+    # synchronize, clip, step without synchronizing again; the step's timing; fp16 buckets; a
+    # parameter that gets no gradient (its gradient is the average of nothing: zero).
+    model, x, y = model_and_data(seed=0)
+    unused = torch.nn.Linear(2, 2)
+    params = list(model.parameters()) + list(unused.parameters())
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.1), compression=hvd.Compression.fp16)
+    reference, _, _ = model_and_data(seed=0)
+    for step in range(2):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[r * 8:(r + 1) * 8]), y[r * 8:(r + 1) * 8]).backward()
+        opt.synchronize()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+        with opt.skip_synchronize():
+            opt.step()
+        reference.zero_grad()
+        for q in range(n):
+            (torch.nn.functional.cross_entropy(reference(x[q * 8:(q + 1) * 8]), y[q * 8:(q + 1) * 8]) / n).backward()
+        torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.5)
+        with torch.no_grad():
+            for q in reference.parameters():
+                q -= 0.1 * q.grad
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert torch.allclose(p, q, rtol=1e-3, atol=1e-4), "fp16 with clipping differs from the reference"
+    assert all(p.grad is None or torch.all(p.grad == 0) for p in unused.parameters())
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x[:8]), y[:8]).backward()
+    opt.step()
+    timing = opt.last_step()
+    assert timing["step_s"] > 0 and timing["buckets"] >= 1 and timing["bytes"] > 0, timing
+    expect_error(ValueError, ["already"], hvd.DistributedOptimizer, opt)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     expect_error(TypeError, ["optimizer", "torch.optim.Optimizer"], hvd.DistributedOptimizer, model)
     expect_error(TypeError, ["backward_passes_per_step"], hvd.DistributedOptimizer, opt, backward_passes_per_step=1.5)
     expect_error(ValueError, ["backward_passes_per_step"], hvd.DistributedOptimizer, opt, backward_passes_per_step=0)
@@ -225,6 +294,47 @@ def case_mismatch():
                      gyre.allreduce, torch.ones(4 + 4 * gyre.rank()))
     assert isinstance(e, ValueError)
     print(f"rank {gyre.rank()}: {type(e).__name__}: {e}", flush=True)
+
+
+def case_checkpoint():
+    """save_checkpoint/load_checkpoint: the root writes atomically, every rank resumes the same state."""
+    import tempfile
+    hvd.init()
+    r = hvd.rank()
+    directory = hvd.broadcast_object(tempfile.mkdtemp(prefix="gyre-pyckpt-") if r == 0 else None, 0)
+    path = os.path.join(directory, "ckpt.pt")
+    model, x, y = model_and_data(seed=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=model.named_parameters())
+    assert hvd.load_checkpoint(path, model, opt) is None, "a missing checkpoint loaded something"
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x[r * 8:(r + 1) * 8]), y[r * 8:(r + 1) * 8]).backward()
+    opt.step()
+    hvd.save_checkpoint(path, model, opt, epoch=3, note="after one step")
+    saved = [p.detach().clone() for p in model.parameters()]
+    momentum = [opt.state[p]["momentum_buffer"].clone() for p in model.parameters()]
+    assert sorted(os.listdir(directory)) == ["ckpt.pt"], os.listdir(directory)  # no temporary left
+    other, _, _ = model_and_data(seed=5 + r)  # different weights on every rank
+    other_opt = torch.optim.SGD(other.parameters(), lr=0.5)
+    extra = hvd.load_checkpoint(path, other, other_opt)
+    assert extra == {"epoch": 3, "note": "after one step"}, extra
+    for p, q in zip(other.parameters(), saved):
+        assert torch.equal(p, q)
+    for p, m in zip(other.parameters(), momentum):
+        assert torch.equal(other_opt.state[p]["momentum_buffer"], m)
+    assert other_opt.param_groups[0]["lr"] == 0.1
+    # A checkpoint that cannot be written or read is an error on every rank, not a hang.
+    expect_error(RuntimeError, ["save_checkpoint", "rank 0", "no-such-dir"], hvd.save_checkpoint,
+                 os.path.join(directory, "no-such-dir", "ckpt.pt"), model)
+    if r == 0:
+        with open(path, "r+b") as f:
+            f.truncate(100)
+    expect_error(RuntimeError, ["load_checkpoint", "could not read"], hvd.load_checkpoint, path, model)
+    hvd.barrier()
+    if r == 0:
+        import shutil
+        shutil.rmtree(directory)
+    print(f"rank {r}: checkpoint ok", flush=True)
 
 
 if __name__ == "__main__":

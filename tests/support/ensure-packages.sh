@@ -6,6 +6,8 @@
 # When a COMMAND is missing, installs the PACKAGEs with apt-get (as root, or through sudo without a
 # password), running apt-get update only if a first try fails. When they still cannot be
 # installed, prints why and exits 77, which the C++ tests report as a skip with that reason.
+# Tests run in parallel (ctest -j2) may install at once: the installs take turns on a lock file
+# and apt waits for dpkg's own lock, so one install does not make the other's test skip.
 ensure_packages() {
   local what=$1
   shift
@@ -18,10 +20,13 @@ ensure_packages() {
   [ "$missing" -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
+  local apt=(apt-get -o DPkg::Lock::Timeout=600)
   if ! (export DEBIAN_FRONTEND=noninteractive
-        $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 ||
-        { $sudo apt-get update -qq >/dev/null 2>&1 &&
-          $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null 2>&1; }); then
+        exec 9>"${TMPDIR:-/tmp}/gyre-ensure-packages.lock"
+        command -v flock >/dev/null && flock -w 900 9
+        $sudo "${apt[@]}" install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 ||
+        { $sudo "${apt[@]}" update -qq >/dev/null 2>&1 &&
+          $sudo "${apt[@]}" install -y -qq --no-install-recommends "$@" >/dev/null 2>&1; }); then
     echo "$what is not installed and apt-get cannot install $*" >&2
     exit 77
   fi

@@ -1,6 +1,6 @@
 """gyre.torch: Horovod's `horovod.torch` on gyre. Everything in `gyre` (init, rank, the
 collectives), plus DistributedOptimizer, broadcast_parameters, broadcast_optimizer_state and
-DistributedSampler. A Horovod script changes only its import:
+DistributedSampler, and save_checkpoint/load_checkpoint. A Horovod script changes only its import:
 
     import gyre.torch as hvd
     hvd.init()
@@ -11,9 +11,10 @@ DistributedSampler. A Horovod script changes only its import:
 from gyre._api import *  # noqa: F401,F403
 from gyre._api import __all__ as _core_all
 
+from .checkpoint import load_checkpoint, save_checkpoint
 from .functions import broadcast_optimizer_state, broadcast_parameters
 from .optimizer import DistributedOptimizer
 from .sampler import DistributedSampler
 
 __all__ = list(_core_all) + ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
-                             "DistributedSampler"]
+                             "DistributedSampler", "save_checkpoint", "load_checkpoint"]

@@ -25,13 +25,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._reducer = _C.GradientReducer(ordered, compression.name, backward_passes_per_step, op, process_set)
         reduced = {id(p) for p in ordered}
         self._others = [p for group in self.param_groups for p in group["params"] if id(p) not in reduced]
-        self._synchronized = False
         self._skip = False
 
     def synchronize(self):
         """Waits for the gradients' allreduce; afterwards every .grad holds the average."""
         self._reducer.synchronize()
-        self._synchronized = True
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -44,10 +42,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._skip = False
 
     def step(self, closure=None):
+        """Waits for the gradients' allreduce and steps. A closure runs (and its backward pass is
+        allreduced) first, so the update never reads a bucket still being reduced."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
         if not self._skip:
-            self.synchronize()
-        self._synchronized = False
-        return super(self.__class__, self).step(closure)
+            self._reducer.step()  # synchronize, and the step's timing for last_step()
+        super(self.__class__, self).step()
+        return loss
 
     def zero_grad(self, set_to_none=True):
         """Sets the gradients to None (whatever set_to_none says: the buckets take the next
@@ -74,6 +78,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError("gyre.DistributedOptimizer: optimizer must be a torch.optim.Optimizer, "
                         f"not {type(optimizer).__name__}")
+    if hasattr(optimizer, "_reducer"):
+        raise ValueError("gyre.DistributedOptimizer: optimizer is a gyre DistributedOptimizer already; wrap the "
+                         "plain optimizer once")
     if not isinstance(op, ReduceOp):
         raise TypeError(f"gyre.DistributedOptimizer: op must be gyre.Average or gyre.Sum, not {op!r}")
     if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, int):
