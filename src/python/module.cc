@@ -8,6 +8,7 @@
 #include "python/collectives.h"
 #include "python/malloc.h"
 #include "python/optimizer.h"
+#include "python/tune.h"
 #include "python/world.h"
 
 namespace py = pybind11;
@@ -83,4 +84,5 @@ PYBIND11_MODULE(_C, m) {
   gyre::python::bindCollectives(m);
   gyre::python::bindOptimizer(m);
   gyre::python::bindMalloc(m);
+  gyre::python::bindTune(m);
 }

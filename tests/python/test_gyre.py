@@ -1,6 +1,7 @@
 """pytest tests of the Python package: each case of workers.py runs as the ranks of a real job,
 started by `gyre run` (or, where one rank must die, by the test itself with torchrun's variables),
 with 2 and 3 ranks. The package comes from the build tree: GYRE_BUILD_DIR, default build/."""
+import json
 import os
 import signal
 import socket
@@ -59,6 +60,33 @@ def test_calls_before_init_and_a_world_of_one():
     p = subprocess.run([PYTHON, str(WORKERS), "not_initialized"], env=env(), capture_output=True, text=True,
                        timeout=TIMEOUT)
     check(p, "not_initialized")
+
+
+def test_tune_outside_a_trial():
+    p = subprocess.run([PYTHON, str(WORKERS), "tune_outside_a_trial"], env=env(), capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    check(p, "tune_outside_a_trial")
+
+
+def test_a_python_program_is_a_gyre_tune_trial(tmp_path):
+    """gyre tune runs the Python program as its trials and takes its gyre.tune.report()s."""
+    exp = tmp_path / "exp"
+    p = subprocess.run([str(BUILD / "bin" / "gyre"), "tune", "--param", "lr=choice:0.1,0.2", "--max-t", "3",
+                        "--metric", "accuracy", "--mode", "max", "--dir", str(exp), "--progress", "off", "--",
+                        PYTHON, str(WORKERS), "trial", "--lr", "{lr}"],
+                       env=env(), capture_output=True, text=True, timeout=TIMEOUT)
+    check(p, "gyre tune")
+    reports = [json.loads(line) for line in (exp / "results.jsonl").read_text().splitlines()]
+    by_trial = {}
+    for r in reports:
+        by_trial.setdefault(r["trial"], []).append(r)
+    assert len(by_trial) == 2, reports
+    for rows in by_trial.values():
+        assert [r["iteration"] for r in rows] == [1, 2, 3], rows
+        for r in rows:  # accuracy = lr * iteration (a float32 tensor), loss = 1 / iteration
+            assert abs(r["metrics"]["accuracy"] - r["config"]["lr"] * r["iteration"]) < 1e-6, r
+            assert abs(r["metrics"]["loss"] - 1 / r["iteration"]) < 1e-12, r
+    assert "lr" in p.stdout and "0.2" in p.stdout, p.stdout  # the best trial, printed
 
 
 def free_port():

@@ -337,5 +337,29 @@ def case_checkpoint():
     print(f"rank {r}: checkpoint ok", flush=True)
 
 
+
+def case_tune_outside_a_trial():
+    """gyre.tune outside a trial writes nothing; bad reports are errors naming the metric."""
+    import gyre.tune
+    assert not gyre.tune.in_trial() and gyre.tune.trial_id() == -1 and gyre.tune.checkpoint_dir() == ""
+    assert gyre.tune.report(accuracy=0.5) == 0
+    expect_error(TypeError, ["accuracy", "str"], gyre.tune.report, accuracy="high")
+    expect_error(ValueError, ["no metrics"], gyre.tune.report)
+    expect_error(ValueError, ["iteration"], gyre.tune.report, loss=1.0, iteration=0)
+    print("tune outside a trial ok", flush=True)
+
+
+def trial():
+    """A trial of `gyre tune`: reports accuracy = lr * iteration, resuming where the tuner says."""
+    import gyre.tune
+    lr = float(sys.argv[sys.argv.index("--lr") + 1])
+    assert gyre.tune.in_trial() and gyre.tune.trial_id() >= 0 and os.path.isdir(gyre.tune.trial_dir())
+    for iteration in range(gyre.tune.start_iteration() + 1, gyre.tune.stop_at() + 1):
+        assert gyre.tune.report(accuracy=torch.tensor(lr * iteration), loss=1.0 / iteration) == iteration
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "trial":
+        trial()
+        sys.exit(0)
     globals()["case_" + sys.argv[1]]()
