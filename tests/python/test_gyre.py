@@ -71,7 +71,7 @@ def test_tune_outside_a_trial():
 def test_a_python_program_is_a_gyre_tune_trial(tmp_path):
     """gyre tune runs the Python program as its trials and takes its gyre.tune.report()s."""
     exp = tmp_path / "exp"
-    p = subprocess.run([str(BUILD / "bin" / "gyre"), "tune", "--param", "lr=choice:0.1,0.2", "--max-t", "3",
+    p = subprocess.run([str(BUILD / "bin" / "gyre"), "tune", "--param", "lr=grid:0.1,0.2", "--max-t", "3",
                         "--metric", "accuracy", "--mode", "max", "--dir", str(exp), "--progress", "off", "--",
                         PYTHON, str(WORKERS), "trial", "--lr", "{lr}"],
                        env=env(), capture_output=True, text=True, timeout=TIMEOUT)
