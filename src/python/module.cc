@@ -8,6 +8,7 @@
 #include "python/collectives.h"
 #include "python/malloc.h"
 #include "python/optimizer.h"
+#include "python/ps.h"
 #include "python/tune.h"
 #include "python/world.h"
 
@@ -85,4 +86,5 @@ PYBIND11_MODULE(_C, m) {
   gyre::python::bindOptimizer(m);
   gyre::python::bindMalloc(m);
   gyre::python::bindTune(m);
+  gyre::python::bindPs(m);
 }

@@ -62,6 +62,15 @@ def test_calls_before_init_and_a_world_of_one():
     check(p, "not_initialized")
 
 
+@pytest.mark.parametrize("np", [2, 3])
+def test_training_through_parameter_servers(np):
+    p = subprocess.run([str(BUILD / "bin" / "gyre"), "run", "-np", str(np), "--servers", "1", "--", PYTHON,
+                        str(WORKERS), "ps"], env=env(), capture_output=True, text=True, timeout=TIMEOUT)
+    check(p, "ps")
+    for r in range(np):
+        assert f"rank {r}: ps ok" in p.stdout, p.stdout
+
+
 def test_tune_outside_a_trial():
     p = subprocess.run([PYTHON, str(WORKERS), "tune_outside_a_trial"], env=env(), capture_output=True, text=True,
                        timeout=TIMEOUT)

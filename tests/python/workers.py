@@ -349,6 +349,37 @@ def case_tune_outside_a_trial():
     print("tune outside a trial ok", flush=True)
 
 
+def case_ps():
+    """gyre.ps under gyre run --servers 1: bsp SGD equals one process on the whole batch."""
+    import gyre.ps
+    r, n = int(os.environ["GYRE_RANK"]), int(os.environ["GYRE_WORLD_SIZE"])
+    model, x, y = model_and_data(seed=r)  # the servers start everyone from worker 0's values
+    opt = gyre.ps.PSOptimizer(model.parameters(), lr=0.1, mode="bsp", momentum=0.9)
+    reference, _, _ = model_and_data(seed=0)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    for step in range(3):
+        opt.zero_grad()
+        lo = step * 8 * n % 64
+        torch.nn.functional.cross_entropy(model(x[lo + r * 8:lo + (r + 1) * 8]), y[lo + r * 8:lo + (r + 1) * 8]).backward()
+        opt.step()
+        ref_opt.zero_grad()
+        for q in range(n):
+            part = slice(lo + q * 8, lo + (q + 1) * 8)
+            (torch.nn.functional.cross_entropy(reference(x[part]), y[part]) / n).backward()
+        ref_opt.step()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), f"{name} differs from the reference"
+    stats = opt.stats()
+    assert stats["steps"] == 3 and stats["pushes"] > 0 and stats["staleness_max"] == 0, stats
+    opt.lr = 0.05
+    assert abs(opt.lr - 0.05) < 1e-7  # kept as float32
+    expect_error(ValueError, ["ssp"], gyre.ps.PSOptimizer, model.parameters(), lr=0.1, mode="often")
+    expect_error(ValueError, ["optimizer", "lbfgs"], gyre.ps.PSOptimizer, model.parameters(), lr=0.1,
+                 optimizer="lbfgs")
+    expect_error(TypeError, ["parameter 0"], gyre.ps.PSOptimizer, [1.0], lr=0.1)
+    print(f"rank {r}: ps ok", flush=True)
+
+
 def trial():
     """A trial of `gyre tune`: reports accuracy = lr * iteration, resuming where the tuner says."""
     import gyre.tune
