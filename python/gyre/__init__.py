@@ -32,4 +32,9 @@ if _numeric(_torch.__version__) != _numeric(_C.torch_version):
 from ._api import *  # noqa: E402,F401,F403
 from ._api import __all__  # noqa: E402
 
+import atexit as _atexit  # noqa: E402
+
+# Close the communicators as a C++ program's end does (peers see a goodbye, not a lost rank).
+_atexit.register(_C.shutdown)
+
 __version__ = _C.__version__
