@@ -143,6 +143,18 @@ print("\n".join(notes))
 PY
 }
 
+# add_notes REPORT: the "skip<TAB>..." and "fail<TAB>..." lines after a report's first line go to
+# the summary's lists.
+add_notes() {
+  local kind text
+  while IFS=$'\t' read -r kind text; do
+    case $kind in
+      skip) skip_list+=("$text") ;;
+      fail) fail_list+=("$text") ;;
+    esac
+  done < <(tail -n +2 <<<"$1")
+}
+
 # run_ctest NAME DIR CTEST_ARGS...: runs ctest and adds its passed, failed and skipped tests, read
 # from its JUnit report (junit_counts).
 run_ctest() {
@@ -164,12 +176,7 @@ run_ctest() {
   fi
   counts=$(head -1 <<<"$report")
   read -r pass fails skips <<<"$counts"
-  while IFS=$'\t' read -r kind text; do
-    case $kind in
-      skip) skip_list+=("$text") ;;
-      fail) fail_list+=("$text") ;;
-    esac
-  done < <(tail -n +2 <<<"$report")
+  add_notes "$report"
   if [ "$rc" -ne 0 ] && [ "$fails" -eq 0 ]; then
     fails=1
     fail_list+=("$name: ctest exited with code $rc")
@@ -218,12 +225,7 @@ PY
     return
   fi
   read -r pass fails skips <<<"$(head -1 <<<"$report")"
-  while IFS=$'\t' read -r kind text; do
-    case $kind in
-      skip) skip_list+=("$text") ;;
-      fail) fail_list+=("$text") ;;
-    esac
-  done < <(tail -n +2 <<<"$report")
+  add_notes "$report"
   record "pytest $name" "$pass" "$fails" "$skips" $((SECONDS - t0))
   echo "pytest $name took $((SECONDS - t0)) s: $pass passed, $fails failed, $skips skipped"
 }

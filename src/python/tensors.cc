@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include "gyre/errors.h"
+#include "gyre/torch/broadcast.h"
+
 namespace gyre::python {
 namespace {
 
@@ -20,25 +23,9 @@ DataType checkedDataType(const at::Tensor& tensor, const char* call, const char*
                                 "; gyre's collectives take CPU tensors");
   if (tensor.layout() != at::kStrided)
     throw pybind11::value_error(where(call, arg) + " is a sparse tensor; gyre's collectives take dense ones");
-  switch (tensor.scalar_type()) {
-    case at::kFloat:
-      return DataType::kFloat32;
-    case at::kDouble:
-      return DataType::kFloat64;
-    case at::kHalf:
-      return DataType::kFloat16;
-    case at::kBFloat16:
-      return DataType::kBFloat16;
-    case at::kChar:
-      return DataType::kInt8;
-    case at::kByte:
-      return DataType::kUInt8;
-    case at::kInt:
-      return DataType::kInt32;
-    case at::kLong:
-      return DataType::kInt64;
-    default:
-      break;
+  try {
+    return gyre::torch::toDataType(tensor.scalar_type());
+  } catch (const InvalidArgument&) {  // the same rule, as Python's TypeError naming the argument
   }
   throw pybind11::type_error(
       where(call, arg) + " has dtype torch." + ::torch::utils::getDtypeNames(tensor.scalar_type()).first +
