@@ -11,8 +11,8 @@
 #      the thread-safety analysis build too (-Werror=thread-safety: a GYRE_GUARDED_BY member
 #      used without its mutex fails it): the whole suite but the jobs under mpirun (label mpi:
 #      OpenMPI's own allocations make LeakSanitizer fail every rank), and one bench run.
-#   3. ThreadSanitizer build: the threaded tests (ctest -L threads) and the in-process libtorch
-#      tests (-L torch, the CLI tests excepted), libtorch's own reports suppressed by
+#   3. ThreadSanitizer build: the threaded tests (ctest -L threads) and gyre_torch's in-process
+#      tests (-L torch; the trainer's, -L train, are not built there), libtorch's own reports suppressed by
 #      tests/tsan-libtorch.supp.
 # Sanitizer runs set GYRE_TEST_QUICK=1, which tests use to shrink their largest sizes.
 # Counts: each build and each command (bench, convergence, fault injection) is one check that
@@ -321,12 +321,12 @@ for stage in $STAGES; do
         if command -v setarch >/dev/null; then CTEST_PREFIX="setarch $(uname -m) -R"; fi
         TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1}" GYRE_TEST_QUICK=1 \
           run_ctest tsan "$B-tsan" -L threads
-        # The libtorch tests in one process (optimizer, sharded step, checkpoint writer, PS
-        # optimizer, data loader; not the ones that start gyre_train_worker processes, which this
-        # build (apps off) does not have: Cli, RestartPoint, SlurmTrain, MetricsPrometheus, RdzvTrain). libtorch
-        # is not instrumented: tests/tsan-libtorch.supp names the reports it causes, and only those.
+        # gyre_torch's tests in one process (optimizer, sharded step, checkpoint writer, PS
+        # optimizer, data loader; the trainer's tests, label train, need the tool and the
+        # worker, which this build (apps off) leaves out). libtorch is not instrumented:
+        # tests/tsan-libtorch.supp names the reports it causes, and only those.
         TSAN_OPTIONS="${TSAN_OPTIONS:-second_deadlock_stack=1} suppressions=$ROOT/tests/tsan-libtorch.supp" \
-          OMP_NUM_THREADS=1 GYRE_TEST_QUICK=1 run_ctest tsan-torch "$B-tsan" -L torch -E "Cli\.|RestartPoint|SlurmTrain|MetricsPrometheus|RdzvTrain"
+          OMP_NUM_THREADS=1 GYRE_TEST_QUICK=1 run_ctest tsan-torch "$B-tsan" -L torch
         CTEST_PREFIX=""
       fi
       ;;

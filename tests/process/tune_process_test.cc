@@ -3,7 +3,7 @@
 // their checkpoint, a trial that always fails ends as ERROR while the experiment goes on, the tuner
 // SIGKILLed mid-experiment and resumed loses no finished trial and no result, and bad input stops
 // the experiment before any trial with a message. Built-in gyre train trials are tested in
-// tests/torch (they need the trainer).
+// tests/train (they need the trainer).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "torch/cli_support.h"
+#include "train/cli_support.h"
 
 #include <unistd.h>
 
@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "support/jobs.h"
 #include "gyre/torch/data.h"
+#include "support/jobs.h"
 
 namespace gyre::train::cli {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "support/programs.h"
-#include "torch/cli_support.h"
+#include "train/cli_support.h"
 
 namespace gyre::train {
 namespace {

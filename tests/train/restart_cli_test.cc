@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "gyre/torch/data.h"
 #include "support/jobs.h"
 #include "support/programs.h"
 #include "support/ranks.h"
-#include "torch/cli_support.h"
-#include "gyre/torch/data.h"
+#include "train/cli_support.h"
 
 namespace gyre::train {
 namespace {
@@ -30,7 +30,7 @@ using cli::haveData;
 using cli::haveTrainer;
 using cli::jsonLines;
 
-// The harness beside this file's tree: tests/torch/ -> scripts/.
+// The harness beside this file's tree: tests/train/ -> scripts/.
 std::string harness() {
   return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "scripts" /
           "fault-injection.py")

@@ -18,8 +18,8 @@
 #include "support/jobs.h"
 #include "support/programs.h"
 #include "support/ranks.h"
-#include "torch/cli_support.h"
 #include "torch/tensor_checks.h"
+#include "train/cli_support.h"
 #include "train/models.h"
 #include "train/options.h"
 

@@ -15,7 +15,7 @@
 #include "gyre/torch/checkpoint.h"
 #include "support/programs.h"
 #include "support/ranks.h"
-#include "torch/cli_support.h"
+#include "train/cli_support.h"
 #include "train/models.h"
 
 namespace gyre::train {
@@ -78,7 +78,9 @@ struct Point {
   bool recovers;      // the restart writes the record of the checkpoint's epoch
 };
 
-void PrintTo(const Point& p, std::ostream* out) { *out << p.name; }
+void PrintTo(const Point& p, std::ostream* out) {
+  *out << p.name;
+}
 
 class RestartPointTest : public ::testing::TestWithParam<Point> {
  protected:

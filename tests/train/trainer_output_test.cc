@@ -62,8 +62,9 @@ TEST(EpochLine, ShowsWhatIsKnown) {
 }
 
 TEST(EpochLine, LeavesOutWhatIsUnknown) {
-  EXPECT_EQ(formatEpochLine(sample()),
-            "epoch 1/3  loss 0.4312  2093 samples/s  step: data 0.5% compute 97% comm 9% (hidden 6%) wait 2%");
+  EXPECT_EQ(
+      formatEpochLine(sample()),
+      "epoch 1/3  loss 0.4312  2093 samples/s  step: data 0.5% compute 97% comm 9% (hidden 6%) wait 2%");
   EpochReport plain = sample();
   plain.plain = true;
   EXPECT_EQ(formatEpochLine(plain), "epoch 1/3  loss 0.4312  2093 samples/s");

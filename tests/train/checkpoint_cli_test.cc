@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "gyre/torch/checkpoint.h"
+#include "gyre/torch/data.h"
 #include "support/jobs.h"
 #include "support/programs.h"
 #include "support/ranks.h"
-#include "torch/cli_support.h"
-#include "gyre/torch/data.h"
+#include "train/cli_support.h"
 
 namespace gyre::train {
 namespace {
