@@ -1,5 +1,6 @@
-// gyre._C, the native half of the Python package (python/gyre): the world, process sets, the
-// collectives on torch tensors, the gradient reducer, and gyre's exceptions as Python types.
+// gyre._C, the native half of the Python package (python/gyre): the world (elastic memberships
+// included), process sets, the collectives on torch tensors, the gradient reducer, and gyre's
+// exceptions as Python types.
 #include <torch/extension.h>
 
 #include "gyre/errors.h"
@@ -64,6 +65,16 @@ void bindWorld(py::module_& m) {
       },
       "Overwrites each tensor with root's, in place (contiguous CPU tensors).", py::arg("tensors"),
       py::arg("root_rank"), py::arg("process_set") = 0);
+  m.def("world_generation", &World::generation, "Counts the worlds this process has had.");
+
+  // gyre.torch.elastic's native half: the membership protocol of `gyre run --elastic`.
+  auto elastic = m.def_submodule("elastic", "the membership of an elastic job");
+  elastic.def("enabled", &World::elastic, "Whether gyre.init() joined an elastic job's membership.");
+  elastic.def("membership_changed", &World::membershipChanged, py::call_guard<py::gil_scoped_release>(),
+              "Collective: whether the launcher published a newer membership.");
+  elastic.def("reset", &World::elasticReset, py::call_guard<py::gil_scoped_release>(), py::arg("why") = "",
+              "Leaves the membership (telling the launcher why) and joins the next, the new world.");
+  elastic.def("membership", &World::membership, "The membership trained in (1, 2, ...); 0 outside.");
 }
 
 }  // namespace

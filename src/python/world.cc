@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
+
+#include "gyre/elastic.h"
 
 namespace gyre::python {
 namespace {
@@ -20,6 +23,8 @@ struct State {
   LaunchInfo launch;
   std::map<int, ProcessSet> sets;
   int nextId = 1;
+  std::int64_t generation = 0;
+  std::unique_ptr<elastic::Rendezvous> rendezvous;  // in an elastic job
 };
 
 State& state() {
@@ -32,6 +37,17 @@ State& state() {
                               ": gyre has not been initialised; call gyre.init() first");
 }
 
+// Makes `world` the world: process set 0 is all of it, the others are gone.
+void adopt(State& s, std::shared_ptr<Communicator> world) {
+  s.sets.clear();
+  s.world = std::move(world);
+  ++s.generation;
+  ProcessSet everyone;
+  for (int r = 0; r < s.world->size(); ++r) everyone.ranks.push_back(r);
+  everyone.comm = s.world;
+  s.sets[0] = std::move(everyone);
+}
+
 }  // namespace
 
 void World::init() {
@@ -39,12 +55,18 @@ void World::init() {
   std::lock_guard lock(s.mutex);
   if (s.world) return;
   LaunchInfo launch = detectLaunch(processEnvironment());
-  s.world = gyre::init();
+  // Under `gyre run --elastic`, the first membership that admits this worker, through a
+  // rendezvous kept for the next ones (gyre::init() would join with one of its own).
+  std::shared_ptr<Communicator> world;
+  if (std::optional<elastic::Options> options = elastic::Options::fromEnvironment()) {
+    auto rendezvous = std::make_unique<elastic::Rendezvous>(std::move(*options));
+    world = rendezvous->join();
+    s.rendezvous = std::move(rendezvous);
+  } else {
+    world = gyre::init();
+  }
   s.launch = std::move(launch);
-  ProcessSet everyone;
-  for (int r = 0; r < s.world->size(); ++r) everyone.ranks.push_back(r);
-  everyone.comm = s.world;
-  s.sets[0] = std::move(everyone);
+  adopt(s, std::move(world));
 }
 
 void World::shutdown() {
@@ -52,6 +74,8 @@ void World::shutdown() {
   std::lock_guard lock(s.mutex);
   s.sets.clear();
   s.world.reset();  // ids keep counting up: a ProcessSet kept from before names no new set
+  s.rendezvous.reset();
+  ++s.generation;
 }
 
 bool World::initialized() {
@@ -122,6 +146,51 @@ std::vector<int> World::processSetRanks(int id) {
   auto it = s.sets.find(id);
   if (it == s.sets.end()) throw pybind11::value_error("gyre: no process set " + std::to_string(id));
   return it->second.ranks;
+}
+
+std::int64_t World::generation() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.generation;
+}
+
+bool World::elastic() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.rendezvous != nullptr;
+}
+
+bool World::membershipChanged() {
+  auto world = World::world("elastic");
+  elastic::Rendezvous* rendezvous = nullptr;
+  {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    rendezvous = s.rendezvous.get();
+  }
+  return rendezvous != nullptr && rendezvous->membershipChanged(*world);  // collective
+}
+
+void World::elasticReset(const std::string& why) {
+  State& s = state();
+  std::unique_lock lock(s.mutex);
+  if (!s.world) notInitialized("elastic.run");
+  if (!s.rendezvous)
+    throw pybind11::value_error("gyre.elastic: not in an elastic job (start it with gyre run --elastic)");
+  elastic::Rendezvous* rendezvous = s.rendezvous.get();
+  s.sets.clear();
+  s.world.reset();  // the old membership's communicator closes once no call holds it
+  lock.unlock();
+  if (!why.empty()) rendezvous->left(why);
+  std::shared_ptr<Communicator> world = rendezvous->join();  // waits for the next membership
+  lock.lock();
+  adopt(s, std::move(world));
+}
+
+std::int64_t World::membership() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.rendezvous ? s.rendezvous->epoch() : 0;
 }
 
 }  // namespace gyre::python

@@ -1,9 +1,13 @@
 // The Python module's process-wide state: the world communicator gyre.init() created, what the
-// launcher said about this process, and the process sets (sub-communicators) added since.
+// launcher said about this process, and the process sets (sub-communicators) added since. Under
+// `gyre run --elastic` the world is a membership's communicator, and gyre.torch.elastic replaces
+// it when the membership changes (elasticReset).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "gyre/communicator.h"
@@ -35,6 +39,22 @@ class World {
   static std::shared_ptr<Communicator> communicator(int processSet, const char* call);
   // The world ranks of set `id`.
   static std::vector<int> processSetRanks(int id);
+
+  // Counts the worlds this process has had (init, each elastic reset, shutdown): an object built
+  // on one world (a DistributedOptimizer's reducer) sees that it must be built again.
+  static std::int64_t generation();
+
+  // Elastic jobs (`gyre run --elastic`): whether gyre.init() joined a membership.
+  static bool elastic();
+  // Collective over the world: true on every rank when the launcher published a newer
+  // membership.
+  static bool membershipChanged();
+  // Leaves the current membership (`why` tells the launcher why, when not empty) and joins the
+  // next one, which becomes the world; the process sets are dropped (they named the old world's
+  // ranks). ValueError outside an elastic job.
+  static void elasticReset(const std::string& why);
+  // The number of the membership being trained in (1, 2, ...); 0 outside an elastic job.
+  static std::int64_t membership();
 };
 
 }  // namespace gyre::python

@@ -56,6 +56,60 @@ def test_case(case, np):
         assert f"rank {r}: " in p.stdout, p.stdout
 
 
+@pytest.mark.parametrize("np", [2, 3])
+def test_elastic_job_loses_a_worker_and_takes_in_its_replacement(np):
+    """gyre.torch.elastic under gyre run --elastic: worker 1 dies, the others go on without it, its
+    replacement (a fresh id) joins them, and every worker ends with the model of one process."""
+    p = subprocess.run([str(BUILD / "bin" / "gyre"), "run", "--elastic", "-np", str(np), "--min-np", str(np - 1),
+                        "--max-np", str(np), "--max-restarts", "1", "--", PYTHON, str(WORKERS), "elastic"],
+                       env=env(), capture_output=True, text=True, timeout=TIMEOUT)
+    check(p, "elastic")
+    survivors = [w for w in range(np + 1) if w != 1]  # worker np replaces worker 1
+    for w in survivors:
+        assert f"worker {w}: elastic ok" in p.stdout, p.stdout + p.stderr
+    assert f"worker {np}: elastic ok" in p.stdout and f"(3, {np})]" in p.stdout, p.stdout
+    assert f"(2, {np - 1})" in p.stdout, p.stdout  # the survivors trained without worker 1
+    assert "gyre.elastic: rank" in p.stderr and "lost a peer" in p.stderr, p.stderr
+    assert "elastic epoch 3: workers " + ", ".join(str(w) for w in survivors) in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("np", [2, 3])
+def test_ranks_started_by_mpirun(np):
+    """mpirun starts the ranks; gyre.init() meets through OpenMPI's variables."""
+    import shutil
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("mpirun is not on PATH (install openmpi-bin)")
+    argv = [mpirun, "--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    argv += ["-np", str(np), "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "OPENBLAS_NUM_THREADS",
+             PYTHON, str(WORKERS), "collectives"]
+    p = subprocess.run(argv, env=env(), capture_output=True, text=True, timeout=TIMEOUT)
+    check(p, "collectives under mpirun")
+    for r in range(np):
+        assert f"rank {r}: " in p.stdout, p.stdout
+
+
+def test_ranks_started_by_srun_in_a_real_slurm_cluster(tmp_path):
+    """srun -n 3 on a one-node Slurm cluster this test starts (tests/slurm/cluster.sh): the ranks meet
+    through Slurm's variables and train with DistributedOptimizer."""
+    cluster, where = ROOT / "tests" / "slurm" / "cluster.sh", tmp_path / "cluster"
+    start = subprocess.run(["/bin/bash", str(cluster), "start", str(where)], env=env(), capture_output=True,
+                           text=True, timeout=600)
+    if start.returncode == 77:
+        pytest.skip(start.stderr.strip().splitlines()[-1] if start.stderr.strip() else "Slurm cannot be installed")
+    try:
+        assert start.returncode == 0, f"cluster.sh start failed:\n{start.stdout}\n{start.stderr}"
+        slurm = env(SLURM_CONF=str(where / "slurm.conf"))
+        for case in ("collectives", "optimizer"):
+            p = subprocess.run(["srun", "-n", "3", "--time", "5", PYTHON, str(WORKERS), case], env=slurm,
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            check(p, f"{case} under srun")
+            for r in range(3):
+                assert f"rank {r}: " in p.stdout, p.stdout
+    finally:
+        subprocess.run(["/bin/bash", str(cluster), "stop", str(where)], env=env(), capture_output=True, timeout=120)
+
+
 def test_calls_before_init_and_a_world_of_one():
     p = subprocess.run([PYTHON, str(WORKERS), "not_initialized"], env=env(), capture_output=True, text=True,
                        timeout=TIMEOUT)

@@ -250,6 +250,20 @@ def case_sampler():
     seen = sorted(i for part in every for i in part)
     assert all(len(p) == len(mine) for p in every)
     assert set(seen) == set(data), "the shards do not cover the data set"
+    # ElasticSampler: what the world has not processed yet, dealt over its ranks.
+    elastic = hvd.elastic.ElasticSampler(data, shuffle=False)
+    assert list(elastic) == list(range(r, 10 * n, n)) and len(elastic) == 10
+    elastic.record_batch(1, 3)  # batches 0 and 1 of 3 samples per rank: 6n samples done
+    assert elastic.processed_num == 6 * n
+    elastic.load_state_dict(elastic.state_dict())  # as a restore or a sync does
+    assert list(elastic) == list(range(6 * n + r, 10 * n, n)), list(elastic)
+    elastic.record_batch(0, 2)  # counted from where this pass started
+    assert elastic.processed_num == 8 * n
+    elastic.set_epoch(1)
+    assert elastic.processed_num == 0 and len(elastic) == 10
+    shuffled = hvd.elastic.ElasticSampler(data, seed=5)
+    every = hvd.allgather_object(list(shuffled))
+    assert len({i for part in every for i in part}) == 10 * n, "shuffled shards overlap"
     print(f"rank {r}: sampler ok", flush=True)
 
 
@@ -378,6 +392,56 @@ def case_ps():
                  optimizer="lbfgs")
     expect_error(TypeError, ["parameter 0"], gyre.ps.PSOptimizer, [1.0], lr=0.1)
     print(f"rank {r}: ps ok", flush=True)
+
+
+def elastic_batch(step, n):
+    """Step `step`'s global batch of 12 rows; rank r of n trains on rows r, r + n, ..."""
+    g = torch.Generator().manual_seed(1000 + step)
+    return torch.randn(12, 10, generator=g), torch.randint(0, 3, (12,), generator=g)
+
+
+def case_elastic():
+    """Under gyre run --elastic: worker 1 is SIGKILLed at step 7; the others roll back to their last
+    commit and go on in a smaller world until a replacement joins (the third membership). Every
+    worker ends with the model of one process trained on the whole batches for as many steps."""
+    hvd.init()
+    worker = int(os.environ["GYRE_ELASTIC_ID"])
+    torch.manual_seed(0)
+    model = torch.nn.Linear(10, 3)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=model.named_parameters())
+    state = hvd.elastic.TorchState(model, opt, step=0)
+    worlds = []
+    state.register_reset_callbacks([lambda: worlds.append((hvd.elastic.membership(), hvd.size()))])
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < 20 or hvd.elastic.membership() < 3:
+            assert state.step < 2000, "the replacement never joined"
+            r, n = hvd.rank(), hvd.size()
+            x, y = elastic_batch(state.step, n)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[r::n]), y[r::n]).backward()
+            opt.step()
+            state.step += 1
+            if worker == 1 and state.step == 7:
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(0.02)
+            if state.step % 5 == 0:
+                state.commit()
+
+    train(state)
+    torch.manual_seed(0)
+    reference = torch.nn.Linear(10, 3)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    for step in range(state.step):
+        x, y = elastic_batch(step, 1)
+        ref_opt.zero_grad()
+        torch.nn.functional.cross_entropy(reference(x), y).backward()
+        ref_opt.step()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), f"worker {worker}: {p} differs from {q}"
+    print(f"worker {worker}: elastic ok after {state.step} steps in worlds {worlds}", flush=True)
 
 
 def trial():

@@ -1,6 +1,7 @@
 """gyre.torch: Horovod's `horovod.torch` on gyre. Everything in `gyre` (init, rank, the
 collectives), plus DistributedOptimizer, broadcast_parameters, broadcast_optimizer_state and
-DistributedSampler, and save_checkpoint/load_checkpoint. A Horovod script changes only its import:
+DistributedSampler, save_checkpoint/load_checkpoint, and gyre.torch.elastic (hvd.elastic: run,
+TorchState, ElasticSampler). A Horovod script changes only its import:
 
     import gyre.torch as hvd
     hvd.init()
@@ -15,6 +16,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .functions import broadcast_optimizer_state, broadcast_parameters
 from .optimizer import DistributedOptimizer
 from .sampler import DistributedSampler
+from . import elastic  # noqa: E402  (after the modules it uses)
 
 __all__ = list(_core_all) + ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
-                             "DistributedSampler", "save_checkpoint", "load_checkpoint"]
+                             "DistributedSampler", "save_checkpoint", "load_checkpoint", "elastic"]

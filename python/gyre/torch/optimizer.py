@@ -1,6 +1,7 @@
 """gyre.torch.DistributedOptimizer: the user's optimizer, its gradients averaged by gyre's native
 bucketing engine (the C++ DistributedOptimizer) during backward."""
 import contextlib
+import weakref
 
 import torch
 
@@ -22,7 +23,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if missing:
                 raise ValueError(f"gyre.DistributedOptimizer: {len(missing)} of the optimizer's parameters are "
                                  "not in named_parameters")
-        self._reducer = _C.GradientReducer(ordered, compression.name, backward_passes_per_step, op, process_set)
+        self._reducer_args = (ordered, compression.name, backward_passes_per_step, op, process_set)
+        self._reducer = _C.GradientReducer(*self._reducer_args)
+        _reducers.append(weakref.ref(self))
         reduced = {id(p) for p in ordered}
         self._others = [p for group in self.param_groups for p in group["params"] if id(p) not in reduced]
         self._skip = False
@@ -66,6 +69,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def last_step(self):
         """The last step's timing: step, compute, communicate and wait seconds, bytes, buckets."""
         return self._reducer.last_step()
+
+
+# Every DistributedOptimizer, in the order they were made (the same on every rank): an elastic job's
+# new membership builds their reducers again on the new world.
+_reducers = []
+
+
+def _rebuild_reducers():
+    """Collective over the (new) world: each live DistributedOptimizer's engine built again on it,
+    in creation order; the old one (its hooks, its buckets) goes first."""
+    live = [ref() for ref in _reducers if ref() is not None]
+    _reducers[:] = [weakref.ref(o) for o in live]
+    for optimizer in live:
+        if optimizer._reducer_args[4] != 0:
+            raise ValueError("gyre.elastic: a DistributedOptimizer on a process set cannot follow a new membership "
+                             "(process sets name the old world's ranks); use the global process set")
+        optimizer._reducer = None  # removes its autograd hooks before the new engine adds its own
+        optimizer._reducer = _C.GradientReducer(*optimizer._reducer_args)
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
