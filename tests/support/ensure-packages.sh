@@ -7,7 +7,9 @@
 # password), running apt-get update only if a first try fails. When they still cannot be
 # installed, prints why and exits 77, which the C++ tests report as a skip with that reason.
 # Tests run in parallel (ctest -j2) may install at once: the installs take turns on a lock file
-# and apt waits for dpkg's own lock, so one install does not make the other's test skip.
+# and apt waits for dpkg's own lock, so one install does not make the other's test skip. Both
+# waits are bounded (3 and 2 minutes), and apt runs without the lock file's descriptor: a daemon
+# a package's postinst starts would otherwise hold the lock for as long as it lives.
 ensure_packages() {
   local what=$1
   shift
@@ -20,13 +22,13 @@ ensure_packages() {
   [ "$missing" -eq 0 ] && return 0
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
-  local apt=(apt-get -o DPkg::Lock::Timeout=600)
+  local apt=(apt-get -o DPkg::Lock::Timeout=120)
   if ! (export DEBIAN_FRONTEND=noninteractive
         exec 9>"${TMPDIR:-/tmp}/gyre-ensure-packages.lock"
-        command -v flock >/dev/null && flock -w 900 9
-        $sudo "${apt[@]}" install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 ||
-        { $sudo "${apt[@]}" update -qq >/dev/null 2>&1 &&
-          $sudo "${apt[@]}" install -y -qq --no-install-recommends "$@" >/dev/null 2>&1; }); then
+        command -v flock >/dev/null && flock -w 180 9
+        $sudo "${apt[@]}" install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 9>&- ||
+        { $sudo "${apt[@]}" update -qq >/dev/null 2>&1 9>&- &&
+          $sudo "${apt[@]}" install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 9>&-; }); then
     echo "$what is not installed and apt-get cannot install $*" >&2
     exit 77
   fi
