@@ -34,6 +34,8 @@ scripts/install-deps.sh
 
 export CCACHE_DIR="${CCACHE_DIR:-$ROOT/.cache/ccache}"
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+# The libtorch files compile against a precompiled torch.h; ccache caches them only with these.
+export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 JOBS="${GYRE_JOBS:-$(nproc)}"
 STAGES="${GYRE_TEST_STAGES:-release asan tsan}"
 B="${GYRE_BUILD_DIR:-build}"
