@@ -14,4 +14,5 @@
 #include "gyre/torch/sampler.h"
 #include "gyre/torch/step_timing.h"
 #include "gyre/torch/sync_batch_norm.h"
+#include "gyre/torch/tensor_parallel.h"
 #include "gyre/torch/timeline.h"
