@@ -199,7 +199,7 @@ void addTrain(CLI::App& app, std::function<int()>& action) {
   CLI::App* cmd = app.add_subcommand(
       "train", "Train a model on Fashion-MNIST with N local workers (data-parallel, on libtorch)");
   cmd->footer(
-      "Trains the mlp or the cnn on Fashion-MNIST (Debian's dataset-fashion-mnist package) with N worker\n"
+      "Trains the mlp, the cnn or the vit on Fashion-MNIST (Debian's dataset-fashion-mnist package) with N worker\n"
       "processes on this host. Every step trains on --batch samples in all, --batch / N on each worker,\n"
       "and the workers average their gradients, so N workers compute what one would, faster. Each\n"
       "epoch prints its loss, test accuracy, samples/s, speedup and efficiency against an earlier\n"

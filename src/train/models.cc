@@ -8,10 +8,10 @@ namespace gyre::train {
 namespace nn = ::torch::nn;
 
 std::vector<std::string> modelNames() {
-  return {"mlp", "cnn"};
+  return {"mlp", "cnn", "vit"};
 }
 
-nn::Sequential makeModel(const std::string& name, bool syncBn) {
+nn::Sequential makeModel(const std::string& name, bool syncBn, const VitOptions& vit) {
   if (syncBn && name != "cnn")
     throw InvalidArgument("batch normalisation (--sync-bn) is for the cnn, not " + name);
   if (name == "mlp") {
@@ -30,7 +30,8 @@ nn::Sequential makeModel(const std::string& name, bool syncBn) {
                           nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
                           nn::Flatten(), nn::Linear(64 * 7 * 7, 128), nn::ReLU(), nn::Linear(128, 10));
   }
-  throw InvalidArgument("unknown model '" + name + "': the built-in models are mlp and cnn");
+  if (name == "vit") return makeVit(vit);
+  throw InvalidArgument("unknown model '" + name + "': the built-in models are mlp, cnn and vit");
 }
 
 }  // namespace gyre::train

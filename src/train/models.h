@@ -8,12 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "train/vit.h"
+
 namespace gyre::train {
 
 // "mlp": Flatten - Linear(784, 512) - ReLU - Linear(512, 256) - ReLU - Linear(256, 10).
 // "cnn": Conv2d(1, 32, 3, padding 1) - ReLU - MaxPool2d(2) - Conv2d(32, 64, 3, padding 1) - ReLU -
 //        MaxPool2d(2) - Flatten - Linear(3136, 128) - ReLU - Linear(128, 10).
-// Both take [N, 1, 28, 28] images and return [N, 10] logits. With syncBn the cnn has a
+// "vit": a small Vision Transformer (train/vit.h), shaped by `vit`.
+// All take [N, 1, 28, 28] images and return [N, 10] logits. With syncBn the cnn has a
 // gyre::torch::SyncBatchNorm after each Conv2d (before its ReLU); give it the communicator with
 // gyre::torch::setSyncBatchNormCommunicator.
 std::vector<std::string> modelNames();
@@ -21,6 +24,6 @@ std::vector<std::string> modelNames();
 // A freshly initialised model (libtorch's default initialisation, drawn from its global
 // generator: seed it with torch::manual_seed first for a reproducible start). Throws
 // InvalidArgument for a name not in modelNames().
-::torch::nn::Sequential makeModel(const std::string& name, bool syncBn = false);
+::torch::nn::Sequential makeModel(const std::string& name, bool syncBn = false, const VitOptions& vit = {});
 
 }  // namespace gyre::train

@@ -29,7 +29,31 @@ constexpr std::string_view kFaults = "Fault injection (testing; see docs/fault-t
 
 // The table. --help lists the flags in this order, each under its group.
 const std::array kFlags = std::to_array<TrainFlag>({
-    {.name = "--model", .field = &O::model, .help = "The model to train", .choices = "mlp|cnn"},
+    {.name = "--model", .field = &O::model, .help = "The model to train", .choices = "mlp|cnn|vit"},
+    {.name = "--vit-depth",
+     .field = &O::vitDepth,
+     .help = "The vit's transformer blocks",
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .max = 64},
+    {.name = "--vit-width",
+     .field = &O::vitWidth,
+     .help = "The vit's token width (a multiple of --vit-heads)",
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .max = 4096},
+    {.name = "--vit-heads",
+     .field = &O::vitHeads,
+     .help = "The vit's attention heads",
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .max = 256},
+    {.name = "--vit-patch",
+     .field = &O::vitPatch,
+     .help = "The vit's patch side in pixels (1, 2, 4, 7, 14 or 28: it divides the 28-pixel images)",
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .max = 28},
     {.name = "--sync-bn",
      .field = &O::syncBn,
      .help = "The cnn with batch normalisation after each convolution, its statistics taken over the global "
@@ -535,6 +559,14 @@ void validateOptions(const TrainOptions& o) {
       !o.syncBn || (o.model == "cnn" && !o.plain && !ps),
       "--sync-bn adds batch normalisation to the cnn, its statistics shared by the data-parallel "
       "workers: it needs --model cnn, and not --plain or a parameter-server --mode");
+  const TrainOptions defaults;
+  GYRE_USAGE_CHECK(o.model == "vit" || (o.vitDepth == defaults.vitDepth && o.vitWidth == defaults.vitWidth &&
+                                        o.vitHeads == defaults.vitHeads && o.vitPatch == defaults.vitPatch),
+                   "--vit-depth, --vit-width, --vit-heads and --vit-patch shape --model vit, not ", o.model);
+  GYRE_USAGE_CHECK(o.vitWidth % o.vitHeads == 0, "--vit-heads ", o.vitHeads, " does not divide --vit-width ",
+                   o.vitWidth);
+  GYRE_USAGE_CHECK(28 % o.vitPatch == 0, "--vit-patch ", o.vitPatch,
+                   " does not divide the 28-pixel images (1, 2, 4, 7, 14 or 28)");
   const std::string compression = parseCompressionSpec(o.compression, "--compression").kind;
   const bool lossy = compression == "topk" || compression == "powersgd";
   GYRE_USAGE_CHECK(o.stragglerThreshold == 0 || o.stragglerThreshold > 1,

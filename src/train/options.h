@@ -19,8 +19,14 @@
 namespace gyre::train {
 
 struct TrainOptions {
-  std::string model = "mlp";  // "mlp" or "cnn" (models.h)
+  std::string model = "mlp";  // "mlp", "cnn" or "vit" (models.h)
   bool syncBn = false;        // the cnn with batch normalisation over the global batch (SyncBatchNorm)
+  // The vit's shape: transformer blocks, token width, attention heads (they divide the width),
+  // patch side in pixels (it divides 28).
+  int vitDepth = 4;
+  int vitWidth = 64;
+  int vitHeads = 4;
+  int vitPatch = 7;
   int epochs = 1;
   // The global batch: every step trains on `batch` samples in all, batch / world on each rank,
   // so one rank and W ranks see the same samples at every step (the batch must divide evenly).

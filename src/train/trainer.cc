@@ -105,7 +105,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
 
   // Every rank draws the same initial weights; the broadcast makes sure of it.
   ::torch::manual_seed(o_.seed);
-  model_ = makeModel(o_.model, o_.syncBn);
+  model_ = makeModel(o_.model, o_.syncBn,
+                     {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch});
   if (group_.comm()) gyre::torch::broadcastParameters(*model_, *group_.comm());
   gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
 

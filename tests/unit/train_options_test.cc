@@ -62,7 +62,7 @@ TEST(TrainOptions, EachProgramGetsItsFlags) {
   }
   const std::string help = launcher.help();
   EXPECT_NE(help.find("--checkpoint-every"), std::string::npos);
-  EXPECT_NE(help.find("{mlp or cnn}"), std::string::npos) << help;
+  EXPECT_NE(help.find("{mlp, cnn or vit}"), std::string::npos) << help;
   EXPECT_NE(help.find("Elastic training"), std::string::npos) << help;
 }
 
@@ -155,7 +155,7 @@ TEST(TrainOptions, EveryBoundIsCheckedWithTheFlagsName) {
   EXPECT_EQ(refusal(o), "--keep-last must be an integer of at least 1; got 0");
   o = {};
   o.model = "resnet";
-  EXPECT_EQ(refusal(o), "--model 'resnet': expected mlp or cnn");
+  EXPECT_EQ(refusal(o), "--model 'resnet': expected mlp, cnn or vit");
   o = {};
   o.bucketCapMb = 1e300;
   EXPECT_EQ(refusal(o), "--bucket-cap-mb must be a finite number in (0, 1048576]; got 1e+300");
@@ -211,6 +211,24 @@ TEST(TrainOptions, CombinationsAreRefused) {
   o = {};
   o.maxRestarts = 1;
   EXPECT_NE(refusal(o).find("--max-restarts 1 needs --checkpoint-dir"), std::string::npos);
+}
+
+TEST(TrainOptions, TheVitsShapeMustFitAndIsForTheVitOnly) {
+  TrainOptions o;
+  o.model = "vit";
+  o.vitWidth = 96;
+  o.vitHeads = 6;
+  o.vitPatch = 4;
+  EXPECT_EQ(refusal(o), "");
+  o.vitHeads = 5;
+  EXPECT_EQ(refusal(o), "--vit-heads 5 does not divide --vit-width 96");
+  o.vitHeads = 6;
+  o.vitPatch = 5;
+  EXPECT_EQ(refusal(o), "--vit-patch 5 does not divide the 28-pixel images (1, 2, 4, 7, 14 or 28)");
+  o = {};
+  o.model = "cnn";
+  o.vitDepth = 8;
+  EXPECT_EQ(refusal(o), "--vit-depth, --vit-width, --vit-heads and --vit-patch shape --model vit, not cnn");
 }
 
 TEST(TrainOptions, WorldChecksNameTheWorld) {

@@ -31,17 +31,9 @@
 #include <memory>
 
 #include "gyre/communicator.h"
+#include "gyre/torch/module.h"
 
 namespace gyre::torch {
-
-// TORCH_MODULE(Name) names torch::nn unqualified, which means gyre::torch::nn in here: the holders
-// are written out.
-#define GYRE_TORCH_MODULE(Name)                                \
-  class Name : public ::torch::nn::ModuleHolder<Name##Impl> {  \
-   public:                                                     \
-    using ::torch::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
-    using Impl = Name##Impl;                                   \
-  }
 
 // f: x forward; the gradient summed over the group's ranks backward.
 ::torch::Tensor copyToTensorParallel(const ::torch::Tensor& x, const std::shared_ptr<Communicator>& comm);
@@ -158,7 +150,5 @@ class ParallelAttentionImpl : public ::torch::nn::Cloneable<ParallelAttentionImp
   std::shared_ptr<Communicator> comm_;
 };
 GYRE_TORCH_MODULE(ParallelAttention);
-
-#undef GYRE_TORCH_MODULE
 
 }  // namespace gyre::torch
