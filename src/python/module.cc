@@ -65,7 +65,6 @@ void bindWorld(py::module_& m) {
       },
       "Overwrites each tensor with root's, in place (contiguous CPU tensors).", py::arg("tensors"),
       py::arg("root_rank"), py::arg("process_set") = 0);
-  m.def("world_generation", &World::generation, "Counts the worlds this process has had.");
 
   // gyre.torch.elastic's native half: the membership protocol of `gyre run --elastic`.
   auto elastic = m.def_submodule("elastic", "the membership of an elastic job");

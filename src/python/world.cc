@@ -23,7 +23,6 @@ struct State {
   LaunchInfo launch;
   std::map<int, ProcessSet> sets;
   int nextId = 1;
-  std::int64_t generation = 0;
   std::unique_ptr<elastic::Rendezvous> rendezvous;  // in an elastic job
 };
 
@@ -41,7 +40,6 @@ State& state() {
 void adopt(State& s, std::shared_ptr<Communicator> world) {
   s.sets.clear();
   s.world = std::move(world);
-  ++s.generation;
   ProcessSet everyone;
   for (int r = 0; r < s.world->size(); ++r) everyone.ranks.push_back(r);
   everyone.comm = s.world;
@@ -75,7 +73,6 @@ void World::shutdown() {
   s.sets.clear();
   s.world.reset();  // ids keep counting up: a ProcessSet kept from before names no new set
   s.rendezvous.reset();
-  ++s.generation;
 }
 
 bool World::initialized() {
@@ -146,12 +143,6 @@ std::vector<int> World::processSetRanks(int id) {
   auto it = s.sets.find(id);
   if (it == s.sets.end()) throw pybind11::value_error("gyre: no process set " + std::to_string(id));
   return it->second.ranks;
-}
-
-std::int64_t World::generation() {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  return s.generation;
 }
 
 bool World::elastic() {

@@ -40,10 +40,6 @@ class World {
   // The world ranks of set `id`.
   static std::vector<int> processSetRanks(int id);
 
-  // Counts the worlds this process has had (init, each elastic reset, shutdown): an object built
-  // on one world (a DistributedOptimizer's reducer) sees that it must be built again.
-  static std::int64_t generation();
-
   // Elastic jobs (`gyre run --elastic`): whether gyre.init() joined a membership.
   static bool elastic();
   // Collective over the world: true on every rank when the launcher published a newer

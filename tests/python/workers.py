@@ -394,7 +394,7 @@ def case_ps():
     print(f"rank {r}: ps ok", flush=True)
 
 
-def elastic_batch(step, n):
+def elastic_batch(step):
     """Step `step`'s global batch of 12 rows; rank r of n trains on rows r, r + n, ..."""
     g = torch.Generator().manual_seed(1000 + step)
     return torch.randn(12, 10, generator=g), torch.randint(0, 3, (12,), generator=g)
@@ -419,7 +419,7 @@ def case_elastic():
         while state.step < 20 or hvd.elastic.membership() < 3:
             assert state.step < 2000, "the replacement never joined"
             r, n = hvd.rank(), hvd.size()
-            x, y = elastic_batch(state.step, n)
+            x, y = elastic_batch(state.step)
             opt.zero_grad()
             torch.nn.functional.cross_entropy(model(x[r::n]), y[r::n]).backward()
             opt.step()
@@ -435,7 +435,7 @@ def case_elastic():
     reference = torch.nn.Linear(10, 3)
     ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
     for step in range(state.step):
-        x, y = elastic_batch(step, 1)
+        x, y = elastic_batch(step)
         ref_opt.zero_grad()
         torch.nn.functional.cross_entropy(reference(x), y).backward()
         ref_opt.step()
