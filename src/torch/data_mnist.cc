@@ -1,6 +1,10 @@
 // gyre::data::loadMnist and loadFashionMnist: one split of an MNIST-layout data set, decoded and
 // normalised, and the process-wide cache of decoded splits.
+#include <sys/mman.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <new>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -46,6 +50,20 @@ std::string findFile(const Format& f, const std::string& dir, const std::string&
   throw Error(notFound(f, dir, " (there is no " + name + ".gz)"));
 }
 
+// An uninitialised float32 tensor in memory that the kernel may back with 2 MB pages (where
+// transparent huge pages are on "madvise", as on Debian): a training split is 188 MB, and faulting
+// it in 4 KB pages costs each worker about half a second on a virtual machine.
+::torch::Tensor hugePageTensor(at::IntArrayRef shape) {
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  std::size_t bytes = sizeof(float);
+  for (const std::int64_t d : shape) bytes *= static_cast<std::size_t>(d);
+  bytes = (bytes + kHuge - 1) / kHuge * kHuge;
+  void* memory = std::aligned_alloc(kHuge, bytes);
+  if (memory == nullptr) throw std::bad_alloc();
+  ::madvise(memory, bytes, MADV_HUGEPAGE);  // advice only: without it the tensor is as good
+  return ::torch::from_blob(memory, shape, [](void* p) { std::free(p); }, ::torch::kFloat32);
+}
+
 Dataset decode(const Format& f, const std::string& imagesPath, const std::string& labelsPath) {
   IdxArray images = readIdxFile(imagesPath, 3);
   IdxArray labels = readIdxFile(labelsPath, 1);
@@ -61,11 +79,21 @@ Dataset decode(const Format& f, const std::string& imagesPath, const std::string
 
   const std::int64_t n = images.dims[0];
   Dataset set;
-  set.images = ::torch::from_blob(images.data.data(), {n, 1, kSide, kSide}, ::torch::kUInt8)
-                   .to(::torch::kFloat32)
-                   .div(255)
-                   .sub(f.mean)
-                   .div(f.std);
+  // A pixel has 256 values: normalise those once, through the same tensor operations as a whole
+  // image would take, and look every pixel up. One pass over the images and one float buffer,
+  // instead of four passes that each fault in a new 188 MB tensor (about 2 s of each worker's start).
+  const ::torch::Tensor table = ::torch::arange(256, ::torch::kUInt8)
+                                    .to(::torch::kFloat32)
+                                    .div(255)
+                                    .sub(f.mean)
+                                    .div(f.std)
+                                    .contiguous();
+  const float* value = table.data_ptr<float>();
+  set.images = hugePageTensor({n, 1, kSide, kSide});
+  float* out = set.images.data_ptr<float>();
+  const std::uint8_t* pixel = images.data.data();
+  const std::size_t pixels = images.data.size();
+  for (std::size_t i = 0; i < pixels; ++i) out[i] = value[pixel[i]];
   set.labels = ::torch::from_blob(labels.data.data(), {n}, ::torch::kUInt8).to(::torch::kInt64);
   return set;
 }
