@@ -30,7 +30,7 @@ const Failure& causeOf(const std::vector<Failure>& failures) {
 }
 
 std::vector<int> unansweringRanks(const std::map<int, std::vector<std::string>>& tails,
-                                  const std::vector<Failure>& failures) {
+                                  const std::vector<Failure>& failures, const std::vector<int>& answered) {
   static constexpr char kTimedOut[] = "timed out waiting for";
   static constexpr char kRank[] = "rank ";
   std::vector<int> out;
@@ -45,7 +45,9 @@ std::vector<int> unansweringRanks(const std::map<int, std::vector<std::string>>&
         const long peer = std::strtol(digits, &end, 10);
         if (end == digits || *end != ' ' || end[1] != '(' || peer < 0 || peer == rank) continue;
         const bool failed = std::any_of(failures.begin(), failures.end(), [&](const Failure& f) { return f.rank == peer; });
-        if (!failed && std::find(out.begin(), out.end(), peer) == out.end()) out.push_back(static_cast<int>(peer));
+        const bool ended = std::find(answered.begin(), answered.end(), peer) != answered.end();
+        if (!failed && !ended && std::find(out.begin(), out.end(), peer) == out.end())
+          out.push_back(static_cast<int>(peer));
       }
     }
   }

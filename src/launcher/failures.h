@@ -25,6 +25,9 @@ struct Failure {
 // succeeded or was stopped by an interrupt or --timeout before anything failed.
 struct GenerationOutcome {
   std::vector<Failure> failures;
+  // Ranks that ended other than by SIGKILL, by themselves or on the launcher's stop (SIGTERM):
+  // they were alive and answering. A stopped (SIGSTOP) or hung worker ends only by SIGKILL.
+  std::vector<int> answered;
   int interrupt = 0;  // SIGINT, SIGTERM or SIGHUP that stopped it
   bool timedOut = false;
   bool succeeded() const { return failures.empty() && interrupt == 0 && !timedOut; }
@@ -38,9 +41,10 @@ const Failure& causeOf(const std::vector<Failure>& failures);
 // out waiting for ("timed out waiting for rank 2 (...) to receive ...; rank 1 (...) to send ...")
 // and that did not fail themselves: stopped (SIGSTOP), hung in their own code or far slower than
 // the others. The failures are then only their victims. `tails` holds each failed worker's last
-// lines, by rank. Empty: none.
+// lines, by rank. A rank in `answered` (GenerationOutcome::answered: it ended by itself or on the
+// launcher's stop, so it was only waiting, like the failed ones) is not named. Empty: none.
 std::vector<int> unansweringRanks(const std::map<int, std::vector<std::string>>& tails,
-                                  const std::vector<Failure>& failures);
+                                  const std::vector<Failure>& failures, const std::vector<int>& answered = {});
 
 // Whether to start generation `restartsDone + 1`: the generation failed, neither an interrupt
 // nor --timeout stopped it, its cause is restartable and restarts are left.

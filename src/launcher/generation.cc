@@ -192,6 +192,9 @@ class Generation {
         break;
       case Event::Kind::kExit: {
         ranks_[e.rank].exited = true;
+        // A worker that ended by itself, or on the launcher's stop, was answering; only SIGKILL ends
+        // a stopped (SIGSTOP) or hung one.
+        if (e.signal != SIGKILL) outcome_.answered.push_back(e.rank);
         RunMetrics::get().workerExited(e.code != 0 || e.signal != 0);
         if (e.code == 0 && e.signal == 0) break;
         Failure f{e.rank,

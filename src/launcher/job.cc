@@ -93,7 +93,7 @@ class Job {
       std::map<int, std::vector<std::string>> tails;
       for (const Failure& f : last.failures)
         if (f.rank >= 0) tails[f.rank] = output_->tail(f.rank);
-      if (const std::vector<int> silent = unansweringRanks(tails, last.failures); !silent.empty())
+      if (const std::vector<int> silent = unansweringRanks(tails, last.failures, last.answered); !silent.empty())
         std::fprintf(stderr,
                      "gyre run: rank(s) %s stopped answering: the failed workers timed out waiting for them, "
                      "and they had not failed (stopped, hung in their own code, or far slower than the others)\n",

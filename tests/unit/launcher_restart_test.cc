@@ -53,6 +53,14 @@ TEST(LauncherFailures, TheRanksTheFailedWorkersTimedOutWaitingForAreNamedWhenThe
   EXPECT_EQ(unansweringRanks(tails, {workerExit(0, 2), workerExit(2, 2)}), std::vector<int>{1});
   // A rank that failed itself is named by its own failure, not here.
   EXPECT_EQ(unansweringRanks(tails, {workerExit(0, 2), workerExit(2, 2), workerKilled(1)}), std::vector<int>{});
+  // Rank 0 failed first, naming both; rank 2 waited for rank 1 too, and ended (by itself, or when
+  // the launcher stopped it): it answered, and only rank 1 is named.
+  const std::map<int, std::vector<std::string>> first = {
+      {0, {"rank 0: error: allreduce(count=262144, float32, max, algo=ring): timed out waiting for rank 2 (host vm "
+           "(127.0.0.1:4000), pid 7) to receive+reduce (0 of 349524 bytes done); rank 1 (host vm (127.0.0.1:4001), "
+           "pid 6) to send (0 of 349524 bytes done)"}}};
+  EXPECT_EQ(unansweringRanks(first, {workerExit(0, 2)}), (std::vector<int>{1, 2}));
+  EXPECT_EQ(unansweringRanks(first, {workerExit(0, 2)}, {2}), std::vector<int>{1});
   EXPECT_EQ(unansweringRanks({{0, {"rank 0: error: no such file"}}}, {workerExit(0, 1)}), std::vector<int>{});
   EXPECT_EQ(unansweringRanks({{0, {"timed out waiting for rank 0 (x)"}}}, {workerExit(0, 1)}), std::vector<int>{});
   EXPECT_EQ(unansweringRanks({{0, {"timed out waiting for rank x (y)"}}}, {workerExit(0, 1)}), std::vector<int>{});
