@@ -138,6 +138,14 @@ class Communicator {
   void barrier(const BarrierOptions& o = {});
   void send(const void* buffer, std::size_t count, int dst, const P2POptions& o = {});
   void recv(void* buffer, std::size_t count, int src, const P2POptions& o = {});
+  // A send to `dst` and a receive from `src` progressed together (MPI_Sendrecv): two ranks that
+  // send to each other at once cannot block each other, whatever the sizes, as a send followed
+  // by a receive can once the transport's buffers are full. Either half may be left out (dst or
+  // src -1). Each half is an ordinary message: a recv or send on the peer matches it. The message
+  // received must have o.tag and recvCount elements; otherwise InvalidArgument, and the
+  // communicator is broken (the rest of the message was not read).
+  void sendRecv(const void* sendBuffer, std::size_t sendCount, int dst, void* recvBuffer, std::size_t recvCount,
+                int src, const P2POptions& o = {});
 
   std::shared_ptr<Work> allreduceAsync(const void* input, void* output, std::size_t count,
                                        const AllreduceOptions& o = {});
@@ -167,6 +175,8 @@ class Communicator {
   std::shared_ptr<SharedMemory> allocateShared(std::size_t bytes);
   std::shared_ptr<Work> sendAsync(const void* buffer, std::size_t count, int dst, const P2POptions& o = {});
   std::shared_ptr<Work> recvAsync(void* buffer, std::size_t count, int src, const P2POptions& o = {});
+  std::shared_ptr<Work> sendRecvAsync(const void* sendBuffer, std::size_t sendCount, int dst, void* recvBuffer,
+                                      std::size_t recvCount, int src, const P2POptions& o = {});
 
   class Impl;
 

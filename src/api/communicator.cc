@@ -165,6 +165,22 @@ OpDesc p2pDesc(OpType type, const void* buf, std::size_t count, int peer, const 
   return d;
 }
 
+OpDesc sendRecvDesc(const void* in, std::size_t sendCount, int dst, void* out, std::size_t recvCount, int src,
+                    const P2POptions& o, int rank, int size) {
+  checkDtype(o.dtype), checkTimeout(o.timeout);
+  GYRE_ARG_CHECK(dst >= -1 && dst < size && dst != rank, "sendrecv destination ", dst,
+                 " is not another rank of a communicator of size ", size, " (this is rank ", rank, "), nor -1");
+  GYRE_ARG_CHECK(src >= -1 && src < size && src != rank, "sendrecv source ", src,
+                 " is not another rank of a communicator of size ", size, " (this is rank ", rank, "), nor -1");
+  if (dst >= 0) checkBuffer("sendrecv input", in, sendCount, o.dtype);
+  if (src >= 0) checkBuffer("sendrecv output", out, recvCount, o.dtype);
+  OpDesc d;
+  d.type = OpType::kSendRecv, d.dtype = o.dtype, d.tag = o.tag, d.timeout = o.timeout;
+  d.root = dst, d.input = in, d.count = dst >= 0 ? sendCount : 0;
+  d.source = src, d.output = out, d.recvCount = src >= 0 ? recvCount : 0;
+  return d;
+}
+
 OpDesc barrierDesc(const BarrierOptions& o) {
   checkTimeout(o.timeout);
   OpDesc d;
@@ -208,6 +224,10 @@ GYRE_BOTH_FORMS(send, (const void* buf, std::size_t count, int dst, const P2POpt
                 p2pDesc(OpType::kSend, buf, count, dst, o, rank(), size()))
 GYRE_BOTH_FORMS(recv, (void* buf, std::size_t count, int src, const P2POptions& o),
                 p2pDesc(OpType::kRecv, buf, count, src, o, rank(), size()))
+GYRE_BOTH_FORMS(sendRecv,
+                (const void* in, std::size_t sendCount, int dst, void* out, std::size_t recvCount, int src,
+                 const P2POptions& o),
+                sendRecvDesc(in, sendCount, dst, out, recvCount, src, o, rank(), size()))
 
 #undef GYRE_BOTH_FORMS
 

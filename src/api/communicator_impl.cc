@@ -61,7 +61,7 @@ Communicator::Impl::Impl(std::shared_ptr<Store> store, int rank, int size, Commu
 void Communicator::Impl::execute(const collectives::OpDesc& desc) {
   const Deadline deadline = Deadline::after(desc.timeout.count() > 0 ? desc.timeout : options_.timeout);
   try {
-    const bool collective = desc.type != collectives::OpType::kSend && desc.type != collectives::OpType::kRecv;
+    const bool collective = !collectives::isPointToPoint(desc.type);
     if (collective && options_.debugCollectives) engine::checkFingerprint(*mesh_, deadline, sequence_, desc);
     if (collective) ++sequence_;
     collectives::Context context{*mesh_, deadline, scratch_, cost_};

@@ -74,6 +74,7 @@ std::pair<int, std::string_view> resolveAlgorithm(Context& c, const OpDesc& d, s
       return {d.algorithm, "dissemination"};
     case OpType::kSend:
     case OpType::kRecv:
+    case OpType::kSendRecv:
       return {d.algorithm, "point-to-point"};
   }
   return {d.algorithm, "?"};
@@ -150,6 +151,33 @@ void recvMessage(Context& c, const OpDesc& d) {
              " bytes, but the message has tag ", header.tag, " and ", header.bytes, " bytes (discarded)");
 }
 
+// Both halves in one run of the mesh, progressed together. The received header must be the one
+// a matching send writes (checked as soon as it is in, before the data behind it is taken).
+void sendRecvMessages(Context& c, const OpDesc& d) {
+  const P2PHeader out{kP2PMagic, d.tag, d.count * dtypeSize(d.dtype)};
+  const P2PHeader expected{kP2PMagic, d.tag, d.recvCount * dtypeSize(d.dtype)};
+  P2PHeader in{};
+  std::vector<transport::Op> ops;
+  if (d.root >= 0) {
+    ops.push_back(transport::Op::send(d.root, &out, sizeof(out)));
+    ops.back().more = true;
+    ops.push_back(transport::Op::send(d.root, d.input, out.bytes));
+  }
+  if (d.source >= 0) {
+    ops.push_back(transport::Op::recv(d.source, &in, sizeof(in)));
+    ops.back().expect = &expected;
+    ops.push_back(transport::Op::recv(d.source, d.output, expected.bytes));
+  }
+  try {
+    c.mesh.run(ops, c.deadline);
+  } catch (const transport::CallMismatch&) {
+    GYRE_THROW(InvalidArgument, "sendrecv from rank ", d.source, " expected a message with tag ", d.tag, " and ",
+               expected.bytes, " bytes; the one that came has tag ", in.tag, " and ", in.bytes,
+               " bytes (magic ", in.magic == kP2PMagic ? "of a point-to-point message" : "not of a message",
+               "); the communicator cannot go on");
+  }
+}
+
 }  // namespace
 
 void allreduceBy(AllreduceAlgorithm algorithm, Context& c, const void* in, void* out, std::size_t count,
@@ -197,6 +225,7 @@ const char* toString(OpType type) {
     case OpType::kBarrier: return "barrier";
     case OpType::kSend: return "send";
     case OpType::kRecv: return "recv";
+    case OpType::kSendRecv: return "sendrecv";
   }
   return "?";
 }
@@ -213,6 +242,8 @@ std::string OpDesc::describe() const {
   if (type == OpType::kBroadcast || type == OpType::kReduce || type == OpType::kGather || type == OpType::kScatter)
     out << ", root=" << root;
   if (type == OpType::kSend || type == OpType::kRecv) out << ", peer=" << root << ", tag=" << tag;
+  if (type == OpType::kSendRecv)
+    out << ", to=" << root << ", from=" << source << ", recv count=" << recvCount << ", tag=" << tag;
   if (!counts.empty()) out << ", counts=" << std::accumulate(counts.begin(), counts.end(), std::size_t{0}) << " total";
   out << ")";
   return out.str();
@@ -254,6 +285,7 @@ void run(Context& c, const OpDesc& d, int algorithm) {
       return barrierDissemination(c);
     case OpType::kSend: return sendMessage(c, d);
     case OpType::kRecv: return recvMessage(c, d);
+    case OpType::kSendRecv: return sendRecvMessages(c, d);
   }
 }
 

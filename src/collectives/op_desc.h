@@ -12,8 +12,13 @@ namespace gyre::collectives {
 
 enum class OpType : std::uint8_t {
   kAllreduce, kBroadcast, kReduce, kAllgather, kAllgatherv, kReduceScatter, kGather, kScatter,
-  kAlltoall, kAlltoallv, kBarrier, kSend, kRecv,
+  kAlltoall, kAlltoallv, kBarrier, kSend, kRecv, kSendRecv,
 };
+
+// Point-to-point: not matched across every rank as a collective is.
+inline bool isPointToPoint(OpType type) {
+  return type == OpType::kSend || type == OpType::kRecv || type == OpType::kSendRecv;
+}
 
 const char* toString(OpType type);
 
@@ -21,7 +26,7 @@ struct OpDesc {
   OpType type = OpType::kBarrier;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
-  int root = 0;       // root of rooted collectives; the peer of send/recv
+  int root = 0;       // root of rooted collectives; the peer of send/recv; sendRecv's destination
   int algorithm = 0;  // AllreduceAlgorithm or BroadcastAlgorithm, by type
   int tag = 0;        // send/recv
   const void* input = nullptr;
@@ -29,6 +34,8 @@ struct OpDesc {
   std::size_t count = 0;               // elements (per rank for gather-like ops)
   std::vector<std::size_t> counts;     // allgatherv counts; alltoallv send counts
   std::vector<std::size_t> recvCounts; // alltoallv receive counts
+  int source = -1;                     // sendRecv: the rank it receives from (-1: none)
+  std::size_t recvCount = 0;           // sendRecv: the elements it receives into `output`
   Timeout timeout{0};
 
   // "allreduce(count=10, float32, sum, algo=ring)" for errors and debug mode.

@@ -241,6 +241,60 @@ TEST(CommunicatorTest, MismatchedPointToPointIsReportedAndSkipped) {
   });
 }
 
+// Every rank sends 16 MB to the next and receives from the one before, all at once: a send
+// followed by a receive would block on the full transport buffers of both ends; sendRecv does not.
+TEST(CommunicatorTest, SendRecvExchangesLargeMessagesAroundARingOnEveryTransport) {
+  for (const Transport transport : {Transport::kTcp, Transport::kShm}) {
+    auto store = createMemoryStore();
+    runThreads(3, [&](int rank) {
+      auto comm = Communicator::create(store, rank, 3, testOptions(transport, "ring"));
+      const std::size_t n = std::size_t{4} << 20;
+      std::vector<float> out(n, static_cast<float>(rank)), in(n, -1.0f);
+      out[n - 1] = static_cast<float>(rank + 10);
+      const int next = (rank + 1) % 3, prev = (rank + 2) % 3;
+      comm->sendRecv(out.data(), n, next, in.data(), n, prev, P2POptions{DataType::kFloat32, 5});
+      EXPECT_EQ(in[0], static_cast<float>(prev));
+      EXPECT_EQ(in[n - 1], static_cast<float>(prev + 10));
+      // And asynchronously, the other way round.
+      comm->sendRecvAsync(out.data(), 10, prev, in.data(), 10, next)->wait();
+      EXPECT_EQ(in[9], static_cast<float>(next));
+    });
+  }
+}
+
+// Each half of a sendRecv is an ordinary message: a plain recv and send on the peer match it;
+// a half may be left out (-1); a message of another tag or size is an error naming both.
+TEST(CommunicatorTest, SendRecvHalvesMatchPlainMessagesAndAMismatchIsNamed) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    auto comm = Communicator::create(store, rank, 2, testOptions(Transport::kAuto));
+    int v[3] = {rank, rank, rank};
+    int w[3] = {-1, -1, -1};
+    if (rank == 0) {
+      comm->sendRecv(v, 3, 1, nullptr, 0, -1, P2POptions{DataType::kInt32, 1});
+      comm->sendRecv(nullptr, 0, -1, w, 2, 1, P2POptions{DataType::kInt32, 2});
+      EXPECT_EQ(w[1], 1);
+      EXPECT_EQ(w[2], -1);
+      comm->send(v, 3, 1, P2POptions{DataType::kInt32, 3});
+    } else {
+      comm->recv(w, 3, 0, P2POptions{DataType::kInt32, 1});
+      EXPECT_EQ(w[2], 0);
+      comm->send(v, 2, 0, P2POptions{DataType::kInt32, 2});
+      try {
+        comm->sendRecv(nullptr, 0, -1, w, 3, 0, P2POptions{DataType::kInt32, 4});
+        ADD_FAILURE() << "a message of tag 3 was taken for tag 4";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("expected a message with tag 4 and 12 bytes; the one that came has "
+                                             "tag 3 and 12 bytes"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
+    EXPECT_THROW(comm->sendRecv(v, 1, rank, w, 1, -1), InvalidArgument);
+    EXPECT_THROW(comm->sendRecv(v, 1, -1, w, 1, 2), InvalidArgument);
+  });
+}
+
 TEST(CommunicatorTest, TcpWorksOverIpv6) {
   try {
     net::listenOn("::1", 0);
