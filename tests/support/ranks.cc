@@ -14,6 +14,13 @@
 
 namespace gyre::test {
 
+std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size) {
+  CommunicatorOptions o;
+  o.secret = "test-secret";
+  o.timeout = std::chrono::seconds(60);
+  return Communicator::create(std::move(store), rank, size, o);
+}
+
 void runThreads(int size, const std::function<void(int rank)>& fn) {
   std::vector<std::thread> threads;
   threads.reserve(size);

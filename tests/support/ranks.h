@@ -9,8 +9,11 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "gyre/gyre.h"
 
 namespace gyre::test {
 
@@ -29,6 +32,10 @@ std::jthread spawn(F fn) {
 // Runs fn(rank) for rank in [0, size) on `size` threads and joins them. gtest assertions inside
 // fn are reported as usual; an exception escaping fn is reported as a failure naming the rank.
 void runThreads(int size, const std::function<void(int rank)>& fn);
+
+// Rank `rank` of a communicator of `size` over `store` (the default transport, a test secret): a
+// hang fails the test as a TimeoutError after 60 s.
+std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size);
 
 // Forks `size` children running fn(rank). A child exits 0 when fn returns without a gtest
 // failure, 1 otherwise (its messages go to stderr). The parent fails the test for every child

@@ -27,12 +27,7 @@ using torch::DistributedOptimizerOptions;
 constexpr int kBatch = 12;  // divisible by 1, 2, 3 and 4 ranks
 constexpr int kSteps = 3;
 
-std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size) {
-  CommunicatorOptions o;
-  o.secret = "test-secret";
-  o.timeout = std::chrono::seconds(60);
-  return Communicator::create(std::move(store), rank, size, o);
-}
+using test::makeComm;
 
 // libtorch's default generator is global: ranks (threads) build their models one at a time so
 // every one starts from the same seed.

@@ -16,11 +16,7 @@ namespace {
 
 using ::torch::Tensor;
 
-std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size) {
-  CommunicatorOptions o;
-  o.timeout = std::chrono::seconds(60);
-  return Communicator::create(std::move(store), rank, size, o);
-}
+using test::makeComm;
 
 // A float32 tensor summed or averaged over the ranks, in a copy: what the compressors must give.
 Tensor overRanks(Communicator& comm, const Tensor& t, ReduceOp op) {

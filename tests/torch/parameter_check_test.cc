@@ -23,12 +23,7 @@ using test::runThreads;
 using torch::DistributedOptimizer;
 using torch::DistributedOptimizerOptions;
 
-std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size) {
-  CommunicatorOptions o;
-  o.secret = "test-secret";
-  o.timeout = std::chrono::seconds(60);  // a hang fails the test as a TimeoutError
-  return Communicator::create(std::move(store), rank, size, o);
-}
+using test::makeComm;
 
 // Parameters [3, 4] [3] [2, 3] [2], all float.
 std::vector<::torch::Tensor> baseParameters() {

@@ -21,11 +21,7 @@ namespace {
 namespace nn = ::torch::nn;
 using ::torch::Tensor;
 
-std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size) {
-  CommunicatorOptions o;
-  o.timeout = std::chrono::seconds(60);
-  return Communicator::create(std::move(store), rank, size, o);
-}
+using test::makeComm;
 
 struct Batch {
   Tensor x;  // [12, 3, 4, 4]

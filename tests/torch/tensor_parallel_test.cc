@@ -19,11 +19,7 @@ namespace {
 namespace nn = ::torch::nn;
 using ::torch::Tensor;
 
-std::shared_ptr<Communicator> makeComm(std::shared_ptr<Store> store, int rank, int size) {
-  CommunicatorOptions o;
-  o.timeout = std::chrono::seconds(60);
-  return Communicator::create(std::move(store), rank, size, o);
-}
+using test::makeComm;
 
 // libtorch's generator is global: threads draw their layers one at a time, each after the seed.
 std::mutex drawing;
