@@ -73,6 +73,14 @@ left() {
   if [ -z "$BUDGET" ]; then echo 1000000; else echo $((BUDGET - SECONDS)); fi
 }
 
+# left_at_most N: the seconds left of the budget, or N if fewer: a check's own time limit.
+left_at_most() {
+  local limit
+  limit=$(left)
+  if [ "$limit" -gt "$1" ]; then limit=$1; fi
+  echo "$limit"
+}
+
 # past_budget NAME: true, after counting NAME as a failure that did not run, when the budget is spent.
 past_budget() {
   if [ "$(left)" -gt 0 ]; then return 1; fi
@@ -239,10 +247,7 @@ run_pytest() {
   local t0=$SECONDS junit report pass fails skips kind text
   junit="$(cd "$dir" && pwd)/pytest.xml"
   rm -f "$junit"
-  local limit
-  limit=$(left)
-  if [ "$limit" -gt 900 ]; then limit=900; fi
-  GYRE_BUILD_DIR="$dir" timeout "$limit" /usr/bin/python3 -m pytest -v -rs --junitxml="$junit" tests/python || true
+  GYRE_BUILD_DIR="$dir" timeout "$(left_at_most 900)" /usr/bin/python3 -m pytest -v -rs --junitxml="$junit" tests/python || true
   if ! report=$(/usr/bin/python3 - "$name" "$junit" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
@@ -284,10 +289,8 @@ run_cmd() {
   shift
   past_budget "$name" && return
   note "$name: $*"
-  local t0=$SECONDS limit
-  limit=$(left)
-  if [ "$limit" -gt 600 ]; then limit=600; fi
-  if timeout "$limit" "$@"; then
+  local t0=$SECONDS
+  if timeout "$(left_at_most 600)" "$@"; then
     record "$name" 1 0 0 $((SECONDS - t0))
   else
     record "$name" 0 1 0 $((SECONDS - t0))

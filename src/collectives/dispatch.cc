@@ -127,13 +127,6 @@ void alltoallv(Context& c, const OpDesc& d, const std::vector<std::size_t>& send
   alltoallvPairwise(c, d.input, sendBytes, sendOffsets, d.output, recvBytes, recvOffsets);
 }
 
-void sendMessage(Context& c, const OpDesc& d) {
-  const P2PHeader header{kP2PMagic, d.tag, d.count * dtypeSize(d.dtype)};
-  transport::Op ops[] = {transport::Op::send(d.root, &header, sizeof(header)),
-                         transport::Op::send(d.root, d.input, header.bytes)};
-  c.mesh.run(ops, c.deadline);
-}
-
 // A receive whose tag or size does not match still consumes the message, so the pair stays in
 // step and the communicator remains usable after the InvalidArgument.
 void recvMessage(Context& c, const OpDesc& d) {
@@ -151,8 +144,9 @@ void recvMessage(Context& c, const OpDesc& d) {
              " bytes, but the message has tag ", header.tag, " and ", header.bytes, " bytes (discarded)");
 }
 
-// Both halves in one run of the mesh, progressed together. The received header must be the one
-// a matching send writes (checked as soon as it is in, before the data behind it is taken).
+// Both halves in one run of the mesh, progressed together; a send alone (source -1) is a plain
+// send. The received header must be the one a matching send writes (checked as soon as it is
+// in, before the data behind it is taken).
 void sendRecvMessages(Context& c, const OpDesc& d) {
   const P2PHeader out{kP2PMagic, d.tag, d.count * dtypeSize(d.dtype)};
   const P2PHeader expected{kP2PMagic, d.tag, d.recvCount * dtypeSize(d.dtype)};
@@ -283,7 +277,7 @@ void run(Context& c, const OpDesc& d, int algorithm) {
     case OpType::kBarrier:
       if (p == 1) return;
       return barrierDissemination(c);
-    case OpType::kSend: return sendMessage(c, d);
+    case OpType::kSend: return sendRecvMessages(c, d);  // its source is -1
     case OpType::kRecv: return recvMessage(c, d);
     case OpType::kSendRecv: return sendRecvMessages(c, d);
   }

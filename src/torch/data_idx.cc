@@ -4,31 +4,14 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <memory>
-#include <utility>
 
 #include "gyre/errors.h"
 #include "gyre/torch/data.h"
 
 namespace gyre::data {
 namespace {
-
-// The size the file's data will have once read: a gzip file's trailer holds it (ISIZE: the
-// uncompressed length modulo 2^32, in its last four bytes), a plain file is its own size. Only a
-// hint, to read into one buffer of the right size; 0 when unknown.
-std::size_t sizeHint(const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  unsigned char head[2] = {0, 0};
-  if (!f || std::fread(head, 1, 2, f.get()) != 2 || std::fseek(f.get(), 0, SEEK_END) != 0) return 0;
-  const long size = std::ftell(f.get());
-  if (size < 0) return 0;
-  if (head[0] != 0x1f || head[1] != 0x8b) return static_cast<std::size_t>(size);
-  unsigned char tail[4];
-  if (size < 18 || std::fseek(f.get(), -4, SEEK_END) != 0 || std::fread(tail, 1, 4, f.get()) != 4) return 0;
-  return std::size_t{tail[0]} | std::size_t{tail[1]} << 8 | std::size_t{tail[2]} << 16 | std::size_t{tail[3]} << 24;
-}
 
 std::vector<std::uint8_t> readAll(const std::string& path) {
   struct Closer {
@@ -37,14 +20,10 @@ std::vector<std::uint8_t> readAll(const std::string& path) {
   errno = 0;
   std::unique_ptr<gzFile_s, Closer> file(gzopen(path.c_str(), "rb"));
   if (!file) throw Error("cannot open " + path + ": " + std::strerror(errno != 0 ? errno : ENOMEM));
-  gzbuffer(file.get(), 1 << 17);
-  // Read straight into the result, grown to the hint (and past it, should the hint be short).
-  std::vector<std::uint8_t> out(std::max<std::size_t>(sizeHint(path), 1 << 16));
-  std::size_t used = 0;
+  std::vector<std::uint8_t> out;
+  std::vector<std::uint8_t> chunk(1 << 20);
   for (;;) {
-    if (used == out.size()) out.resize(out.size() * 2);
-    const std::size_t room = std::min<std::size_t>(out.size() - used, 1u << 30);
-    const int n = gzread(file.get(), out.data() + used, static_cast<unsigned>(room));
+    const int n = gzread(file.get(), chunk.data(), static_cast<unsigned>(chunk.size()));
     if (n < 0) {
       int code = 0;
       const char* zlibWhy = gzerror(file.get(), &code);
@@ -52,9 +31,8 @@ std::vector<std::uint8_t> readAll(const std::string& path) {
       throw Error("cannot read " + path + ": " + why + " (a damaged download? reinstall the package)");
     }
     if (n == 0) break;
-    used += static_cast<std::size_t>(n);
+    out.insert(out.end(), chunk.begin(), chunk.begin() + n);
   }
-  out.resize(used);
   return out;
 }
 
@@ -90,8 +68,7 @@ IdxArray readIdxFile(const std::string& path, int rank) {
   if (have > count)
     throw Error(path + " has " + std::to_string(have - count) + " bytes after the " + std::to_string(count) +
                 " its header announces");
-  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(header));  // in place
-  array.data = std::move(bytes);
+  array.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
   return array;
 }
 

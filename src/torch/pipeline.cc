@@ -201,8 +201,7 @@ class Pipeline::Run {
     std::vector<LayerRecord> records;
     if (!training() || pipe_.options_.recompute) {
       ::torch::NoGradGuard noGrad;
-      y = stageInput;
-      for (auto& layer : *layers) y = layer.any_forward(y).get<Tensor>();
+      y = layers->forward(stageInput);
     } else {
       records = forwardLayers(layers, stageInput, !first);
       y = records.back().output;
@@ -252,12 +251,10 @@ class Pipeline::Run {
       const std::vector<Tensor> params = parametersOf(*layers->ptr(l));
       const bool wantInput = r.input.requires_grad();
       const std::vector<Tensor> outputs = {r.output};
-      const std::vector<Tensor> grads = grad.defined() ? std::vector<Tensor>{grad} : std::vector<Tensor>{};
+      const std::vector<Tensor> grads = gradients(grad);
       if (split) {
-        if (wantInput) {
-          grad = ::torch::autograd::grad(outputs, {r.input}, grads, /*retain_graph=*/true)[0];
-        }
-        if (!params.empty()) held.pending.push_back({r.output, grads.empty() ? Tensor() : grads[0], params});
+        if (!params.empty()) held.pending.push_back({r.output, grad, params});
+        if (wantInput) grad = ::torch::autograd::grad(outputs, {r.input}, grads, /*retain_graph=*/true)[0];
         continue;
       }
       std::vector<Tensor> inputs = params;
@@ -275,11 +272,14 @@ class Pipeline::Run {
     const auto it = held_.find({a.microBatch, a.chunk});
     if (it == held_.end()) return;  // the stage has no weights: its input pass released it
     Held& held = it->second;
-    for (const PendingWeights& w : held.pending) {
-      const std::vector<Tensor> grads = w.grad.defined() ? std::vector<Tensor>{w.grad} : std::vector<Tensor>{};
-      ::torch::autograd::backward({w.output}, grads, false, false, w.params);
-    }
+    for (const PendingWeights& w : held.pending)
+      ::torch::autograd::backward({w.output}, gradients(w.grad), false, false, w.params);
     release(a);
+  }
+
+  // The gradient to start a backward from: none for the loss (a scalar, its gradient 1).
+  static std::vector<Tensor> gradients(const Tensor& grad) {
+    return grad.defined() ? std::vector<Tensor>{grad} : std::vector<Tensor>{};
   }
 
   static std::vector<Tensor> parametersOf(const ::torch::nn::Module& layer) {
