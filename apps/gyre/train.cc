@@ -20,6 +20,7 @@
 #include "launcher/process.h"
 #include "metrics/server.h"
 #include "run_dir.h"
+#include "train/layout.h"
 #include "train/options.h"  // the flags, shared with the worker (no libtorch)
 #include "usage_error.h"
 
@@ -131,9 +132,13 @@ int train(train::TrainOptions o) {
 
   const int threads = o.threads > 0 ? o.threads : std::max(1, launcher::usableCores() / o.np);
   fmt::print(
-      "gyre train: {} on {} worker{} ({} thread{}{}), global batch {} ({} per worker), lr {}, {} epoch{}\n",
+      "gyre train: {} on {} worker{} ({} thread{}{}), global batch {} ({} per {}), lr {}, {} epoch{}\n",
       o.model, o.np, o.np == 1 ? "" : "s", threads, threads == 1 ? "" : "s", o.np == 1 ? "" : " each",
-      o.batch, o.batch / o.np, o.lr, o.epochs, o.epochs == 1 ? "" : "s");
+      o.batch, o.batch / (o.np / o.pp), o.pp > 1 ? "replica" : "worker", o.lr, o.epochs, o.epochs == 1 ? "" : "s");
+  if (o.pp > 1)
+    fmt::print("pipeline: {} replica{} of {} stages ({} balance), {} micro-batches per step, schedule {}{}\n",
+               o.np / o.pp, o.np / o.pp == 1 ? "" : "s", o.pp, o.balance, train::microBatchesOf(o), o.schedule,
+               o.recompute ? ", recomputing activations" : "");
   if (o.elastic)
     fmt::print("elastic: goes on with {} to {} workers, a commit every {} step{}{}\n", o.minNp,
                o.maxNp > 0 ? o.maxNp : o.np, o.commitEvery, o.commitEvery == 1 ? "" : "s",

@@ -10,6 +10,7 @@
 #include "gyre/torch/lr.h"
 #include "gyre/torch/metrics.h"
 #include "gyre/torch/optimizers.h"
+#include "gyre/torch/pipeline.h"
 #include "gyre/torch/ps_optimizer.h"
 #include "gyre/torch/sampler.h"
 #include "gyre/torch/step_timing.h"

@@ -49,10 +49,9 @@ struct LayerRecord {
 // One step: the micro-batches, the messages in flight and what each micro-batch's stages hold.
 class Pipeline::Run {
  public:
-  Run(Pipeline& pipe, const Tensor& input, const Tensor& target, const Loss* loss)
+  Run(Pipeline& pipe, const Tensor& input, const Tensor& target, const Loss* loss, int m)
       : pipe_(pipe), input_(input), target_(target), loss_(loss) {
     const std::int64_t batch = input.size(0);
-    const int m = pipe.options_.microBatches;
     GYRE_ARG_CHECK(batch >= m, "a batch of ", batch, " samples cannot be split into ", m, " micro-batches");
     for (int i = 0; i < m; ++i) {
       const std::int64_t size = batch / m + (i < batch % m ? 1 : 0);
@@ -64,13 +63,16 @@ class Pipeline::Run {
   }
 
   void follow(const std::vector<PlanStep>& plan) {
+    Timeline* timeline = pipe_.options_.timeline.get();
     for (const PlanStep& step : plan) {
+      const Clock::time_point start = Clock::now();
       if (step.action) {
-        const Clock::time_point start = Clock::now();
         run(*step.action);
-        pipe_.stats_.busySeconds += secondsSince(start);
-      } else {
-        exchange(step);
+        const Clock::time_point end = Clock::now();
+        pipe_.stats_.busySeconds += std::chrono::duration<double>(end - start).count();
+        if (timeline) timeline->span(Timeline::Track::kCompute, toString(*step.action), start, end);
+      } else if (exchange(step) && timeline) {
+        timeline->span(Timeline::Track::kCommunication, "pipeline exchange", start, Clock::now());
       }
     }
   }
@@ -118,7 +120,8 @@ class Pipeline::Run {
     pipe_.boundaryShape_[boundary] = std::vector<std::int64_t>(header.begin() + 2, header.begin() + 2 + header[1]);
   }
 
-  void exchange(const PlanStep& step) {
+  // Whether anything crossed to another rank.
+  bool exchange(const PlanStep& step) {
     const int self = pipe_.rank_;
     Tensor out, in;
     int dst = -1, src = -1;
@@ -142,13 +145,14 @@ class Pipeline::Run {
         in = allocate(*step.recv);
       }
     }
-    if (dst < 0 && src < 0) return;
+    if (dst < 0 && src < 0) return false;
     // As bytes: the two halves may carry different dtypes. The sizes are checked on receipt.
     pipe_.comm_->sendRecv(dst >= 0 ? out.data_ptr() : nullptr, dst >= 0 ? static_cast<std::size_t>(bytesOf(out)) : 0,
                           dst, src >= 0 ? in.data_ptr() : nullptr,
                           src >= 0 ? static_cast<std::size_t>(bytesOf(in)) : 0, src,
                           P2POptions{DataType::kUInt8, kDataTag});
     if (src >= 0) inbox_[key(*step.recv)] = in;
+    return true;
   }
 
   static std::tuple<bool, int, int> key(const Message& msg) {
@@ -355,7 +359,7 @@ double Pipeline::step(const ::torch::Tensor& input, const ::torch::Tensor& targe
                  "a pipeline step needs an input and a target with the same number of samples");
   stats_ = {};
   const Clock::time_point start = Clock::now();
-  Run run(*this, input, target, &loss);
+  Run run(*this, input, target, &loss, options_.microBatches);
   run.follow(pipeline::planOf(options_.schedule, rank_, p_, options_.microBatches, v_));
   double total = run.lossSum();
   comm_->broadcast(&total, 1, BroadcastOptions{DataType::kFloat64, p_ - 1});
@@ -366,14 +370,15 @@ double Pipeline::step(const ::torch::Tensor& input, const ::torch::Tensor& targe
 ::torch::Tensor Pipeline::forward(const ::torch::Tensor& input) {
   GYRE_ARG_CHECK(input.defined() && input.dim() >= 1, "a pipeline forward needs an input of [batch, ...]");
   ::torch::NoGradGuard noGrad;
+  const int m = static_cast<int>(std::min<std::int64_t>(options_.microBatches, input.size(0)));
   std::vector<PipelineAction> actions;
-  for (int i = 0; i < options_.microBatches; ++i)
+  for (int i = 0; i < m; ++i)
     for (int c = 0; c < v_; ++c) actions.push_back({PipelineAction::Kind::kForward, i, c});
-  Run run(*this, input, input, nullptr);
+  Run run(*this, input, input, nullptr, m);
   run.follow(pipeline::planOfActions(actions, rank_, p_, v_));
   if (!holdsLastStage()) return {};
   std::vector<Tensor> outputs;
-  for (int i = 0; i < options_.microBatches; ++i) outputs.push_back(run.lastOutput(i));
+  for (int i = 0; i < m; ++i) outputs.push_back(run.lastOutput(i));
   return ::torch::cat(outputs);
 }
 
@@ -411,10 +416,19 @@ std::vector<::torch::nn::Sequential> stagesOf(const ::torch::nn::Sequential& lay
   return out;
 }
 
+void gatherStages(const ::torch::nn::Sequential& layers, const std::vector<int>& balance, Communicator& comm) {
+  for (int owner = 0; owner < comm.size(); ++owner)
+    for (::torch::nn::Sequential& stage : stagesOf(layers, balance, owner, comm.size()))
+      broadcastParameters(*stage, comm, owner);
+}
+
 std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::torch::Tensor& sample, int repeats) {
   GYRE_ARG_CHECK(repeats >= 1, "measureLayerSeconds: repeats must be at least 1");
   std::vector<std::vector<double>> runs(layers->size());
-  for (int r = 0; r < repeats; ++r) {
+  // The first runs pay for allocations and kernels' set-up (the first convolution's: ten times
+  // its steady time): they are not counted.
+  constexpr int kWarmup = 2;
+  for (int r = -kWarmup; r < repeats; ++r) {
     Tensor x = sample;
     std::size_t i = 0;
     for (auto& layer : *layers) {
@@ -423,7 +437,8 @@ std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::
       const Clock::time_point start = Clock::now();
       Tensor y = layer.any_forward(leaf).get<Tensor>();
       if (y.is_floating_point() && y.requires_grad()) y.backward(::torch::ones_like(y));
-      runs[i++].push_back(secondsSince(start));
+      if (r >= 0) runs[i].push_back(secondsSince(start));
+      ++i;
       x = y.detach();
     }
   }

@@ -12,6 +12,7 @@
 #include "common/numbers.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
+#include "train/layout.h"
 
 namespace gyre::train {
 namespace {
@@ -25,6 +26,7 @@ constexpr std::string_view kElastic = "Elastic training (docs/elastic.md)";
 constexpr std::string_view kParameterServers = "Parameter servers (docs/ps.md)";
 constexpr std::string_view kCheckpoints = "Checkpoints and restarts (docs/checkpoints.md)";
 constexpr std::string_view kBenchmarking = "Benchmarking";
+constexpr std::string_view kModelParallel = "Model parallelism (docs/model-parallel.md)";
 constexpr std::string_view kFaults = "Fault injection (testing; see docs/fault-tolerance.md)";
 
 // The table. --help lists the flags in this order, each under its group.
@@ -311,6 +313,49 @@ const std::array kFlags = std::to_array<TrainFlag>({
              "accuracy and training time to eval.jsonl (0: never), for time-to-accuracy",
      .group = kBenchmarking,
      .bound = Bound::kNonNegative},
+    {.name = "--pp",
+     .field = &O::pp,
+     .help = "Pipeline parallelism: cut the model into this many stages, one per worker, each replica of "
+             "the model spread over --pp neighbouring workers (--np / --pp replicas)",
+     .group = kModelParallel,
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .max = 1024},
+    {.name = "--dp",
+     .field = &O::dp,
+     .help = "Data-parallel replicas (0: --np / --pp); given, it must be --np / --pp",
+     .group = kModelParallel,
+     .bound = Bound::kNonNegative,
+     .max = kMaxProcesses},
+    {.name = "--micro-batches",
+     .field = &O::microBatches,
+     .help = "Micro-batches each replica's batch is cut into for the pipeline (0: 2 × --pp)",
+     .group = kModelParallel,
+     .bound = Bound::kNonNegative,
+     .max = 1 << 16},
+    {.name = "--schedule",
+     .field = &O::schedule,
+     .help = "The pipeline's order of forwards and backwards: gpipe (all forwards first), 1f1b (fewer "
+             "activations held) or zero-bubble (weight gradients fill the idle time); interleaved is refused for now",
+     .group = kModelParallel,
+     .choices = "gpipe|1f1b|interleaved|zero-bubble"},
+    {.name = "--virtual-stages",
+     .field = &O::virtualStages,
+     .help = "Stages per pipeline worker for --schedule interleaved",
+     .group = kModelParallel,
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .max = 64},
+    {.name = "--balance",
+     .field = &O::balance,
+     .help = "How the layers are cut into stages: even (equal counts), time (equal measured time) or the "
+             "layers of each stage, e.g. 3,2,1",
+     .group = kModelParallel},
+    {.name = "--recompute",
+     .field = &O::recompute,
+     .help = "Keep only each stage's input per micro-batch and run its forward again in the backward "
+             "(activation memory for compute)",
+     .group = kModelParallel},
     {.name = "--fault-at-step",
      .field = &O::faultAtStep,
      .help = "In the first generation, rank --fault-rank (elastic: worker id) kills itself with SIGKILL "
@@ -592,6 +637,7 @@ void validateOptions(const TrainOptions& o) {
   if (o.elastic) checkElastic(o);
   if (ps) checkParameterServerMode(o);
   if (o.shardOptimizer) checkShardOptimizer(o);
+  checkModelParallel(o);
   // The job's own flags (gyre train's; a worker has their defaults).
   GYRE_USAGE_CHECK(o.servers < 0 || ps, "--servers ", o.servers,
                    " needs a parameter-server --mode (ps:bsp, ps:asp or ps:ssp:S)");
@@ -613,7 +659,8 @@ void validateOptions(const TrainOptions& o) {
 void checkWorld(const TrainOptions& o, int world) {
   // Elastic worlds need not divide the batch (each rank's loss is weighted by its share), and the
   // fault names a worker id, not a rank.
-  GYRE_USAGE_CHECK(o.elastic || o.batch % world == 0, "--batch ", o.batch,
+  if (o.pp > 1) checkLayout(o, world);  // the batch divides among the replicas
+  GYRE_USAGE_CHECK(o.elastic || o.pp > 1 || o.batch % world == 0, "--batch ", o.batch,
                    " is the global batch and must divide evenly among the ", world, " workers: choose a multiple of ",
                    world);
   GYRE_USAGE_CHECK(o.stragglerRank < world, "--straggler-rank ", o.stragglerRank, " is not a rank of the ", world,

@@ -51,6 +51,18 @@ struct TrainOptions {
   // After the warm-up: "constant", or "cosine" (down to zero at the end of the last epoch, which
   // settles the final accuracy instead of leaving it to the noise of a large step).
   std::string lrSchedule = "constant";
+  // Model parallelism (layout.h, docs/model-parallel.md): pp pipeline ranks per replica (1: the
+  // whole model on every worker), dp replicas (0: the workers / pp), microBatches per step (0: 2 ·
+  // pp), the schedule (gpipe, 1f1b, interleaved, zero-bubble), virtual stages per rank
+  // (interleaved), how the layers are cut ("even", "time": by their measured time, or counts per
+  // stage "3,2,1"), and recomputation of each stage's activations in its backward.
+  int pp = 1;
+  int dp = 0;
+  int microBatches = 0;
+  std::string schedule = "1f1b";
+  int virtualStages = 1;
+  std::string balance = "even";
+  bool recompute = false;
   std::uint64_t seed = 0;           // model initialisation and the samples' order
   std::string dataDir;              // empty: Debian's /usr/share/datasets/fashion-mnist
   std::string runDir;               // empty: write no files

@@ -5,6 +5,7 @@
 
 #include "gyre/ps.h"
 #include "gyre/version.h"
+#include "train/layout.h"
 
 namespace gyre::train {
 namespace {
@@ -38,6 +39,10 @@ std::string formatEpochLine(const EpochReport& r) {
             percent(r.computeS - r.dataWaitS) + " comm " + percent(r.communicateS) + " (hidden " +
             percent(r.hiddenS) + ") wait " + percent(r.waitS);
   }
+  if (r.pipeline)
+    line += "  pipeline " + r.pipeline->schedule + " m=" + std::to_string(r.pipeline->microBatches) + ": bubble " +
+            format("%.1f%%", 100 * r.pipeline->bubble) + " (formula " +
+            format("%.1f%%", 100 * r.pipeline->idealBubble) + ")";
   return line;
 }
 
@@ -95,6 +100,18 @@ std::string toJsonLine(const EpochReport& r) {
   j["servers"] = orNull(r.servers);
   j["staleness"] = orNull(r.staleness);
   j["clock_wait_s"] = orNull(r.clockWaitS);
+  if (r.pipeline) {
+    j["pipeline"] = {{"pp", r.pipeline->pp},
+                     {"dp", r.pipeline->dp},
+                     {"micro_batches", r.pipeline->microBatches},
+                     {"schedule", r.pipeline->schedule},
+                     {"balance", r.pipeline->balance},
+                     {"bubble", r.pipeline->bubble},
+                     {"ideal_bubble", r.pipeline->idealBubble},
+                     {"peak_activation_bytes", r.pipeline->peakActivationBytes}};
+  } else {
+    j["pipeline"] = nullptr;
+  }
   return j.dump();
 }
 
@@ -129,7 +146,14 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["plain"] = o.plain;
   j["epochs"] = o.epochs;
   j["batch"] = o.batch;
-  j["per_rank_batch"] = o.batch / world;
+  j["per_rank_batch"] = o.batch / (world / o.pp);  // a pipeline's ranks share their replica's batch
+  j["pp"] = o.pp;
+  if (o.pp > 1) {
+    j["micro_batches"] = microBatchesOf(o);
+    j["schedule"] = o.schedule;
+    j["balance"] = o.balance;
+    j["recompute"] = o.recompute;
+  }
   j["lr"] = o.lr;
   j["lr_scaled"] = lr;
   j["lr_scaling"] = o.lrScaling;

@@ -32,9 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Test images evaluated per forward pass.
-constexpr std::int64_t kEvalChunk = 1000;
-
 // OPENBLAS_NUM_THREADS when it holds a thread count (OpenBLAS's own variable, not a knob);
 // nullopt otherwise: OpenBLAS then uses its own default.
 std::optional<int> blasThreadsFromEnvironment() {
@@ -93,7 +90,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     : o_(options),
       group_(std::move(comm)),
       world_(group_.size()),
-      perRankBatch_(o_.batch / world_),
+      layout_(o_.elastic ? Layout{.dp = world_, .rank = group_.rank()} : layoutOf(o_, world_, group_.rank())),
+      perRankBatch_(o_.batch / layout_.dp),
       torchThreads_(setTorchThreads(o_)),
       progress_(group_.rank() == 0 && progressEnabled(o_.progress)),
       checkpoints_(o_, group_.comm()) {
@@ -112,7 +110,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
 
   checkCompressionFits();
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
-  optimizer_ = makeOptimizer(o_, model_->parameters(), lr_);
+  if (layout_.pp > 1) attachPipeline();
+  optimizer_ = makeOptimizer(o_, pipeline_ ? pipeline_->parameters() : model_->parameters(), lr_);
   // Resuming replaces the model's and the optimizer's state (and the generator's) on every rank.
   config_ = configJson(o_, world_, lr_, torchThreads_);
   start_ = checkpoints_.start(*model_, *optimizer_, config_);
@@ -121,7 +120,11 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   applyOptimizerFlags(o_, *optimizer_);
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
-  } else if (group_.comm()) {
+  } else if (pipeline_ && layout_.dp > 1) {  // the replicas' same stages average their gradients
+    gyre::torch::DistributedOptimizerOptions d = distributedOptions();
+    d.timeline = timeline_;
+    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(dataParallelComm_, optimizer_, d);
+  } else if (group_.comm() && !pipeline_) {
     gyre::torch::DistributedOptimizerOptions d = distributedOptions();
     timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
     d.timeline = timeline_;
@@ -140,7 +143,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     gyre::data::BatchSamplerOptions s;
     s.seed = o_.seed;
     s.dropLastBatch = true;
-    batchSampler_.emplace(data_.train.size(), world_, group_.rank(), perRankBatch_, s);
+    batchSampler_.emplace(data_.train.size(), layout_.dp, layout_.replica(), perRankBatch_, s);
     stepsPerEpoch_ = batchSampler_->size();
   }
   GYRE_USAGE_CHECK(stepsPerEpoch_ > 0, "--batch ", o_.batch, " leaves no step for a worker of the ", world_);
@@ -221,8 +224,9 @@ std::vector<EpochReport> Trainer::run() {
     std::fflush(stdout);
     return reports;
   }
+  if (pipeline_ && !o_.runDir.empty()) gatherPipelineStages();
   if (group_.rank() == 0 && !o_.runDir.empty()) saveModel();
-  if (dist_ && dist_->options().timeline) dist_->options().timeline->write();
+  if (timeline_) timeline_->write();
   return reports;
 }
 
@@ -247,7 +251,7 @@ EpochReport Trainer::reportOf(int epoch) const {
   r.epoch = epoch;
   r.epochs = o_.epochs;
   r.world = world_;
-  r.plain = !dist_ && !ps_;
+  r.plain = !dist_ && !ps_ && !pipeline_;
   r.mode = o_.mode;
   r.model = o_.model;
   r.batch = o_.batch;
@@ -265,6 +269,8 @@ gyre::torch::DistributedOptimizerOptions Trainer::distributedOptions() const {
   d.shareStepTimes = o_.stragglerThreshold > 0;
   d.autotune = o_.autotune;
   d.algorithm = gyre::parseAllreduceAlgorithm(o_.allreduce);
+  // Each micro-batch's backward adds to the gradients; the replicas average the sum of all m.
+  if (layout_.pp > 1) d.backwardPassesPerStep = microBatchesOf(o_);
   return d;
 }
 
@@ -282,6 +288,14 @@ void Trainer::noteAutotune() {
 }
 
 double Trainer::forwardBackward(const gyre::data::Batch& batch, double weight) {
+  if (pipeline_) {
+    GYRE_ENFORCE(weight == 1.0, "a pipeline step weighs every sample alike");
+    const double loss = pipeline_->step(batch.images, batch.labels, [](const ::torch::Tensor& out, const ::torch::Tensor& target) {
+      return ::torch::nn::functional::cross_entropy(out, target);
+    });
+    notePipelineStep();
+    return loss;
+  }
   ::torch::Tensor logits;
   {
     const CpuAutocast autocast(o_.precision == "bf16");
@@ -426,6 +440,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
           ? static_cast<double>(std::max<std::int64_t>(r.timedSteps * o_.batch - dropped, 0)) / r.seconds
           : 0;
   recordParameterServerEpoch(r);
+  recordPipelineEpoch(r);
   if (o_.eval) {
     const auto evalBegin = Clock::now();
     r.testAccuracy = testAccuracy();
@@ -491,6 +506,7 @@ double Trainer::correctPredictions(::torch::nn::Sequential& model, std::int64_t 
 }
 
 double Trainer::testAccuracy() {
+  if (pipeline_) return pipelineTestAccuracy();
   const std::int64_t n = data_.test.size();
   const std::int64_t first = n * group_.rank() / world_;
   const std::int64_t last = n * (group_.rank() + 1) / world_;

@@ -37,6 +37,19 @@ struct AutotuneRecord {
   std::string summary;
 };
 
+// A pipeline's figures over an epoch's timed steps (--pp > 1).
+struct PipelineReport {
+  int pp = 1, dp = 1, microBatches = 1;
+  std::string schedule;
+  std::vector<int> balance;  // layers per stage
+  // The share of a step a stage spent without compute (waiting for its neighbours, exchanging),
+  // averaged over the ranks; and the schedule's formula for it (gyre::torch::idealBubble).
+  double bubble = 0;
+  double idealBubble = 0;
+  // The most activation bytes a rank held for its backward at once, the largest over the ranks.
+  std::int64_t peakActivationBytes = 0;
+};
+
 // One epoch's figures, the same on every rank (averaged or summed across ranks).
 struct EpochReport {
   int epoch = 0;  // from 1
@@ -86,6 +99,7 @@ struct EpochReport {
   std::optional<int> servers;
   std::optional<std::vector<std::uint64_t>> staleness;
   std::optional<double> clockWaitS;
+  std::optional<PipelineReport> pipeline;
 };
 
 // Trains as `options` say and returns every epoch's report (a resumed run: the epochs it ran; an

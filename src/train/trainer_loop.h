@@ -13,6 +13,7 @@
 #include "gyre/ps.h"
 #include "gyre/torch.h"
 #include "train/checkpointing.h"
+#include "train/layout.h"
 #include "train/progress.h"
 #include "train/step_log.h"
 #include "train/stragglers.h"
@@ -23,6 +24,9 @@ class LiveMetrics;
 }
 
 namespace gyre::train::detail {
+
+// Test images evaluated per forward pass.
+inline constexpr std::int64_t kEvalChunk = 1000;
 
 // The collectives the loop needs; in plain mode (no communicator) a world of one.
 class Group {
@@ -89,6 +93,8 @@ class Trainer {
     if (ps_) ps_->resetTiming();
     dataWaitS_ = 0;
     dataWaitLogged_ = 0;
+    pipelineStepS_ = pipelineBusyS_ = 0;
+    peakActivationBytes_ = 0;
   }
   // Step s's batch (this rank's share): from the epoch's loader, or, elastic, assembled here from
   // the elastic sampler's indices. Adds the time it took to dataWaitS_.
@@ -135,6 +141,16 @@ class Trainer {
   void maybeSnapshot();
   void writeEvaluations();
 
+  // Pipeline parallelism (trainer_pipeline.cc): splits the world into the layout's pipeline and
+  // data-parallel groups and cuts model_ into this rank's stages (before the optimizer is made
+  // over their parameters); each step's bubble into the epoch's figures; the test accuracy through
+  // the pipeline; every stage's trained parameters into model_ (to save it whole).
+  void attachPipeline();
+  void notePipelineStep();
+  void recordPipelineEpoch(EpochReport& report);
+  double pipelineTestAccuracy();
+  void gatherPipelineStages();
+
   // Parameter-server modes (trainer_ps.cc): ps_ in place of dist_; each epoch's staleness and
   // clock waits, summed over the workers; rank 0's closing line on the whole run's staleness.
   void attachParameterServer();
@@ -154,7 +170,8 @@ class Trainer {
   TrainOptions o_;
   Group group_;
   int world_;
-  std::int64_t perRankBatch_;
+  Layout layout_;  // --pp: replicas of a pipeline; otherwise world_ replicas of one rank
+  std::int64_t perRankBatch_;  // batch / replicas
   int torchThreads_;
   // Fashion-MNIST through gyre::data (cached: a second trainer in this process does not decode it
   // again).
@@ -209,6 +226,13 @@ class Trainer {
     std::vector<::torch::Tensor> state;  // model_'s parameters, then its buffers
   };
   std::vector<EvalSnapshot> evalSnapshots_;
+  // --pp > 1 only: this rank's stages, the groups, how the layers were cut, and the epoch's sums of
+  // the steps' seconds and compute seconds (their bubble), the most activation bytes held.
+  std::unique_ptr<gyre::torch::Pipeline> pipeline_;
+  std::shared_ptr<Communicator> pipeComm_, dataParallelComm_;
+  std::vector<int> balance_;
+  double pipelineStepS_ = 0, pipelineBusyS_ = 0;
+  std::int64_t peakActivationBytes_ = 0;
   // Elastic mode only.
   std::optional<gyre::torch::ElasticSampler> elasticSampler_;
   gyre::torch::TorchState* elasticState_ = nullptr;

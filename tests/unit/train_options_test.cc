@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gyre/errors.h"
+#include "train/layout.h"
 
 namespace gyre::train {
 namespace {
@@ -246,6 +247,68 @@ TEST(TrainOptions, WorldChecksNameTheWorld) {
   } catch (const InvalidArgument& e) {
     EXPECT_EQ(std::string(e.what()), "--straggler-rank 2 is not a rank of the 2 workers (0 to 1, or -1 for none)");
   }
+}
+
+// The pipeline's flags: what it cannot run or be combined with yet is refused with a message that
+// says so, before any worker starts.
+TEST(TrainOptions, ModelParallelFlagsAreCheckedBeforeAnyWorker) {
+  TrainOptions o;
+  o.microBatches = 4;
+  EXPECT_NE(refusal(o).find("they need --pp 2 or more"), std::string::npos) << refusal(o);
+  o = {};
+  o.pp = 2;
+  EXPECT_EQ(refusal(o), "");
+  o.schedule = "interleaved";
+  EXPECT_NE(refusal(o).find("--schedule interleaved is not supported yet"), std::string::npos) << refusal(o);
+  o.schedule = "gpipe";
+  o.virtualStages = 2;
+  EXPECT_EQ(refusal(o), "--virtual-stages 2 is for --schedule interleaved");
+  o.virtualStages = 1;
+  o.checkpointDir = "ck";
+  EXPECT_NE(refusal(o).find("checkpoints (--checkpoint-dir, --resume) is not supported with --pp yet"),
+            std::string::npos)
+      << refusal(o);
+  o.checkpointDir.clear();
+  o.compression = "topk:0.01";
+  EXPECT_NE(refusal(o).find("--compression topk:0.01 is not supported with --pp yet"), std::string::npos);
+  o.compression = "bf16";
+  EXPECT_EQ(refusal(o), "");
+  o.balance = "2,x";
+  EXPECT_NE(refusal(o).find("--balance '2,x': expected even, time, or layer counts"), std::string::npos);
+  o.balance = "1,2,3";
+  EXPECT_EQ(refusal(o), "--balance '1,2,3' gives 3 stages; --pp 2 needs 2");
+  o.balance = "2,4";
+  EXPECT_EQ(refusal(o), "");
+  EXPECT_EQ(explicitBalance(o), (std::vector<int>{2, 4}));
+  o = {};
+  o.model = "vit";
+  o.vitDepth = 2;
+  o.pp = 5;
+  EXPECT_EQ(refusal(o), "the vit has 4 layers: too few for 5 pipeline stages (a deeper --vit-depth adds layers)");
+}
+
+TEST(TrainOptions, TheLayoutPutsAPipelinesRanksSideBySide) {
+  TrainOptions o;
+  o.pp = 2;
+  o.batch = 66;
+  const Layout l = layoutOf(o, 6, 5);
+  EXPECT_EQ(l.dp, 3);
+  EXPECT_EQ(l.stageRank(), 1);
+  EXPECT_EQ(l.replica(), 2);
+  EXPECT_THROW(layoutOf(o, 5, 0), InvalidArgument);  // 2 does not divide 5
+  o.dp = 2;
+  EXPECT_THROW(layoutOf(o, 6, 0), InvalidArgument);  // 2 x 2 is not 6
+  o.dp = 0;
+  o.batch = 64;
+  EXPECT_THROW(layoutOf(o, 6, 0), InvalidArgument);  // 64 over 3 replicas
+  o.batch = 6;
+  o.microBatches = 3;
+  EXPECT_THROW(checkWorld(o, 6), InvalidArgument);   // 2 samples per replica, 3 micro-batches
+  o.microBatches = 2;
+  EXPECT_NO_THROW(checkWorld(o, 6));
+  TrainOptions three;
+  three.pp = 3;
+  EXPECT_EQ(microBatchesOf(three), 6);
 }
 
 TEST(TrainOptions, FlagsGivenWithoutTheFlagTheyNeedAreRefused) {

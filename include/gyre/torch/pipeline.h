@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "gyre/communicator.h"
+#include "gyre/torch/timeline.h"
 
 namespace gyre::torch {
 
@@ -91,9 +92,10 @@ std::vector<int> balanceEvenly(int layers, int stages);
 // negative or non-finite cost.
 std::vector<int> balanceByCost(const std::vector<double>& cost, int stages);
 // The layers' cost for balanceByCost: each layer's forward and backward seconds on `sample`, the
-// median of `repeats` runs, on this rank alone. Leaves the parameters without gradients.
+// median of `repeats` runs after two untimed ones, on this rank alone. Leaves the parameters
+// without gradients.
 std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::torch::Tensor& sample,
-                                        int repeats = 3);
+                                        int repeats = 5);
 
 // This rank's stages of `layers` cut by `balance` (layer counts per global stage, summing to
 // layers->size(), p · v of them): chunk c is global stage c · p + rank. The layers are shared
@@ -101,12 +103,20 @@ std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::
 std::vector<::torch::nn::Sequential> stagesOf(const ::torch::nn::Sequential& layers, const std::vector<int>& balance,
                                              int rank, int p);
 
+// Every stage's parameters and buffers, from the rank that trained it, into `layers` on every
+// rank of the pipeline group `comm` (whose layers were cut by `balance`, as for stagesOf): the
+// whole trained model, to save or evaluate in one piece. Collective.
+void gatherStages(const ::torch::nn::Sequential& layers, const std::vector<int>& balance, Communicator& comm);
+
 struct PipelineOptions {
   int microBatches = 4;
   PipelineSchedule schedule = PipelineSchedule::kOneFOneB;
   // Keep only each stage's input per micro-batch and run its forward again in the backward:
   // activation memory for compute.
   bool recompute = false;
+  // Where to record each F, B, I and W (compute track, named "F3", "B3.1", ...) and each exchange
+  // of activations or gradients (communication track); may be null.
+  std::shared_ptr<Timeline> timeline;
 };
 
 // Figures of the last step on this rank.
@@ -133,8 +143,9 @@ class Pipeline {
   // the batch's loss, on every rank.
   double step(const ::torch::Tensor& input, const ::torch::Tensor& target, const Loss& loss);
 
-  // Forward only, without gradients (evaluation), in micro-batches: the last stage's output on
-  // the rank that holds it, an undefined tensor elsewhere.
+  // Forward only, without gradients (evaluation), in micro-batches (fewer when the input has
+  // fewer samples): the last stage's output on the rank that holds it, an undefined tensor
+  // elsewhere.
   ::torch::Tensor forward(const ::torch::Tensor& input);
 
   // This rank's parameters, of every stage it holds.

@@ -1,0 +1,108 @@
+#include "train/layout.h"
+
+#include <charconv>
+#include <numeric>
+#include <string>
+
+#include "common/check.h"
+#include "common/compression_spec.h"
+
+namespace gyre::train {
+
+namespace {
+
+// What each of these would need from a split model, and why it is refused with --pp for now.
+void checkCombinations(const TrainOptions& o) {
+  const std::string_view why = " is not supported with --pp yet";
+  GYRE_USAGE_CHECK(!o.plain, "--plain trains one whole model in one process: --pp does not apply");
+  GYRE_USAGE_CHECK(!o.elastic, "--elastic", why, " (a lost worker would take a stage away)");
+  GYRE_USAGE_CHECK(!isParameterServerMode(o.mode), "--mode ", o.mode, why, " (the servers hold the whole model)");
+  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, "checkpoints (--checkpoint-dir, --resume)", why,
+                   ": each stage's rank would save its own part");
+  GYRE_USAGE_CHECK(!o.shardOptimizer, "--shard-optimizer", why);
+  GYRE_USAGE_CHECK(!o.syncBn, "--sync-bn", why);
+  GYRE_USAGE_CHECK(o.evalEvery == 0, "--eval-every", why, " (worker 0 holds only its stages)");
+  GYRE_USAGE_CHECK(o.backupWorkers == 0 && o.stragglerRank < 0, "--backup-workers and --straggler-rank", why,
+                   " (a pipeline waits for every stage)");
+  GYRE_USAGE_CHECK(!o.autotune, "--autotune", why);
+  GYRE_USAGE_CHECK(o.precision == "fp32", "--precision ", o.precision, why);
+  const std::string kind = parseCompressionSpec(o.compression, "--compression").kind;
+  GYRE_USAGE_CHECK(kind == "none" || kind == "fp16" || kind == "bf16", "--compression ", o.compression, why,
+                   " (fp16 and bf16 are)");
+}
+
+}  // namespace
+
+int microBatchesOf(const TrainOptions& o) {
+  return o.microBatches > 0 ? o.microBatches : 2 * o.pp;
+}
+
+int modelLayers(const TrainOptions& o) {
+  if (o.model == "mlp") return 6;                   // Flatten, then Linear and ReLU twice, Linear
+  if (o.model == "cnn") return o.syncBn ? 12 : 10;  // models.h
+  return o.vitDepth + 2;                            // patch embedding, the blocks, the head
+}
+
+std::vector<int> explicitBalance(const TrainOptions& o) {
+  if (o.balance == "even" || o.balance == "time") return {};
+  std::vector<int> out;
+  std::string_view rest = o.balance;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    GYRE_USAGE_CHECK(ec == std::errc() && end == item.data() + item.size() && n >= 1, "--balance '", o.balance,
+                     "': expected even, time, or layer counts per stage such as 3,2,1 (each at least 1)");
+    out.push_back(n);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  const int stages = o.pp * o.virtualStages;
+  GYRE_USAGE_CHECK(static_cast<int>(out.size()) == stages, "--balance '", o.balance, "' gives ", out.size(),
+                   " stages; --pp ", o.pp, o.virtualStages > 1 ? " × --virtual-stages " + std::to_string(o.virtualStages) : "",
+                   " needs ", stages);
+  const int sum = std::accumulate(out.begin(), out.end(), 0);
+  GYRE_USAGE_CHECK(sum == modelLayers(o), "--balance '", o.balance, "' holds ", sum, " layers, but the ", o.model,
+                   " has ", modelLayers(o));
+  return out;
+}
+
+void checkModelParallel(const TrainOptions& o) {
+  const bool scheduleGiven = o.schedule != "1f1b" || o.microBatches != 0 || o.virtualStages != 1 ||
+                             o.balance != "even" || o.recompute;
+  GYRE_USAGE_CHECK(o.pp > 1 || !scheduleGiven,
+                   "--micro-batches, --schedule, --virtual-stages, --balance and --recompute shape a pipeline: "
+                   "they need --pp 2 or more");
+  if (o.pp == 1) return;
+  checkCombinations(o);
+  GYRE_USAGE_CHECK(o.schedule != "interleaved",
+                   "--schedule interleaved is not supported yet: its steady state needs exchanges of two sends and "
+                   "two receives at once; use 1f1b, gpipe or zero-bubble");
+  GYRE_USAGE_CHECK(o.virtualStages == 1 || o.schedule == "interleaved", "--virtual-stages ", o.virtualStages,
+                   " is for --schedule interleaved");
+  const int stages = o.pp * o.virtualStages;
+  GYRE_USAGE_CHECK(modelLayers(o) >= stages, "the ", o.model, " has ", modelLayers(o), " layers: too few for ",
+                   stages, " pipeline stages", o.model == "vit" ? " (a deeper --vit-depth adds layers)" : "");
+  (void)explicitBalance(o);
+}
+
+void checkLayout(const TrainOptions& o, int world) {
+  GYRE_USAGE_CHECK(world % o.pp == 0, "--pp ", o.pp, " does not divide the ", world,
+                   " workers: the workers form replicas of --pp ranks each");
+  const int dp = world / o.pp;
+  GYRE_USAGE_CHECK(o.dp == 0 || o.dp == dp, "--dp ", o.dp, " × --pp ", o.pp, " is ", o.dp * o.pp, ", not the ",
+                   world, " workers");
+  GYRE_USAGE_CHECK(o.batch % dp == 0, "--batch ", o.batch, " is the global batch and must divide evenly among the ",
+                   dp, " data-parallel replicas: choose a multiple of ", dp);
+  GYRE_USAGE_CHECK(o.pp == 1 || o.batch / dp >= microBatchesOf(o), "--micro-batches ", microBatchesOf(o),
+                   " is more than the ", o.batch / dp, " samples of each replica's batch (--batch ", o.batch,
+                   " over ", dp, dp == 1 ? " replica)" : " replicas)");
+}
+
+Layout layoutOf(const TrainOptions& o, int world, int rank) {
+  checkLayout(o, world);
+  return Layout{.dp = world / o.pp, .pp = o.pp, .rank = rank};
+}
+
+}  // namespace gyre::train

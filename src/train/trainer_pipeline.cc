@@ -1,0 +1,90 @@
+// The built-in trainer's pipeline parallelism (--pp): the layout's groups, this rank's stages,
+// the bubble of each epoch, evaluation through the pipeline and the whole model gathered at the
+// end. The step itself is Trainer::forwardBackward's call of Pipeline::step.
+#include <algorithm>
+
+#include "common/check.h"
+#include "train/trainer_loop.h"
+
+namespace gyre::train::detail {
+
+void Trainer::attachPipeline() {
+  Communicator& world = *group_.comm();
+  // Pipelines are replicas of neighbouring ranks; a stage's data-parallel group is its replicas.
+  pipeComm_ = world.split(layout_.replica(), layout_.stageRank());
+  dataParallelComm_ = world.split(layout_.stageRank(), layout_.replica());
+  const int stages = o_.pp * o_.virtualStages;
+  const int m = microBatchesOf(o_);
+  balance_ = explicitBalance(o_);
+  if (o_.balance == "even") {
+    balance_ = gyre::torch::balanceEvenly(static_cast<int>(model_->size()), stages);
+  } else if (o_.balance == "time") {
+    // Measured on rank 0 alone, on a micro-batch, so that every rank cuts the same way.
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(stages));
+    if (group_.rank() == 0) {
+      const ::torch::Tensor sample = data_.train.images.slice(0, 0, std::max<std::int64_t>(perRankBatch_ / m, 1));
+      const std::vector<int> b = gyre::torch::balanceByCost(gyre::torch::measureLayerSeconds(model_, sample), stages);
+      std::copy(b.begin(), b.end(), counts.begin());
+    }
+    world.broadcast(counts.data(), counts.size(), {DataType::kInt64, 0});
+    balance_.assign(counts.begin(), counts.end());
+  }
+  timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
+  gyre::torch::PipelineOptions p;
+  p.microBatches = m;
+  p.schedule = gyre::torch::pipelineScheduleFrom(o_.schedule);
+  p.recompute = o_.recompute;
+  p.timeline = timeline_;
+  pipeline_ = std::make_unique<gyre::torch::Pipeline>(
+      gyre::torch::stagesOf(model_, balance_, layout_.stageRank(), o_.pp), pipeComm_, p);
+}
+
+void Trainer::notePipelineStep() {
+  const gyre::torch::PipelineStepStats& s = pipeline_->lastStep();
+  pipelineStepS_ += s.seconds;
+  pipelineBusyS_ += s.busySeconds;
+  peakActivationBytes_ = std::max(peakActivationBytes_, s.peakActivationBytes);
+}
+
+void Trainer::recordPipelineEpoch(EpochReport& report) {
+  if (!pipeline_) return;
+  PipelineReport r;
+  r.pp = layout_.pp;
+  r.dp = layout_.dp;
+  r.microBatches = pipeline_->options().microBatches;
+  r.schedule = o_.schedule;
+  r.balance = balance_;
+  const double bubble = pipelineStepS_ > 0 ? 1.0 - pipelineBusyS_ / pipelineStepS_ : 0;
+  r.bubble = group_.mean({bubble})[0];
+  r.idealBubble = gyre::torch::idealBubble(pipeline_->options().schedule, layout_.pp, r.microBatches);
+  double peak = static_cast<double>(peakActivationBytes_);
+  group_.comm()->allreduce(&peak, &peak, 1, {DataType::kFloat64, ReduceOp::kMax});
+  r.peakActivationBytes = static_cast<std::int64_t>(peak);
+  report.pipeline = std::move(r);
+}
+
+double Trainer::pipelineTestAccuracy() {
+  // Each replica evaluates its share of the test set; its last stage counts.
+  const gyre::data::Dataset& test = data_.test;
+  const std::int64_t n = test.size();
+  const std::int64_t first = n * layout_.replica() / layout_.dp;
+  const std::int64_t last = n * (layout_.replica() + 1) / layout_.dp;
+  double correct = 0;
+  model_->eval();
+  for (std::int64_t b = first; b < last; b += kEvalChunk) {
+    const std::int64_t e = std::min(b + kEvalChunk, last);
+    const ::torch::Tensor logits = pipeline_->forward(test.images.slice(0, b, e));
+    if (logits.defined())
+      correct += static_cast<double>(logits.argmax(1).eq(test.labels.slice(0, b, e)).sum().item<std::int64_t>());
+  }
+  model_->train();
+  const double counted = pipeline_->holdsLastStage() ? static_cast<double>(last - first) : 0;
+  const std::vector<double> total = group_.sum({correct, counted});
+  return total[1] > 0 ? total[0] / total[1] : 0;
+}
+
+void Trainer::gatherPipelineStages() {
+  gyre::torch::gatherStages(model_, balance_, *pipeComm_);
+}
+
+}  // namespace gyre::train::detail

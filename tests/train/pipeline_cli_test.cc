@@ -1,0 +1,169 @@
+// `gyre train --pp`: a model cut into pipeline stages across workers trains the same model as one
+// worker (the same global batch, the same arithmetic up to rounding), with data-parallel replicas
+// of the pipeline too; the epoch's figures carry the pipeline's bubble, the timeline its stages'
+// forwards and backwards, and model.pt the whole model.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/programs.h"
+#include "support/ranks.h"
+#include "torch/tensor_checks.h"
+#include "train/cli_support.h"
+#include "train/layout.h"
+#include "train/models.h"
+
+namespace gyre::train {
+namespace {
+
+constexpr auto kTimeout = std::chrono::seconds(600);
+using cli::contains;
+using cli::gyreTool;
+using cli::haveData;
+using cli::jsonLines;
+
+test::ProgramRun gyreTrain(std::vector<std::string> args, test::Environment env = test::cleanEnvironment()) {
+  args.insert(args.begin(), {gyreTool(), "train"});
+  return test::runProgram({std::move(args), std::move(env)}, kTimeout);
+}
+
+std::vector<double> stepLosses(const std::string& runDir) {
+  std::vector<double> out;
+  for (const nlohmann::json& j : jsonLines(runDir + "/steps.jsonl")) out.push_back(j.at("loss").get<double>());
+  return out;
+}
+
+std::vector<::torch::Tensor> savedParameters(const std::string& runDir) {
+  ::torch::nn::Sequential model = makeModel("mlp");
+  ::torch::load(model, runDir + "/model.pt");
+  std::vector<::torch::Tensor> out;
+  for (const ::torch::Tensor& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+class PipelineCli : public cli::TrainerTest {
+ protected:
+  void SetUp() override {
+    cli::TrainerTest::SetUp();
+    if (!IsSkipped() && !haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+
+  // The mlp for 12 steps of the global batch 96, 1 thread per worker, with `layout`'s flags.
+  nlohmann::json train(const std::string& name, std::vector<std::string> layout) {
+    const std::string runDir = path(name);
+    std::vector<std::string> args = {"--model", "mlp",     "--epochs",  "1",    "--max-steps", "12", "--batch",
+                                     "96",      "--threads", "1",       "--json", "--run-dir", runDir};
+    args.insert(args.end(), layout.begin(), layout.end());
+    const test::ProgramRun r = gyreTrain(args);
+    EXPECT_EQ(r.exitCode, 0) << name << ": " << r.describe() << "\nstdout:\n" << r.out;
+    const std::vector<nlohmann::json> epochs = jsonLines(runDir + "/metrics.jsonl");
+    return epochs.empty() ? nlohmann::json() : epochs.back();
+  }
+};
+
+// Every layout trains on the same global batch: losses, test accuracy and the final parameters
+// match one worker's up to float rounding (micro-batches sum in another order).
+TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
+  const nlohmann::json one = train("one", {"--np", "1"});
+  ASSERT_FALSE(one.is_null());
+  const std::vector<double> losses = stepLosses(path("one"));
+  ASSERT_EQ(losses.size(), 12u);
+  const std::vector<::torch::Tensor> params = savedParameters(path("one"));
+
+  const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
+      {"pp2", {"--np", "2", "--pp", "2"}},
+      {"pp2-zero-bubble", {"--np", "2", "--pp", "2", "--schedule", "zero-bubble", "--micro-batches", "3",
+                           "--balance", "2,4"}},
+      {"pp3-gpipe-recompute", {"--np", "3", "--pp", "3", "--schedule", "gpipe", "--recompute", "--micro-batches",
+                               "5"}},
+      {"dp2-pp2", {"--np", "4", "--pp", "2", "--dp", "2"}},
+  };
+  for (const auto& [name, layout] : layouts) {
+    SCOPED_TRACE(name);
+    const nlohmann::json epoch = train(name, layout);
+    ASSERT_FALSE(epoch.is_null());
+    const std::vector<double> got = stepLosses(path(name));
+    ASSERT_EQ(got.size(), losses.size());
+    for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], losses[s], 1e-5 * losses[s]) << "step " << s + 1;
+    EXPECT_NEAR(epoch.at("test_accuracy").get<double>(), one.at("test_accuracy").get<double>(), 2e-4);
+    test::expectClose(savedParameters(path(name)), params, 1e-4, name.c_str());
+  }
+}
+
+TEST_F(PipelineCli, TheEpochReportsTheBubbleAndTheTimelineTheStages) {
+  test::Environment env = test::cleanEnvironment();
+  env["GYRE_TIMELINE"] = path("timeline.json");
+  const std::string runDir = path("run");
+  const test::ProgramRun r =
+      gyreTrain({"--model", "mlp", "--np", "2", "--pp", "2", "--micro-batches", "4", "--epochs", "1", "--max-steps",
+                 "6", "--threads", "1", "--no-eval", "--run-dir", runDir},
+                env);
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+  EXPECT_TRUE(contains(r.out, "pipeline 1f1b m=4: bubble ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "(formula 20.0%)")) << r.out;
+
+  const std::vector<nlohmann::json> epochs = jsonLines(runDir + "/metrics.jsonl");
+  ASSERT_EQ(epochs.size(), 1u);
+  const nlohmann::json& p = epochs[0].at("pipeline");
+  EXPECT_EQ(p.at("pp"), 2);
+  EXPECT_EQ(p.at("dp"), 1);
+  EXPECT_EQ(p.at("micro_batches"), 4);
+  EXPECT_EQ(p.at("schedule"), "1f1b");
+  EXPECT_EQ(p.at("balance"), nlohmann::json({3, 3}));
+  EXPECT_GT(p.at("bubble").get<double>(), 0);
+  EXPECT_LT(p.at("bubble").get<double>(), 1);
+  EXPECT_DOUBLE_EQ(p.at("ideal_bubble").get<double>(), 0.2);
+  EXPECT_GT(p.at("peak_activation_bytes").get<std::int64_t>(), 0);
+
+  // Each rank's row holds its forwards and backwards of the 4 micro-batches, 6 steps of each.
+  std::ifstream in(path("timeline.json"));
+  ASSERT_TRUE(in) << "no timeline written";
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  std::map<std::pair<int, std::string>, int> spans;
+  for (const nlohmann::json& e : trace.at("traceEvents"))
+    if (e.value("ph", "") == "X") ++spans[{e.at("pid").get<int>(), e.at("name").get<std::string>()}];
+  for (int rank = 0; rank < 2; ++rank)
+    for (const char* name : {"F0", "F3", "B0", "B3"}) EXPECT_EQ((spans[{rank, name}]), 6) << rank << " " << name;
+  EXPECT_GT((spans[{0, "pipeline exchange"}]), 0);
+}
+
+// A layout that does not fit is refused by gyre train before any worker starts.
+TEST_F(PipelineCli, ALayoutThatDoesNotFitIsRefusedBeforeTraining) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--np", "4", "--pp", "3"}, "--pp 3 does not divide the 4 workers"},
+      {{"--np", "4", "--pp", "2", "--dp", "3"}, "--dp 3 × --pp 2 is 6, not the 4 workers"},
+      {{"--np", "2", "--pp", "2", "--balance", "3,2"}, "--balance '3,2' holds 5 layers, but the mlp has 6"},
+      {{"--np", "2", "--pp", "2", "--micro-batches", "200"}, "--micro-batches 200 is more than the 128 samples"},
+      {{"--np", "8", "--pp", "8"}, "the mlp has 6 layers: too few for 8 pipeline stages"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> all = {"--model", "mlp", "--run-dir", path("refused")};
+    all.insert(all.end(), args.begin(), args.end());
+    const test::ProgramRun r = gyreTrain(all);
+    EXPECT_EQ(r.exitCode, 2) << r.describe();
+    EXPECT_TRUE(contains(r.err, message)) << "wanted: " << message << "\n" << r.err;
+    EXPECT_FALSE(std::filesystem::exists(path("refused") + "/config.json")) << "a refused job wrote its run";
+  }
+}
+
+// The layer counts gyre train checks a pipeline against, without libtorch, are the models'.
+TEST(TrainLayout, ModelLayersAreTheSequentialsLayers) {
+  for (const char* model : {"mlp", "cnn", "vit"}) {
+    TrainOptions o;
+    o.model = model;
+    o.vitDepth = 3;
+    EXPECT_EQ(modelLayers(o), static_cast<int>(makeModel(model, false, {.depth = 3})->size())) << model;
+  }
+  TrainOptions bn;
+  bn.model = "cnn";
+  bn.syncBn = true;
+  EXPECT_EQ(modelLayers(bn), static_cast<int>(makeModel("cnn", true)->size()));
+}
+
+}  // namespace
+}  // namespace gyre::train
