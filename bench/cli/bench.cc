@@ -2,6 +2,7 @@
 
 #include "bench_collectives.h"
 #include "bench_comm.h"
+#include "bench_parallel.h"
 #include "bench_ps.h"
 #include "bench_train.h"
 
@@ -16,6 +17,7 @@ void addBench(CLI::App& app, std::function<int()>& action, const std::vector<std
   addBenchTrain(*bench, action);
   addBenchPs(*bench, action);
   addBenchComm(*bench, action);
+  addBenchParallel(*bench, action);
 }
 
 }  // namespace gyre::app

@@ -10,7 +10,7 @@
 
 namespace gyre::app {
 
-// Adds `bench` and its subcommands (collectives, train, ps, comm) to `app`; when one is chosen,
+// Adds `bench` and its subcommands (collectives, train, ps, comm, parallel) to `app`; when one is chosen,
 // `action` is set to the code that runs it. `args` are the tool's arguments without the program
 // name (the collectives benchmark passes them on to the ranks it starts).
 void addBench(CLI::App& app, std::function<int()>& action, const std::vector<std::string>& args);

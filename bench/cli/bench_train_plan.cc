@@ -12,10 +12,6 @@
 #include "usage_error.h"
 
 namespace gyre::app {
-namespace {
-
-constexpr int kMaxCount = 64;  // workers or threads per process: a typo guard, not a limit of gyre
-
 std::vector<std::string> splitCommas(const std::string& text) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -27,14 +23,17 @@ std::vector<std::string> splitCommas(const std::string& text) {
   }
 }
 
-// A whole decimal integer in [1, kMaxCount], or nullopt.
-std::optional<int> parseCount(const std::string& text) {
+std::optional<int> parseCount(const std::string& text, int max) {
   int value = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end || value < 1 || value > kMaxCount) return std::nullopt;
+  if (text.empty() || ec != std::errc() || ptr != end || value < 1 || value > max) return std::nullopt;
   return value;
 }
+
+namespace {
+
+constexpr int kMaxCount = 64;  // workers or threads per process: a typo guard, not a limit of gyre
 
 // The throughput goals for global batch 128 (docs/benchmarks.md).
 struct ModelTargets {
@@ -92,7 +91,7 @@ std::string TrainConfig::label() const {
 std::vector<int> parseWorldList(const std::string& text) {
   std::vector<int> worlds;
   for (const std::string& part : splitCommas(text)) {
-    const std::optional<int> w = parseCount(part);
+    const std::optional<int> w = parseCount(part, kMaxCount);
     requireArg(w.has_value(), "--np '", text, "': expected worker counts between 1 and ", kMaxCount,
                " separated by commas, like 1,2");
     requireArg(std::find(worlds.begin(), worlds.end(), *w) == worlds.end(), "--np '", text, "': ", *w,
@@ -121,8 +120,8 @@ std::vector<ThreadPair> parseThreadsGrid(const std::string& text) {
     const std::size_t colon = part.find(':');
     std::optional<int> torch, blas;
     if (colon != std::string::npos) {
-      torch = parseCount(part.substr(0, colon));
-      blas = parseCount(part.substr(colon + 1));
+      torch = parseCount(part.substr(0, colon), kMaxCount);
+      blas = parseCount(part.substr(colon + 1), kMaxCount);
     }
     requireArg(torch && blas, "--threads-grid '", text,
                "': expected `default` or TORCH:BLAS thread pairs (each 1 to ", kMaxCount,

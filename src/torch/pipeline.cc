@@ -13,6 +13,7 @@
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
 #include "torch/pipeline_plan.h"
+#include "torch/pipeline_weights.h"
 
 namespace gyre::torch {
 
@@ -257,7 +258,7 @@ class Pipeline::Run {
       const std::vector<Tensor> outputs = {r.output};
       const std::vector<Tensor> grads = gradients(grad);
       if (split) {
-        if (!params.empty()) held.pending.push_back({r.output, grad, params});
+        if (!params.empty()) held.pending.emplace_back(r.output, grad, params, r.input);
         if (wantInput) grad = ::torch::autograd::grad(outputs, {r.input}, grads, /*retain_graph=*/true)[0];
         continue;
       }
@@ -276,8 +277,7 @@ class Pipeline::Run {
     const auto it = held_.find({a.microBatch, a.chunk});
     if (it == held_.end()) return;  // the stage has no weights: its input pass released it
     Held& held = it->second;
-    for (const PendingWeights& w : held.pending)
-      ::torch::autograd::backward({w.output}, gradients(w.grad), false, false, w.params);
+    pipeline::DeferredWeights::run(held.pending);
     release(a);
   }
 
@@ -293,14 +293,10 @@ class Pipeline::Run {
     return out;
   }
 
-  struct PendingWeights {
-    Tensor output, grad;
-    std::vector<Tensor> params;
-  };
   struct Held {
     Tensor input;  // recompute: the stage's input
     std::vector<LayerRecord> records;
-    std::vector<PendingWeights> pending;
+    std::vector<pipeline::DeferredWeights> pending;  // zero-bubble's W, layer by layer
     std::int64_t bytes = 0;
   };
 

@@ -33,6 +33,8 @@ inline int rankOfStage(int stage, int p) { return stage % p; }
 // Rank `rank`'s plan: before an action that needs a message, one exchange that receives it and
 // sends what the actions before produced (at most one message waits: a second one to send goes
 // out in an exchange of its own before the next action); after the last action, the last send.
+// An input gradient (zero-bubble's I) followed by weight gradients goes out at once, in an
+// exchange of its own: the stage before waits for it, the weight gradients for nobody.
 // Messages to a stage on this same rank are in the plan too (the runtime hands them over).
 std::vector<PlanStep> planOf(PipelineSchedule schedule, int rank, int p, int m, int v);
 // The same for any list of actions (forward-only evaluation: every F in micro-batch order).

@@ -206,7 +206,8 @@ std::vector<PlanStep> planOfActions(const std::vector<PipelineAction>& actions, 
   const int stages = p * v;
   std::vector<PlanStep> plan;
   std::optional<Message> pending;  // produced, not yet sent
-  for (const PipelineAction& a : actions) {
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const PipelineAction& a = actions[i];
     const Traffic t = trafficOf(a, rank, p, stages);
     if (t.in) {
       plan.push_back(PlanStep{pending, t.in, std::nullopt});
@@ -217,6 +218,13 @@ std::vector<PlanStep> planOfActions(const std::vector<PipelineAction>& actions, 
     }
     plan.push_back(PlanStep{std::nullopt, std::nullopt, a});
     if (t.out) pending = t.out;
+    // Zero-bubble: the stage before waits for an input gradient; the weight gradients after it
+    // wait for nobody, so it goes out first.
+    if (pending && a.kind == PipelineAction::Kind::kBackwardInput && i + 1 < actions.size() &&
+        actions[i + 1].kind == PipelineAction::Kind::kBackwardWeight) {
+      plan.push_back(PlanStep{pending, std::nullopt, std::nullopt});
+      pending.reset();
+    }
   }
   if (pending) plan.push_back(PlanStep{pending, std::nullopt, std::nullopt});
   return plan;

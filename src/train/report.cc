@@ -100,6 +100,8 @@ std::string toJsonLine(const EpochReport& r) {
   j["servers"] = orNull(r.servers);
   j["staleness"] = orNull(r.staleness);
   j["clock_wait_s"] = orNull(r.clockWaitS);
+  j["peak_rss_bytes"] = r.peakRssBytes;
+  j["model_state_bytes"] = orNull(r.modelStateBytes);
   if (r.pipeline) {
     j["pipeline"] = {{"pp", r.pipeline->pp},
                      {"dp", r.pipeline->dp},

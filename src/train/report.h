@@ -30,7 +30,8 @@ std::string formatEpochLine(const EpochReport& report);
 // blas_threads, checkpoints (an array of {step, bytes, stall_s, path}), mode, and in the
 // parameter-server modes servers, staleness (updates by staleness, summed over the workers,
 // without trailing zeros) and clock_wait_s (seconds blocked in clock(), averaged over the
-// workers), pipeline (--pp: pp, dp, micro_batches, schedule, balance, bubble, ideal_bubble,
+// workers), peak_rss_bytes and model_state_bytes (EpochReport's; the latter null when
+// unknown), pipeline (--pp: pp, dp, micro_batches, schedule, balance, bubble, ideal_bubble,
 // peak_activation_bytes); null for what is unknown or does not apply.
 std::string toJsonLine(const EpochReport& report);
 

@@ -441,6 +441,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
           : 0;
   recordParameterServerEpoch(r);
   recordPipelineEpoch(r);
+  recordMemory(r);
   if (o_.eval) {
     const auto evalBegin = Clock::now();
     r.testAccuracy = testAccuracy();

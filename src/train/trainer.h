@@ -100,6 +100,12 @@ struct EpochReport {
   std::optional<std::vector<std::uint64_t>> staleness;
   std::optional<double> clockWaitS;
   std::optional<PipelineReport> pipeline;
+  // Memory, the largest over the workers: the process's resident-set high-water mark (getrusage)
+  // and the bytes of its training state: the parameters it trains, their gradients and the
+  // optimizer's state (null where the state is not in the wrapped optimizer: --shard-optimizer,
+  // a ps mode).
+  std::int64_t peakRssBytes = 0;
+  std::optional<std::int64_t> modelStateBytes;
 };
 
 // Trains as `options` say and returns every epoch's report (a resumed run: the epochs it ran; an

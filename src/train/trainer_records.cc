@@ -1,5 +1,7 @@
 // Trainer's records: the epoch lines and metrics.jsonl, steps.jsonl, model.pt, the checkpoints
-// and the lines that announce them; eval.jsonl (TrainOptions::evalEvery).
+// and the lines that announce them; eval.jsonl (TrainOptions::evalEvery); each epoch's memory.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "common/files.h"
+#include "torch/optimizer_bytes.h"
 #include "train/live_metrics.h"
 #include "train/report.h"
 #include "train/run_files.h"
@@ -151,6 +154,26 @@ void Trainer::writeEvaluations() {
   }
   evalSnapshots_.clear();
   files::writeAtomically((std::filesystem::path(o_.runDir) / "eval.jsonl").string(), text);
+}
+
+void Trainer::recordMemory(EpochReport& report) {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  double state = -1;
+  if (!o_.shardOptimizer && !ps_) {
+    std::int64_t bytes = 0;
+    for (const ::torch::Tensor& p : pipeline_ ? pipeline_->parameters() : model_->parameters()) {
+      const std::int64_t size = p.numel() * static_cast<std::int64_t>(p.element_size());
+      bytes += p.grad().defined() ? 2 * size : size;
+    }
+    bytes += static_cast<std::int64_t>(gyre::torch::optimizerStateBytes(*optimizer_).size());
+    state = static_cast<double>(bytes);
+  }
+  std::vector<double> most = {static_cast<double>(usage.ru_maxrss) * 1024.0, state};  // ru_maxrss: KiB
+  if (group_.comm())
+    group_.comm()->allreduce(most.data(), most.data(), most.size(), {DataType::kFloat64, ReduceOp::kMax});
+  report.peakRssBytes = static_cast<std::int64_t>(most[0]);
+  if (most[1] >= 0) report.modelStateBytes = static_cast<std::int64_t>(most[1]);
 }
 
 void Trainer::saveModel() {

@@ -151,6 +151,31 @@ TEST_F(PipelineCli, ALayoutThatDoesNotFitIsRefusedBeforeTraining) {
   }
 }
 
+// gyre bench parallel's smallest run: every layout runs and reports its figures, the pipeline's
+// rows their bubble and activations; the summary names the targets it could measure.
+TEST_F(PipelineCli, BenchParallelRunsEveryLayout) {
+  const test::ProgramRun r = test::runProgram(
+      {{gyreTool(), "bench", "parallel", "--model", "mlp", "--schedule", "1f1b", "--micro-batches", "2", "--steps", "6",
+        "--skip", "1", "--json"},
+       test::cleanEnvironment()},
+      kTimeout);
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+  std::vector<nlohmann::json> rows;
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 6u) << r.out;  // 1 worker, dp=2, dp=2 zero-1, pp=2 1f1b m=2, dp=2 x pp=2, summary
+  for (std::size_t i = 0; i + 1 < rows.size(); ++i) {
+    EXPECT_GT(rows[i].at("samples_per_s").get<double>(), 0) << rows[i];
+    EXPECT_GT(rows[i].at("peak_rss_bytes").get<double>(), 0) << rows[i];
+    EXPECT_EQ(rows[i].at("bubble").is_null(), rows[i].at("pp") == 1) << rows[i];
+  }
+  EXPECT_EQ(rows[3].at("layout"), "pp=2 1f1b m=2");
+  EXPECT_DOUBLE_EQ(rows[3].at("ideal_bubble").get<double>(), 1.0 / 3);
+  EXPECT_GT(rows[3].at("peak_activation_bytes").get<double>(), 0);
+  EXPECT_EQ(rows[4].at("np"), 4);
+  EXPECT_TRUE(rows.back().at("summary").get<bool>());
+}
+
 // The layer counts gyre train checks a pipeline against, without libtorch, are the models'.
 TEST(TrainLayout, ModelLayersAreTheSequentialsLayers) {
   for (const char* model : {"mlp", "cnn", "vit"}) {

@@ -1,0 +1,216 @@
+#include "bench_parallel_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "gyre/errors.h"
+#include "usage_error.h"
+
+namespace gyre::app {
+
+namespace {
+
+constexpr int kMaxMicroBatches = 1024;
+
+// The share of a step without compute allowed for a formula's: 10% of it (relative) + 0.02.
+double bubbleBound(double ideal) {
+  return ideal * 1.1 + 0.02;
+}
+
+const ParallelResult* find(const std::vector<ParallelResult>& results, int world, int pp,
+                           const std::string& schedule = {}, int m = 0) {
+  for (const ParallelResult& r : results)
+    if (r.config.world == world && r.config.pp == pp && r.config.schedule == schedule &&
+        r.config.microBatches == m && !r.config.shardOptimizer)
+      return &r;
+  return nullptr;
+}
+
+std::string percent(double share) {
+  return fmt::format("{:.1f}%", 100 * share);
+}
+
+}  // namespace
+
+std::vector<std::string> ParallelConfig::flags(const std::string& balance) const {
+  std::vector<std::string> out;
+  if (pp > 1)
+    out = {"--pp", std::to_string(pp), "--schedule", schedule, "--micro-batches", std::to_string(microBatches),
+           "--balance", balance};
+  if (shardOptimizer) out.emplace_back("--shard-optimizer");
+  return out;
+}
+
+std::vector<int> parseMicroBatchList(const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& part : splitCommas(text)) {
+    const std::optional<int> m = parseCount(part, kMaxMicroBatches);
+    requireArg(m.has_value(), "--micro-batches '", text, "': expected counts between 1 and ", kMaxMicroBatches,
+               " separated by commas, like 1,2,4,8,16");
+    requireArg(std::find(out.begin(), out.end(), *m) == out.end(), "--micro-batches '", text, "': ", *m,
+               " is given twice");
+    out.push_back(*m);
+  }
+  return out;
+}
+
+std::vector<std::string> parseScheduleList(const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& part : splitCommas(text)) {
+    requireArg(part == "gpipe" || part == "1f1b" || part == "zero-bubble", "--schedule '", text,
+               "': unknown schedule '", part, "'; expected gpipe, 1f1b or zero-bubble, separated by commas");
+    requireArg(std::find(out.begin(), out.end(), part) == out.end(), "--schedule '", text, "': ", part,
+               " is given twice");
+    out.push_back(part);
+  }
+  return out;
+}
+
+void validate(const ParallelBenchSettings& s) {
+  requireArg(s.model == "mlp" || s.model == "cnn" || s.model == "vit", "--model '", s.model,
+             "': expected mlp, cnn or vit");
+  requireArg(s.globalBatch >= 1 && s.globalBatch % 2 == 0, "--batch ", s.globalBatch,
+             " must divide evenly between 2 replicas");
+  requireArg(s.steps >= 1 && s.skip >= 0 && s.skip < s.steps, "--skip ", s.skip, " leaves none of --steps ",
+             s.steps, " to time");
+  requireArg(!s.schedules.empty() && !s.microBatches.empty(), "no schedule or micro-batch count to run");
+  const int most = *std::max_element(s.microBatches.begin(), s.microBatches.end());
+  requireArg(s.globalBatch / 2 >= most, "--batch ", s.globalBatch, " leaves ", s.globalBatch / 2,
+             " samples per replica at dp = 2 x pp = 2, fewer than --micro-batches ", most);
+  requireArg(s.balance == "even" || s.balance == "time", "--balance '", s.balance, "': expected even or time");
+}
+
+std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
+  auto layout = [](std::string name, int world, int pp = 1, std::string schedule = {}, int m = 0, bool zero = false) {
+    ParallelConfig c;
+    c.name = std::move(name);
+    c.world = world;
+    c.pp = pp;
+    c.schedule = std::move(schedule);
+    c.microBatches = m;
+    c.shardOptimizer = zero;
+    return c;
+  };
+  std::vector<ParallelConfig> plan = {layout("1 worker", 1), layout("dp=2", 2),
+                                      layout("dp=2 zero-1", 2, 1, {}, 0, true)};
+  for (const std::string& schedule : s.schedules)
+    for (int m : s.microBatches) plan.push_back(layout(fmt::format("pp=2 {} m={}", schedule, m), 2, 2, schedule, m));
+  int m = s.microBatches.front();
+  for (int candidate : s.microBatches)
+    if (candidate <= 8 && (m > 8 || candidate > m)) m = candidate;
+  plan.push_back(layout(fmt::format("dp=2 x pp=2 1f1b m={}", m), 4, 2, "1f1b", m));
+  return plan;
+}
+
+std::optional<ParallelFigures> parseParallelLine(const std::string& line) {
+  const std::optional<RunFigures> run = parseEpochLine(line);
+  if (!run) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(line);
+  try {
+    ParallelFigures f;
+    f.run = *run;
+    f.peakRssBytes = j.at("peak_rss_bytes").get<std::int64_t>();
+    if (!j.at("model_state_bytes").is_null()) f.modelStateBytes = j.at("model_state_bytes").get<std::int64_t>();
+    if (const nlohmann::json& p = j.at("pipeline"); !p.is_null()) {
+      f.bubble = p.at("bubble").get<double>();
+      f.idealBubble = p.at("ideal_bubble").get<double>();
+      f.peakActivationBytes = p.at("peak_activation_bytes").get<std::int64_t>();
+      f.balance = p.at("balance").get<std::vector<int>>();
+    }
+    return f;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("unexpected epoch line ({}): {}", e.what(), line));
+  }
+}
+
+ParallelFigures combineParallel(const std::vector<ParallelFigures>& epochs) {
+  ParallelFigures total;
+  if (epochs.empty()) return total;
+  std::vector<RunFigures> runs;
+  double bubbleTime = 0;
+  for (const ParallelFigures& e : epochs) {
+    runs.push_back(e.run);
+    total.peakRssBytes = std::max(total.peakRssBytes, e.peakRssBytes);
+    if (e.modelStateBytes) total.modelStateBytes = std::max(total.modelStateBytes.value_or(0), *e.modelStateBytes);
+    if (e.peakActivationBytes)
+      total.peakActivationBytes = std::max(total.peakActivationBytes.value_or(0), *e.peakActivationBytes);
+    if (e.bubble) bubbleTime += *e.bubble * e.run.seconds;
+  }
+  total.run = combineEpochs(runs);
+  if (epochs.back().bubble)
+    total.bubble = total.run.seconds > 0 ? bubbleTime / total.run.seconds : *epochs.back().bubble;
+  total.idealBubble = epochs.back().idealBubble;
+  total.balance = epochs.back().balance;
+  return total;
+}
+
+std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const std::vector<ParallelResult>& results) {
+  std::vector<TargetCheck> checks;
+  // The bubble of GPipe and 1F1B, p = 2, every m >= 4 that ran.
+  for (const ParallelResult& r : results) {
+    const ParallelConfig& c = r.config;
+    if (c.world != 2 || c.pp != 2 || c.microBatches < 4 || c.schedule == "zero-bubble" || !r.figures.bubble)
+      continue;
+    TargetCheck t;
+    t.model = model;
+    t.name = fmt::format("bubble {} m={}", c.schedule, c.microBatches);
+    t.measured = *r.figures.bubble;
+    t.threshold = bubbleBound(*r.figures.idealBubble);
+    t.atMost = true;
+    t.definition = fmt::format("measured bubble {} <= formula {} x 1.1 + 0.02 = {}", percent(*t.measured),
+                               percent(*r.figures.idealBubble), percent(*t.threshold));
+    checks.push_back(t);
+  }
+  // Zero-bubble's below 1F1B's at the same m.
+  for (const ParallelResult& r : results) {
+    const ParallelConfig& c = r.config;
+    if (c.world != 2 || c.schedule != "zero-bubble" || !r.figures.bubble) continue;
+    const ParallelResult* f = find(results, 2, 2, "1f1b", c.microBatches);
+    if (f == nullptr || !f->figures.bubble) continue;
+    TargetCheck t;
+    t.model = model;
+    t.name = fmt::format("zero-bubble below 1f1b m={}", c.microBatches);
+    t.measured = *r.figures.bubble - *f->figures.bubble;
+    t.threshold = 0;
+    t.atMost = true;
+    t.definition = fmt::format("zero-bubble {} - 1f1b {} < 0", percent(*r.figures.bubble),
+                               percent(*f->figures.bubble));
+    checks.push_back(t);
+  }
+  // 1F1B's activations at the largest m against GPipe's: at most (p + 1) / m.
+  int largest = 0;
+  for (const ParallelResult& r : results)
+    if (r.config.world == 2 && r.config.pp == 2) largest = std::max(largest, r.config.microBatches);
+  if (const ParallelResult *one = find(results, 2, 2, "1f1b", largest), *gpipe = find(results, 2, 2, "gpipe", largest);
+      largest >= 4 && one != nullptr && gpipe != nullptr && one->figures.peakActivationBytes &&
+      gpipe->figures.peakActivationBytes && *gpipe->figures.peakActivationBytes > 0) {
+    TargetCheck t;
+    t.model = model;
+    t.name = fmt::format("1f1b activations m={}", largest);
+    t.measured = static_cast<double>(*one->figures.peakActivationBytes) /
+                 static_cast<double>(*gpipe->figures.peakActivationBytes);
+    t.threshold = 3.0 / largest;
+    t.atMost = true;
+    t.definition = fmt::format("1f1b {} B / gpipe {} B <= (p + 1) / m = 3/{}", *one->figures.peakActivationBytes,
+                               *gpipe->figures.peakActivationBytes, largest);
+    checks.push_back(t);
+  }
+  // pp = 2, 1F1B, m = 8 against the ideal 2 x one worker x (1 - formula).
+  const ParallelResult* single = find(results, 1, 1);
+  if (const ParallelResult* r = find(results, 2, 2, "1f1b", 8); r != nullptr && single != nullptr) {
+    const double ideal = 2 * single->figures.run.samplesPerS * (1 - r->figures.idealBubble.value_or(0));
+    TargetCheck t;
+    t.model = model;
+    t.name = "1f1b m=8 throughput";
+    t.measured = ideal > 0 ? r->figures.run.samplesPerS / ideal : 0;
+    t.threshold = 0.85;
+    t.definition = fmt::format("{:.0f} samples/s / (2 x {:.0f} x (1 - {})) >= 0.85", r->figures.run.samplesPerS,
+                               single->figures.run.samplesPerS, percent(r->figures.idealBubble.value_or(0)));
+    checks.push_back(t);
+  }
+  return checks;
+}
+
+}  // namespace gyre::app

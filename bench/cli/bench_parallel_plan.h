@@ -1,0 +1,83 @@
+// `gyre bench parallel` apart from running anything: the layouts it runs on one model and global
+// batch, how a worker's JSON epoch line becomes a row's figures, and the model-parallel targets
+// (docs/benchmarks.md) computed from the rows. No libtorch and no processes, so the unit tests
+// check it on its own (tests/unit/bench_parallel_test.cc); bench_parallel.cc runs the plan.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_train_plan.h"  // TargetCheck, EpochSplit
+
+namespace gyre::app {
+
+// One configuration: `gyre train`'s layout flags on `world` workers.
+struct ParallelConfig {
+  std::string name;  // "1 worker", "dp=2", "pp=2 1f1b m=8", "dp=2 x pp=2 1f1b m=4"
+  int world = 1;
+  int pp = 1;
+  std::string schedule;  // pp > 1
+  int microBatches = 0;  // pp > 1
+  bool shardOptimizer = false;
+
+  // The flags after gyre_train_worker's common ones.
+  std::vector<std::string> flags(const std::string& balance) const;
+};
+
+struct ParallelBenchSettings {
+  std::string model = "vit";
+  // Micro-batches of 32 samples at m = 16: smaller ones (128 / 16) spend more per sample in
+  // libtorch's CPU kernels than the whole batch does, which no schedule can hide.
+  int globalBatch = 512;
+  int steps = 20;
+  int skip = 3;
+  std::vector<std::string> schedules = {"gpipe", "1f1b", "zero-bubble"};
+  std::vector<int> microBatches = {1, 2, 4, 8, 16};
+  std::string balance = "time";
+};
+
+// "1,2,4" -> {1, 2, 4}: each in [1, 1024], no repeats. "gpipe,1f1b" -> schedules of gyre train's.
+// Throw InvalidArgument.
+std::vector<int> parseMicroBatchList(const std::string& text);
+std::vector<std::string> parseScheduleList(const std::string& text);
+// Throws InvalidArgument for settings that cannot run: a batch that does not divide into 2
+// replicas of the largest m, skip >= steps.
+void validate(const ParallelBenchSettings& s);
+
+// In the order they run: 1 worker; dp = 2; dp = 2 with the sharded optimizer step (ZeRO-1);
+// pp = 2 for each schedule and m; on 4 workers dp = 2 × pp = 2 (1f1b, the largest m of the list
+// that is at most 8).
+std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s);
+
+// What a row reports, from the worker's JSON epoch lines (the timed steps of every epoch).
+struct ParallelFigures {
+  RunFigures run;  // samples/s, time, steps, the step split (bench_train_plan.h)
+  std::int64_t peakRssBytes = 0;
+  std::optional<std::int64_t> modelStateBytes;
+  // pp > 1
+  std::optional<double> bubble;
+  std::optional<double> idealBubble;
+  std::optional<std::int64_t> peakActivationBytes;
+  std::vector<int> balance;
+};
+
+// One line the worker printed: its epoch figures when it is a JSON object with samples_per_s;
+// nullopt for any other line. Throws Error for an epoch object with a missing or mistyped field.
+std::optional<ParallelFigures> parseParallelLine(const std::string& line);
+// The epochs of one run together: samples/s over the summed time, memory the largest, the
+// bubble weighted by each epoch's time.
+ParallelFigures combineParallel(const std::vector<ParallelFigures>& epochs);
+
+struct ParallelResult {
+  ParallelConfig config;
+  ParallelFigures figures;
+};
+
+// The targets of the issue that the rows measure: the bubble against its formula (GPipe and 1F1B,
+// p = 2, m >= 4), zero-bubble's below 1F1B's at each m, 1F1B's activation memory at the largest m
+// against GPipe's, and pp = 2 1F1B m = 8 against 2 × one worker × (1 − formula).
+std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const std::vector<ParallelResult>& results);
+
+}  // namespace gyre::app

@@ -1,0 +1,126 @@
+// `gyre bench parallel`'s settings, plan, figures and targets (bench/cli/bench_parallel_plan.h),
+// without running anything. Without the gyre tool (GYRE_BUILD_APPS, gyre_bench) this file has no
+// tests.
+#if __has_include("bench_parallel_plan.h")
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "bench_parallel_plan.h"
+#include "gyre/errors.h"
+
+namespace gyre::app {
+namespace {
+
+// A worker's epoch line as `gyre train --json` prints it, with the fields the bench reads.
+std::string epochLine(double samplesPerS, double seconds, const std::string& pipeline) {
+  return R"({"epoch":1,"samples_per_s":)" + std::to_string(samplesPerS) + R"(,"seconds":)" + std::to_string(seconds) +
+         R"(,"steps":40,"timed_steps":35,"compute_s":1.0,"communicate_s":0.1,"wait_s":0.05,"hidden_s":0.05,)" +
+         R"("torch_threads":1,"blas_threads":1,"loss":0.5,"peak_rss_bytes":1048576,"model_state_bytes":2048,)" +
+         R"("pipeline":)" + pipeline + "}";
+}
+
+ParallelResult pipelineRow(const std::string& schedule, int m, double samplesPerS, double bubble, double ideal,
+                           std::int64_t activations) {
+  ParallelResult r;
+  r.config.name = schedule;
+  r.config.world = 2;
+  r.config.pp = 2;
+  r.config.schedule = schedule;
+  r.config.microBatches = m;
+  r.figures.run.samplesPerS = samplesPerS;
+  r.figures.bubble = bubble;
+  r.figures.idealBubble = ideal;
+  r.figures.peakActivationBytes = activations;
+  return r;
+}
+
+const TargetCheck& check(const std::vector<TargetCheck>& checks, const std::string& name) {
+  const auto it = std::find_if(checks.begin(), checks.end(), [&](const TargetCheck& t) { return t.name == name; });
+  if (it == checks.end()) throw Error("no target " + name);
+  return *it;
+}
+
+TEST(BenchParallel, ListsAndSettingsAreChecked) {
+  EXPECT_EQ(parseMicroBatchList("1,2,4,8,16"), (std::vector<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(parseScheduleList("1f1b,zero-bubble"), (std::vector<std::string>{"1f1b", "zero-bubble"}));
+  for (const char* bad : {"", "0", "1,1", "4,x", "2000"}) EXPECT_THROW(parseMicroBatchList(bad), InvalidArgument) << bad;
+  for (const char* bad : {"", "1f1b,1f1b", "interleaved", "pipedream"})
+    EXPECT_THROW(parseScheduleList(bad), InvalidArgument) << bad;
+  ParallelBenchSettings s;
+  EXPECT_NO_THROW(validate(s));
+  s.microBatches = {512};  // 256 samples per replica at dp = 2
+  EXPECT_THROW(validate(s), InvalidArgument);
+  s = {};
+  s.skip = s.steps;
+  EXPECT_THROW(validate(s), InvalidArgument);
+  s = {};
+  s.model = "resnet";
+  EXPECT_THROW(validate(s), InvalidArgument);
+}
+
+TEST(BenchParallel, ThePlanRunsEveryScheduleAndMicroBatchCount) {
+  ParallelBenchSettings s;
+  const std::vector<ParallelConfig> plan = planParallel(s);
+  ASSERT_EQ(plan.size(), 3u + 3 * 5 + 1);
+  EXPECT_EQ(plan[0].world, 1);
+  EXPECT_TRUE(plan[0].flags("time").empty());
+  EXPECT_EQ(plan[2].flags("time"), (std::vector<std::string>{"--shard-optimizer"}));
+  EXPECT_EQ(plan[3].name, "pp=2 gpipe m=1");
+  EXPECT_EQ(plan[3].flags("time"), (std::vector<std::string>{"--pp", "2", "--schedule", "gpipe", "--micro-batches",
+                                                            "1", "--balance", "time"}));
+  EXPECT_EQ(plan.back().name, "dp=2 x pp=2 1f1b m=8");
+  EXPECT_EQ(plan.back().world, 4);
+  s.microBatches = {16, 2};
+  EXPECT_EQ(planParallel(s).back().microBatches, 2);
+}
+
+TEST(BenchParallel, EpochLinesGiveTheRowsFigures) {
+  EXPECT_FALSE(parseParallelLine("epoch 1/1  loss 0.5"));
+  const std::optional<ParallelFigures> dp = parseParallelLine(epochLine(1000, 2, "null"));
+  ASSERT_TRUE(dp);
+  EXPECT_EQ(dp->peakRssBytes, 1 << 20);
+  EXPECT_EQ(dp->modelStateBytes, 2048);
+  EXPECT_FALSE(dp->bubble);
+  const std::string pipeline =
+      R"({"pp":2,"dp":1,"micro_batches":4,"schedule":"1f1b","balance":[3,3],"bubble":0.3,"ideal_bubble":0.2,"peak_activation_bytes":4096})";
+  const std::optional<ParallelFigures> a = parseParallelLine(epochLine(1000, 1, pipeline));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->balance, (std::vector<int>{3, 3}));
+  EXPECT_DOUBLE_EQ(*a->bubble, 0.3);
+  EXPECT_EQ(a->peakActivationBytes, 4096);
+  ParallelFigures b = *a;
+  b.bubble = 0.6;
+  b.run.seconds = 3;
+  b.run.samplesPerS = 2000;
+  const ParallelFigures both = combineParallel({*a, b});
+  EXPECT_DOUBLE_EQ(*both.bubble, (0.3 * 1 + 0.6 * 3) / 4);  // weighted by time
+  EXPECT_DOUBLE_EQ(both.run.samplesPerS, (1000.0 * 1 + 2000.0 * 3) / 4);
+  EXPECT_THROW(parseParallelLine(R"({"samples_per_s":1,"seconds":1,"steps":1})"), Error);  // no memory fields
+}
+
+TEST(BenchParallel, TargetsCompareWithTheFormulaAndOneWorker) {
+  ParallelResult single;
+  single.config.name = "1 worker";
+  single.figures.run.samplesPerS = 1000;
+  const std::vector<ParallelResult> results = {
+      single,
+      pipelineRow("gpipe", 2, 900, 0.40, 1.0 / 3, 8000),  // m < 4: no bubble target
+      pipelineRow("gpipe", 8, 1500, 0.12, 1.0 / 9, 16000),
+      pipelineRow("1f1b", 8, 1600, 0.15, 1.0 / 9, 7000),
+      pipelineRow("zero-bubble", 8, 1650, 0.08, 1.0 / 9, 5000),
+  };
+  const std::vector<TargetCheck> checks = evaluateParallelTargets("vit", results);
+  EXPECT_THROW(check(checks, "bubble gpipe m=2"), Error);
+  EXPECT_EQ(check(checks, "bubble gpipe m=8").status(), "PASS");  // 12% <= 11.1% x 1.1 + 2%
+  EXPECT_EQ(check(checks, "bubble 1f1b m=8").status(), "MISS");   // 15% > 14.2%
+  EXPECT_EQ(check(checks, "zero-bubble below 1f1b m=8").status(), "PASS");
+  EXPECT_EQ(check(checks, "1f1b activations m=8").status(), "MISS");  // 7000 / 16000 > 3 / 8
+  const TargetCheck& throughput = check(checks, "1f1b m=8 throughput");
+  EXPECT_NEAR(*throughput.measured, 1600 / (2 * 1000 * (1 - 1.0 / 9)), 1e-12);
+  EXPECT_EQ(throughput.status(), "PASS");
+}
+
+}  // namespace
+}  // namespace gyre::app
+#endif
