@@ -85,6 +85,14 @@ struct P2POptions {
   Timeout timeout{0};
 };
 
+// One message of a batched exchange (Communicator::exchange): `count` elements of the options'
+// dtype to or from `peer`, in `buffer` (read for a send, written for a receive).
+struct P2PMessage {
+  int peer = -1;
+  void* buffer = nullptr;
+  std::size_t count = 0;
+};
+
 // A group of `size` ranks, each holding one Communicator.
 //
 // Buffers are plain memory: `count` elements of the options' dtype. Collective calls must be
@@ -146,6 +154,13 @@ class Communicator {
   // communicator is broken (the rest of the message was not read).
   void sendRecv(const void* sendBuffer, std::size_t sendCount, int dst, void* recvBuffer, std::size_t recvCount,
                 int src, const P2POptions& o = {});
+  // Any number of sends and receives progressed together in one run (torch.distributed's
+  // batch_isend_irecv, Megatron's send_forward_backward_recv_forward_backward): sendRecv with
+  // several of each. Messages between two ranks are matched in order, so two ranks must list the
+  // messages they exchange in the same order; each is an ordinary message (send and recv on the
+  // peer match it). Every received message must have o.tag and its count; otherwise
+  // InvalidArgument, and the communicator is broken.
+  void exchange(std::span<const P2PMessage> sends, std::span<const P2PMessage> recvs, const P2POptions& o = {});
 
   std::shared_ptr<Work> allreduceAsync(const void* input, void* output, std::size_t count,
                                        const AllreduceOptions& o = {});
@@ -177,6 +192,8 @@ class Communicator {
   std::shared_ptr<Work> recvAsync(void* buffer, std::size_t count, int src, const P2POptions& o = {});
   std::shared_ptr<Work> sendRecvAsync(const void* sendBuffer, std::size_t sendCount, int dst, void* recvBuffer,
                                       std::size_t recvCount, int src, const P2POptions& o = {});
+  std::shared_ptr<Work> exchangeAsync(std::span<const P2PMessage> sends, std::span<const P2PMessage> recvs,
+                                      const P2POptions& o = {});
 
   class Impl;
 

@@ -181,6 +181,22 @@ OpDesc sendRecvDesc(const void* in, std::size_t sendCount, int dst, void* out, s
   return d;
 }
 
+OpDesc exchangeDesc(std::span<const P2PMessage> sends, std::span<const P2PMessage> recvs, const P2POptions& o,
+                    int rank, int size) {
+  checkDtype(o.dtype), checkTimeout(o.timeout);
+  for (const auto& [list, what] : {std::pair{sends, "exchange send"}, std::pair{recvs, "exchange receive"}})
+    for (const P2PMessage& m : list) {
+      GYRE_ARG_CHECK(m.peer >= 0 && m.peer < size && m.peer != rank, what, " with rank ", m.peer,
+                     ", which is not another rank of a communicator of size ", size, " (this is rank ", rank, ")");
+      checkBuffer(what, m.buffer, m.count, o.dtype);
+    }
+  OpDesc d;
+  d.type = OpType::kExchange, d.dtype = o.dtype, d.tag = o.tag, d.timeout = o.timeout;
+  d.sends.assign(sends.begin(), sends.end());
+  d.recvs.assign(recvs.begin(), recvs.end());
+  return d;
+}
+
 OpDesc barrierDesc(const BarrierOptions& o) {
   checkTimeout(o.timeout);
   OpDesc d;
@@ -228,6 +244,9 @@ GYRE_BOTH_FORMS(sendRecv,
                 (const void* in, std::size_t sendCount, int dst, void* out, std::size_t recvCount, int src,
                  const P2POptions& o),
                 sendRecvDesc(in, sendCount, dst, out, recvCount, src, o, rank(), size()))
+
+GYRE_BOTH_FORMS(exchange, (std::span<const P2PMessage> sends, std::span<const P2PMessage> recvs, const P2POptions& o),
+                exchangeDesc(sends, recvs, o, rank(), size()))
 
 #undef GYRE_BOTH_FORMS
 

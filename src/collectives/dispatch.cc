@@ -75,6 +75,7 @@ std::pair<int, std::string_view> resolveAlgorithm(Context& c, const OpDesc& d, s
     case OpType::kSend:
     case OpType::kRecv:
     case OpType::kSendRecv:
+    case OpType::kExchange:
       return {d.algorithm, "point-to-point"};
   }
   return {d.algorithm, "?"};
@@ -91,6 +92,9 @@ std::size_t bytesOf(const Context& c, const OpDesc& d) {
     count = std::accumulate(d.counts.begin(), d.counts.end(), std::size_t{0});
   } else if (d.type == OpType::kAlltoall) {
     count = d.count * static_cast<std::size_t>(c.size());
+  } else if (d.type == OpType::kExchange) {
+    count = 0;
+    for (const P2PMessage& m : d.sends) count += m.count;
   }
   return count * dtypeSize(d.dtype);
 }
@@ -172,6 +176,38 @@ void sendRecvMessages(Context& c, const OpDesc& d) {
   }
 }
 
+// Every send and receive in one run of the mesh: a header and the data per message, the
+// headers checked as they come. Messages with one peer go in list order each way.
+void exchangeMessages(Context& c, const OpDesc& d) {
+  const std::size_t esize = dtypeSize(d.dtype);
+  std::vector<P2PHeader> out, expected, in(d.recvs.size());
+  for (const P2PMessage& m : d.sends) out.push_back({kP2PMagic, d.tag, m.count * esize});
+  for (const P2PMessage& m : d.recvs) expected.push_back({kP2PMagic, d.tag, m.count * esize});
+  std::vector<transport::Op> ops;
+  for (std::size_t i = 0; i < d.sends.size(); ++i) {
+    ops.push_back(transport::Op::send(d.sends[i].peer, &out[i], sizeof(P2PHeader)));
+    ops.back().more = true;
+    ops.push_back(transport::Op::send(d.sends[i].peer, d.sends[i].buffer, out[i].bytes));
+  }
+  for (std::size_t i = 0; i < d.recvs.size(); ++i) {
+    ops.push_back(transport::Op::recv(d.recvs[i].peer, &in[i], sizeof(P2PHeader)));
+    ops.back().expect = &expected[i];
+    ops.push_back(transport::Op::recv(d.recvs[i].peer, d.recvs[i].buffer, expected[i].bytes));
+  }
+  try {
+    c.mesh.run(ops, c.deadline);
+  } catch (const transport::CallMismatch&) {
+    std::ostringstream what;
+    for (std::size_t i = 0; i < d.recvs.size(); ++i)
+      if (ops[2 * d.sends.size() + 2 * i].done == sizeof(P2PHeader) &&
+          (in[i].magic != kP2PMagic || in[i].tag != d.tag || in[i].bytes != expected[i].bytes))
+        what << "from rank " << d.recvs[i].peer << " expected a message with tag " << d.tag << " and "
+             << expected[i].bytes << " bytes; the one that came has tag " << in[i].tag << " and " << in[i].bytes
+             << " bytes";
+    GYRE_THROW(InvalidArgument, "exchange ", what.str(), "; the communicator cannot go on");
+  }
+}
+
 }  // namespace
 
 void allreduceBy(AllreduceAlgorithm algorithm, Context& c, const void* in, void* out, std::size_t count,
@@ -220,6 +256,7 @@ const char* toString(OpType type) {
     case OpType::kSend: return "send";
     case OpType::kRecv: return "recv";
     case OpType::kSendRecv: return "sendrecv";
+    case OpType::kExchange: return "exchange";
   }
   return "?";
 }
@@ -238,6 +275,13 @@ std::string OpDesc::describe() const {
   if (type == OpType::kSend || type == OpType::kRecv) out << ", peer=" << root << ", tag=" << tag;
   if (type == OpType::kSendRecv)
     out << ", to=" << root << ", from=" << source << ", recv count=" << recvCount << ", tag=" << tag;
+  if (type == OpType::kExchange) {
+    out << ", sends to";
+    for (const P2PMessage& m : sends) out << " " << m.peer << ":" << m.count;
+    out << ", receives from";
+    for (const P2PMessage& m : recvs) out << " " << m.peer << ":" << m.count;
+    out << ", tag=" << tag;
+  }
   if (!counts.empty()) out << ", counts=" << std::accumulate(counts.begin(), counts.end(), std::size_t{0}) << " total";
   out << ")";
   return out.str();
@@ -280,6 +324,7 @@ void run(Context& c, const OpDesc& d, int algorithm) {
     case OpType::kSend: return sendRecvMessages(c, d);  // its source is -1
     case OpType::kRecv: return recvMessage(c, d);
     case OpType::kSendRecv: return sendRecvMessages(c, d);
+    case OpType::kExchange: return exchangeMessages(c, d);
   }
 }
 

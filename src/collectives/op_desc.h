@@ -6,18 +6,19 @@
 #include <string>
 #include <vector>
 
+#include "gyre/communicator.h"  // P2PMessage
 #include "gyre/types.h"
 
 namespace gyre::collectives {
 
 enum class OpType : std::uint8_t {
   kAllreduce, kBroadcast, kReduce, kAllgather, kAllgatherv, kReduceScatter, kGather, kScatter,
-  kAlltoall, kAlltoallv, kBarrier, kSend, kRecv, kSendRecv,
+  kAlltoall, kAlltoallv, kBarrier, kSend, kRecv, kSendRecv, kExchange,
 };
 
 // Point-to-point: not matched across every rank as a collective is.
 inline bool isPointToPoint(OpType type) {
-  return type == OpType::kSend || type == OpType::kRecv || type == OpType::kSendRecv;
+  return type == OpType::kSend || type == OpType::kRecv || type == OpType::kSendRecv || type == OpType::kExchange;
 }
 
 const char* toString(OpType type);
@@ -36,6 +37,7 @@ struct OpDesc {
   std::vector<std::size_t> recvCounts; // alltoallv receive counts
   int source = -1;                     // sendRecv: the rank it receives from (-1: none)
   std::size_t recvCount = 0;           // sendRecv: the elements it receives into `output`
+  std::vector<P2PMessage> sends, recvs;  // exchange
   Timeout timeout{0};
 
   // "allreduce(count=10, float32, sum, algo=ring)" for errors and debug mode.

@@ -295,6 +295,42 @@ TEST(CommunicatorTest, SendRecvHalvesMatchPlainMessagesAndAMismatchIsNamed) {
   });
 }
 
+// A batched exchange: every rank sends 8 MB each way around a ring and receives from both sides,
+// all at once (a pipeline stage's activations forward and gradients backward), and two messages
+// to one peer arrive in the order listed. Its messages are ordinary ones; a bad peer is named.
+TEST(CommunicatorTest, ExchangeSendsAndReceivesSeveralMessagesAtOnce) {
+  for (const Transport transport : {Transport::kTcp, Transport::kShm}) {
+    auto store = createMemoryStore();
+    runThreads(3, [&](int rank) {
+      auto comm = Communicator::create(store, rank, 3, testOptions(transport, "exchange"));
+      const std::size_t n = std::size_t{2} << 20;
+      const int next = (rank + 1) % 3, prev = (rank + 2) % 3;
+      std::vector<float> toNext(n, static_cast<float>(rank)), toPrev(n, static_cast<float>(rank + 10));
+      std::vector<float> fromPrev(n, -1), fromNext(n, -1);
+      const P2PMessage sends[] = {{next, toNext.data(), n}, {prev, toPrev.data(), n}};
+      const P2PMessage recvs[] = {{next, fromNext.data(), n}, {prev, fromPrev.data(), n}};
+      comm->exchange(sends, recvs, P2POptions{DataType::kFloat32, 6});
+      EXPECT_EQ(fromPrev[n - 1], static_cast<float>(prev));
+      EXPECT_EQ(fromNext[0], static_cast<float>(next + 10));
+
+      // Two messages to one peer, matched in order; the other end uses plain send and recv.
+      int a[2] = {rank, rank}, b[3] = {rank * 10, rank * 10, rank * 10};
+      if (rank == 0) {
+        const P2PMessage two[] = {{1, a, 2}, {1, b, 3}};
+        comm->exchangeAsync(two, {}, P2POptions{DataType::kInt32, 1})->wait();
+      } else if (rank == 1) {
+        int x[2] = {-1, -1}, y[3] = {-1, -1, -1};
+        comm->recv(x, 2, 0, P2POptions{DataType::kInt32, 1});
+        comm->recv(y, 3, 0, P2POptions{DataType::kInt32, 1});
+        EXPECT_EQ(x[1], 0);
+        EXPECT_EQ(y[2], 0);
+      }
+      const P2PMessage self[] = {{rank, a, 1}};
+      EXPECT_THROW(comm->exchange(self, {}), InvalidArgument);
+    });
+  }
+}
+
 TEST(CommunicatorTest, TcpWorksOverIpv6) {
   try {
     net::listenOn("::1", 0);
