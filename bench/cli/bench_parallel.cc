@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 struct ParallelBenchFlags {
   ParallelBenchSettings settings;
-  std::string schedules = "gpipe,1f1b,zero-bubble";
+  std::string schedules = "gpipe,1f1b,zero-bubble,interleaved";
   std::string microBatches = "1,2,4,8,16";
   std::string runRoot;
   bool keepRuns = false;
@@ -64,6 +64,7 @@ nlohmann::json rowJson(const ParallelResult& r) {
           {"np", r.config.world},
           {"pp", r.config.pp},
           {"schedule", r.config.pp > 1 ? nlohmann::json(r.config.schedule) : nlohmann::json(nullptr)},
+          {"virtual_stages", r.config.virtualStages},
           {"micro_batches", r.config.pp > 1 ? nlohmann::json(r.config.microBatches) : nlohmann::json(nullptr)},
           {"zero", r.config.shardOptimizer ? 1 : 0},
           {"samples_per_s", f.run.samplesPerS},
@@ -167,7 +168,8 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
       "parallel", "Data, pipeline and sharded parallelism side by side: throughput, bubble, memory");
   cmd->footer(
       "Runs gyre_train_worker under `gyre run`, one thread per worker, once per layout: 1 worker; dp=2;\n"
-      "dp=2 with the sharded optimizer step (ZeRO-1); pp=2 for each --schedule and --micro-batches; dp=2 x\n"
+      "dp=2 with the sharded optimizer step (ZeRO-1); pp=2 for each --schedule and --micro-batches (interleaved:\n"
+      "even m, --virtual-stages per worker); dp=2 x\n"
       "pp=2 on 4 workers. Prints samples/s, the measured pipeline bubble beside its formula, memory per\n"
       "worker and the step split, then the targets (PASS/MISS). Exits 0 whatever the targets say.\n"
       "See docs/benchmarks.md, \"gyre bench parallel\".\n\n"
@@ -182,6 +184,8 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--micro-batches", f->microBatches, "Micro-batch counts of the pipeline rows, comma-separated")
       ->capture_default_str();
   cmd->add_option("--balance", s.balance, "How the pipeline's stages are cut: time or even")->capture_default_str();
+  cmd->add_option("--virtual-stages", s.virtualStages, "Stages per worker of the interleaved rows")
+      ->capture_default_str();
   cmd->add_flag("--json", f->json, "One JSON object per layout and a summary object, instead of the table");
   cmd->add_option("--run-root", f->runRoot, "Where the runs' directories go (default: a temporary directory)");
   cmd->add_flag("--keep-runs", f->keepRuns, "Keep the runs' directories (logs, metrics.jsonl)");

@@ -39,6 +39,7 @@ std::vector<std::string> ParallelConfig::flags(const std::string& balance) const
   if (pp > 1)
     out = {"--pp", std::to_string(pp), "--schedule", schedule, "--micro-batches", std::to_string(microBatches),
            "--balance", balance};
+  if (virtualStages > 1) out.insert(out.end(), {"--virtual-stages", std::to_string(virtualStages)});
   if (shardOptimizer) out.emplace_back("--shard-optimizer");
   return out;
 }
@@ -59,8 +60,9 @@ std::vector<int> parseMicroBatchList(const std::string& text) {
 std::vector<std::string> parseScheduleList(const std::string& text) {
   std::vector<std::string> out;
   for (const std::string& part : splitCommas(text)) {
-    requireArg(part == "gpipe" || part == "1f1b" || part == "zero-bubble", "--schedule '", text,
-               "': unknown schedule '", part, "'; expected gpipe, 1f1b or zero-bubble, separated by commas");
+    requireArg(part == "gpipe" || part == "1f1b" || part == "zero-bubble" || part == "interleaved", "--schedule '",
+               text, "': unknown schedule '", part,
+               "'; expected gpipe, 1f1b, zero-bubble or interleaved, separated by commas");
     requireArg(std::find(out.begin(), out.end(), part) == out.end(), "--schedule '", text, "': ", part,
                " is given twice");
     out.push_back(part);
@@ -80,6 +82,7 @@ void validate(const ParallelBenchSettings& s) {
   requireArg(s.globalBatch / 2 >= most, "--batch ", s.globalBatch, " leaves ", s.globalBatch / 2,
              " samples per replica at dp = 2 x pp = 2, fewer than --micro-batches ", most);
   requireArg(s.balance == "even" || s.balance == "time", "--balance '", s.balance, "': expected even or time");
+  requireArg(s.virtualStages >= 2 && s.virtualStages <= 64, "--virtual-stages must be between 2 and 64");
 }
 
 std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
@@ -96,7 +99,14 @@ std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
   std::vector<ParallelConfig> plan = {layout("1 worker", 1), layout("dp=2", 2),
                                       layout("dp=2 zero-1", 2, 1, {}, 0, true)};
   for (const std::string& schedule : s.schedules)
-    for (int m : s.microBatches) plan.push_back(layout(fmt::format("pp=2 {} m={}", schedule, m), 2, 2, schedule, m));
+    for (int m : s.microBatches) {
+      if (schedule != "interleaved") {
+        plan.push_back(layout(fmt::format("pp=2 {} m={}", schedule, m), 2, 2, schedule, m));
+      } else if (m % 2 == 0) {  // rounds of p micro-batches
+        plan.push_back(layout(fmt::format("pp=2 interleaved v={} m={}", s.virtualStages, m), 2, 2, schedule, m));
+        plan.back().virtualStages = s.virtualStages;
+      }
+    }
   int m = s.microBatches.front();
   for (int candidate : s.microBatches)
     if (candidate <= 8 && (m > 8 || candidate > m)) m = candidate;

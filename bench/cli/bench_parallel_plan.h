@@ -20,6 +20,7 @@ struct ParallelConfig {
   int pp = 1;
   std::string schedule;  // pp > 1
   int microBatches = 0;  // pp > 1
+  int virtualStages = 1;  // interleaved
   bool shardOptimizer = false;
 
   // The flags after gyre_train_worker's common ones.
@@ -33,7 +34,8 @@ struct ParallelBenchSettings {
   int globalBatch = 512;
   int steps = 20;
   int skip = 3;
-  std::vector<std::string> schedules = {"gpipe", "1f1b", "zero-bubble"};
+  std::vector<std::string> schedules = {"gpipe", "1f1b", "zero-bubble", "interleaved"};
+  int virtualStages = 2;  // interleaved: stages per worker (its rows skip odd m)
   std::vector<int> microBatches = {1, 2, 4, 8, 16};
   std::string balance = "time";
 };
@@ -47,8 +49,8 @@ std::vector<std::string> parseScheduleList(const std::string& text);
 void validate(const ParallelBenchSettings& s);
 
 // In the order they run: 1 worker; dp = 2; dp = 2 with the sharded optimizer step (ZeRO-1);
-// pp = 2 for each schedule and m; on 4 workers dp = 2 × pp = 2 (1f1b, the largest m of the list
-// that is at most 8).
+// pp = 2 for each schedule and m (interleaved: even m only, virtualStages per worker); on 4
+// workers dp = 2 × pp = 2 (1f1b, the largest m of the list that is at most 8).
 std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s);
 
 // What a row reports, from the worker's JSON epoch lines (the timed steps of every epoch).

@@ -27,8 +27,8 @@ using pipeline::PlanStep;
 
 // A boundary's shape past dimension 0 and its dtype, sent once: [dtype, rank, dims...].
 constexpr std::size_t kHeaderLength = 16;
-constexpr int kHeaderTag = 1 << 30;  // + the boundary
-constexpr int kDataTag = 0x5050;     // activations and gradients
+constexpr int kHeaderTag = 0x5051;
+constexpr int kDataTag = 0x5050;  // activations and gradients
 
 double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -98,61 +98,45 @@ class Pipeline::Run {
     return ::torch::empty(shape, ::torch::TensorOptions().dtype(pipe_.boundaryType_[static_cast<std::size_t>(boundary)]));
   }
 
-  // The first activation across a boundary: its shape and dtype go ahead of it, once per Pipeline.
-  void learnBoundary(const Message& msg, const Tensor* produced) {
-    const auto boundary = static_cast<std::size_t>(std::min(msg.fromStage, msg.toStage));
-    if (pipe_.boundaryShape_[boundary] || msg.gradient) return;
-    std::array<std::int64_t, kHeaderLength> header{};
-    const int peer = pipeline::rankOfStage(produced ? msg.toStage : msg.fromStage, pipe_.p_);
-    if (produced != nullptr) {
-      GYRE_ARG_CHECK(produced->dim() >= 1 && produced->dim() <= static_cast<std::int64_t>(kHeaderLength) - 2,
-                     "pipeline stage ", msg.fromStage, "'s output has ", produced->dim(),
-                     " dimensions; a stage's output is [micro-batch, ...] with at most ", kHeaderLength - 3,
-                     " more");
-      header[0] = static_cast<std::int64_t>(produced->scalar_type());
-      header[1] = produced->dim() - 1;
-      for (std::int64_t d = 1; d < produced->dim(); ++d) header[static_cast<std::size_t>(d + 1)] = produced->size(d);
-      if (peer != pipe_.rank_)  // small: it goes out into the transport's buffer at once
-        pipe_.comm_->send(header.data(), kHeaderLength, peer, P2POptions{DataType::kInt64, kHeaderTag + int(boundary)});
-    } else {
-      pipe_.comm_->recv(header.data(), kHeaderLength, peer, P2POptions{DataType::kInt64, kHeaderTag + int(boundary)});
-    }
-    pipe_.boundaryType_[boundary] = static_cast<::torch::ScalarType>(header[0]);
-    pipe_.boundaryShape_[boundary] = std::vector<std::int64_t>(header.begin() + 2, header.begin() + 2 + header[1]);
-  }
-
   // Whether anything crossed to another rank.
   bool exchange(const PlanStep& step) {
     const int self = pipe_.rank_;
-    Tensor out, in;
-    int dst = -1, src = -1;
-    if (step.send) {
-      const auto it = outbox_.find(key(*step.send));
+    std::vector<Tensor> keep;  // the buffers of the messages in flight
+    std::vector<P2PMessage> sends, recvs;
+    std::vector<Message> arriving;
+    for (const Message& msg : step.sends) {
+      const auto it = outbox_.find(key(msg));
       GYRE_ENFORCE(it != outbox_.end(), "pipeline: nothing to send for a planned message");
-      out = it->second.contiguous();
+      Tensor out = it->second.contiguous();
       outbox_.erase(it);
-      dst = pipeline::rankOfStage(step.send->toStage, pipe_.p_);
+      const int dst = pipeline::rankOfStage(msg.toStage, pipe_.p_);
       if (dst == self) {  // a stage of this rank: handed over
-        inbox_[key(*step.send)] = out;
-        dst = -1;
+        inbox_[key(msg)] = out;
+        continue;
       }
+      sends.push_back({dst, out.data_ptr(), static_cast<std::size_t>(bytesOf(out))});
+      keep.push_back(std::move(out));
     }
-    if (step.recv) {
-      src = pipeline::rankOfStage(step.recv->fromStage, pipe_.p_);
-      if (src == self) {
-        src = -1;  // handed over by an earlier exchange, or just above
-      } else {
-        learnBoundary(*step.recv, nullptr);
-        in = allocate(*step.recv);
-      }
+    for (const Message& msg : step.recvs) {
+      const int src = pipeline::rankOfStage(msg.fromStage, pipe_.p_);
+      if (src == self) continue;  // handed over by an earlier exchange, or just above
+      Tensor in = allocate(msg);
+      recvs.push_back({src, in.data_ptr(), static_cast<std::size_t>(bytesOf(in))});
+      arriving.push_back(msg);
+      keep.push_back(std::move(in));
     }
-    if (dst < 0 && src < 0) return false;
-    // As bytes: the two halves may carry different dtypes. The sizes are checked on receipt.
-    pipe_.comm_->sendRecv(dst >= 0 ? out.data_ptr() : nullptr, dst >= 0 ? static_cast<std::size_t>(bytesOf(out)) : 0,
-                          dst, src >= 0 ? in.data_ptr() : nullptr,
-                          src >= 0 ? static_cast<std::size_t>(bytesOf(in)) : 0, src,
-                          P2POptions{DataType::kUInt8, kDataTag});
-    if (src >= 0) inbox_[key(*step.recv)] = in;
+    if (sends.empty() && recvs.empty()) return false;
+    // As bytes: the messages may carry different dtypes. The sizes are checked on receipt.
+    const P2POptions options{DataType::kUInt8, kDataTag};
+    if (sends.size() <= 1 && recvs.size() <= 1) {
+      const P2PMessage none{};
+      const P2PMessage& out = sends.empty() ? none : sends[0];
+      const P2PMessage& in = recvs.empty() ? none : recvs[0];
+      pipe_.comm_->sendRecv(out.buffer, out.count, out.peer, in.buffer, in.count, in.peer, options);
+    } else {
+      pipe_.comm_->exchange(sends, recvs, options);
+    }
+    for (std::size_t i = 0; i < arriving.size(); ++i) inbox_[key(arriving[i])] = keep[sends.size() + i];
     return true;
   }
 
@@ -222,9 +206,7 @@ class Pipeline::Run {
         lossSum_ += records.back().output.item<double>();
       }
     } else {
-      const Message out{false, a.microBatch, g, g + 1};
-      learnBoundary(out, &y);
-      outbox_[key(out)] = y.detach();
+      outbox_[key(Message{false, a.microBatch, g, g + 1})] = y.detach();
     }
     if (!training()) return;
     Held& held = held_[{a.microBatch, a.chunk}];
@@ -342,21 +324,73 @@ Pipeline::Pipeline(std::vector<::torch::nn::Sequential> stages, std::shared_ptr<
     GYRE_ARG_CHECK(stages_[c] && !stages_[c]->is_empty(), "pipeline stage ", c, " of this rank has no layers");
   rank_ = comm_->rank(), p_ = comm_->size(), v_ = static_cast<int>(stages_.size());
   (void)pipelineActions(options_.schedule, rank_, p_, options_.microBatches, v_);  // refuses what cannot run
-  GYRE_ARG_CHECK(options_.schedule != PipelineSchedule::kInterleaved,
-                 "the interleaved pipeline schedule is not supported yet: its steady state needs exchanges of two "
-                 "sends and two receives at once, which the pipeline's exchanges (one of each) cannot do without "
-                 "risking a deadlock; use 1f1b, gpipe or zero-bubble");
   boundaryShape_.assign(static_cast<std::size_t>(p_ * v_), std::nullopt);
   boundaryType_.assign(static_cast<std::size_t>(p_ * v_), ::torch::kFloat32);
+}
+
+struct Pipeline::Plan {
+  std::vector<pipeline::PlanStep> steps;
+};
+
+void Pipeline::learnShapes(const ::torch::Tensor& input) {
+  const int stages = p_ * v_;
+  if (stages == 1 || boundaryShape_[0]) return;
+  // Stage by stage, each owner runs its stage on one sample (its input: the batch's first, or
+  // zeros of the shape that came) and sends the output's shape and dtype on, before any data
+  // moves: a pipeline's messages between two ranks then carry data only, in plan order.
+  ::torch::NoGradGuard noGrad;
+  std::vector<bool> training;
+  for (auto& stage : stages_) training.push_back(stage->is_training()), stage->eval();  // no statistics move
+  Tensor carried;  // the previous stage's output, when this rank holds it
+  for (int g = 0; g < stages; ++g) {
+    const int owner = pipeline::rankOfStage(g, p_);
+    if (owner != rank_) continue;
+    Tensor x;
+    if (g == 0) {
+      x = input.narrow(0, 0, 1);
+    } else if (pipeline::rankOfStage(g - 1, p_) == rank_) {
+      x = carried;
+    } else {
+      std::array<std::int64_t, kHeaderLength> header{};
+      comm_->recv(header.data(), kHeaderLength, pipeline::rankOfStage(g - 1, p_), P2POptions{DataType::kInt64, kHeaderTag});
+      const auto b = static_cast<std::size_t>(g - 1);
+      boundaryType_[b] = static_cast<::torch::ScalarType>(header[0]);
+      boundaryShape_[b] = std::vector<std::int64_t>(header.begin() + 2, header.begin() + 2 + header[1]);
+      std::vector<std::int64_t> shape = {1};
+      shape.insert(shape.end(), boundaryShape_[b]->begin(), boundaryShape_[b]->end());
+      x = ::torch::zeros(shape, ::torch::TensorOptions().dtype(boundaryType_[b]));
+    }
+    carried = stages_[static_cast<std::size_t>(g / p_)]->forward(x);
+    if (g == stages - 1) break;
+    GYRE_ARG_CHECK(carried.dim() >= 1 && carried.dim() <= static_cast<std::int64_t>(kHeaderLength) - 2,
+                   "pipeline stage ", g, "'s output has ", carried.dim(),
+                   " dimensions; a stage's output is [micro-batch, ...] with at most ", kHeaderLength - 3, " more");
+    std::array<std::int64_t, kHeaderLength> header{};
+    header[0] = static_cast<std::int64_t>(carried.scalar_type());
+    header[1] = carried.dim() - 1;
+    for (std::int64_t d = 1; d < carried.dim(); ++d) header[static_cast<std::size_t>(d + 1)] = carried.size(d);
+    const auto b = static_cast<std::size_t>(g);
+    boundaryType_[b] = carried.scalar_type();
+    boundaryShape_[b] = std::vector<std::int64_t>(header.begin() + 2, header.begin() + 2 + header[1]);
+    if (const int next = pipeline::rankOfStage(g + 1, p_); next != rank_)
+      comm_->send(header.data(), kHeaderLength, next, P2POptions{DataType::kInt64, kHeaderTag});
+  }
+  for (std::size_t c = 0; c < stages_.size(); ++c) stages_[c]->train(training[c]);
+  // The boundaries this rank's stages touch are known; mark the others, so the probe runs once.
+  for (auto& shape : boundaryShape_)
+    if (!shape) shape = std::vector<std::int64_t>{};
 }
 
 double Pipeline::step(const ::torch::Tensor& input, const ::torch::Tensor& target, const Loss& loss) {
   GYRE_ARG_CHECK(input.defined() && input.dim() >= 1 && target.defined() && target.size(0) == input.size(0),
                  "a pipeline step needs an input and a target with the same number of samples");
+  learnShapes(input);
   stats_ = {};
   const Clock::time_point start = Clock::now();
   Run run(*this, input, target, &loss, options_.microBatches);
-  run.follow(pipeline::planOf(options_.schedule, rank_, p_, options_.microBatches, v_));
+  if (!plan_)  // the same every step: batched plans are walked together once
+    plan_ = std::make_shared<const Plan>(Plan{pipeline::planOf(options_.schedule, rank_, p_, options_.microBatches, v_)});
+  run.follow(plan_->steps);
   double total = run.lossSum();
   comm_->broadcast(&total, 1, BroadcastOptions{DataType::kFloat64, p_ - 1});
   stats_.seconds = secondsSince(start);
@@ -365,6 +399,7 @@ double Pipeline::step(const ::torch::Tensor& input, const ::torch::Tensor& targe
 
 ::torch::Tensor Pipeline::forward(const ::torch::Tensor& input) {
   GYRE_ARG_CHECK(input.defined() && input.dim() >= 1, "a pipeline forward needs an input of [batch, ...]");
+  learnShapes(input);
   ::torch::NoGradGuard noGrad;
   const int m = static_cast<int>(std::min<std::int64_t>(options_.microBatches, input.size(0)));
   std::vector<PipelineAction> actions;

@@ -20,28 +20,36 @@ struct Message {
   bool operator==(const Message&) const = default;
 };
 
-// One thing to do: an exchange (a send and/or a receive, progressed together), or an action.
+// One thing to do: an exchange (sends and receives, progressed together), or an action.
 struct PlanStep {
-  std::optional<Message> send, recv;  // an exchange when either is set
+  std::vector<Message> sends, recvs;  // an exchange when there is no action
   std::optional<PipelineAction> action;
+  int before = -1;  // a batched exchange: the index of the action it receives for
 };
 
 // The global stage of `chunk` on `rank` of p ranks, and the rank that holds global stage g.
 inline int globalStage(int chunk, int rank, int p) { return chunk * p + rank; }
 inline int rankOfStage(int stage, int p) { return stage % p; }
 
-// Rank `rank`'s plan: before an action that needs a message, one exchange that receives it and
-// sends what the actions before produced (at most one message waits: a second one to send goes
-// out in an exchange of its own before the next action); after the last action, the last send.
-// An input gradient (zero-bubble's I) followed by weight gradients goes out at once, in an
-// exchange of its own: the stage before waits for it, the weight gradients for nobody.
+// Rank `rank`'s plan. With one stage per rank: before an action that needs a message, one
+// exchange that receives it and sends what the actions before produced (at most one message
+// waits: a second one to send goes out in an exchange of its own before the next action); after
+// the last action, the last send. An input gradient (zero-bubble's I) followed by weight
+// gradients goes out at once, in an exchange of its own: the stage before waits for it, the
+// weight gradients for nobody. With v > 1 stages per rank (interleaved), exchanges are batched:
+// before an action whose message has not come, every message produced since the last exchange
+// goes out, and that message comes in with, when the action right after needs one the other way
+// (an activation, then a gradient), that one too, as Megatron-LM's interleaved schedule does;
+// every rank's batched plans are walked together, and a look-ahead that would leave a rank
+// waiting for a message its peers send only after its next action is dropped.
 // Messages to a stage on this same rank are in the plan too (the runtime hands them over).
 std::vector<PlanStep> planOf(PipelineSchedule schedule, int rank, int p, int m, int v);
 // The same for any list of actions (forward-only evaluation: every F in micro-batch order).
 std::vector<PlanStep> planOfActions(const std::vector<PipelineAction>& actions, int rank, int p, int v);
 
 // Walks every rank's plan with sends that wait for their receiver (no buffering: the strictest
-// transport). Empty when every rank finishes; otherwise what each stuck rank waits for.
+// transport), messages between two ranks taken in order. Empty when every rank finishes;
+// otherwise what each stuck rank waits for.
 std::string findDeadlock(PipelineSchedule schedule, int p, int m, int v);
 
 }  // namespace gyre::torch::pipeline

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "common/check.h"
@@ -198,86 +199,214 @@ std::string describe(const Message& msg) {
 
 }  // namespace
 
-std::vector<PlanStep> planOf(PipelineSchedule schedule, int rank, int p, int m, int v) {
-  return planOfActions(pipelineActions(schedule, rank, p, m, v), rank, p, v);
-}
+namespace {
 
-std::vector<PlanStep> planOfActions(const std::vector<PipelineAction>& actions, int rank, int p, int v) {
-  const int stages = p * v;
+// One message a step at most: before an action that needs a message, an exchange that receives
+// it and sends what the actions before produced.
+std::vector<PlanStep> planOneByOne(const std::vector<PipelineAction>& actions, int rank, int p, int stages) {
   std::vector<PlanStep> plan;
   std::optional<Message> pending;  // produced, not yet sent
+  auto exchange = [&](std::optional<Message> in) {
+    PlanStep step;
+    if (pending) step.sends.push_back(*pending);
+    if (in) step.recvs.push_back(*in);
+    plan.push_back(std::move(step));
+    pending.reset();
+  };
   for (std::size_t i = 0; i < actions.size(); ++i) {
     const PipelineAction& a = actions[i];
     const Traffic t = trafficOf(a, rank, p, stages);
     if (t.in) {
-      plan.push_back(PlanStep{pending, t.in, std::nullopt});
-      pending.reset();
+      exchange(t.in);
     } else if (t.out && pending) {
-      plan.push_back(PlanStep{pending, std::nullopt, std::nullopt});  // one waiting message at most
-      pending.reset();
+      exchange(std::nullopt);  // one waiting message at most
     }
-    plan.push_back(PlanStep{std::nullopt, std::nullopt, a});
+    plan.push_back(PlanStep{{}, {}, a});
     if (t.out) pending = t.out;
     // Zero-bubble: the stage before waits for an input gradient; the weight gradients after it
     // wait for nobody, so it goes out first.
-    if (pending && a.kind == PipelineAction::Kind::kBackwardInput && i + 1 < actions.size() &&
-        actions[i + 1].kind == PipelineAction::Kind::kBackwardWeight) {
-      plan.push_back(PlanStep{pending, std::nullopt, std::nullopt});
-      pending.reset();
-    }
+    if (pending && a.kind == Kind::kBackwardInput && i + 1 < actions.size() &&
+        actions[i + 1].kind == Kind::kBackwardWeight)
+      exchange(std::nullopt);
   }
-  if (pending) plan.push_back(PlanStep{pending, std::nullopt, std::nullopt});
+  if (pending) exchange(std::nullopt);
   return plan;
 }
 
-std::string findDeadlock(PipelineSchedule schedule, int p, int m, int v) {
-  struct Walker {
-    std::vector<PlanStep> plan;
-    std::size_t at = 0;
-    bool sent = false, received = false;  // the halves of the exchange at `at`
+// Batched: before an action whose message has not come, one exchange that sends every message
+// produced since the last and receives that one and, when the action right after needs one the
+// other way, that one too (Megatron-LM's send_forward_backward_recv_forward_backward), unless
+// the exchange before action i is in `noLookahead`.
+std::vector<PlanStep> planBatched(const std::vector<PipelineAction>& actions, int rank, int p, int stages,
+                                  const std::set<std::size_t>& noLookahead) {
+  std::vector<PlanStep> plan;
+  std::vector<Message> pending;
+  std::vector<Message> received;
+  const auto has = [&](const Message& m) { return std::find(received.begin(), received.end(), m) != received.end(); };
+  const auto fromSelf = [&](const Message& m) { return rankOfStage(m.fromStage, p) == rank; };
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const Traffic t = trafficOf(actions[i], rank, p, stages);
+    if (t.in && fromSelf(*t.in)) {  // one pipeline rank (p = 1): handed over, once it has gone out
+      if (std::find(pending.begin(), pending.end(), *t.in) != pending.end()) {
+        plan.push_back(PlanStep{std::move(pending), {}, std::nullopt});
+        pending.clear();
+      }
+    } else if (t.in && !has(*t.in)) {
+      PlanStep step;
+      step.sends = std::move(pending);
+      pending.clear();
+      step.recvs.push_back(*t.in);
+      step.before = static_cast<int>(i);
+      if (i + 1 < actions.size() && !noLookahead.count(i)) {
+        const Traffic next = trafficOf(actions[i + 1], rank, p, stages);
+        if (next.in && !fromSelf(*next.in) && next.in->gradient != t.in->gradient && !has(*next.in))
+          step.recvs.push_back(*next.in);
+      }
+      received.insert(received.end(), step.recvs.begin(), step.recvs.end());
+      plan.push_back(std::move(step));
+    }
+    plan.push_back(PlanStep{{}, {}, actions[i]});
+    if (t.out) pending.push_back(*t.out);
+  }
+  if (!pending.empty()) plan.push_back(PlanStep{std::move(pending), {}, std::nullopt});
+  return plan;
+}
+
+// Every rank's plan walked together with sends that wait for their receiver (no buffering),
+// messages between two ranks taken in the order they were sent and received in the order the
+// receiver lists them. Per rank, the step where it is stuck (plan size when it finished) and
+// which receives of it have come.
+struct Walk {
+  std::vector<std::size_t> at;
+  std::vector<std::vector<bool>> sent, received;
+  bool finished = false;
+};
+
+Walk walk(const std::vector<std::vector<PlanStep>>& plans) {
+  const int p = static_cast<int>(plans.size());
+  Walk w;
+  w.at.assign(plans.size(), 0);
+  w.sent.resize(plans.size());
+  w.received.resize(plans.size());
+  const auto current = [&](int r) -> const PlanStep* {
+    const auto& plan = plans[static_cast<std::size_t>(r)];
+    const std::size_t at = w.at[static_cast<std::size_t>(r)];
+    return at < plan.size() ? &plan[at] : nullptr;
   };
-  std::vector<Walker> ranks(static_cast<std::size_t>(p));
-  for (int r = 0; r < p; ++r) ranks[static_cast<std::size_t>(r)].plan = planOf(schedule, r, p, m, v);
-  const auto current = [](Walker& w) -> PlanStep* { return w.at < w.plan.size() ? &w.plan[w.at] : nullptr; };
+  const auto arrive = [&](int r) {
+    const auto i = static_cast<std::size_t>(r);
+    w.sent[i].clear(), w.received[i].clear();
+    if (const PlanStep* step = current(r)) {
+      w.sent[i].assign(step->sends.size(), false);
+      w.received[i].assign(step->recvs.size(), false);
+    }
+  };
+  const auto peerOf = [p](const Message& msg, bool sending) {
+    return rankOfStage(sending ? msg.toStage : msg.fromStage, p);
+  };
+  for (int r = 0; r < p; ++r) arrive(r);
   for (;;) {
     bool moved = false, done = true;
     for (int r = 0; r < p; ++r) {
-      Walker& w = ranks[static_cast<std::size_t>(r)];
-      PlanStep* step = current(w);
+      const auto ri = static_cast<std::size_t>(r);
+      const PlanStep* step = current(r);
       if (step == nullptr) continue;
       done = false;
       if (step->action) {  // compute needs nobody
-        ++w.at, moved = true;
+        ++w.at[ri], moved = true;
+        arrive(r);
         continue;
       }
-      if (step->send && !w.sent) {
-        // Delivered once the receiver's current exchange takes it (a stage on this rank: at once).
-        const Message& msg = *step->send;
-        Walker& to = ranks[static_cast<std::size_t>(rankOfStage(msg.toStage, p))];
-        if (&to == &w) {
-          w.sent = true, moved = true;
-        } else if (PlanStep* there = current(to); there != nullptr && there->recv && *there->recv == msg &&
-                                                  !to.received) {
-          w.sent = true, to.received = true, moved = true;
+      for (std::size_t i = 0; i < step->sends.size(); ++i) {
+        if (w.sent[ri][i]) continue;
+        const Message& msg = step->sends[i];
+        const int to = peerOf(msg, true);
+        bool earlierPending = false;  // in order with this exchange's earlier sends to that rank
+        for (std::size_t k = 0; k < i; ++k)
+          if (!w.sent[ri][k] && peerOf(step->sends[k], true) == to) earlierPending = true;
+        if (earlierPending) continue;
+        if (to == r) {  // a stage of this rank: handed over
+          w.sent[ri][i] = true, moved = true;
+          continue;
+        }
+        const PlanStep* theirs = current(to);
+        if (theirs == nullptr || theirs->action) continue;
+        const auto ti = static_cast<std::size_t>(to);
+        // The receiver takes it only as its first receive from this rank not yet done.
+        for (std::size_t k = 0; k < theirs->recvs.size(); ++k) {
+          if (w.received[ti][k] || peerOf(theirs->recvs[k], false) != r) continue;
+          if (theirs->recvs[k] == msg) w.sent[ri][i] = true, w.received[ti][k] = true, moved = true;
+          break;
         }
       }
-      if (step->recv && !w.received && rankOfStage(step->recv->fromStage, p) == r) w.received = true, moved = true;
-      if ((!step->send || w.sent) && (!step->recv || w.received)) {
-        ++w.at, w.sent = false, w.received = false, moved = true;
+      for (std::size_t k = 0; k < step->recvs.size(); ++k)
+        if (!w.received[ri][k] && peerOf(step->recvs[k], false) == r) w.received[ri][k] = true, moved = true;
+      const auto all = [](const std::vector<bool>& v) { return std::all_of(v.begin(), v.end(), [](bool b) { return b; }); };
+      if (all(w.sent[ri]) && all(w.received[ri])) {
+        ++w.at[ri], moved = true;
+        arrive(r);
       }
     }
-    if (done) return "";
-    if (!moved) break;
+    if (done) {
+      w.finished = true;
+      return w;
+    }
+    if (!moved) return w;
   }
+}
+
+// Batched plans for every rank: a lookahead that leaves a rank waiting for a message its peers
+// can only send after this rank's next action (the schedule's warm-up covering every
+// micro-batch, for instance) is dropped, and the plans walked again.
+std::vector<std::vector<PlanStep>> batchedPlans(PipelineSchedule schedule, int p, int m, int v) {
+  std::vector<std::vector<PipelineAction>> actions;
+  for (int r = 0; r < p; ++r) actions.push_back(pipelineActions(schedule, r, p, m, v));
+  std::vector<std::set<std::size_t>> noLookahead(static_cast<std::size_t>(p));
+  for (;;) {
+    std::vector<std::vector<PlanStep>> plans;
+    for (int r = 0; r < p; ++r)
+      plans.push_back(planBatched(actions[static_cast<std::size_t>(r)], r, p, p * v, noLookahead[static_cast<std::size_t>(r)]));
+    const Walk w = walk(plans);
+    if (w.finished) return plans;
+    bool dropped = false;
+    for (int r = 0; r < p; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      if (w.at[ri] >= plans[ri].size()) continue;
+      const PlanStep& step = plans[ri][w.at[ri]];
+      if (step.action || step.recvs.size() < 2 || w.received[ri][1]) continue;
+      dropped = noLookahead[ri].insert(static_cast<std::size_t>(step.before)).second || dropped;
+    }
+    if (!dropped) return plans;  // stuck for another reason: findDeadlock reports it
+  }
+}
+
+}  // namespace
+
+std::vector<PlanStep> planOf(PipelineSchedule schedule, int rank, int p, int m, int v) {
+  if (v > 1) return batchedPlans(schedule, p, m, v)[static_cast<std::size_t>(rank)];
+  return planOneByOne(pipelineActions(schedule, rank, p, m, v), rank, p, p);
+}
+
+std::vector<PlanStep> planOfActions(const std::vector<PipelineAction>& actions, int rank, int p, int v) {
+  return v > 1 ? planBatched(actions, rank, p, p * v, {}) : planOneByOne(actions, rank, p, p);
+}
+
+std::string findDeadlock(PipelineSchedule schedule, int p, int m, int v) {
+  std::vector<std::vector<PlanStep>> plans;
+  for (int r = 0; r < p; ++r) plans.push_back(planOf(schedule, r, p, m, v));
+  const Walk w = walk(plans);
+  if (w.finished) return "";
   std::ostringstream why;
   for (int r = 0; r < p; ++r) {
-    Walker& w = ranks[static_cast<std::size_t>(r)];
-    const PlanStep* step = current(w);
-    if (step == nullptr) continue;
+    const auto ri = static_cast<std::size_t>(r);
+    if (w.at[ri] >= plans[ri].size()) continue;
+    const PlanStep& step = plans[ri][w.at[ri]];
     why << "rank " << r << " waits to";
-    if (step->send && !w.sent) why << " send the " << describe(*step->send);
-    if (step->recv && !w.received) why << (step->send && !w.sent ? " and" : "") << " receive the " << describe(*step->recv);
-    why << "; ";
+    for (std::size_t i = 0; i < step.sends.size(); ++i)
+      if (!w.sent[ri][i]) why << " send the " << describe(step.sends[i]) << ";";
+    for (std::size_t k = 0; k < step.recvs.size(); ++k)
+      if (!w.received[ri][k]) why << " receive the " << describe(step.recvs[k]) << ";";
+    why << " ";
   }
   return why.str();
 }

@@ -76,11 +76,13 @@ void checkModelParallel(const TrainOptions& o) {
                    "they need --pp 2 or more");
   if (o.pp == 1) return;
   checkCombinations(o);
-  GYRE_USAGE_CHECK(o.schedule != "interleaved",
-                   "--schedule interleaved is not supported yet: its steady state needs exchanges of two sends and "
-                   "two receives at once; use 1f1b, gpipe or zero-bubble");
   GYRE_USAGE_CHECK(o.virtualStages == 1 || o.schedule == "interleaved", "--virtual-stages ", o.virtualStages,
                    " is for --schedule interleaved");
+  GYRE_USAGE_CHECK(o.schedule != "interleaved" || o.virtualStages > 1,
+                   "--schedule interleaved needs --virtual-stages 2 or more (stages per worker)");
+  GYRE_USAGE_CHECK(o.schedule != "interleaved" || microBatchesOf(o) % o.pp == 0, "--schedule interleaved runs "
+                   "micro-batches in rounds of --pp: --micro-batches ", microBatchesOf(o), " is not a multiple of ",
+                   o.pp);
   const int stages = o.pp * o.virtualStages;
   GYRE_USAGE_CHECK(modelLayers(o) >= stages, "the ", o.model, " has ", modelLayers(o), " layers: too few for ",
                    stages, " pipeline stages", o.model == "vit" ? " (a deeper --vit-depth adds layers)" : "");

@@ -336,7 +336,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
     {.name = "--schedule",
      .field = &O::schedule,
      .help = "The pipeline's order of forwards and backwards: gpipe (all forwards first), 1f1b (fewer "
-             "activations held) or zero-bubble (weight gradients fill the idle time); interleaved is refused for now",
+             "activations held), zero-bubble (weight gradients fill the idle time) or interleaved (--virtual-stages "
+             "stages per worker: a smaller bubble)",
      .group = kModelParallel,
      .choices = "gpipe|1f1b|interleaved|zero-bubble"},
     {.name = "--virtual-stages",

@@ -81,6 +81,8 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
                            "--balance", "2,4"}},
       {"pp3-gpipe-recompute", {"--np", "3", "--pp", "3", "--schedule", "gpipe", "--recompute", "--micro-batches",
                                "5"}},
+      {"pp2-interleaved", {"--np", "2", "--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2",
+                           "--micro-batches", "4"}},
       {"dp2-pp2", {"--np", "4", "--pp", "2", "--dp", "2"}},
   };
   for (const auto& [name, layout] : layouts) {

@@ -45,7 +45,7 @@ TEST(BenchParallel, ListsAndSettingsAreChecked) {
   EXPECT_EQ(parseMicroBatchList("1,2,4,8,16"), (std::vector<int>{1, 2, 4, 8, 16}));
   EXPECT_EQ(parseScheduleList("1f1b,zero-bubble"), (std::vector<std::string>{"1f1b", "zero-bubble"}));
   for (const char* bad : {"", "0", "1,1", "4,x", "2000"}) EXPECT_THROW(parseMicroBatchList(bad), InvalidArgument) << bad;
-  for (const char* bad : {"", "1f1b,1f1b", "interleaved", "pipedream"})
+  for (const char* bad : {"", "1f1b,1f1b", "pipedream"})
     EXPECT_THROW(parseScheduleList(bad), InvalidArgument) << bad;
   ParallelBenchSettings s;
   EXPECT_NO_THROW(validate(s));
@@ -62,13 +62,17 @@ TEST(BenchParallel, ListsAndSettingsAreChecked) {
 TEST(BenchParallel, ThePlanRunsEveryScheduleAndMicroBatchCount) {
   ParallelBenchSettings s;
   const std::vector<ParallelConfig> plan = planParallel(s);
-  ASSERT_EQ(plan.size(), 3u + 3 * 5 + 1);
+  ASSERT_EQ(plan.size(), 3u + 3 * 5 + 4 + 1);  // interleaved: m = 2, 4, 8, 16
   EXPECT_EQ(plan[0].world, 1);
   EXPECT_TRUE(plan[0].flags("time").empty());
   EXPECT_EQ(plan[2].flags("time"), (std::vector<std::string>{"--shard-optimizer"}));
   EXPECT_EQ(plan[3].name, "pp=2 gpipe m=1");
   EXPECT_EQ(plan[3].flags("time"), (std::vector<std::string>{"--pp", "2", "--schedule", "gpipe", "--micro-batches",
                                                             "1", "--balance", "time"}));
+  EXPECT_EQ(plan[18].name, "pp=2 interleaved v=2 m=2");
+  EXPECT_EQ(plan[18].flags("even"), (std::vector<std::string>{"--pp", "2", "--schedule", "interleaved",
+                                                              "--micro-batches", "2", "--balance", "even",
+                                                              "--virtual-stages", "2"}));
   EXPECT_EQ(plan.back().name, "dp=2 x pp=2 1f1b m=8");
   EXPECT_EQ(plan.back().world, 4);
   s.microBatches = {16, 2};

@@ -259,7 +259,13 @@ TEST(TrainOptions, ModelParallelFlagsAreCheckedBeforeAnyWorker) {
   o.pp = 2;
   EXPECT_EQ(refusal(o), "");
   o.schedule = "interleaved";
-  EXPECT_NE(refusal(o).find("--schedule interleaved is not supported yet"), std::string::npos) << refusal(o);
+  EXPECT_EQ(refusal(o), "--schedule interleaved needs --virtual-stages 2 or more (stages per worker)");
+  o.virtualStages = 2;
+  o.microBatches = 3;
+  EXPECT_EQ(refusal(o), "--schedule interleaved runs micro-batches in rounds of --pp: --micro-batches 3 is not a "
+                        "multiple of 2");
+  o.microBatches = 0;
+  EXPECT_EQ(refusal(o), "");
   o.schedule = "gpipe";
   o.virtualStages = 2;
   EXPECT_EQ(refusal(o), "--virtual-stages 2 is for --schedule interleaved");

@@ -11,17 +11,17 @@
 //   1F1B         (PipeDream-flush) p − 1 − r warm-up Fs, then one F and one B in turn, then the
 //                remaining Bs                               held: at most p − r
 //   interleaved  1F1B over v stages per rank (Megatron-LM's order; m a multiple of p): the bubble
-//                shrinks from (p−1)/(m+p−1) to (p−1)/(v·m+p−1). pipelineActions gives its order;
-//                Pipeline refuses it for now: its steady state needs two sends and two receives
-//                in one exchange, and the exchanges here carry one of each
+//                shrinks from (p−1)/(m+p−1) to (p−1)/(v·m+p−1); its exchanges are batched, two
+//                sends and two receives at once (Communicator::exchange)
 //   zero-bubble  1F1B whose backward is split into the input gradient (B), which the stage before
 //                waits for, and the weight gradient (W), which nobody waits for: rank r defers its
 //                Ws by p − 1 − r micro-batches and runs them where 1F1B waits (ZB-H1, Qi et al. 2023)
 //
 // Activations go forward and their gradients backward as the communicator's point-to-point
-// messages; a send and the next receive go together (Communicator::sendRecv), so no two stages
-// wait on each other's sends. A stage's output is [b, ...] for a micro-batch of b samples, the
-// rest of its shape and its dtype fixed: they travel once, on the first step, and never again.
+// messages; a send and the next receive go together (Communicator::sendRecv, or ::exchange for
+// several), so no two stages wait on each other's sends. A stage's output is [b, ...] for a
+// micro-batch of b samples, the rest of its shape and its dtype fixed: the first step learns
+// them from a one-sample forward of each stage in turn, and they never travel again.
 //
 // Gradients accumulate in the stages' parameters and equal the unsplit model's on the whole batch
 // (each micro-batch's loss is weighted by its share of the batch, as a mean over the batch is):
@@ -161,6 +161,10 @@ class Pipeline {
   class Run;  // one step's state (pipeline.cc)
 
  private:
+  // On the first step (or forward): every boundary's shape and dtype, from a one-sample forward
+  // of each stage in turn. Collective over the group.
+  void learnShapes(const ::torch::Tensor& input);
+
   std::vector<::torch::nn::Sequential> stages_;
   std::shared_ptr<Communicator> comm_;
   PipelineOptions options_;
@@ -169,6 +173,8 @@ class Pipeline {
   // learnt on the first step (empty until then).
   std::vector<std::optional<std::vector<std::int64_t>>> boundaryShape_;
   std::vector<::torch::ScalarType> boundaryType_;
+  struct Plan;  // this rank's exchanges and actions of a step (pipeline_plan.h), made on the first
+  std::shared_ptr<const Plan> plan_;
   PipelineStepStats stats_;
 };
 
