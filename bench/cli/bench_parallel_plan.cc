@@ -161,7 +161,8 @@ std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const
   // The bubble of GPipe and 1F1B, p = 2, every m >= 4 that ran.
   for (const ParallelResult& r : results) {
     const ParallelConfig& c = r.config;
-    if (c.world != 2 || c.pp != 2 || c.microBatches < 4 || c.schedule == "zero-bubble" || !r.figures.bubble)
+    if (c.world != 2 || c.pp != 2 || c.microBatches < 4 || (c.schedule != "gpipe" && c.schedule != "1f1b") ||
+        !r.figures.bubble)
       continue;
     TargetCheck t;
     t.model = model;
