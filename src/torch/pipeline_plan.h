@@ -38,10 +38,10 @@ inline int rankOfStage(int stage, int p) { return stage % p; }
 // gradients goes out at once, in an exchange of its own: the stage before waits for it, the
 // weight gradients for nobody. With v > 1 stages per rank (interleaved), exchanges are batched:
 // before an action whose message has not come, every message produced since the last exchange
-// goes out, and that message comes in with, when the action right after needs one the other way
-// (an activation, then a gradient), that one too, as Megatron-LM's interleaved schedule does;
-// every rank's batched plans are walked together, and a look-ahead that would leave a rank
-// waiting for a message its peers send only after its next action is dropped.
+// goes out and that message comes in; every rank's batched plans are walked together, and where
+// two ranks would each wait to send to the other, the receiver's exchange takes the message too
+// (as Megatron-LM's send_forward_backward_recv_forward_backward pairs them), receives from one
+// rank listed in the order it sends them.
 // Messages to a stage on this same rank are in the plan too (the runtime hands them over).
 std::vector<PlanStep> planOf(PipelineSchedule schedule, int rank, int p, int m, int v);
 // The same for any list of actions (forward-only evaluation: every F in micro-batch order).

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -234,11 +235,22 @@ std::vector<PlanStep> planOneByOne(const std::vector<PipelineAction>& actions, i
 }
 
 // Batched: before an action whose message has not come, one exchange that sends every message
-// produced since the last and receives that one and, when the action right after needs one the
-// other way, that one too (Megatron-LM's send_forward_backward_recv_forward_backward), unless
-// the exchange before action i is in `noLookahead`.
+// produced since the last and receives that one, and the messages `extra` lists for that
+// exchange (by the action's index), each before this exchange's other receives from its sender.
+using SendOrder = std::map<std::tuple<bool, int, int>, std::size_t>;  // a message: its producer's index
+
+SendOrder sendOrderOf(const std::vector<std::vector<PipelineAction>>& actions, int p, int stages) {
+  SendOrder order;
+  for (int r = 0; r < p; ++r)
+    for (std::size_t i = 0; i < actions[static_cast<std::size_t>(r)].size(); ++i)
+      if (const Traffic t = trafficOf(actions[static_cast<std::size_t>(r)][i], r, p, stages); t.out)
+        order[{t.out->gradient, t.out->microBatch, t.out->fromStage}] = i;
+  return order;
+}
+
 std::vector<PlanStep> planBatched(const std::vector<PipelineAction>& actions, int rank, int p, int stages,
-                                  const std::set<std::size_t>& noLookahead) {
+                                  const std::map<std::size_t, std::vector<Message>>& extra,
+                                  const SendOrder& order) {
   std::vector<PlanStep> plan;
   std::vector<Message> pending;
   std::vector<Message> received;
@@ -257,11 +269,17 @@ std::vector<PlanStep> planBatched(const std::vector<PipelineAction>& actions, in
       pending.clear();
       step.recvs.push_back(*t.in);
       step.before = static_cast<int>(i);
-      if (i + 1 < actions.size() && !noLookahead.count(i)) {
-        const Traffic next = trafficOf(actions[i + 1], rank, p, stages);
-        if (next.in && !fromSelf(*next.in) && next.in->gradient != t.in->gradient && !has(*next.in))
-          step.recvs.push_back(*next.in);
-      }
+      if (const auto it = extra.find(i); it != extra.end())
+        for (const Message& m : it->second)
+          if (!has(m) && std::find(step.recvs.begin(), step.recvs.end(), m) == step.recvs.end())
+            step.recvs.push_back(m);
+      // Messages from one rank come in the order it sends them: the order it produced them.
+      const auto seq = [&](const Message& m) {
+        const auto it = order.find({m.gradient, m.microBatch, m.fromStage});
+        return std::pair{rankOfStage(m.fromStage, p), it == order.end() ? std::size_t{0} : it->second};
+      };
+      std::stable_sort(step.recvs.begin(), step.recvs.end(),
+                       [&](const Message& a, const Message& b) { return seq(a) < seq(b); });
       received.insert(received.end(), step.recvs.begin(), step.recvs.end());
       plan.push_back(std::move(step));
     }
@@ -355,28 +373,41 @@ Walk walk(const std::vector<std::vector<PlanStep>>& plans) {
   }
 }
 
-// Batched plans for every rank: a lookahead that leaves a rank waiting for a message its peers
-// can only send after this rank's next action (the schedule's warm-up covering every
-// micro-batch, for instance) is dropped, and the plans walked again.
+// Batched plans for every rank, walked together: where a rank is stuck sending a message its
+// receiver's current exchange does not take (both sending, each to the other), that exchange
+// receives it too, and the plans are walked again. An exchange thus waits for a second message
+// only where it must, not wherever a schedule's steady state would pair them.
 std::vector<std::vector<PlanStep>> batchedPlans(PipelineSchedule schedule, int p, int m, int v) {
   std::vector<std::vector<PipelineAction>> actions;
   for (int r = 0; r < p; ++r) actions.push_back(pipelineActions(schedule, r, p, m, v));
-  std::vector<std::set<std::size_t>> noLookahead(static_cast<std::size_t>(p));
+  std::vector<std::map<std::size_t, std::vector<Message>>> extra(static_cast<std::size_t>(p));
+  const SendOrder order = sendOrderOf(actions, p, p * v);
   for (;;) {
     std::vector<std::vector<PlanStep>> plans;
     for (int r = 0; r < p; ++r)
-      plans.push_back(planBatched(actions[static_cast<std::size_t>(r)], r, p, p * v, noLookahead[static_cast<std::size_t>(r)]));
+      plans.push_back(
+          planBatched(actions[static_cast<std::size_t>(r)], r, p, p * v, extra[static_cast<std::size_t>(r)], order));
     const Walk w = walk(plans);
     if (w.finished) return plans;
-    bool dropped = false;
+    bool added = false;
     for (int r = 0; r < p; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       if (w.at[ri] >= plans[ri].size()) continue;
       const PlanStep& step = plans[ri][w.at[ri]];
-      if (step.action || step.recvs.size() < 2 || w.received[ri][1]) continue;
-      dropped = noLookahead[ri].insert(static_cast<std::size_t>(step.before)).second || dropped;
+      std::set<int> seen;  // the first unsent message to each rank: the next in that pair's order
+      for (std::size_t i = 0; i < step.sends.size(); ++i) {
+        const int to = rankOfStage(step.sends[i].toStage, p);
+        if (w.sent[ri][i] || !seen.insert(to).second || to == r) continue;
+        const auto ti = static_cast<std::size_t>(to);
+        if (w.at[ti] >= plans[ti].size()) continue;
+        const PlanStep& theirs = plans[ti][w.at[ti]];
+        if (theirs.action || theirs.before < 0) continue;
+        if (std::find(theirs.recvs.begin(), theirs.recvs.end(), step.sends[i]) != theirs.recvs.end()) continue;
+        extra[ti][static_cast<std::size_t>(theirs.before)].push_back(step.sends[i]);
+        added = true;
+      }
     }
-    if (!dropped) return plans;  // stuck for another reason: findDeadlock reports it
+    if (!added) return plans;  // stuck for another reason: findDeadlock reports it
   }
 }
 
@@ -388,7 +419,7 @@ std::vector<PlanStep> planOf(PipelineSchedule schedule, int rank, int p, int m, 
 }
 
 std::vector<PlanStep> planOfActions(const std::vector<PipelineAction>& actions, int rank, int p, int v) {
-  return v > 1 ? planBatched(actions, rank, p, p * v, {}) : planOneByOne(actions, rank, p, p);
+  return v > 1 ? planBatched(actions, rank, p, p * v, {}, {}) : planOneByOne(actions, rank, p, p);
 }
 
 std::string findDeadlock(PipelineSchedule schedule, int p, int m, int v) {
