@@ -29,6 +29,7 @@ struct ParallelBenchFlags {
   std::string runRoot;
   bool keepRuns = false;
   bool json = false;
+  int repeat = 1;
   double timeoutS = 600;
 };
 
@@ -111,6 +112,7 @@ int runParallelBench(ParallelBenchFlags f) {
   s.microBatches = parseMicroBatchList(f.microBatches);
   validate(s);
   requireArg(f.timeoutS > 0, "--timeout must be positive");
+  requireArg(f.repeat >= 1 && f.repeat <= 100, "--repeat must be between 1 and 100 (got ", f.repeat, ")");
   const std::string worker = (fs::path(selfExecutable()).parent_path() / "gyre_train_worker").string();
   requireArg(::access(worker.c_str(), X_OK) == 0, "gyre bench parallel trains with ", worker,
              ", which is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker)");
@@ -121,18 +123,29 @@ int runParallelBench(ParallelBenchFlags f) {
   installInterruptHandlers();
   const std::vector<ParallelConfig> plan = planParallel(s);
   if (!f.json) {
-    fmt::print("model {}: global batch {}, {} steps per run ({} untimed), 1 thread per worker, balance {}\n{}",
-               s.model, s.globalBatch, s.steps, s.skip, s.balance, header());
+    fmt::print("model {}: global batch {}, {} steps per run ({} untimed), 1 thread per worker, balance {}, the "
+               "median of {} run{} per row\n{}",
+               s.model, s.globalBatch, s.steps, s.skip, s.balance, f.repeat, f.repeat == 1 ? "" : "s", header());
     std::fflush(stdout);
   }
+  // Repeats run in rounds (every layout once, then again), so that a slow spell of the machine
+  // does not fall on every run of one layout; a row shows its median run (by samples/s), printed
+  // when its last run ends.
   std::vector<ParallelResult> results;
+  std::vector<std::vector<ParallelResult>> runs(plan.size());
   try {
-    for (std::size_t i = 0; i < plan.size(); ++i) {
-      fmt::print(stderr, "gyre bench parallel: run {} of {}: {}\n", i + 1, plan.size(), plan[i].name);
-      results.push_back(runOne(f, plan[i], worker, runRoot.path() / fmt::format("run-{:02}", i)));
-      fmt::print("{}", f.json ? rowJson(results.back()).dump() + "\n" : row(results.back()));
-      std::fflush(stdout);
-    }
+    for (int round = 1; round <= f.repeat; ++round)
+      for (std::size_t i = 0; i < plan.size(); ++i) {
+        fmt::print(stderr, "gyre bench parallel: round {} of {}, run {} of {}: {}\n", round, f.repeat, i + 1,
+                   plan.size(), plan[i].name);
+        runs[i].push_back(runOne(f, plan[i], worker, runRoot.path() / fmt::format("run-{:02}-{}", i, round)));
+        if (round < f.repeat) continue;
+        std::vector<RunFigures> figures;
+        for (const ParallelResult& r : runs[i]) figures.push_back(r.figures.run);
+        results.push_back(runs[i][pickRun(figures, Pick::kMedian)]);
+        fmt::print("{}", f.json ? rowJson(results.back()).dump() + "\n" : row(results.back()));
+        std::fflush(stdout);
+      }
   } catch (const RunFailed& e) {
     fmt::print(stderr, "{}\n", e.what());
     runRoot.done(true, true);
@@ -167,14 +180,14 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
   CLI::App* cmd = bench.add_subcommand(
       "parallel", "Data, pipeline and sharded parallelism side by side: throughput, bubble, memory");
   cmd->footer(
-      "Runs gyre_train_worker under `gyre run`, one thread per worker, once per layout: 1 worker; dp=2;\n"
-      "dp=2 with the sharded optimizer step (ZeRO-1); pp=2 for each --schedule and --micro-batches (interleaved:\n"
-      "even m, --virtual-stages per worker); dp=2 x\n"
-      "pp=2 on 4 workers. Prints samples/s, the measured pipeline bubble beside its formula, memory per\n"
-      "worker and the step split, then the targets (PASS/MISS). Exits 0 whatever the targets say.\n"
+      "Runs gyre_train_worker under `gyre run`, one thread per worker, once per layout and round (--repeat):\n"
+      "1 worker; dp=2; dp=2 with the sharded optimizer step (ZeRO-1); pp=2 for each --schedule and\n"
+      "--micro-batches (interleaved: even m, --virtual-stages per worker); dp=2 x pp=2 on 4 workers. Prints\n"
+      "samples/s, the measured pipeline bubble beside its formula, memory per worker and the step split,\n"
+      "then the targets (PASS/MISS). Exits 0 whatever the targets say.\n"
       "See docs/benchmarks.md, \"gyre bench parallel\".\n\n"
       "Examples:\n"
-      "  gyre bench parallel                                  # the vit, every schedule, m = 1..16\n"
+      "  gyre bench parallel --repeat 3                       # the vit, every schedule, m = 1..16\n"
       "  gyre bench parallel --schedule 1f1b --micro-batches 4 --steps 12 --skip 2   # a quick smoke run");
   cmd->add_option("--model", s.model, "mlp, cnn or vit")->capture_default_str();
   cmd->add_option("--batch", s.globalBatch, "Global batch")->capture_default_str();
@@ -187,6 +200,8 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--virtual-stages", s.virtualStages, "Stages per worker of the interleaved rows")
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "One JSON object per layout and a summary object, instead of the table");
+  cmd->add_option("--repeat", f->repeat, "Runs of each layout, in rounds; a row shows the median (by samples/s)")
+      ->capture_default_str();
   cmd->add_option("--run-root", f->runRoot, "Where the runs' directories go (default: a temporary directory)");
   cmd->add_flag("--keep-runs", f->keepRuns, "Keep the runs' directories (logs, metrics.jsonl)");
   cmd->add_option("--timeout", f->timeoutS, "Seconds one run may take before it is stopped")->capture_default_str();
