@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "gyre/torch/module.h"
 #include "torch/tensor_checks.h"
 
 namespace gyre::torch::pipeline {
@@ -24,7 +25,7 @@ struct BlockImpl : nn::Module {
   nn::LayerNorm norm;
   nn::Linear fc1, fc2;
 };
-TORCH_MODULE(Block);
+GYRE_TORCH_MODULE(Block);
 
 // The same linear layer twice: its weight is fed through two ops.
 struct TwiceImpl : nn::Module {
@@ -32,7 +33,7 @@ struct TwiceImpl : nn::Module {
   Tensor forward(const Tensor& x) { return fc(::torch::tanh(fc(x))); }
   nn::Linear fc;
 };
-TORCH_MODULE(Twice);
+GYRE_TORCH_MODULE(Twice);
 
 std::vector<Tensor> gradsOf(const std::vector<Tensor>& params) {
   std::vector<Tensor> out;
