@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <span>
 #include <sstream>
 
 #include "collectives/algorithms.h"
@@ -148,64 +149,48 @@ void recvMessage(Context& c, const OpDesc& d) {
              " bytes, but the message has tag ", header.tag, " and ", header.bytes, " bytes (discarded)");
 }
 
-// Both halves in one run of the mesh, progressed together; a send alone (source -1) is a plain
-// send. The received header must be the one a matching send writes (checked as soon as it is
-// in, before the data behind it is taken).
-void sendRecvMessages(Context& c, const OpDesc& d) {
-  const P2PHeader out{kP2PMagic, d.tag, d.count * dtypeSize(d.dtype)};
-  const P2PHeader expected{kP2PMagic, d.tag, d.recvCount * dtypeSize(d.dtype)};
-  P2PHeader in{};
+// Every send and receive in one run of the mesh, progressed together: a header and the data per
+// message, each received header checked as soon as it is in, before the data behind it is taken
+// (it must be the one a matching send writes). Messages with one peer go in list order each way.
+// `name` is the call's, for a mismatch.
+void exchangeMessages(Context& c, const char* name, DataType dtype, int tag, std::span<const P2PMessage> sends,
+                      std::span<const P2PMessage> recvs) {
+  const std::size_t esize = dtypeSize(dtype);
+  std::vector<P2PHeader> out, expected, in(recvs.size());
+  for (const P2PMessage& m : sends) out.push_back({kP2PMagic, tag, m.count * esize});
+  for (const P2PMessage& m : recvs) expected.push_back({kP2PMagic, tag, m.count * esize});
   std::vector<transport::Op> ops;
-  if (d.root >= 0) {
-    ops.push_back(transport::Op::send(d.root, &out, sizeof(out)));
+  for (std::size_t i = 0; i < sends.size(); ++i) {
+    ops.push_back(transport::Op::send(sends[i].peer, &out[i], sizeof(P2PHeader)));
     ops.back().more = true;
-    ops.push_back(transport::Op::send(d.root, d.input, out.bytes));
+    ops.push_back(transport::Op::send(sends[i].peer, sends[i].buffer, out[i].bytes));
   }
-  if (d.source >= 0) {
-    ops.push_back(transport::Op::recv(d.source, &in, sizeof(in)));
-    ops.back().expect = &expected;
-    ops.push_back(transport::Op::recv(d.source, d.output, expected.bytes));
-  }
-  try {
-    c.mesh.run(ops, c.deadline);
-  } catch (const transport::CallMismatch&) {
-    GYRE_THROW(InvalidArgument, "sendrecv from rank ", d.source, " expected a message with tag ", d.tag, " and ",
-               expected.bytes, " bytes; the one that came has tag ", in.tag, " and ", in.bytes,
-               " bytes (magic ", in.magic == kP2PMagic ? "of a point-to-point message" : "not of a message",
-               "); the communicator cannot go on");
-  }
-}
-
-// Every send and receive in one run of the mesh: a header and the data per message, the
-// headers checked as they come. Messages with one peer go in list order each way.
-void exchangeMessages(Context& c, const OpDesc& d) {
-  const std::size_t esize = dtypeSize(d.dtype);
-  std::vector<P2PHeader> out, expected, in(d.recvs.size());
-  for (const P2PMessage& m : d.sends) out.push_back({kP2PMagic, d.tag, m.count * esize});
-  for (const P2PMessage& m : d.recvs) expected.push_back({kP2PMagic, d.tag, m.count * esize});
-  std::vector<transport::Op> ops;
-  for (std::size_t i = 0; i < d.sends.size(); ++i) {
-    ops.push_back(transport::Op::send(d.sends[i].peer, &out[i], sizeof(P2PHeader)));
-    ops.back().more = true;
-    ops.push_back(transport::Op::send(d.sends[i].peer, d.sends[i].buffer, out[i].bytes));
-  }
-  for (std::size_t i = 0; i < d.recvs.size(); ++i) {
-    ops.push_back(transport::Op::recv(d.recvs[i].peer, &in[i], sizeof(P2PHeader)));
+  for (std::size_t i = 0; i < recvs.size(); ++i) {
+    ops.push_back(transport::Op::recv(recvs[i].peer, &in[i], sizeof(P2PHeader)));
     ops.back().expect = &expected[i];
-    ops.push_back(transport::Op::recv(d.recvs[i].peer, d.recvs[i].buffer, expected[i].bytes));
+    ops.push_back(transport::Op::recv(recvs[i].peer, recvs[i].buffer, expected[i].bytes));
   }
   try {
     c.mesh.run(ops, c.deadline);
   } catch (const transport::CallMismatch&) {
     std::ostringstream what;
-    for (std::size_t i = 0; i < d.recvs.size(); ++i)
-      if (ops[2 * d.sends.size() + 2 * i].done == sizeof(P2PHeader) &&
-          (in[i].magic != kP2PMagic || in[i].tag != d.tag || in[i].bytes != expected[i].bytes))
-        what << "from rank " << d.recvs[i].peer << " expected a message with tag " << d.tag << " and "
+    for (std::size_t i = 0; i < recvs.size(); ++i)
+      if (ops[2 * (sends.size() + i)].done == sizeof(P2PHeader) &&
+          (in[i].magic != kP2PMagic || in[i].tag != tag || in[i].bytes != expected[i].bytes))
+        what << name << " from rank " << recvs[i].peer << " expected a message with tag " << tag << " and "
              << expected[i].bytes << " bytes; the one that came has tag " << in[i].tag << " and " << in[i].bytes
-             << " bytes";
-    GYRE_THROW(InvalidArgument, "exchange ", what.str(), "; the communicator cannot go on");
+             << " bytes (magic " << (in[i].magic == kP2PMagic ? "of a point-to-point message" : "not of a message")
+             << "); ";
+    GYRE_THROW(InvalidArgument, what.str(), "the communicator cannot go on");
   }
+}
+
+// sendRecv (and a plain send: source -1) as an exchange of at most one message each way.
+void sendRecvMessages(Context& c, const OpDesc& d) {
+  std::vector<P2PMessage> sends, recvs;
+  if (d.root >= 0) sends.push_back({d.root, const_cast<void*>(d.input), d.count});
+  if (d.source >= 0) recvs.push_back({d.source, d.output, d.recvCount});
+  exchangeMessages(c, "sendrecv", d.dtype, d.tag, sends, recvs);
 }
 
 }  // namespace
@@ -324,7 +309,7 @@ void run(Context& c, const OpDesc& d, int algorithm) {
     case OpType::kSend: return sendRecvMessages(c, d);  // its source is -1
     case OpType::kRecv: return recvMessage(c, d);
     case OpType::kSendRecv: return sendRecvMessages(c, d);
-    case OpType::kExchange: return exchangeMessages(c, d);
+    case OpType::kExchange: return exchangeMessages(c, "exchange", d.dtype, d.tag, d.sends, d.recvs);
   }
 }
 
