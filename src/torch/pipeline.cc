@@ -127,15 +127,7 @@ class Pipeline::Run {
     }
     if (sends.empty() && recvs.empty()) return false;
     // As bytes: the messages may carry different dtypes. The sizes are checked on receipt.
-    const P2POptions options{DataType::kUInt8, kDataTag};
-    if (sends.size() <= 1 && recvs.size() <= 1) {
-      const P2PMessage none{};
-      const P2PMessage& out = sends.empty() ? none : sends[0];
-      const P2PMessage& in = recvs.empty() ? none : recvs[0];
-      pipe_.comm_->sendRecv(out.buffer, out.count, out.peer, in.buffer, in.count, in.peer, options);
-    } else {
-      pipe_.comm_->exchange(sends, recvs, options);
-    }
+    pipe_.comm_->exchange(sends, recvs, P2POptions{DataType::kUInt8, kDataTag});
     for (std::size_t i = 0; i < arriving.size(); ++i) inbox_[key(arriving[i])] = keep[sends.size() + i];
     return true;
   }
@@ -315,6 +307,10 @@ class Pipeline::Run {
   double lossSum_ = 0;
 };
 
+struct Pipeline::Plan {
+  std::vector<pipeline::PlanStep> steps;
+};
+
 Pipeline::Pipeline(std::vector<::torch::nn::Sequential> stages, std::shared_ptr<Communicator> comm,
                    PipelineOptions options)
     : stages_(std::move(stages)), comm_(std::move(comm)), options_(options) {
@@ -326,11 +322,9 @@ Pipeline::Pipeline(std::vector<::torch::nn::Sequential> stages, std::shared_ptr<
   (void)pipelineActions(options_.schedule, rank_, p_, options_.microBatches, v_);  // refuses what cannot run
   boundaryShape_.assign(static_cast<std::size_t>(p_ * v_), std::nullopt);
   boundaryType_.assign(static_cast<std::size_t>(p_ * v_), ::torch::kFloat32);
+  // The same every step (batched plans are walked together, once).
+  plan_ = std::make_shared<const Plan>(Plan{pipeline::planOf(options_.schedule, rank_, p_, options_.microBatches, v_)});
 }
-
-struct Pipeline::Plan {
-  std::vector<pipeline::PlanStep> steps;
-};
 
 void Pipeline::learnShapes(const ::torch::Tensor& input) {
   const int stages = p_ * v_;
@@ -388,8 +382,6 @@ double Pipeline::step(const ::torch::Tensor& input, const ::torch::Tensor& targe
   stats_ = {};
   const Clock::time_point start = Clock::now();
   Run run(*this, input, target, &loss, options_.microBatches);
-  if (!plan_)  // the same every step: batched plans are walked together once
-    plan_ = std::make_shared<const Plan>(Plan{pipeline::planOf(options_.schedule, rank_, p_, options_.microBatches, v_)});
   run.follow(plan_->steps);
   double total = run.lossSum();
   comm_->broadcast(&total, 1, BroadcastOptions{DataType::kFloat64, p_ - 1});

@@ -173,7 +173,7 @@ class Pipeline {
   // learnt on the first step (empty until then).
   std::vector<std::optional<std::vector<std::int64_t>>> boundaryShape_;
   std::vector<::torch::ScalarType> boundaryType_;
-  struct Plan;  // this rank's exchanges and actions of a step (pipeline_plan.h), made on the first
+  struct Plan;  // this rank's exchanges and actions of a step (pipeline_plan.h)
   std::shared_ptr<const Plan> plan_;
   PipelineStepStats stats_;
 };
