@@ -234,9 +234,6 @@ std::vector<PlanStep> planOneByOne(const std::vector<PipelineAction>& actions, i
   return plan;
 }
 
-// Batched: before an action whose message has not come, one exchange that sends every message
-// produced since the last and receives that one, and the messages `extra` lists for that
-// exchange (by the action's index), each before this exchange's other receives from its sender.
 using SendOrder = std::map<std::tuple<bool, int, int>, std::size_t>;  // a message: its producer's index
 
 SendOrder sendOrderOf(const std::vector<std::vector<PipelineAction>>& actions, int p, int stages) {
@@ -248,6 +245,9 @@ SendOrder sendOrderOf(const std::vector<std::vector<PipelineAction>>& actions, i
   return order;
 }
 
+// Batched: before an action whose message has not come, one exchange that sends every message
+// produced since the last and receives that one and the messages `extra` lists for that exchange
+// (by the action's index), receives from one rank in the order `order` says it sends them.
 std::vector<PlanStep> planBatched(const std::vector<PipelineAction>& actions, int rank, int p, int stages,
                                   const std::map<std::size_t, std::vector<Message>>& extra,
                                   const SendOrder& order) {
@@ -411,6 +411,14 @@ std::vector<std::vector<PlanStep>> batchedPlans(PipelineSchedule schedule, int p
   }
 }
 
+// Every rank's plan.
+std::vector<std::vector<PlanStep>> plansOf(PipelineSchedule schedule, int p, int m, int v) {
+  if (v > 1) return batchedPlans(schedule, p, m, v);
+  std::vector<std::vector<PlanStep>> plans;
+  for (int r = 0; r < p; ++r) plans.push_back(planOneByOne(pipelineActions(schedule, r, p, m, v), r, p, p));
+  return plans;
+}
+
 }  // namespace
 
 std::vector<PlanStep> planOf(PipelineSchedule schedule, int rank, int p, int m, int v) {
@@ -423,8 +431,7 @@ std::vector<PlanStep> planOfActions(const std::vector<PipelineAction>& actions, 
 }
 
 std::string findDeadlock(PipelineSchedule schedule, int p, int m, int v) {
-  std::vector<std::vector<PlanStep>> plans;
-  for (int r = 0; r < p; ++r) plans.push_back(planOf(schedule, r, p, m, v));
+  const std::vector<std::vector<PlanStep>> plans = plansOf(schedule, p, m, v);
   const Walk w = walk(plans);
   if (w.finished) return "";
   std::ostringstream why;
