@@ -120,16 +120,14 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   applyOptimizerFlags(o_, *optimizer_);
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
-  } else if (pipeline_ && layout_.dp > 1) {  // the replicas' same stages average their gradients
+  } else if (group_.comm() && (!pipeline_ || layout_.dp > 1)) {
+    // The replicas average their gradients: of the whole model, or of this rank's stages.
     gyre::torch::DistributedOptimizerOptions d = distributedOptions();
+    if (!timeline_) timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
     d.timeline = timeline_;
-    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(dataParallelComm_, optimizer_, d);
-  } else if (group_.comm() && !pipeline_) {
-    gyre::torch::DistributedOptimizerOptions d = distributedOptions();
-    timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
-    d.timeline = timeline_;
-    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
-    if (o_.stragglerThreshold > 0) stragglers_.emplace(o_.stragglerThreshold);
+    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(pipeline_ ? dataParallelComm_ : group_.comm(),
+                                                                optimizer_, d);
+    if (o_.stragglerThreshold > 0 && !pipeline_) stragglers_.emplace(o_.stragglerThreshold);
     if (o_.backupWorkers > 0) backups_.emplace(o_.backupWorkers, o_.stragglerThreshold, group_.size());
   }
 

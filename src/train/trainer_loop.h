@@ -42,13 +42,15 @@ class Group {
   std::vector<double> mean(const std::vector<double>& values) {
     return comm_ ? gyre::torch::allreduceMetrics(*comm_, values) : values;
   }
-  std::vector<double> sum(std::vector<double> values) {
-    if (comm_)
-      comm_->allreduce(values.data(), values.data(), values.size(), {DataType::kFloat64, ReduceOp::kSum});
+  std::vector<double> sum(std::vector<double> values) { return reduce(std::move(values), ReduceOp::kSum); }
+  std::vector<double> max(std::vector<double> values) { return reduce(std::move(values), ReduceOp::kMax); }
+
+ private:
+  std::vector<double> reduce(std::vector<double> values, ReduceOp op) {
+    if (comm_) comm_->allreduce(values.data(), values.data(), values.size(), {DataType::kFloat64, op});
     return values;
   }
 
- private:
   std::shared_ptr<Communicator> comm_;
 };
 

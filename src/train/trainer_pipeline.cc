@@ -57,9 +57,7 @@ void Trainer::recordPipelineEpoch(EpochReport& report) {
   const double bubble = pipelineStepS_ > 0 ? 1.0 - pipelineBusyS_ / pipelineStepS_ : 0;
   r.bubble = group_.mean({bubble})[0];
   r.idealBubble = gyre::torch::idealBubble(pipeline_->options().schedule, layout_.pp, r.microBatches, o_.virtualStages);
-  double peak = static_cast<double>(peakActivationBytes_);
-  group_.comm()->allreduce(&peak, &peak, 1, {DataType::kFloat64, ReduceOp::kMax});
-  r.peakActivationBytes = static_cast<std::int64_t>(peak);
+  r.peakActivationBytes = static_cast<std::int64_t>(group_.max({static_cast<double>(peakActivationBytes_)})[0]);
   report.pipeline = std::move(r);
 }
 

@@ -169,9 +169,7 @@ void Trainer::recordMemory(EpochReport& report) {
     bytes += static_cast<std::int64_t>(gyre::torch::optimizerStateBytes(*optimizer_).size());
     state = static_cast<double>(bytes);
   }
-  std::vector<double> most = {static_cast<double>(usage.ru_maxrss) * 1024.0, state};  // ru_maxrss: KiB
-  if (group_.comm())
-    group_.comm()->allreduce(most.data(), most.data(), most.size(), {DataType::kFloat64, ReduceOp::kMax});
+  const std::vector<double> most = group_.max({static_cast<double>(usage.ru_maxrss) * 1024.0, state});  // ru_maxrss: KiB
   report.peakRssBytes = static_cast<std::int64_t>(most[0]);
   if (most[1] >= 0) report.modelStateBytes = static_cast<std::int64_t>(most[1]);
 }
