@@ -19,7 +19,7 @@ void checkCombinations(const TrainOptions& o) {
   GYRE_USAGE_CHECK(!isParameterServerMode(o.mode), "--mode ", o.mode, why, " (the servers hold the whole model)");
   GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, "checkpoints (--checkpoint-dir, --resume)", why,
                    ": each stage's rank would save its own part");
-  GYRE_USAGE_CHECK(!o.shardOptimizer, "--shard-optimizer", why);
+  GYRE_USAGE_CHECK(zeroStage(o) == 0, "--shard-optimizer and --zero", why);
   GYRE_USAGE_CHECK(!o.syncBn, "--sync-bn", why);
   GYRE_USAGE_CHECK(o.evalEvery == 0, "--eval-every", why, " (worker 0 holds only its stages)");
   GYRE_USAGE_CHECK(o.backupWorkers == 0 && o.stragglerRank < 0, "--backup-workers and --straggler-rank", why,

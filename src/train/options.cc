@@ -168,7 +168,7 @@ const std::array kFlags = std::to_array<TrainFlag>({
     {.name = "--shard-optimizer",
      .field = &O::shardOptimizer,
      .help = "Shard the optimizer step and its state across the workers (ZeRO stage 1): reduce-scatter, "
-             "step 1/N of the parameters, allgather"},
+             "step 1/N of the parameters, allgather (the same as --zero 1)"},
     {.name = "--json", .field = &O::json, .help = "Also print each epoch's metrics as one JSON line"},
     {.name = "--metrics-port",
      .field = &O::metricsPort,
@@ -357,6 +357,14 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .help = "Keep only each stage's input per micro-batch and run its forward again in the backward "
              "(activation memory for compute)",
      .group = kModelParallel},
+    {.name = "--zero",
+     .field = &O::zero,
+     .help = "Shard the training state across the data-parallel workers: 1 the optimizer's state and step "
+             "(as --shard-optimizer), 3 also the parameters and gradients (each layer's parameters gathered "
+             "just before its forward and backward and freed after, as FSDP); 0: none. Stage 2 is not built yet",
+     .group = kModelParallel,
+     .bound = Bound::kNonNegative,
+     .max = 3},
     {.name = "--fault-at-step",
      .field = &O::faultAtStep,
      .help = "In the first generation, rank --fault-rank (elastic: worker id) kills itself with SIGKILL "
@@ -495,20 +503,30 @@ void checkParameterServerMode(const TrainOptions& o) {
                    o.optimizer, o.weightDecay != 0 ? " and --weight-decay" : "", " do not apply");
 }
 
+// --shard-optimizer, --zero 1 and --zero 3.
 void checkShardOptimizer(const TrainOptions& o) {
-  GYRE_USAGE_CHECK(!o.plain && !o.elastic && !isParameterServerMode(o.mode),
-                   "--shard-optimizer shards the data-parallel optimizer step: it does not apply with --plain, "
+  const std::string flag = o.zero > 0 ? "--zero " + std::to_string(o.zero) : "--shard-optimizer";
+  GYRE_USAGE_CHECK(!o.shardOptimizer || o.zero <= 1, "--shard-optimizer is --zero 1: it does not go with ", flag);
+  GYRE_USAGE_CHECK(o.zero != 2, "--zero 2 (gradients sharded as well as the optimizer state) is not built yet: "
+                   "--zero 1 moves the same bytes and keeps whole gradients, --zero 3 shards everything");
+  GYRE_USAGE_CHECK(!o.plain && !o.elastic && !isParameterServerMode(o.mode), flag,
+                   " shards the data-parallel optimizer step: it does not apply with --plain, "
                    "--elastic or --mode ",
                    o.mode);
-  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume,
-                   "--shard-optimizer keeps each worker's part of the optimizer state on that worker: checkpoints "
+  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, flag,
+                   " keeps each worker's part of the optimizer state on that worker: checkpoints "
                    "(--checkpoint-dir, --resume) are not supported with it yet");
-  GYRE_USAGE_CHECK(o.compression == "none", "--shard-optimizer reduce-scatters float32 gradients: --compression ",
+  GYRE_USAGE_CHECK(o.compression == "none", flag, " reduce-scatters float32 gradients: --compression ",
                    o.compression, " does not apply");
-  GYRE_USAGE_CHECK(o.optimizer == "sgd" || o.optimizer == "adam",
-                   "--shard-optimizer splits the optimizer step "
+  GYRE_USAGE_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", flag,
+                   " splits the optimizer step "
                    "elementwise: --optimizer ",
                    o.optimizer, " takes the norm of whole layers (use sgd or adam)");
+  if (o.zero < 3) return;
+  GYRE_USAGE_CHECK(!o.syncBn && o.backupWorkers == 0, flag, " gathers each layer's parameters in the forward "
+                   "pass, with every worker: --sync-bn and --backup-workers are not supported with it yet");
+  GYRE_USAGE_CHECK(o.evalEvery == 0, flag, " keeps only a shard of the parameters on each worker: --eval-every "
+                   "(snapshots of the whole model) is not supported with it yet");
 }
 
 }  // namespace
@@ -625,19 +643,19 @@ void validateOptions(const TrainOptions& o) {
                    "--backup-workers is for the allreduce --mode, without --plain, --elastic or --sync-bn "
                    "(a worker that skips its forward pass would leave SyncBatchNorm's allreduces waiting)");
   GYRE_USAGE_CHECK(
-      !o.autotune || (!ps && !o.plain && !o.shardOptimizer),
+      !o.autotune || (!ps && !o.plain && zeroStage(o) == 0),
       "--autotune tunes the data-parallel gradient buckets: not with --plain, a parameter-server "
-      "--mode or --shard-optimizer (whose buckets never move)");
+      "--mode or --shard-optimizer / --zero (whose buckets never move)");
   GYRE_USAGE_CHECK(
-      o.allreduce == "auto" || (!ps && !o.plain && !o.shardOptimizer && !lossy), "--allreduce ", o.allreduce,
+      o.allreduce == "auto" || (!ps && !o.plain && zeroStage(o) == 0 && !lossy), "--allreduce ", o.allreduce,
       " picks the gradient buckets' allreduce: it does not apply with --plain, a parameter-server "
-      "--mode, --shard-optimizer (a reduce-scatter) or --compression topk/powersgd (their own "
+      "--mode, --shard-optimizer / --zero (a reduce-scatter) or --compression topk/powersgd (their own "
       "collectives)");
   GYRE_USAGE_CHECK(!o.autotune || !lossy, "--autotune tunes the gradient buckets, which --compression ",
                    o.compression, " does not use (it reduces every gradient at once)");
   if (o.elastic) checkElastic(o);
   if (ps) checkParameterServerMode(o);
-  if (o.shardOptimizer) checkShardOptimizer(o);
+  if (zeroStage(o) > 0) checkShardOptimizer(o);
   checkModelParallel(o);
   // The job's own flags (gyre train's; a worker has their defaults).
   GYRE_USAGE_CHECK(o.servers < 0 || ps, "--servers ", o.servers,

@@ -74,6 +74,7 @@ struct TrainOptions {
   int dataWorkers = 1;              // threads assembling batches ahead (gyre::data::Loader); 0: inline
   double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
   bool shardOptimizer = false;      // DistributedOptimizer's shardOptimizerState (ZeRO stage 1)
+  int zero = 0;                     // ZeRO stage: 1 as shardOptimizer, 3 FullyShardedModel; 0: none
   bool json = false;                // also print each epoch's metrics as one JSON line on stdout
   int metricsPort = 0;              // rank 0 serves Prometheus metrics on this port; 0: off
   std::string progress = "auto";    // the live progress bar: auto (when stderr is a terminal), on, off
@@ -213,5 +214,8 @@ void checkWorld(const TrainOptions& o, int world);
 // "allreduce": false; "ps:bsp", "ps:asp", "ps:ssp:S": true. Throws InvalidArgument naming --mode
 // for anything else.
 bool isParameterServerMode(const std::string& mode);
+
+// The ZeRO stage asked for: --zero, or 1 for --shard-optimizer, else 0.
+inline int zeroStage(const TrainOptions& o) { return o.zero > 0 ? o.zero : o.shardOptimizer ? 1 : 0; }
 
 }  // namespace gyre::train

@@ -168,6 +168,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["precision"] = o.precision;
   j["bucket_cap_mb"] = o.bucketCapMb;
   j["shard_optimizer"] = o.shardOptimizer;
+  j["zero"] = zeroStage(o);
   j["seed"] = o.seed;
   j["data_dir"] = o.dataDir;
   j["max_steps"] = o.maxSteps;

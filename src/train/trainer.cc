@@ -111,7 +111,12 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   checkCompressionFits();
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
   if (layout_.pp > 1) attachPipeline();
-  optimizer_ = makeOptimizer(o_, pipeline_ ? pipeline_->parameters() : model_->parameters(), lr_);
+  if (zeroStage(o_) == 3 && group_.comm()) attachFullySharded();
+  optimizer_ = makeOptimizer(o_,
+                             pipeline_ ? pipeline_->parameters()
+                             : fsdp_   ? fsdp_->parameters()
+                                       : model_->parameters(),
+                             lr_);
   // Resuming replaces the model's and the optimizer's state (and the generator's) on every rank.
   config_ = configJson(o_, world_, lr_, torchThreads_);
   start_ = checkpoints_.start(*model_, *optimizer_, config_);
@@ -120,7 +125,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   applyOptimizerFlags(o_, *optimizer_);
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
-  } else if (group_.comm() && (!pipeline_ || layout_.dp > 1)) {
+  } else if (group_.comm() && !fsdp_ && (!pipeline_ || layout_.dp > 1)) {
     // The replicas average their gradients: of the whole model, or of this rank's stages.
     gyre::torch::DistributedOptimizerOptions d = distributedOptions();
     if (!timeline_) timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
@@ -223,6 +228,7 @@ std::vector<EpochReport> Trainer::run() {
     return reports;
   }
   if (pipeline_ && !o_.runDir.empty()) gatherPipelineStages();
+  if (fsdp_ && !o_.runDir.empty()) fsdp_->gatherParameters();  // model.pt holds the whole model
   if (group_.rank() == 0 && !o_.runDir.empty()) saveModel();
   if (timeline_) timeline_->write();
   return reports;
@@ -249,7 +255,7 @@ EpochReport Trainer::reportOf(int epoch) const {
   r.epoch = epoch;
   r.epochs = o_.epochs;
   r.world = world_;
-  r.plain = !dist_ && !ps_ && !pipeline_;
+  r.plain = !dist_ && !ps_ && !pipeline_ && !fsdp_;
   r.mode = o_.mode;
   r.model = o_.model;
   r.batch = o_.batch;
@@ -263,7 +269,7 @@ gyre::torch::DistributedOptimizerOptions Trainer::distributedOptions() const {
   gyre::torch::DistributedOptimizerOptions d;
   d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
   gyre::torch::setCompression(d, o_.compression);
-  d.shardOptimizerState = o_.shardOptimizer;
+  d.shardOptimizerState = zeroStage(o_) == 1;
   d.shareStepTimes = o_.stragglerThreshold > 0;
   d.autotune = o_.autotune;
   d.algorithm = gyre::parseAllreduceAlgorithm(o_.allreduce);
@@ -297,7 +303,7 @@ double Trainer::forwardBackward(const gyre::data::Batch& batch, double weight) {
   ::torch::Tensor logits;
   {
     const CpuAutocast autocast(o_.precision == "bf16");
-    logits = model_->forward(batch.images);
+    logits = fsdp_ ? fsdp_->forward(batch.images) : model_->forward(batch.images);
   }
   const auto loss = ::torch::nn::functional::cross_entropy(logits.to(::torch::kFloat32), batch.labels);
   // Elastic worlds that do not divide the batch: each rank's share weighs its mean loss.
@@ -407,6 +413,8 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   gyre::torch::StepTiming timing;
   if (dist_) {
     timing = dist_->totals();
+  } else if (fsdp_) {
+    timing = fsdp_->totals();
   } else if (ps_) {
     timing = ps_->totals();
   } else {
@@ -506,6 +514,7 @@ double Trainer::correctPredictions(::torch::nn::Sequential& model, std::int64_t 
 
 double Trainer::testAccuracy() {
   if (pipeline_) return pipelineTestAccuracy();
+  if (fsdp_) return shardedTestAccuracy();
   const std::int64_t n = data_.test.size();
   const std::int64_t first = n * group_.rank() / world_;
   const std::int64_t last = n * (group_.rank() + 1) / world_;

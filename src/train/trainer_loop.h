@@ -78,11 +78,13 @@ class Trainer {
   double correctPredictions(::torch::nn::Sequential& model, std::int64_t first, std::int64_t last);
   void zeroGrad() {
     if (ps_) return ps_->zeroGrad();
+    if (fsdp_) return fsdp_->zeroGrad();
     if (dist_) return dist_->zeroGrad();
     optimizer_->zero_grad();
   }
   void step() {
     if (ps_) return ps_->step();
+    if (fsdp_) fsdp_->synchronize();
     if (dist_) return dist_->step();
     optimizer_->step();
   }
@@ -92,6 +94,7 @@ class Trainer {
   }
   void resetTiming() {
     if (dist_) dist_->resetTiming();
+    if (fsdp_) fsdp_->resetTiming();
     if (ps_) ps_->resetTiming();
     dataWaitS_ = 0;
     dataWaitLogged_ = 0;
@@ -153,6 +156,11 @@ class Trainer {
   void notePipelineStep();
   void recordPipelineEpoch(EpochReport& report);
   double pipelineTestAccuracy();
+  // --zero 3 (trainer_sharded.cc): wraps model_ in a FullyShardedModel (before the optimizer is
+  // made over its shards); the test accuracy through it, every rank running as many forward
+  // passes (each gathers the parameters with every rank).
+  void attachFullySharded();
+  double shardedTestAccuracy();
   void gatherPipelineStages();
 
   // Parameter-server modes (trainer_ps.cc): ps_ in place of dist_; each epoch's staleness and
@@ -187,6 +195,7 @@ class Trainer {
   double lr_;
   std::shared_ptr<::torch::optim::Optimizer> optimizer_;  // optimizer_choice.h
   std::unique_ptr<gyre::torch::DistributedOptimizer> dist_;
+  std::unique_ptr<gyre::torch::FullyShardedModel> fsdp_;  // --zero 3, instead of dist_
   std::unique_ptr<gyre::torch::PSOptimizer> ps_;  // parameter-server modes, instead of dist_
   ps::WorkerStats psEpochStart_;                   // this worker's stats when the epoch began
   std::vector<std::uint64_t> stalenessTotal_;      // the run's updates by staleness, all workers

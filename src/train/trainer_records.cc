@@ -160,7 +160,9 @@ void Trainer::recordMemory(EpochReport& report) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   double state = -1;
-  if (!o_.shardOptimizer && !ps_) {
+  if (fsdp_) {  // the shards and their gradients, and the optimizer's state over the shards
+    state = static_cast<double>(fsdp_->stateBytes() + gyre::torch::optimizerStateBytes(*optimizer_).size());
+  } else if (zeroStage(o_) == 0 && !ps_) {
     std::int64_t bytes = 0;
     for (const ::torch::Tensor& p : pipeline_ ? pipeline_->parameters() : model_->parameters()) {
       const std::int64_t size = p.numel() * static_cast<std::int64_t>(p.element_size());

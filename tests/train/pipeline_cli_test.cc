@@ -1,7 +1,8 @@
 // `gyre train --pp`: a model cut into pipeline stages across workers trains the same model as one
 // worker (the same global batch, the same arithmetic up to rounding), with data-parallel replicas
 // of the pipeline too; the epoch's figures carry the pipeline's bubble, the timeline its stages'
-// forwards and backwards, and model.pt the whole model.
+// forwards and backwards, and model.pt the whole model. --zero 3 (the parameters sharded too) trains
+// the same model with 1/N of the training state per worker.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -84,6 +85,8 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
       {"pp2-interleaved", {"--np", "2", "--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2",
                            "--micro-batches", "4"}},
       {"dp2-pp2", {"--np", "4", "--pp", "2", "--dp", "2"}},
+      {"zero3-np2", {"--np", "2", "--zero", "3"}},
+      {"zero3-np3", {"--np", "3", "--zero", "3"}},
   };
   for (const auto& [name, layout] : layouts) {
     SCOPED_TRACE(name);
@@ -94,6 +97,11 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
     for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], losses[s], 1e-5 * losses[s]) << "step " << s + 1;
     EXPECT_NEAR(epoch.at("test_accuracy").get<double>(), one.at("test_accuracy").get<double>(), 2e-4);
     test::expectClose(savedParameters(path(name)), params, 1e-4, name.c_str());
+    if (name.starts_with("zero3")) {  // each worker holds 1/N of the training state (and padding)
+      const double workers = name == "zero3-np2" ? 2 : 3;
+      EXPECT_LE(epoch.at("model_state_bytes").get<double>(),
+                one.at("model_state_bytes").get<double>() / workers * 1.1);
+    }
   }
 }
 

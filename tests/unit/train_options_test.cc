@@ -214,6 +214,45 @@ TEST(TrainOptions, CombinationsAreRefused) {
   EXPECT_NE(refusal(o).find("--max-restarts 1 needs --checkpoint-dir"), std::string::npos);
 }
 
+TEST(TrainOptions, ZeroStagesAndWhatTheyDoNotGoWith) {
+  auto zero = [](int stage) {
+    TrainOptions o;
+    o.zero = stage;
+    return o;
+  };
+  EXPECT_EQ(refusal(zero(1)), "");
+  EXPECT_EQ(refusal(zero(3)), "");
+  EXPECT_NE(refusal(zero(2)).find("--zero 2 (gradients sharded as well as the optimizer state) is not built yet"),
+            std::string::npos);
+  EXPECT_NE(refusal(zero(4)).find("--zero"), std::string::npos);
+  TrainOptions o = zero(3);
+  o.shardOptimizer = true;
+  EXPECT_NE(refusal(o).find("--shard-optimizer is --zero 1: it does not go with --zero 3"), std::string::npos);
+  o = zero(3);
+  o.checkpointDir = "ck";
+  EXPECT_NE(refusal(o).find("--zero 3 keeps each worker's part"), std::string::npos);
+  o = zero(3);
+  o.optimizer = "lamb";
+  EXPECT_NE(refusal(o).find("--optimizer lamb takes the norm of whole layers"), std::string::npos);
+  o = zero(3);
+  o.evalEvery = 10;
+  EXPECT_NE(refusal(o).find("--eval-every"), std::string::npos);
+  o = zero(3);
+  o.plain = true;
+  EXPECT_NE(refusal(o).find("--zero 3 shards the data-parallel optimizer step"), std::string::npos);
+  o = zero(3);
+  o.pp = 2;
+  EXPECT_NE(refusal(o).find("--shard-optimizer and --zero is not supported with --pp yet"), std::string::npos);
+  o = zero(1);
+  o.autotune = true;
+  EXPECT_NE(refusal(o).find("--autotune tunes the data-parallel gradient buckets"), std::string::npos);
+  EXPECT_EQ(zeroStage(zero(0)), 0);
+  o = {};
+  o.shardOptimizer = true;
+  EXPECT_EQ(zeroStage(o), 1);
+  EXPECT_EQ(zeroStage(zero(3)), 3);
+}
+
 TEST(TrainOptions, TheVitsShapeMustFitAndIsForTheVitOnly) {
   TrainOptions o;
   o.model = "vit";

@@ -1,0 +1,38 @@
+// --zero 3: the trainer's model through gyre::torch::FullyShardedModel.
+#include <algorithm>
+
+#include "train/trainer_loop.h"
+
+namespace gyre::train::detail {
+
+void Trainer::attachFullySharded() {
+  if (!timeline_) timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
+  gyre::torch::FullyShardedOptions f;
+  f.timeline = timeline_;
+  fsdp_ = std::make_unique<gyre::torch::FullyShardedModel>(group_.comm(), model_, f);
+}
+
+double Trainer::shardedTestAccuracy() {
+  // Each rank its share of the test set, in as many forward passes as every other rank: each
+  // pass gathers the parameters with all of them.
+  const gyre::data::Dataset& test = data_.test;
+  const std::int64_t n = test.size();
+  const std::int64_t first = n * group_.rank() / world_;
+  const std::int64_t last = n * (group_.rank() + 1) / world_;
+  const std::int64_t most = (n + world_ - 1) / world_;
+  const std::int64_t passes = std::max<std::int64_t>(1, (most + kEvalChunk - 1) / kEvalChunk);
+  double correct = 0;
+  ::torch::NoGradGuard noGrad;
+  model_->eval();
+  for (std::int64_t k = 0; k < passes; ++k) {
+    const std::int64_t b = first + (last - first) * k / passes;
+    const std::int64_t e = first + (last - first) * (k + 1) / passes;
+    const ::torch::Tensor predicted = fsdp_->forward(test.images.slice(0, b, e)).argmax(1);
+    correct += static_cast<double>(predicted.eq(test.labels.slice(0, b, e)).sum().item<std::int64_t>());
+  }
+  model_->train();
+  const std::vector<double> total = group_.sum({correct, static_cast<double>(last - first)});
+  return total[1] > 0 ? total[0] / total[1] : 0;
+}
+
+}  // namespace gyre::train::detail
