@@ -67,7 +67,7 @@ nlohmann::json rowJson(const ParallelResult& r) {
           {"schedule", r.config.pp > 1 ? nlohmann::json(r.config.schedule) : nlohmann::json(nullptr)},
           {"virtual_stages", r.config.virtualStages},
           {"micro_batches", r.config.pp > 1 ? nlohmann::json(r.config.microBatches) : nlohmann::json(nullptr)},
-          {"zero", r.config.shardOptimizer ? 1 : 0},
+          {"zero", r.config.zero},
           {"samples_per_s", f.run.samplesPerS},
           {"bubble", orNull(f.bubble)},
           {"ideal_bubble", orNull(f.idealBubble)},
@@ -181,8 +181,9 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
       "parallel", "Data, pipeline and sharded parallelism side by side: throughput, bubble, memory");
   cmd->footer(
       "Runs gyre_train_worker under `gyre run`, one thread per worker, once per layout and round (--repeat):\n"
-      "1 worker; dp=2; dp=2 with the sharded optimizer step (ZeRO-1); pp=2 for each --schedule and\n"
-      "--micro-batches (interleaved: even m, --virtual-stages per worker); dp=2 x pp=2 on 4 workers. Prints\n"
+      "1 worker; dp=2; dp=2 with the sharded optimizer step (ZeRO-1) and with everything sharded (ZeRO-3);\n"
+      "pp=2 for each --schedule and --micro-batches (interleaved: even m, --virtual-stages per worker); on 4\n"
+      "workers dp=2 x pp=2, dp=4 and dp=4 ZeRO-3. Prints\n"
       "samples/s, the measured pipeline bubble beside its formula, memory per worker and the step split,\n"
       "then the targets (PASS/MISS). Exits 0 whatever the targets say.\n"
       "See docs/benchmarks.md, \"gyre bench parallel\".\n\n"

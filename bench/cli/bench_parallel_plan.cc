@@ -20,10 +20,10 @@ double bubbleBound(double ideal) {
 }
 
 const ParallelResult* find(const std::vector<ParallelResult>& results, int world, int pp,
-                           const std::string& schedule = {}, int m = 0) {
+                           const std::string& schedule = {}, int m = 0, int zero = 0) {
   for (const ParallelResult& r : results)
     if (r.config.world == world && r.config.pp == pp && r.config.schedule == schedule &&
-        r.config.microBatches == m && !r.config.shardOptimizer)
+        r.config.microBatches == m && r.config.zero == zero)
       return &r;
   return nullptr;
 }
@@ -40,7 +40,7 @@ std::vector<std::string> ParallelConfig::flags(const std::string& balance) const
     out = {"--pp", std::to_string(pp), "--schedule", schedule, "--micro-batches", std::to_string(microBatches),
            "--balance", balance};
   if (virtualStages > 1) out.insert(out.end(), {"--virtual-stages", std::to_string(virtualStages)});
-  if (shardOptimizer) out.emplace_back("--shard-optimizer");
+  if (zero > 0) out.insert(out.end(), {"--zero", std::to_string(zero)});
   return out;
 }
 
@@ -86,18 +86,18 @@ void validate(const ParallelBenchSettings& s) {
 }
 
 std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
-  auto layout = [](std::string name, int world, int pp = 1, std::string schedule = {}, int m = 0, bool zero = false) {
+  auto layout = [](std::string name, int world, int pp = 1, std::string schedule = {}, int m = 0, int zero = 0) {
     ParallelConfig c;
     c.name = std::move(name);
     c.world = world;
     c.pp = pp;
     c.schedule = std::move(schedule);
     c.microBatches = m;
-    c.shardOptimizer = zero;
+    c.zero = zero;
     return c;
   };
-  std::vector<ParallelConfig> plan = {layout("1 worker", 1), layout("dp=2", 2),
-                                      layout("dp=2 zero-1", 2, 1, {}, 0, true)};
+  std::vector<ParallelConfig> plan = {layout("1 worker", 1), layout("dp=2", 2), layout("dp=2 zero-1", 2, 1, {}, 0, 1),
+                                      layout("dp=2 zero-3", 2, 1, {}, 0, 3)};
   for (const std::string& schedule : s.schedules)
     for (int m : s.microBatches) {
       if (schedule != "interleaved") {
@@ -111,6 +111,8 @@ std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
   for (int candidate : s.microBatches)
     if (candidate <= 8 && (m > 8 || candidate > m)) m = candidate;
   plan.push_back(layout(fmt::format("dp=2 x pp=2 1f1b m={}", m), 4, 2, "1f1b", m));
+  plan.push_back(layout("dp=4", 4));
+  plan.push_back(layout("dp=4 zero-3", 4, 1, {}, 0, 3));
   return plan;
 }
 
@@ -219,6 +221,34 @@ std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const
     t.threshold = 0.85;
     t.definition = fmt::format("{:.0f} samples/s / (2 x {:.0f} x (1 - {})) >= 0.85", r->figures.run.samplesPerS,
                                single->figures.run.samplesPerS, percent(r->figures.idealBubble.value_or(0)));
+    checks.push_back(t);
+  }
+  // ZeRO-3: each worker's training state at most 1/N of plain data parallelism's + 10%, and at
+  // N = 2 at least 0.85 of its throughput.
+  for (int world : {2, 4}) {
+    const ParallelResult* plain = find(results, world, 1);
+    const ParallelResult* zero = find(results, world, 1, {}, 0, 3);
+    if (plain == nullptr || zero == nullptr || !plain->figures.modelStateBytes || !zero->figures.modelStateBytes)
+      continue;
+    TargetCheck t;
+    t.model = model;
+    t.name = fmt::format("zero-3 state N={}", world);
+    t.measured = static_cast<double>(*zero->figures.modelStateBytes) / static_cast<double>(*plain->figures.modelStateBytes);
+    t.threshold = 1.1 / world;
+    t.atMost = true;
+    t.definition = fmt::format("zero-3 {} B / dp={} {} B <= 1.1 / {}", *zero->figures.modelStateBytes, world,
+                               *plain->figures.modelStateBytes, world);
+    checks.push_back(t);
+  }
+  if (const ParallelResult *plain = find(results, 2, 1), *zero = find(results, 2, 1, {}, 0, 3);
+      plain != nullptr && zero != nullptr && plain->figures.run.samplesPerS > 0) {
+    TargetCheck t;
+    t.model = model;
+    t.name = "zero-3 throughput N=2";
+    t.measured = zero->figures.run.samplesPerS / plain->figures.run.samplesPerS;
+    t.threshold = 0.85;
+    t.definition = fmt::format("zero-3 {:.0f} samples/s / dp=2 {:.0f} >= 0.85", zero->figures.run.samplesPerS,
+                               plain->figures.run.samplesPerS);
     checks.push_back(t);
   }
   return checks;

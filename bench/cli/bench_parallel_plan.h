@@ -21,7 +21,7 @@ struct ParallelConfig {
   std::string schedule;  // pp > 1
   int microBatches = 0;  // pp > 1
   int virtualStages = 1;  // interleaved
-  bool shardOptimizer = false;
+  int zero = 0;  // gyre train's --zero: 1 the optimizer step sharded, 3 the parameters too
 
   // The flags after gyre_train_worker's common ones.
   std::vector<std::string> flags(const std::string& balance) const;
@@ -48,9 +48,10 @@ std::vector<std::string> parseScheduleList(const std::string& text);
 // replicas of the largest m, skip >= steps.
 void validate(const ParallelBenchSettings& s);
 
-// In the order they run: 1 worker; dp = 2; dp = 2 with the sharded optimizer step (ZeRO-1);
-// pp = 2 for each schedule and m (interleaved: even m only, virtualStages per worker); on 4
-// workers dp = 2 × pp = 2 (1f1b, the largest m of the list that is at most 8).
+// In the order they run: 1 worker; dp = 2; dp = 2 with the sharded optimizer step (ZeRO-1) and
+// with everything sharded (ZeRO-3); pp = 2 for each schedule and m (interleaved: even m only,
+// virtualStages per worker); on 4 workers dp = 2 × pp = 2 (1f1b, the largest m of the list that
+// is at most 8), dp = 4 and dp = 4 ZeRO-3.
 std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s);
 
 // What a row reports, from the worker's JSON epoch lines (the timed steps of every epoch).
@@ -79,7 +80,8 @@ struct ParallelResult {
 
 // The targets of the issue that the rows measure: the bubble against its formula (GPipe and 1F1B,
 // p = 2, m >= 4), zero-bubble's below 1F1B's at each m, 1F1B's activation memory at the largest m
-// against GPipe's, and pp = 2 1F1B m = 8 against 2 × one worker × (1 − formula).
+// against GPipe's, pp = 2 1F1B m = 8 against 2 × one worker × (1 − formula), ZeRO-3's training
+// state per worker against 1/N of plain dp's (N = 2, 4) and its throughput against plain dp = 2.
 std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const std::vector<ParallelResult>& results);
 
 }  // namespace gyre::app

@@ -5,6 +5,7 @@
 // the same model with 1/N of the training state per worker.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -173,17 +174,26 @@ TEST_F(PipelineCli, BenchParallelRunsEveryLayout) {
   std::vector<nlohmann::json> rows;
   std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(rows.size(), 6u) << r.out;  // 1 worker, dp=2, dp=2 zero-1, pp=2 1f1b m=2, dp=2 x pp=2, summary
+  // 1 worker, dp=2, dp=2 zero-1, dp=2 zero-3, pp=2 1f1b m=2, dp=2 x pp=2, dp=4, dp=4 zero-3, summary
+  ASSERT_EQ(rows.size(), 9u) << r.out;
   for (std::size_t i = 0; i + 1 < rows.size(); ++i) {
     EXPECT_GT(rows[i].at("samples_per_s").get<double>(), 0) << rows[i];
     EXPECT_GT(rows[i].at("peak_rss_bytes").get<double>(), 0) << rows[i];
     EXPECT_EQ(rows[i].at("bubble").is_null(), rows[i].at("pp") == 1) << rows[i];
   }
-  EXPECT_EQ(rows[3].at("layout"), "pp=2 1f1b m=2");
-  EXPECT_DOUBLE_EQ(rows[3].at("ideal_bubble").get<double>(), 1.0 / 3);
-  EXPECT_GT(rows[3].at("peak_activation_bytes").get<double>(), 0);
-  EXPECT_EQ(rows[4].at("np"), 4);
+  EXPECT_EQ(rows[3].at("zero"), 3);
+  EXPECT_EQ(rows[4].at("layout"), "pp=2 1f1b m=2");
+  EXPECT_DOUBLE_EQ(rows[4].at("ideal_bubble").get<double>(), 1.0 / 3);
+  EXPECT_GT(rows[4].at("peak_activation_bytes").get<double>(), 0);
+  EXPECT_EQ(rows[5].at("np"), 4);
+  EXPECT_EQ(rows[7].at("layout"), "dp=4 zero-3");
+  // ZeRO-3 holds about 1/N of plain data parallelism's training state per worker.
+  EXPECT_LT(rows[3].at("model_state_bytes").get<double>(), 0.55 * rows[1].at("model_state_bytes").get<double>());
+  EXPECT_LT(rows[7].at("model_state_bytes").get<double>(), 0.275 * rows[6].at("model_state_bytes").get<double>());
   EXPECT_TRUE(rows.back().at("summary").get<bool>());
+  std::vector<std::string> targets;
+  for (const nlohmann::json& t : rows.back().at("targets")) targets.push_back(t.at("name"));
+  EXPECT_NE(std::find(targets.begin(), targets.end(), "zero-3 state N=4"), targets.end()) << rows.back();
 }
 
 // The layer counts gyre train checks a pipeline against, without libtorch, are the models'.

@@ -62,21 +62,27 @@ TEST(BenchParallel, ListsAndSettingsAreChecked) {
 TEST(BenchParallel, ThePlanRunsEveryScheduleAndMicroBatchCount) {
   ParallelBenchSettings s;
   const std::vector<ParallelConfig> plan = planParallel(s);
-  ASSERT_EQ(plan.size(), 3u + 3 * 5 + 4 + 1);  // interleaved: m = 2, 4, 8, 16
+  ASSERT_EQ(plan.size(), 4u + 3 * 5 + 4 + 3);  // interleaved: m = 2, 4, 8, 16
   EXPECT_EQ(plan[0].world, 1);
   EXPECT_TRUE(plan[0].flags("time").empty());
-  EXPECT_EQ(plan[2].flags("time"), (std::vector<std::string>{"--shard-optimizer"}));
-  EXPECT_EQ(plan[3].name, "pp=2 gpipe m=1");
-  EXPECT_EQ(plan[3].flags("time"), (std::vector<std::string>{"--pp", "2", "--schedule", "gpipe", "--micro-batches",
+  EXPECT_EQ(plan[2].flags("time"), (std::vector<std::string>{"--zero", "1"}));
+  EXPECT_EQ(plan[3].name, "dp=2 zero-3");
+  EXPECT_EQ(plan[3].flags("time"), (std::vector<std::string>{"--zero", "3"}));
+  EXPECT_EQ(plan[4].name, "pp=2 gpipe m=1");
+  EXPECT_EQ(plan[4].flags("time"), (std::vector<std::string>{"--pp", "2", "--schedule", "gpipe", "--micro-batches",
                                                             "1", "--balance", "time"}));
-  EXPECT_EQ(plan[18].name, "pp=2 interleaved v=2 m=2");
-  EXPECT_EQ(plan[18].flags("even"), (std::vector<std::string>{"--pp", "2", "--schedule", "interleaved",
+  EXPECT_EQ(plan[19].name, "pp=2 interleaved v=2 m=2");
+  EXPECT_EQ(plan[19].flags("even"), (std::vector<std::string>{"--pp", "2", "--schedule", "interleaved",
                                                               "--micro-batches", "2", "--balance", "even",
                                                               "--virtual-stages", "2"}));
-  EXPECT_EQ(plan.back().name, "dp=2 x pp=2 1f1b m=8");
+  const ParallelConfig& mesh = plan[plan.size() - 3];
+  EXPECT_EQ(mesh.name, "dp=2 x pp=2 1f1b m=8");
+  EXPECT_EQ(mesh.world, 4);
+  EXPECT_EQ(plan.back().name, "dp=4 zero-3");
   EXPECT_EQ(plan.back().world, 4);
   s.microBatches = {16, 2};
-  EXPECT_EQ(planParallel(s).back().microBatches, 2);
+  const std::vector<ParallelConfig> fewer = planParallel(s);
+  EXPECT_EQ(fewer[fewer.size() - 3].microBatches, 2);  // the mesh row: the largest m of at most 8
 }
 
 TEST(BenchParallel, EpochLinesGiveTheRowsFigures) {
@@ -123,6 +129,26 @@ TEST(BenchParallel, TargetsCompareWithTheFormulaAndOneWorker) {
   const TargetCheck& throughput = check(checks, "1f1b m=8 throughput");
   EXPECT_NEAR(*throughput.measured, 1600 / (2 * 1000 * (1 - 1.0 / 9)), 1e-12);
   EXPECT_EQ(throughput.status(), "PASS");
+}
+
+TEST(BenchParallel, ZeroThreeTargetsCompareWithPlainDataParallelism) {
+  auto row = [](int world, int zero, double samplesPerS, std::int64_t stateBytes) {
+    ParallelResult r;
+    r.config.world = world;
+    r.config.zero = zero;
+    r.figures.run.samplesPerS = samplesPerS;
+    r.figures.modelStateBytes = stateBytes;
+    return r;
+  };
+  const std::vector<ParallelResult> results = {row(2, 0, 2000, 1000), row(2, 1, 1900, 900), row(2, 3, 1600, 560),
+                                               row(4, 0, 3000, 1000), row(4, 3, 2000, 270)};
+  const std::vector<TargetCheck> checks = evaluateParallelTargets("vit", results);
+  EXPECT_EQ(check(checks, "zero-3 state N=2").status(), "MISS");  // 0.56 > 0.55
+  EXPECT_NEAR(*check(checks, "zero-3 state N=2").measured, 0.56, 1e-12);
+  EXPECT_EQ(check(checks, "zero-3 state N=4").status(), "PASS");  // 0.27 <= 0.275
+  const TargetCheck& throughput = check(checks, "zero-3 throughput N=2");
+  EXPECT_NEAR(*throughput.measured, 0.8, 1e-12);  // against plain dp = 2, not zero-1
+  EXPECT_EQ(throughput.status(), "MISS");
 }
 
 }  // namespace
