@@ -4,10 +4,16 @@
 // Its flags are generated from the table `gyre train` uses (src/train/options.h). In a generation that
 // the launcher restarted (GYRE_RESTART_COUNT > 0, `gyre train --max-restarts`) it behaves as with
 // --resume when it has a --checkpoint-dir.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <new>
+#include <string>
 
 #include "common/config.h"
 #include "gyre/errors.h"
@@ -25,6 +31,28 @@ int restartCount() {
 // GYRE_RANK, for the one warning only rank 0 prints; 0 when unset (a world of one).
 std::int64_t rankFromEnvironment() {
   return gyre::config::getOptionalInt(gyre::processEnvironment(), "GYRE_RANK").value_or(0);
+}
+
+// --memory-limit-mb: this process's RLIMIT_DATA (its heap and private writable mappings).
+void limitMemory(std::int64_t mib) {
+  if (mib <= 0) return;
+  const auto bytes = static_cast<rlim_t>(mib) << 20;
+  const rlimit limit{bytes, bytes};
+  if (setrlimit(RLIMIT_DATA, &limit) != 0)
+    throw gyre::InvalidArgument("--memory-limit-mb " + std::to_string(mib) + ": setrlimit(RLIMIT_DATA) failed: " +
+                                std::strerror(errno));
+}
+
+// An allocation that failed, from libtorch's allocator or from operator new.
+bool outOfMemory(const std::exception& e) {
+  return dynamic_cast<const std::bad_alloc*>(&e) != nullptr ||
+         std::strstr(e.what(), "can't allocate memory") != nullptr;
+}
+
+// The first line of libtorch's message (the rest is a C++ backtrace).
+std::string firstLine(const char* text) {
+  const std::string s(text);
+  return s.substr(0, s.find('\n'));
 }
 
 }  // namespace
@@ -60,12 +88,23 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    limitMemory(o.memoryLimitMb);
     gyre::train::runTraining(o);
     return 0;
   } catch (const gyre::InvalidArgument& e) {
     std::fprintf(stderr, "gyre train: error: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
+    if (outOfMemory(e)) {
+      const std::string limit =
+          o.memoryLimitMb > 0 ? " of its " + std::to_string(o.memoryLimitMb) + " MiB (--memory-limit-mb)" : "";
+      std::fprintf(stderr,
+                   "gyre train: error: worker %lld is out of memory%s: %s\n"
+                   "gyre train: --zero 3 shards the parameters, gradients and optimizer state across the workers, "
+                   "--pp splits the model into stages; a smaller --batch needs fewer activations\n",
+                   static_cast<long long>(rankFromEnvironment()), limit.c_str(), firstLine(e.what()).c_str());
+      return 1;
+    }
     std::fprintf(stderr, "gyre train: error: %s\n", e.what());
     return 1;
   }

@@ -1,6 +1,7 @@
 #include "torch/optimizer_bytes.h"
 
 #include "gyre/errors.h"
+#include "gyre/torch/optimizers.h"
 
 namespace gyre::torch {
 namespace {
@@ -27,6 +28,42 @@ std::string optimizerStateBytes(const ::torch::optim::Optimizer& optimizer) {
     archive.write(groupKey(g), options);
   }
   return archiveBytes(archive);
+}
+
+std::size_t optimizerStateTensorBytes(const ::torch::optim::Optimizer& optimizer) {
+  namespace optim = ::torch::optim;
+  std::size_t bytes = 0;
+  auto add = [&bytes](const ::torch::Tensor& t) {
+    if (t.defined()) bytes += static_cast<std::size_t>(t.nbytes());
+  };
+  for (const auto& [key, state] : optimizer.state()) {
+    const optim::OptimizerParamState* s = state.get();
+    if (const auto* sgd = dynamic_cast<const optim::SGDParamState*>(s)) {
+      add(sgd->momentum_buffer());
+    } else if (const auto* adam = dynamic_cast<const optim::AdamParamState*>(s)) {
+      add(adam->exp_avg());
+      add(adam->exp_avg_sq());
+      add(adam->max_exp_avg_sq());
+    } else if (const auto* adamw = dynamic_cast<const optim::AdamWParamState*>(s)) {
+      add(adamw->exp_avg());
+      add(adamw->exp_avg_sq());
+      add(adamw->max_exp_avg_sq());
+    } else if (const auto* adagrad = dynamic_cast<const optim::AdagradParamState*>(s)) {
+      add(adagrad->sum());
+    } else if (const auto* rms = dynamic_cast<const optim::RMSpropParamState*>(s)) {
+      add(rms->square_avg());
+      add(rms->momentum_buffer());
+      add(rms->grad_avg());
+    } else if (const auto* lars = dynamic_cast<const LarsParamState*>(s)) {
+      add(lars->momentum_buffer());
+    } else if (const auto* lamb = dynamic_cast<const LambParamState*>(s)) {
+      add(lamb->exp_avg());
+      add(lamb->exp_avg_sq());
+    } else {
+      return optimizerStateBytes(optimizer).size();
+    }
+  }
+  return bytes;
 }
 
 void loadOptimizerStateBytes(::torch::optim::Optimizer& optimizer, const std::string& bytes,

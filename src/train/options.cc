@@ -136,6 +136,12 @@ const std::array kFlags = std::to_array<TrainFlag>({
              "GYRE_NUM_THREADS, else libtorch's default)",
      .bound = Bound::kNonNegative,
      .forwarded = false},  // gyre run hands it to each worker as GYRE_NUM_THREADS
+    {.name = "--memory-limit-mb",
+     .field = &O::memoryLimitMb,
+     .help = "Limit each worker's data memory (RLIMIT_DATA: heap and private mappings) to this many MiB; a "
+             "worker that needs more stops with an out-of-memory error (0: no limit)",
+     .bound = Bound::kNonNegative,
+     .max = std::int64_t{1} << 40},
     {.name = "--data-workers",
      .field = &O::dataWorkers,
      .help =

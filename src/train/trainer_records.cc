@@ -161,14 +161,14 @@ void Trainer::recordMemory(EpochReport& report) {
   getrusage(RUSAGE_SELF, &usage);
   double state = -1;
   if (fsdp_) {  // the shards and their gradients, and the optimizer's state over the shards
-    state = static_cast<double>(fsdp_->stateBytes() + gyre::torch::optimizerStateBytes(*optimizer_).size());
+    state = static_cast<double>(fsdp_->stateBytes() + gyre::torch::optimizerStateTensorBytes(*optimizer_));
   } else if (zeroStage(o_) == 0 && !ps_) {
     std::int64_t bytes = 0;
     for (const ::torch::Tensor& p : pipeline_ ? pipeline_->parameters() : model_->parameters()) {
       const std::int64_t size = p.numel() * static_cast<std::int64_t>(p.element_size());
       bytes += p.grad().defined() ? 2 * size : size;
     }
-    bytes += static_cast<std::int64_t>(gyre::torch::optimizerStateBytes(*optimizer_).size());
+    bytes += static_cast<std::int64_t>(gyre::torch::optimizerStateTensorBytes(*optimizer_));
     state = static_cast<double>(bytes);
   }
   const std::vector<double> most = group_.max({static_cast<double>(usage.ru_maxrss) * 1024.0, state});  // ru_maxrss: KiB

@@ -200,3 +200,35 @@ TEST(Optimizers, RejectBadOptionsNamingThem) {
 
 }  // namespace
 }  // namespace gyre
+
+namespace gyre {
+namespace {
+
+// The optimizer's state counted in place: one tensor per parameter for momentum, two for Adam's
+// and Lamb's moments; none before the first step.
+TEST(OptimizerStateTensorBytes, CountsEachKindsStateTensors) {
+  auto params = [] {
+    return std::vector<::torch::Tensor>{::torch::ones({3, 4}).requires_grad_(), ::torch::ones({5}).requires_grad_()};
+  };
+  constexpr std::size_t kParamBytes = (12 + 5) * sizeof(float);
+  auto stepOnce = [](::torch::optim::Optimizer& o, std::vector<::torch::Tensor>& p) {
+    for (auto& t : p) t.mutable_grad() = ::torch::ones_like(t);
+    o.step();
+  };
+  auto p1 = params();
+  ::torch::optim::SGD sgd(p1, ::torch::optim::SGDOptions(0.1).momentum(0.9));
+  EXPECT_EQ(torch::optimizerStateTensorBytes(sgd), 0u);
+  stepOnce(sgd, p1);
+  EXPECT_EQ(torch::optimizerStateTensorBytes(sgd), kParamBytes);
+  auto p2 = params();
+  ::torch::optim::Adam adam(p2, ::torch::optim::AdamOptions(0.1));
+  stepOnce(adam, p2);
+  EXPECT_EQ(torch::optimizerStateTensorBytes(adam), 2 * kParamBytes);
+  auto p3 = params();
+  Lamb lamb(p3, LambOptions(0.1));
+  stepOnce(lamb, p3);
+  EXPECT_EQ(torch::optimizerStateTensorBytes(lamb), 2 * kParamBytes);
+}
+
+}  // namespace
+}  // namespace gyre

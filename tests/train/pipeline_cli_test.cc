@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -160,6 +161,33 @@ TEST_F(PipelineCli, ALayoutThatDoesNotFitIsRefusedBeforeTraining) {
     EXPECT_TRUE(contains(r.err, message)) << "wanted: " << message << "\n" << r.err;
     EXPECT_FALSE(std::filesystem::exists(path("refused") + "/config.json")) << "a refused job wrote its run";
   }
+}
+
+// A vit whose unsharded training state (25M parameters: 151 MB, with gradients and Adam's two
+// moments 604 MB) does not fit a worker's 1200 MiB (RLIMIT_DATA, --memory-limit-mb; a worker's
+// libtorch, dataset and buffers take about 650 MB of it): one worker stops with an out-of-memory
+// error that says what to do; ZeRO-3 over 4 workers, each with the same limit, trains it.
+TEST_F(PipelineCli, AModelTooBigForOneWorkerTrainsShardedOverFour) {
+  const std::vector<std::string> model = {"--model",       "vit", "--vit-width", "512", "--vit-heads", "8",
+                                          "--vit-depth",   "12",  "--optimizer", "adam", "--lr",       "0.001",
+                                          "--epochs",      "1",   "--max-steps", "2",    "--batch",    "64",
+                                          "--no-eval",     "--threads", "1",    "--memory-limit-mb", "1200"};
+  std::vector<std::string> one = {"--np", "1", "--run-dir", path("one")};
+  one.insert(one.end(), model.begin(), model.end());
+  const test::ProgramRun failed = gyreTrain(one);
+  EXPECT_NE(failed.exitCode, 0) << failed.describe();
+  EXPECT_TRUE(contains(failed.err, "worker 0 is out of memory of its 1200 MiB (--memory-limit-mb)")) << failed.err;
+  EXPECT_TRUE(contains(failed.err, "--zero 3 shards the parameters")) << failed.err;
+
+  std::vector<std::string> sharded = {"--np", "4", "--zero", "3", "--json", "--run-dir", path("sharded")};
+  sharded.insert(sharded.end(), model.begin(), model.end());
+  const test::ProgramRun r = gyreTrain(sharded);
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+  const std::vector<nlohmann::json> epochs = jsonLines(path("sharded") + "/metrics.jsonl");
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_TRUE(std::isfinite(epochs[0].at("loss").get<double>()));
+  // Each worker holds a quarter: under 604 MB / 4 + 10%.
+  EXPECT_LT(epochs[0].at("model_state_bytes").get<double>(), 604e6 / 4 * 1.1);
 }
 
 // gyre bench parallel's smallest run: every layout runs and reports its figures, the pipeline's
