@@ -11,10 +11,11 @@ namespace gyre::train {
 
 namespace {
 
-// What each of these would need from a split model, and why it is refused with --pp for now.
-void checkCombinations(const TrainOptions& o) {
-  const std::string_view why = " is not supported with --pp yet";
-  GYRE_USAGE_CHECK(!o.plain, "--plain trains one whole model in one process: --pp does not apply");
+// What each of these would need from a split model, and why it is refused with `flag` (--pp or
+// --tp) for now.
+void checkCombinations(const TrainOptions& o, std::string_view flag) {
+  const std::string why = " is not supported with " + std::string(flag) + " yet";
+  GYRE_USAGE_CHECK(!o.plain, "--plain trains one whole model in one process: ", flag, " does not apply");
   GYRE_USAGE_CHECK(!o.elastic, "--elastic", why, " (a lost worker would take a stage away)");
   GYRE_USAGE_CHECK(!isParameterServerMode(o.mode), "--mode ", o.mode, why, " (the servers hold the whole model)");
   GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, "checkpoints (--checkpoint-dir, --resume)", why,
@@ -29,6 +30,17 @@ void checkCombinations(const TrainOptions& o) {
   const std::string kind = parseCompressionSpec(o.compression, "--compression").kind;
   GYRE_USAGE_CHECK(kind == "none" || kind == "fp16" || kind == "bf16", "--compression ", o.compression, why,
                    " (fp16 and bf16 are)");
+}
+
+// --tp: the vit's blocks split over T ranks (their heads and the MLP's hidden features).
+void checkTensorParallel(const TrainOptions& o) {
+  if (o.tp == 1) return;
+  checkCombinations(o, "--tp");
+  GYRE_USAGE_CHECK(o.model == "vit", "--tp splits the vit's transformer blocks: --model ", o.model,
+                   " has none (use --model vit)");
+  GYRE_USAGE_CHECK(o.vitHeads % o.tp == 0, "--tp ", o.tp, " does not divide the vit's ", o.vitHeads,
+                   " heads (--vit-heads): each rank computes whole heads");
+  GYRE_USAGE_CHECK(o.pp == 1, "--tp with --pp is not supported yet: a tensor-parallel model in a pipeline");
 }
 
 }  // namespace
@@ -69,13 +81,14 @@ std::vector<int> explicitBalance(const TrainOptions& o) {
 }
 
 void checkModelParallel(const TrainOptions& o) {
+  checkTensorParallel(o);
   const bool scheduleGiven = o.schedule != "1f1b" || o.microBatches != 0 || o.virtualStages != 1 ||
                              o.balance != "even" || o.recompute;
   GYRE_USAGE_CHECK(o.pp > 1 || !scheduleGiven,
                    "--micro-batches, --schedule, --virtual-stages, --balance and --recompute shape a pipeline: "
                    "they need --pp 2 or more");
   if (o.pp == 1) return;
-  checkCombinations(o);
+  checkCombinations(o, "--pp");
   GYRE_USAGE_CHECK(o.virtualStages == 1 || o.schedule == "interleaved", "--virtual-stages ", o.virtualStages,
                    " is for --schedule interleaved");
   GYRE_USAGE_CHECK(o.schedule != "interleaved" || o.virtualStages > 1,
@@ -92,9 +105,13 @@ void checkModelParallel(const TrainOptions& o) {
 void checkLayout(const TrainOptions& o, int world) {
   GYRE_USAGE_CHECK(world % o.pp == 0, "--pp ", o.pp, " does not divide the ", world,
                    " workers: the workers form replicas of --pp ranks each");
-  const int dp = world / o.pp;
-  GYRE_USAGE_CHECK(o.dp == 0 || o.dp == dp, "--dp ", o.dp, " × --pp ", o.pp, " is ", o.dp * o.pp, ", not the ",
-                   world, " workers");
+  GYRE_USAGE_CHECK(world % (o.pp * o.tp) == 0, "--tp ", o.tp, o.pp > 1 ? " × --pp " + std::to_string(o.pp) : "",
+                   " does not divide the ", world, " workers: the workers form replicas of ", o.pp * o.tp,
+                   " ranks each");
+  const int dp = world / (o.pp * o.tp);
+  const std::string split = o.tp > 1 ? " × --tp " + std::to_string(o.tp) : "";
+  GYRE_USAGE_CHECK(o.dp == 0 || o.dp == dp, "--dp ", o.dp, " × --pp ", o.pp, split, " is ", o.dp * o.pp * o.tp,
+                   ", not the ", world, " workers");
   GYRE_USAGE_CHECK(o.batch % dp == 0, "--batch ", o.batch, " is the global batch and must divide evenly among the ",
                    dp, " data-parallel replicas: choose a multiple of ", dp);
   GYRE_USAGE_CHECK(o.pp == 1 || o.batch / dp >= microBatchesOf(o), "--micro-batches ", microBatchesOf(o),
@@ -104,7 +121,7 @@ void checkLayout(const TrainOptions& o, int world) {
 
 Layout layoutOf(const TrainOptions& o, int world, int rank) {
   checkLayout(o, world);
-  return Layout{.dp = world / o.pp, .pp = o.pp, .rank = rank};
+  return Layout{.dp = world / (o.pp * o.tp), .pp = o.pp, .tp = o.tp, .rank = rank};
 }
 
 }  // namespace gyre::train

@@ -327,9 +327,18 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .bound = Bound::kAtLeast,
      .min = 1,
      .max = 1024},
+    {.name = "--tp",
+     .field = &O::tp,
+     .help = "Tensor parallelism: split each transformer block of the vit (its attention heads and its MLP) "
+             "across this many neighbouring workers, which compute every sample together (--np / --tp "
+             "replicas)",
+     .group = kModelParallel,
+     .bound = Bound::kAtLeast,
+     .min = 1,
+     .max = 1024},
     {.name = "--dp",
      .field = &O::dp,
-     .help = "Data-parallel replicas (0: --np / --pp); given, it must be --np / --pp",
+     .help = "Data-parallel replicas (0: --np / (--pp × --tp)); given, it must be that",
      .group = kModelParallel,
      .bound = Bound::kNonNegative,
      .max = kMaxProcesses},
@@ -684,8 +693,9 @@ void validateOptions(const TrainOptions& o) {
 void checkWorld(const TrainOptions& o, int world) {
   // Elastic worlds need not divide the batch (each rank's loss is weighted by its share), and the
   // fault names a worker id, not a rank.
-  if (o.pp > 1) checkLayout(o, world);  // the batch divides among the replicas
-  GYRE_USAGE_CHECK(o.elastic || o.pp > 1 || o.batch % world == 0, "--batch ", o.batch,
+  const bool split = o.pp > 1 || o.tp > 1;
+  if (split) checkLayout(o, world);  // the batch divides among the replicas
+  GYRE_USAGE_CHECK(o.elastic || split || o.batch % world == 0, "--batch ", o.batch,
                    " is the global batch and must divide evenly among the ", world, " workers: choose a multiple of ",
                    world);
   GYRE_USAGE_CHECK(o.stragglerRank < world, "--straggler-rank ", o.stragglerRank, " is not a rank of the ", world,

@@ -55,8 +55,10 @@ struct TrainOptions {
   // whole model on every worker), dp replicas (0: the workers / pp), microBatches per step (0: 2 ·
   // pp), the schedule (gpipe, 1f1b, interleaved, zero-bubble), virtual stages per rank
   // (interleaved), how the layers are cut ("even", "time": by their measured time, or counts per
-  // stage "3,2,1"), and recomputation of each stage's activations in its backward.
+  // stage "3,2,1"), and recomputation of each stage's activations in its backward; tp ranks of a
+  // tensor-parallel group split each transformer block of the vit (1: none).
   int pp = 1;
+  int tp = 1;
   int dp = 0;
   int microBatches = 0;
   std::string schedule = "1f1b";

@@ -148,8 +148,9 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["plain"] = o.plain;
   j["epochs"] = o.epochs;
   j["batch"] = o.batch;
-  j["per_rank_batch"] = o.batch / (world / o.pp);  // a pipeline's ranks share their replica's batch
+  j["per_rank_batch"] = o.batch / (world / (o.pp * o.tp));  // a pipeline's (or tensor-parallel group's) ranks share their replica's batch
   j["pp"] = o.pp;
+  j["tp"] = o.tp;
   if (o.pp > 1) {
     j["micro_batches"] = microBatchesOf(o);
     j["schedule"] = o.schedule;

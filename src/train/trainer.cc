@@ -111,6 +111,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   checkCompressionFits();
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
   if (layout_.pp > 1) attachPipeline();
+  if (layout_.tp > 1) attachTensorParallel();
   if (zeroStage(o_) == 3 && group_.comm()) attachFullySharded();
   optimizer_ = makeOptimizer(o_,
                              pipeline_ ? pipeline_->parameters()
@@ -125,13 +126,13 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   applyOptimizerFlags(o_, *optimizer_);
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
-  } else if (group_.comm() && !fsdp_ && (!pipeline_ || layout_.dp > 1)) {
-    // The replicas average their gradients: of the whole model, or of this rank's stages.
+  } else if (group_.comm() && !fsdp_ && ((layout_.pp == 1 && layout_.tp == 1) || layout_.dp > 1)) {
+    // The replicas average their gradients: of the whole model, or of this rank's stages or share.
     gyre::torch::DistributedOptimizerOptions d = distributedOptions();
     if (!timeline_) timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
     d.timeline = timeline_;
-    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(pipeline_ ? dataParallelComm_ : group_.comm(),
-                                                                optimizer_, d);
+    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(
+        layout_.pp > 1 || layout_.tp > 1 ? dataParallelComm_ : group_.comm(), optimizer_, d);
     if (o_.stragglerThreshold > 0 && !pipeline_) stragglers_.emplace(o_.stragglerThreshold);
     if (o_.backupWorkers > 0) backups_.emplace(o_.backupWorkers, o_.stragglerThreshold, group_.size());
   }
@@ -229,6 +230,7 @@ std::vector<EpochReport> Trainer::run() {
   }
   if (pipeline_ && !o_.runDir.empty()) gatherPipelineStages();
   if (fsdp_ && !o_.runDir.empty()) fsdp_->gatherParameters();  // model.pt holds the whole model
+  if (tensorComm_ && !o_.runDir.empty()) gatherTensorParallel();
   if (group_.rank() == 0 && !o_.runDir.empty()) saveModel();
   if (timeline_) timeline_->write();
   return reports;
@@ -515,6 +517,7 @@ double Trainer::correctPredictions(::torch::nn::Sequential& model, std::int64_t 
 double Trainer::testAccuracy() {
   if (pipeline_) return pipelineTestAccuracy();
   if (fsdp_) return shardedTestAccuracy();
+  if (tensorComm_) return tensorParallelTestAccuracy();
   const std::int64_t n = data_.test.size();
   const std::int64_t first = n * group_.rank() / world_;
   const std::int64_t last = n * (group_.rank() + 1) / world_;

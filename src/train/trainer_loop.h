@@ -161,6 +161,13 @@ class Trainer {
   // passes (each gathers the parameters with every rank).
   void attachFullySharded();
   double shardedTestAccuracy();
+  // --tp (trainer_tensor.cc): splits the world into tensor-parallel and data-parallel groups and
+  // model_ into this rank's share of each block (wholeModel_ keeps the unsplit twin); the test
+  // accuracy by replica, every rank of a group in the same forward passes; the trained shares
+  // gathered into wholeModel_ for model.pt. Collective.
+  void attachTensorParallel();
+  double tensorParallelTestAccuracy();
+  void gatherTensorParallel();
   void gatherPipelineStages();
 
   // Parameter-server modes (trainer_ps.cc): ps_ in place of dist_; each epoch's staleness and
@@ -192,6 +199,8 @@ class Trainer {
     gyre::data::Dataset test;
   } data_;
   ::torch::nn::Sequential model_;
+  ::torch::nn::Sequential wholeModel_{nullptr};  // --tp: the unsplit model, for model.pt (model_ holds a share)
+  std::shared_ptr<Communicator> tensorComm_;  // --tp: this rank's tensor-parallel group
   double lr_;
   std::shared_ptr<::torch::optim::Optimizer> optimizer_;  // optimizer_choice.h
   std::unique_ptr<gyre::torch::DistributedOptimizer> dist_;

@@ -180,7 +180,7 @@ void Trainer::saveModel() {
   const std::string path = (std::filesystem::path(o_.runDir) / "model.pt").string();
   const std::string temporary = files::temporaryPath(path);
   try {
-    ::torch::save(model_, temporary);
+    ::torch::save(wholeModel_ ? wholeModel_ : model_, temporary);
   } catch (const c10::Error& e) {
     std::filesystem::remove(temporary);
     throw Error("cannot write " + path + ": " + e.what_without_backtrace());

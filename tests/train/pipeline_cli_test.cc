@@ -41,8 +41,9 @@ std::vector<double> stepLosses(const std::string& runDir) {
   return out;
 }
 
-std::vector<::torch::Tensor> savedParameters(const std::string& runDir) {
-  ::torch::nn::Sequential model = makeModel("mlp");
+std::vector<::torch::Tensor> savedParameters(const std::string& runDir, const std::string& name = "mlp",
+                                             const VitOptions& vit = {}) {
+  ::torch::nn::Sequential model = makeModel(name, false, vit);
   ::torch::load(model, runDir + "/model.pt");
   std::vector<::torch::Tensor> out;
   for (const ::torch::Tensor& p : model->parameters()) out.push_back(p.detach().clone());
@@ -56,11 +57,13 @@ class PipelineCli : public cli::TrainerTest {
     if (!IsSkipped() && !haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   }
 
-  // The mlp for 12 steps of the global batch 96, 1 thread per worker, with `layout`'s flags.
+  // The mlp (unless `layout` names a --model) for 12 steps of the global batch 96, 1 thread per
+  // worker, with `layout`'s flags.
   nlohmann::json train(const std::string& name, std::vector<std::string> layout) {
     const std::string runDir = path(name);
-    std::vector<std::string> args = {"--model", "mlp",     "--epochs",  "1",    "--max-steps", "12", "--batch",
-                                     "96",      "--threads", "1",       "--json", "--run-dir", runDir};
+    std::vector<std::string> args = {"--epochs", "1",  "--max-steps", "12",     "--batch", "96",
+                                     "--threads", "1", "--json",      "--run-dir", runDir};
+    if (std::find(layout.begin(), layout.end(), "--model") == layout.end()) args.insert(args.end(), {"--model", "mlp"});
     args.insert(args.end(), layout.begin(), layout.end());
     const test::ProgramRun r = gyreTrain(args);
     EXPECT_EQ(r.exitCode, 0) << name << ": " << r.describe() << "\nstdout:\n" << r.out;
@@ -104,6 +107,32 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
       EXPECT_LE(epoch.at("model_state_bytes").get<double>(),
                 one.at("model_state_bytes").get<double>() / workers * 1.1);
     }
+  }
+}
+
+// Tensor parallelism: the vit's blocks split over 2 ranks, alone and in 2 replicas, train the
+// one-worker vit; model.pt holds the whole model gathered from the shares.
+TEST_F(PipelineCli, TensorParallelLayoutsTrainTheVitOfOneWorker) {
+  const std::vector<std::string> vit = {"--model", "vit", "--vit-width", "32", "--vit-heads", "4", "--vit-depth", "2"};
+  auto withVit = [&](std::vector<std::string> layout) {
+    layout.insert(layout.end(), vit.begin(), vit.end());
+    return layout;
+  };
+  const nlohmann::json one = train("vit-one", withVit({"--np", "1"}));
+  ASSERT_FALSE(one.is_null());
+  const std::vector<double> losses = stepLosses(path("vit-one"));
+  const VitOptions shape{.depth = 2, .width = 32, .heads = 4};
+  const std::vector<::torch::Tensor> params = savedParameters(path("vit-one"), "vit", shape);
+  for (const auto& [name, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"tp2", {"--np", "2", "--tp", "2"}}, {"dp2-tp2", {"--np", "4", "--tp", "2"}}}) {
+    SCOPED_TRACE(name);
+    const nlohmann::json epoch = train(name, withVit(layout));
+    ASSERT_FALSE(epoch.is_null());
+    const std::vector<double> got = stepLosses(path(name));
+    ASSERT_EQ(got.size(), losses.size());
+    for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], losses[s], 1e-5 * losses[s]) << "step " << s + 1;
+    EXPECT_NEAR(epoch.at("test_accuracy").get<double>(), one.at("test_accuracy").get<double>(), 2e-4);
+    test::expectClose(savedParameters(path(name), "vit", shape), params, 1e-4, name.c_str());
   }
 }
 

@@ -356,6 +356,44 @@ TEST(TrainOptions, TheLayoutPutsAPipelinesRanksSideBySide) {
   EXPECT_EQ(microBatchesOf(three), 6);
 }
 
+TEST(TrainOptions, TensorParallelismSplitsTheVitsHeadsAndGroupsNeighbours) {
+  TrainOptions o;
+  o.model = "vit";
+  o.tp = 2;
+  EXPECT_EQ(refusal(o), "");
+  const Layout l = layoutOf(o, 4, 3);  // dp 2 x tp 2: rank 3 is the second rank of replica 1
+  EXPECT_EQ(l.dp, 2);
+  EXPECT_EQ(l.tpRank(), 1);
+  EXPECT_EQ(l.stageRank(), 0);
+  EXPECT_EQ(l.replica(), 1);
+  EXPECT_THROW(layoutOf(o, 3, 0), InvalidArgument);  // 2 does not divide 3
+  o.dp = 4;
+  try {
+    checkWorld(o, 4);
+    ADD_FAILURE() << "--dp 4 x --tp 2 on 4 workers was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--dp 4 × --pp 1 × --tp 2 is 8, not the 4 workers"), std::string::npos)
+        << e.what();
+  }
+  o.dp = 0;
+  o.vitHeads = 6;
+  o.vitWidth = 96;
+  o.tp = 4;
+  EXPECT_EQ(refusal(o), "--tp 4 does not divide the vit's 6 heads (--vit-heads): each rank computes whole heads");
+  o = {};
+  o.tp = 2;
+  EXPECT_EQ(refusal(o), "--tp splits the vit's transformer blocks: --model mlp has none (use --model vit)");
+  o.model = "vit";
+  o.pp = 2;
+  EXPECT_EQ(refusal(o), "--tp with --pp is not supported yet: a tensor-parallel model in a pipeline");
+  o.pp = 1;
+  o.zero = 3;
+  EXPECT_EQ(refusal(o), "--shard-optimizer and --zero is not supported with --tp yet");
+  o.zero = 0;
+  o.checkpointDir = "ck";
+  EXPECT_NE(refusal(o).find("is not supported with --tp yet"), std::string::npos);
+}
+
 TEST(TrainOptions, FlagsGivenWithoutTheFlagTheyNeedAreRefused) {
   TrainOptions o;
   CLI::App app{"gyre train"};
