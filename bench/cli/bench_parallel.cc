@@ -68,6 +68,9 @@ nlohmann::json rowJson(const ParallelResult& r) {
           {"virtual_stages", r.config.virtualStages},
           {"micro_batches", r.config.pp > 1 ? nlohmann::json(r.config.microBatches) : nlohmann::json(nullptr)},
           {"zero", r.config.zero},
+          {"tp", r.config.tp},
+          {"vit_width", r.config.vitWidth > 0 ? nlohmann::json(r.config.vitWidth) : nlohmann::json(nullptr)},
+          {"batch", r.config.batch > 0 ? nlohmann::json(r.config.batch) : nlohmann::json(nullptr)},
           {"samples_per_s", f.run.samplesPerS},
           {"bubble", orNull(f.bubble)},
           {"ideal_bubble", orNull(f.idealBubble)},
@@ -88,12 +91,13 @@ ParallelResult runOne(const ParallelBenchFlags& f, const ParallelConfig& c, cons
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw Error("cannot create the run directory " + dir.string() + ": " + ec.message());
-  const EpochSplit split = splitSteps(s.steps, s.globalBatch);
+  const EpochSplit split = splitSteps(s.steps, c.batch > 0 ? c.batch : s.globalBatch);
   // Every layout through gyre run, one alone too: the same threads (1 for libtorch and OpenBLAS).
   std::vector<std::string> argv = {selfExecutable(), "run", "--np", std::to_string(c.world), "--threads", "1",
                                    "--no-tag-output", "--", worker, "--model", s.model, "--epochs",
                                    std::to_string(split.epochs), "--max-steps", std::to_string(split.stepsPerEpoch),
-                                   "--batch", std::to_string(s.globalBatch), "--skip-steps", std::to_string(s.skip),
+                                   "--batch", std::to_string(c.batch > 0 ? c.batch : s.globalBatch),
+                                   "--skip-steps", std::to_string(s.skip),
                                    "--threads", "1", "--no-eval", "--json", "--progress", "off"};
   for (std::string& flag : c.flags(s.balance)) argv.push_back(std::move(flag));
   const fs::path log = dir / "gyre-run.log";
@@ -183,7 +187,8 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
       "Runs gyre_train_worker under `gyre run`, one thread per worker, once per layout and round (--repeat):\n"
       "1 worker; dp=2; dp=2 with the sharded optimizer step (ZeRO-1) and with everything sharded (ZeRO-3);\n"
       "pp=2 for each --schedule and --micro-batches (interleaved: even m, --virtual-stages per worker); on 4\n"
-      "workers dp=2 x pp=2, dp=4 and dp=4 ZeRO-3. Prints\n"
+      "workers dp=2 x pp=2, dp=4 and dp=4 ZeRO-3; with the vit also tp=2 and dp=2 x tp=2, then 1 worker and\n"
+      "tp=2 on a vit of width 512 (8 heads) at batch 128. Prints\n"
       "samples/s, the measured pipeline bubble beside its formula, memory per worker and the step split,\n"
       "then the targets (PASS/MISS). Exits 0 whatever the targets say.\n"
       "See docs/benchmarks.md, \"gyre bench parallel\".\n\n"

@@ -20,10 +20,10 @@ double bubbleBound(double ideal) {
 }
 
 const ParallelResult* find(const std::vector<ParallelResult>& results, int world, int pp,
-                           const std::string& schedule = {}, int m = 0, int zero = 0) {
+                           const std::string& schedule = {}, int m = 0, int zero = 0, int tp = 1, bool wide = false) {
   for (const ParallelResult& r : results)
     if (r.config.world == world && r.config.pp == pp && r.config.schedule == schedule &&
-        r.config.microBatches == m && r.config.zero == zero)
+        r.config.microBatches == m && r.config.zero == zero && r.config.tp == tp && (r.config.vitWidth > 0) == wide)
       return &r;
   return nullptr;
 }
@@ -41,6 +41,8 @@ std::vector<std::string> ParallelConfig::flags(const std::string& balance) const
            "--balance", balance};
   if (virtualStages > 1) out.insert(out.end(), {"--virtual-stages", std::to_string(virtualStages)});
   if (zero > 0) out.insert(out.end(), {"--zero", std::to_string(zero)});
+  if (tp > 1) out.insert(out.end(), {"--tp", std::to_string(tp)});
+  if (vitWidth > 0) out.insert(out.end(), {"--vit-width", std::to_string(vitWidth), "--vit-heads", "8"});
   return out;
 }
 
@@ -83,6 +85,8 @@ void validate(const ParallelBenchSettings& s) {
              " samples per replica at dp = 2 x pp = 2, fewer than --micro-batches ", most);
   requireArg(s.balance == "even" || s.balance == "time", "--balance '", s.balance, "': expected even or time");
   requireArg(s.virtualStages >= 2 && s.virtualStages <= 64, "--virtual-stages must be between 2 and 64");
+  requireArg(s.wideWidth >= 8 && s.wideWidth % 8 == 0 && s.wideBatch >= 2 && s.wideBatch % 2 == 0,
+             "the wide vit needs a width that 8 heads divide and an even batch");
 }
 
 std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
@@ -113,6 +117,16 @@ std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
   plan.push_back(layout(fmt::format("dp=2 x pp=2 1f1b m={}", m), 4, 2, "1f1b", m));
   plan.push_back(layout("dp=4", 4));
   plan.push_back(layout("dp=4 zero-3", 4, 1, {}, 0, 3));
+  if (s.model != "vit") return plan;  // tensor parallelism splits the vit's blocks
+  plan.push_back(layout("tp=2", 2));
+  plan.push_back(layout("dp=2 x tp=2", 4));
+  plan[plan.size() - 2].tp = plan.back().tp = 2;
+  for (int tp : {1, 2}) {
+    plan.push_back(layout(tp == 1 ? fmt::format("1 worker w{}", s.wideWidth) : fmt::format("tp=2 w{}", s.wideWidth), tp));
+    plan.back().tp = tp;
+    plan.back().vitWidth = s.wideWidth;
+    plan.back().batch = s.wideBatch;
+  }
   return plan;
 }
 
@@ -238,6 +252,18 @@ std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const
     t.atMost = true;
     t.definition = fmt::format("zero-3 {} B / dp={} {} B <= 1.1 / {}", *zero->figures.modelStateBytes, world,
                                *plain->figures.modelStateBytes, world);
+    checks.push_back(t);
+  }
+  // tp = 2 on the wide vit: at least 1.3 × one worker.
+  if (const ParallelResult *one = find(results, 1, 1, {}, 0, 0, 1, true), *two = find(results, 2, 1, {}, 0, 0, 2, true);
+      one != nullptr && two != nullptr && one->figures.run.samplesPerS > 0) {
+    TargetCheck t;
+    t.model = fmt::format("vit w{}", two->config.vitWidth);
+    t.name = "tp=2 throughput";
+    t.measured = two->figures.run.samplesPerS / one->figures.run.samplesPerS;
+    t.threshold = 1.3;
+    t.definition = fmt::format("tp=2 {:.0f} samples/s / 1 worker {:.0f} >= 1.3", two->figures.run.samplesPerS,
+                               one->figures.run.samplesPerS);
     checks.push_back(t);
   }
   if (const ParallelResult *plain = find(results, 2, 1), *zero = find(results, 2, 1, {}, 0, 3);

@@ -22,6 +22,11 @@ struct ParallelConfig {
   int microBatches = 0;  // pp > 1
   int virtualStages = 1;  // interleaved
   int zero = 0;  // gyre train's --zero: 1 the optimizer step sharded, 3 the parameters too
+  int tp = 1;    // gyre train's --tp
+  // The rows of a wider vit (the tensor-parallel speed target's): its width (heads 8) and global
+  // batch; 0: the settings' model and batch.
+  int vitWidth = 0;
+  int batch = 0;
 
   // The flags after gyre_train_worker's common ones.
   std::vector<std::string> flags(const std::string& balance) const;
@@ -38,6 +43,10 @@ struct ParallelBenchSettings {
   int virtualStages = 2;  // interleaved: stages per worker (its rows skip odd m)
   std::vector<int> microBatches = {1, 2, 4, 8, 16};
   std::string balance = "time";
+  // The tensor-parallel speed rows (model vit only): 1 worker and tp = 2 on a vit this wide
+  // (8 heads), at this global batch.
+  int wideWidth = 512;
+  int wideBatch = 128;
 };
 
 // "1,2,4" -> {1, 2, 4}: each in [1, 1024], no repeats. "gpipe,1f1b" -> schedules of gyre train's.
@@ -51,7 +60,8 @@ void validate(const ParallelBenchSettings& s);
 // In the order they run: 1 worker; dp = 2; dp = 2 with the sharded optimizer step (ZeRO-1) and
 // with everything sharded (ZeRO-3); pp = 2 for each schedule and m (interleaved: even m only,
 // virtualStages per worker); on 4 workers dp = 2 × pp = 2 (1f1b, the largest m of the list that
-// is at most 8), dp = 4 and dp = 4 ZeRO-3.
+// is at most 8), dp = 4 and dp = 4 ZeRO-3. With the vit also tp = 2 and dp = 2 × tp = 2, then 1
+// worker and tp = 2 on the wide vit (wideWidth, wideBatch).
 std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s);
 
 // What a row reports, from the worker's JSON epoch lines (the timed steps of every epoch).
@@ -81,7 +91,8 @@ struct ParallelResult {
 // The targets of the issue that the rows measure: the bubble against its formula (GPipe and 1F1B,
 // p = 2, m >= 4), zero-bubble's below 1F1B's at each m, 1F1B's activation memory at the largest m
 // against GPipe's, pp = 2 1F1B m = 8 against 2 × one worker × (1 − formula), ZeRO-3's training
-// state per worker against 1/N of plain dp's (N = 2, 4) and its throughput against plain dp = 2.
+// state per worker against 1/N of plain dp's (N = 2, 4) and its throughput against plain dp = 2;
+// tp = 2 on the wide vit against 1.3 × one worker.
 std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const std::vector<ParallelResult>& results);
 
 }  // namespace gyre::app

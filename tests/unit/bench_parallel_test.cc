@@ -62,7 +62,7 @@ TEST(BenchParallel, ListsAndSettingsAreChecked) {
 TEST(BenchParallel, ThePlanRunsEveryScheduleAndMicroBatchCount) {
   ParallelBenchSettings s;
   const std::vector<ParallelConfig> plan = planParallel(s);
-  ASSERT_EQ(plan.size(), 4u + 3 * 5 + 4 + 3);  // interleaved: m = 2, 4, 8, 16
+  ASSERT_EQ(plan.size(), 4u + 3 * 5 + 4 + 3 + 4);  // interleaved: m = 2, 4, 8, 16
   EXPECT_EQ(plan[0].world, 1);
   EXPECT_TRUE(plan[0].flags("time").empty());
   EXPECT_EQ(plan[2].flags("time"), (std::vector<std::string>{"--zero", "1"}));
@@ -75,14 +75,21 @@ TEST(BenchParallel, ThePlanRunsEveryScheduleAndMicroBatchCount) {
   EXPECT_EQ(plan[19].flags("even"), (std::vector<std::string>{"--pp", "2", "--schedule", "interleaved",
                                                               "--micro-batches", "2", "--balance", "even",
                                                               "--virtual-stages", "2"}));
-  const ParallelConfig& mesh = plan[plan.size() - 3];
+  const ParallelConfig& mesh = plan[plan.size() - 7];
   EXPECT_EQ(mesh.name, "dp=2 x pp=2 1f1b m=8");
   EXPECT_EQ(mesh.world, 4);
-  EXPECT_EQ(plan.back().name, "dp=4 zero-3");
-  EXPECT_EQ(plan.back().world, 4);
+  EXPECT_EQ(plan[plan.size() - 5].name, "dp=4 zero-3");
+  EXPECT_EQ(plan[plan.size() - 3].name, "dp=2 x tp=2");
+  EXPECT_EQ(plan[plan.size() - 3].flags("time"), (std::vector<std::string>{"--tp", "2"}));
+  EXPECT_EQ(plan.back().name, "tp=2 w512");
+  EXPECT_EQ(plan.back().batch, 128);
+  EXPECT_EQ(plan.back().flags("time"), (std::vector<std::string>{"--tp", "2", "--vit-width", "512", "--vit-heads", "8"}));
+  EXPECT_EQ(plan[plan.size() - 2].flags("time"), (std::vector<std::string>{"--vit-width", "512", "--vit-heads", "8"}));
   s.microBatches = {16, 2};
   const std::vector<ParallelConfig> fewer = planParallel(s);
-  EXPECT_EQ(fewer[fewer.size() - 3].microBatches, 2);  // the mesh row: the largest m of at most 8
+  EXPECT_EQ(fewer[fewer.size() - 7].microBatches, 2);  // the mesh row: the largest m of at most 8
+  s.model = "mlp";  // no transformer blocks to split: no tensor-parallel rows
+  EXPECT_EQ(planParallel(s).back().name, "dp=4 zero-3");
 }
 
 TEST(BenchParallel, EpochLinesGiveTheRowsFigures) {
@@ -149,6 +156,23 @@ TEST(BenchParallel, ZeroThreeTargetsCompareWithPlainDataParallelism) {
   const TargetCheck& throughput = check(checks, "zero-3 throughput N=2");
   EXPECT_NEAR(*throughput.measured, 0.8, 1e-12);  // against plain dp = 2, not zero-1
   EXPECT_EQ(throughput.status(), "MISS");
+}
+
+TEST(BenchParallel, TensorParallelTargetIsOnTheWideVit) {
+  auto row = [](int tp, int width, double samplesPerS) {
+    ParallelResult r;
+    r.config.world = tp;
+    r.config.tp = tp;
+    r.config.vitWidth = width;
+    r.figures.run.samplesPerS = samplesPerS;
+    return r;
+  };
+  const std::vector<ParallelResult> results = {row(1, 0, 1000), row(2, 0, 900), row(1, 512, 50), row(2, 512, 70)};
+  const std::vector<TargetCheck> checks = evaluateParallelTargets("vit", results);
+  const TargetCheck& t = check(checks, "tp=2 throughput");
+  EXPECT_NEAR(*t.measured, 1.4, 1e-12);  // the wide rows', not the narrow ones'
+  EXPECT_EQ(t.status(), "PASS");
+  EXPECT_EQ(t.model, "vit w512");
 }
 
 }  // namespace
