@@ -340,7 +340,8 @@ for stage in $STAGES; do
         bench_smoke "$B" release
         # The mlp's 1 against 2 workers (about 60 s); the cnn's part (about 400 s, 90% in 3 epochs)
         # is the whole script's, a benchmark run by hand.
-        run_cmd "convergence 1 vs 2 workers (mlp)" env GYRE_CONVERGENCE_MODELS=mlp scripts/check-convergence.sh "$B"
+        run_cmd "convergence 1 vs 2 workers (mlp)" env GYRE_CONVERGENCE_MODELS=mlp GYRE_CONVERGENCE_LAYOUTS= \
+          scripts/check-convergence.sh "$B"
         run_cmd "install + find_package(gyre) consumer" scripts/check-install.sh "$B"
         run_cmd "fault injection (restarts)" scripts/fault-injection.py --build "$B" --model mlp --np 2 \
           --epochs 2 --max-steps 40 --batch 64 --threads 1 --checkpoint-every 10 --seeds 1-4 --timeout 300

@@ -185,7 +185,8 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
       "parallel", "Data, pipeline and sharded parallelism side by side: throughput, bubble, memory");
   cmd->footer(
       "Runs gyre_train_worker under `gyre run`, one thread per worker, once per layout and round (--repeat):\n"
-      "1 worker; dp=2; dp=2 with the sharded optimizer step (ZeRO-1) and with everything sharded (ZeRO-3);\n"
+      "1 worker; dp=2; dp=2 with the sharded optimizer step (ZeRO-1), the gradients sharded too (ZeRO-2) and\n"
+      "everything sharded (ZeRO-3);\n"
       "pp=2 for each --schedule and --micro-batches (interleaved: even m, --virtual-stages per worker); on 4\n"
       "workers dp=2 x pp=2, dp=4 and dp=4 ZeRO-3; with the vit also tp=2 and dp=2 x tp=2, then 1 worker and\n"
       "tp=2 on a vit of width 512 (8 heads) at batch 128. Prints\n"

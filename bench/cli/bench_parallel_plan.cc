@@ -101,7 +101,7 @@ std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
     return c;
   };
   std::vector<ParallelConfig> plan = {layout("1 worker", 1), layout("dp=2", 2), layout("dp=2 zero-1", 2, 1, {}, 0, 1),
-                                      layout("dp=2 zero-3", 2, 1, {}, 0, 3)};
+                                      layout("dp=2 zero-2", 2, 1, {}, 0, 2), layout("dp=2 zero-3", 2, 1, {}, 0, 3)};
   for (const std::string& schedule : s.schedules)
     for (int m : s.microBatches) {
       if (schedule != "interleaved") {

@@ -57,8 +57,8 @@ std::vector<std::string> parseScheduleList(const std::string& text);
 // replicas of the largest m, skip >= steps.
 void validate(const ParallelBenchSettings& s);
 
-// In the order they run: 1 worker; dp = 2; dp = 2 with the sharded optimizer step (ZeRO-1) and
-// with everything sharded (ZeRO-3); pp = 2 for each schedule and m (interleaved: even m only,
+// In the order they run: 1 worker; dp = 2; dp = 2 with the sharded optimizer step (ZeRO-1), the
+// gradients sharded too (ZeRO-2) and everything sharded (ZeRO-3); pp = 2 for each schedule and m (interleaved: even m only,
 // virtualStages per worker); on 4 workers dp = 2 × pp = 2 (1f1b, the largest m of the list that
 // is at most 8), dp = 4 and dp = 4 ZeRO-3. With the vit also tp = 2 and dp = 2 × tp = 2, then 1
 // worker and tp = 2 on the wide vit (wideWidth, wideBatch).

@@ -13,6 +13,7 @@
 #include "torch/distributed_optimizer_impl.h"
 #include "torch/gradient_compression.h"
 #include "torch/parameter_check.h"
+#include "torch/optimizer_bytes.h"
 #include "torch/shard_optimizer.h"
 
 namespace gyre::torch {
@@ -70,6 +71,9 @@ DistributedOptimizer::Impl::Impl(std::shared_ptr<Communicator> comm,
                    "backwardPassesPerStep must be at least 1, not ", options_.backwardPassesPerStep);
   GYRE_USAGE_CHECK(options_.bucketCapBytes > 0 && options_.firstBucketCapBytes > 0, "bucket caps must be positive");
   sharded_ = options_.shardOptimizerState && comm_->size() > 1;
+  GYRE_USAGE_CHECK(!options_.shardGradients || options_.shardOptimizerState,
+                   "DistributedOptimizer: shardGradients (ZeRO stage 2) needs shardOptimizerState");
+  shardGradients_ = sharded_ && options_.shardGradients;
   GYRE_USAGE_CHECK(!sharded_ || options_.compression == Compression::kNone,
                    "DistributedOptimizer: shardOptimizerState reduce-scatters float32 gradients; turn compression off");
   GYRE_USAGE_CHECK(!sharded_ || !options_.unevenInputs,
@@ -218,6 +222,8 @@ void DistributedOptimizer::Impl::layOut(const std::vector<BucketPlan>& plans) {
           ::torch::empty({numel}, ::torch::TensorOptions().dtype(half ? ::torch::kHalf : ::torch::kBFloat16));
       bucket.wireType = half ? DataType::kFloat16 : DataType::kBFloat16;
     }
+    bucket.wireBytes = static_cast<std::size_t>(bucket.wire.nbytes());
+    if (shardGradients_) bucket.gradShard = ::torch::zeros({bucket.chunk}, ::torch::TensorOptions().dtype(type));
     bucket.slots = plan.slots;
     bucket.pending = plan.slots.size();
     for (std::size_t k = 0; k < plan.slots.size(); ++k) {
@@ -278,16 +284,49 @@ void DistributedOptimizer::Impl::buildShardOptimizer() {
 }
 
 void DistributedOptimizer::Impl::pointPartsAtGradients(Bucket& bucket) {
+  // ZeRO-2: into the kept chunk (which starts at this rank's rank · chunk); else into the bucket.
+  float* base = shardGradients_ ? bucket.gradShard.data_ptr<float>() - comm_->rank() * bucket.chunk
+                                : bucket.flat.data_ptr<float>();
   for (auto& part : bucket.parts)
-    part.tensor.mutable_grad() =
-        ::torch::from_blob(bucket.flat.data_ptr<float>() + part.begin, {part.end - part.begin});
+    part.tensor.mutable_grad() = ::torch::from_blob(base + part.begin, {part.end - part.begin});
+}
+
+void DistributedOptimizer::Impl::materialize(Bucket& bucket) {
+  ::torch::NoGradGuard noGrad;
+  const std::int64_t numel = bucket.chunk * comm_->size();
+  bucket.flat = ::torch::empty({numel}, bucket.gradShard.options());
+  bucket.flat.narrow(0, bucket.used, numel - bucket.used).zero_();  // the padding
+  bucket.wire = bucket.flat;
+  for (std::size_t index : bucket.slots) {
+    Slot& slot = slots_[index];
+    slot.view = bucket.flat.narrow(0, static_cast<std::int64_t>(slot.offset), slot.param.numel()).view(slot.param.sizes());
+  }
+}
+
+void DistributedOptimizer::Impl::keepChunkAndRelease(Bucket& bucket) {
+  ::torch::NoGradGuard noGrad;
+  bucket.gradShard.copy_(bucket.flat.narrow(0, comm_->rank() * bucket.chunk, bucket.chunk));
+  for (std::size_t index : bucket.slots) {
+    Slot& slot = slots_[index];
+    slot.view = ::torch::Tensor();
+    slot.param.mutable_grad().reset();
+  }
+  bucket.flat = bucket.wire = ::torch::Tensor();
+}
+
+void DistributedOptimizer::Impl::releaseReducedBuckets() {
+  for (std::size_t b = 0; b < nextToIssue_; ++b) {
+    Bucket& bucket = buckets_[b];
+    if (bucket.flat.defined() && bucket.work && bucket.work->isCompleted() && !bucket.work->exception())
+      keepChunkAndRelease(bucket);
+  }
 }
 
 void DistributedOptimizer::Impl::adoptGradient(Slot& slot, Bucket& bucket) {
   // The bucket becomes the gradient autograd produced (contiguous and of the parameter's type;
   // zeros when there is none), so nothing is copied.
   ::torch::Tensor grad = slot.param.grad();
-  if (grad.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
+  if (grad.defined() && slot.view.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
   ::torch::NoGradGuard noGrad;
   if (!grad.defined()) {
     grad = ::torch::zeros_like(slot.param, ::torch::MemoryFormat::Contiguous);
@@ -302,7 +341,9 @@ void DistributedOptimizer::Impl::adoptGradient(Slot& slot, Bucket& bucket) {
 }
 
 void DistributedOptimizer::Impl::ensureAliased(Slot& slot) {
-  if (Bucket& bucket = buckets_[slot.bucket]; bucket.direct) return adoptGradient(slot, bucket);
+  Bucket& bucket = buckets_[slot.bucket];
+  if (bucket.direct) return adoptGradient(slot, bucket);
+  if (!bucket.flat.defined()) materialize(bucket);  // ZeRO-2: this step's first gradient here
   // Someone replaced the gradient (set it to none, assigned a tensor): bring it home.
   const ::torch::Tensor& grad = slot.param.grad();
   if (grad.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
@@ -337,6 +378,7 @@ void DistributedOptimizer::Impl::issueReadyBuckets() {
   // last bucket waits for synchronize(): backward has nothing left to overlap it with, and
   // reducing it on the training thread saves two thread hand-offs.
   if (compressor_) return;  // it needs every gradient: synchronize()
+  if (shardGradients_) releaseReducedBuckets();
   while (nextToIssue_ + 1 < buckets_.size() && buckets_[nextToIssue_].pending == 0)
     issue(buckets_[nextToIssue_++], false);
 }
@@ -379,7 +421,7 @@ void DistributedOptimizer::Impl::recordReduction(StepTiming& timing, const Bucke
                                                  Clock::time_point end) {
   ++timing.buckets;
   // The gradients' bytes: not the ready times that travel in the last bucket (shareStepTimes).
-  std::size_t bytes = static_cast<std::size_t>(bucket.wire.nbytes());
+  std::size_t bytes = bucket.wireBytes;
   if (timesInBucket_ && &bucket == &buckets_.back())
     bytes -= static_cast<std::size_t>(comm_->size()) * static_cast<std::size_t>(bucket.wire.element_size());
   recordTransfer(timing, sharded_ ? "reduce-scatter" : "allreduce", bucket, bytes, begin, end);
@@ -473,6 +515,16 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
     activeRanks_ = active_ranks;
     ::torch::NoGradGuard noGrad;
     for (Bucket& bucket : buckets_) {
+      if (shardGradients_) {
+        // ZeRO-2: step() needs only this rank's chunk; synchronize() the whole average again.
+        if (bucket.flat.defined()) keepChunkAndRelease(bucket);
+        if (gatherGradients) {
+          materialize(bucket);
+          bucket.flat.narrow(0, comm_->rank() * bucket.chunk, bucket.chunk).copy_(bucket.gradShard);
+          for (std::size_t index : bucket.slots) slots_[index].param.mutable_grad() = slots_[index].view;
+        }
+        continue;
+      }
       if (bucket.wire.data_ptr() != bucket.flat.data_ptr()) bucket.flat.copy_(bucket.wire);
       if (options_.unevenInputs && options_.average && active_ranks > 0)
         bucket.flat.div_(static_cast<double>(active_ranks));
@@ -689,8 +741,26 @@ std::optional<AutotuneResult> DistributedOptimizer::autotuned() const {
 std::vector<std::size_t> DistributedOptimizer::bucketBytes() const {
   MutexLock lock(impl_->mu_);
   std::vector<std::size_t> bytes;
-  for (const auto& bucket : impl_->buckets_) bytes.push_back(static_cast<std::size_t>(bucket.wire.nbytes()));
+  for (const auto& bucket : impl_->buckets_) bytes.push_back(bucket.wireBytes);
   return bytes;
+}
+
+std::size_t DistributedOptimizer::stateBytes() const {
+  MutexLock lock(impl_->mu_);
+  std::size_t bytes = 0;
+  auto add = [&bytes](const ::torch::Tensor& t) {
+    if (t.defined()) bytes += static_cast<std::size_t>(t.nbytes());
+  };
+  for (const auto& slot : impl_->slots_) add(slot.param);
+  if (impl_->buckets_.empty()) {  // one rank: the gradients autograd left
+    for (const auto& slot : impl_->slots_) add(slot.param.grad());
+  }
+  for (const auto& bucket : impl_->buckets_) {
+    add(bucket.flat);
+    if (bucket.wire.defined() && bucket.wire.data_ptr() != bucket.flat.data_ptr()) add(bucket.wire);
+    add(bucket.gradShard);
+  }
+  return bytes + optimizerStateTensorBytes(impl_->sharded_ ? *impl_->shard_.optimizer : *impl_->optimizer_);
 }
 
 }  // namespace gyre::torch

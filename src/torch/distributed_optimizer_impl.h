@@ -59,6 +59,10 @@ class DistributedOptimizer::Impl {
     // One gradient alone, reduced in the memory autograd gave it: no copy into the bucket. Its
     // flat then changes every step (see adoptGradient).
     bool direct = false;
+    std::size_t wireBytes = 0;  // what one reduction moves: wire's bytes, also while flat is released
+    // shardGradients: this rank's chunk of the reduced gradients, kept between steps; flat and
+    // wire are undefined from the chunk's copy until the next step's first gradient.
+    ::torch::Tensor gradShard;
   };
 
   Impl(std::shared_ptr<Communicator> comm, std::shared_ptr<::torch::optim::Optimizer> optimizer,
@@ -83,6 +87,7 @@ class DistributedOptimizer::Impl {
   std::size_t nextToIssue_ GYRE_GUARDED_BY(mu_) = 0;
   bool syncEnabled_ GYRE_GUARDED_BY(mu_) = true;
   bool sharded_ = false;
+  bool shardGradients_ = false;  // sharded_ and options.shardGradients (ZeRO stage 2)
   std::shared_ptr<SharedMemory> sharedParams_;  // sharded on one host: the parameters, mapped by every rank
   ShardOptimizer shard_;                        // sharded_: steps this rank's part of every bucket
   // kTopK, kPowerSgd: reduces every gradient at synchronize(), instead of the buckets.
@@ -131,6 +136,13 @@ class DistributedOptimizer::Impl {
   void ensureAliased(Slot& slot) GYRE_REQUIRES(mu_);
   void adoptGradient(Slot& slot, Bucket& bucket) GYRE_REQUIRES(mu_);
   void pointPartsAtGradients(Bucket& bucket) GYRE_REQUIRES(mu_);
+  // shardGradients: the bucket's whole buffer again (its slots' views into it), for a new step's
+  // gradients; and, once its reduce-scatter is done, this rank's chunk kept and the buffer
+  // released (with the slots' gradients, which point into it).
+  void materialize(Bucket& bucket) GYRE_REQUIRES(mu_);
+  void keepChunkAndRelease(Bucket& bucket) GYRE_REQUIRES(mu_);
+  // shardGradients, as backward goes on: releases the buckets whose reduce-scatter has finished.
+  void releaseReducedBuckets() GYRE_REQUIRES(mu_);
   void buildShardOptimizer() GYRE_REQUIRES(mu_);
   StepTiming allgather(::torch::Tensor Bucket::*buffer, const char* what) GYRE_REQUIRES(mu_);
   void recordTransfer(StepTiming& timing, const char* what, const Bucket& bucket, std::size_t bytes,

@@ -375,8 +375,9 @@ const std::array kFlags = std::to_array<TrainFlag>({
     {.name = "--zero",
      .field = &O::zero,
      .help = "Shard the training state across the data-parallel workers: 1 the optimizer's state and step "
-             "(as --shard-optimizer), 3 also the parameters and gradients (each layer's parameters gathered "
-             "just before its forward and backward and freed after, as FSDP); 0: none. Stage 2 is not built yet",
+             "(as --shard-optimizer), 2 also the gradients (each worker keeps its part once reduced), 3 also "
+             "the parameters (each layer's gathered just before its forward and backward and freed after, as "
+             "FSDP); 0: none",
      .group = kModelParallel,
      .bound = Bound::kNonNegative,
      .max = 3},
@@ -522,8 +523,6 @@ void checkParameterServerMode(const TrainOptions& o) {
 void checkShardOptimizer(const TrainOptions& o) {
   const std::string flag = o.zero > 0 ? "--zero " + std::to_string(o.zero) : "--shard-optimizer";
   GYRE_USAGE_CHECK(!o.shardOptimizer || o.zero <= 1, "--shard-optimizer is --zero 1: it does not go with ", flag);
-  GYRE_USAGE_CHECK(o.zero != 2, "--zero 2 (gradients sharded as well as the optimizer state) is not built yet: "
-                   "--zero 1 moves the same bytes and keeps whole gradients, --zero 3 shards everything");
   GYRE_USAGE_CHECK(!o.plain && !o.elastic && !isParameterServerMode(o.mode), flag,
                    " shards the data-parallel optimizer step: it does not apply with --plain, "
                    "--elastic or --mode ",

@@ -76,7 +76,7 @@ struct TrainOptions {
   int dataWorkers = 1;              // threads assembling batches ahead (gyre::data::Loader); 0: inline
   double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
   bool shardOptimizer = false;      // DistributedOptimizer's shardOptimizerState (ZeRO stage 1)
-  int zero = 0;                     // ZeRO stage: 1 as shardOptimizer, 3 FullyShardedModel; 0: none
+  int zero = 0;                     // ZeRO stage: 1 as shardOptimizer, 2 also shardGradients, 3 FullyShardedModel
   std::int64_t memoryLimitMb = 0;   // each worker's RLIMIT_DATA, MiB; 0: unlimited
   bool json = false;                // also print each epoch's metrics as one JSON line on stdout
   int metricsPort = 0;              // rank 0 serves Prometheus metrics on this port; 0: off

@@ -271,7 +271,8 @@ gyre::torch::DistributedOptimizerOptions Trainer::distributedOptions() const {
   gyre::torch::DistributedOptimizerOptions d;
   d.bucketCapBytes = static_cast<std::size_t>(o_.bucketCapMb * (1 << 20));
   gyre::torch::setCompression(d, o_.compression);
-  d.shardOptimizerState = zeroStage(o_) == 1;
+  d.shardOptimizerState = zeroStage(o_) == 1 || zeroStage(o_) == 2;
+  d.shardGradients = zeroStage(o_) == 2;
   d.shareStepTimes = o_.stragglerThreshold > 0;
   d.autotune = o_.autotune;
   d.algorithm = gyre::parseAllreduceAlgorithm(o_.allreduce);

@@ -162,6 +162,8 @@ void Trainer::recordMemory(EpochReport& report) {
   double state = -1;
   if (fsdp_) {  // the shards and their gradients, and the optimizer's state over the shards
     state = static_cast<double>(fsdp_->stateBytes() + gyre::torch::optimizerStateTensorBytes(*optimizer_));
+  } else if (dist_ && zeroStage(o_) > 0) {  // the state of the shard optimizer, not the wrapped one's
+    state = static_cast<double>(dist_->stateBytes());
   } else if (zeroStage(o_) == 0 && !ps_) {
     std::int64_t bytes = 0;
     for (const ::torch::Tensor& p : pipeline_ ? pipeline_->parameters() : model_->parameters()) {

@@ -422,16 +422,22 @@ TEST_P(ShardedStepTest, MatchesOneProcessOnTheWholeBatch) {
   for (const auto& make : makers) {
     const auto want = referenceParameters(make);
     for (bool share : {true, false}) {  // one copy in shared memory, or private copies allgathered
-      auto store = createMemoryStore();
-      runThreads(size, [&](int rank) {
-        auto comm = makeComm(store, rank, size);
-        DistributedOptimizerOptions o;
-        o.shardOptimizerState = true;
-        o.shareParametersOnHost = share;
-        o.bucketCapBytes = capBytes;
-        o.firstBucketCapBytes = std::min<std::size_t>(capBytes, 256);
-        expectClose(trainDistributed(*comm, comm, o, 1, make), want, 1e-5, rank);
-      });
+      for (bool gradients : {false, true}) {  // ZeRO-2: only this rank's chunk of the gradients kept
+        auto store = createMemoryStore();
+        runThreads(size, [&](int rank) {
+          auto comm = makeComm(store, rank, size);
+          DistributedOptimizerOptions o;
+          o.shardOptimizerState = true;
+          o.shardGradients = gradients;
+          // ZeRO-2 with gradients accumulated over 2 backward passes too, where the share halves.
+          const int micro = gradients && (kBatch / size) % 2 == 0 ? 2 : 1;
+          o.backwardPassesPerStep = micro;
+          o.shareParametersOnHost = share;
+          o.bucketCapBytes = capBytes;
+          o.firstBucketCapBytes = std::min<std::size_t>(capBytes, 256);
+          expectClose(trainDistributed(*comm, comm, o, micro, make), want, 1e-5, rank);
+        });
+      }
     }
   }
 }
@@ -489,8 +495,10 @@ TEST(ShardedStepTest, FollowsTheGroupsAndTheirChangingRates) {
   });
 }
 
-// step() reduces only this rank's part; synchronize() hands every rank the whole average.
+// step() reduces only this rank's part; synchronize() hands every rank the whole average (also
+// when only this rank's chunk of the gradients is kept, ZeRO-2).
 TEST(ShardedStepTest, SynchronizeGathersTheAveragedGradients) {
+  for (bool gradients : {false, true}) {
   auto store = createMemoryStore();
   runThreads(2, [&](int rank) {
     ::torch::set_num_threads(1);
@@ -498,6 +506,7 @@ TEST(ShardedStepTest, SynchronizeGathersTheAveragedGradients) {
     auto model = makeModel();
     DistributedOptimizerOptions o;
     o.shardOptimizerState = true;
+    o.shardGradients = gradients;
     DistributedOptimizer opt(comm, makeSgd(model), o);
     opt.zeroGrad();
     model->forward(::torch::full({1, 20}, 1.0 + rank)).sum().backward();
@@ -512,6 +521,39 @@ TEST(ShardedStepTest, SynchronizeGathersTheAveragedGradients) {
     }
     const auto timing = opt.lastStep();
     EXPECT_GT(timing.bytes, 0u);
+  });
+  }
+}
+
+// ZeRO-2: between steps a rank holds only its chunk of the reduced gradients (the parameters'
+// grad() undefined), half what ZeRO-1 holds on 2 ranks, and trains the same model.
+TEST(ShardedStepTest, ShardedGradientsKeepOnlyThisRanksChunk) {
+  auto store = createMemoryStore();
+  runThreads(2, [&](int rank) {
+    ::torch::set_num_threads(1);
+    auto comm = makeComm(store, rank, 2);
+    std::size_t gradientBytes[2] = {0, 0};
+    for (bool gradients : {false, true}) {
+      auto model = makeModel();
+      DistributedOptimizerOptions o;
+      o.shardOptimizerState = true;
+      o.shardGradients = gradients;
+      o.bucketCapBytes = o.firstBucketCapBytes = 200;  // several buckets
+      // Without momentum: the optimizer holds no state, so what is not parameters is gradients.
+      DistributedOptimizer opt(comm, std::make_shared<::torch::optim::SGD>(model->parameters(), 0.1), o);
+      std::size_t params = 0;
+      for (auto& p : model->parameters()) params += static_cast<std::size_t>(p.nbytes());
+      for (int step = 0; step < 2; ++step) {
+        opt.zeroGrad();
+        model->forward(::torch::full({2, 20}, 1.0 + rank)).sum().backward();
+        opt.step();
+      }
+      for (auto& p : model->parameters()) EXPECT_EQ(p.grad().defined(), !gradients) << "rank " << rank;
+      gradientBytes[gradients] = opt.stateBytes() - params;
+    }
+    EXPECT_GT(gradientBytes[0], 0u);
+    EXPECT_LE(gradientBytes[1], gradientBytes[0] / 2 + 64) << "rank " << rank;  // padding of each bucket
+    EXPECT_GE(gradientBytes[1], gradientBytes[0] / 2 - 64) << "rank " << rank;
   });
 }
 
@@ -556,6 +598,9 @@ TEST(ShardedStepTest, RefusesWhatItCannotShard) {
     auto uneven = o;
     uneven.unevenInputs = true;
     EXPECT_THROW(DistributedOptimizer(comm, makeSgd(model), uneven), InvalidArgument);
+    DistributedOptimizerOptions gradientsAlone;
+    gradientsAlone.shardGradients = true;  // ZeRO-2 without stage 1
+    EXPECT_THROW(DistributedOptimizer(comm, makeSgd(model), gradientsAlone), InvalidArgument);
   });
 }
 

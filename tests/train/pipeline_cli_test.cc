@@ -231,22 +231,27 @@ TEST_F(PipelineCli, BenchParallelRunsEveryLayout) {
   std::vector<nlohmann::json> rows;
   std::istringstream in(r.out);
   for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
-  // 1 worker, dp=2, dp=2 zero-1, dp=2 zero-3, pp=2 1f1b m=2, dp=2 x pp=2, dp=4, dp=4 zero-3, summary
-  ASSERT_EQ(rows.size(), 9u) << r.out;
+  // 1 worker, dp=2, dp=2 zero-1, zero-2, zero-3, pp=2 1f1b m=2, dp=2 x pp=2, dp=4, dp=4 zero-3, summary
+  ASSERT_EQ(rows.size(), 10u) << r.out;
   for (std::size_t i = 0; i + 1 < rows.size(); ++i) {
     EXPECT_GT(rows[i].at("samples_per_s").get<double>(), 0) << rows[i];
     EXPECT_GT(rows[i].at("peak_rss_bytes").get<double>(), 0) << rows[i];
     EXPECT_EQ(rows[i].at("bubble").is_null(), rows[i].at("pp") == 1) << rows[i];
   }
-  EXPECT_EQ(rows[3].at("zero"), 3);
-  EXPECT_EQ(rows[4].at("layout"), "pp=2 1f1b m=2");
-  EXPECT_DOUBLE_EQ(rows[4].at("ideal_bubble").get<double>(), 1.0 / 3);
-  EXPECT_GT(rows[4].at("peak_activation_bytes").get<double>(), 0);
-  EXPECT_EQ(rows[5].at("np"), 4);
-  EXPECT_EQ(rows[7].at("layout"), "dp=4 zero-3");
-  // ZeRO-3 holds about 1/N of plain data parallelism's training state per worker.
-  EXPECT_LT(rows[3].at("model_state_bytes").get<double>(), 0.55 * rows[1].at("model_state_bytes").get<double>());
-  EXPECT_LT(rows[7].at("model_state_bytes").get<double>(), 0.275 * rows[6].at("model_state_bytes").get<double>());
+  EXPECT_EQ(rows[4].at("zero"), 3);
+  EXPECT_EQ(rows[5].at("layout"), "pp=2 1f1b m=2");
+  EXPECT_DOUBLE_EQ(rows[5].at("ideal_bubble").get<double>(), 1.0 / 3);
+  EXPECT_GT(rows[5].at("peak_activation_bytes").get<double>(), 0);
+  EXPECT_EQ(rows[6].at("np"), 4);
+  EXPECT_EQ(rows[8].at("layout"), "dp=4 zero-3");
+  // Each ZeRO stage holds less training state per worker than the one before; ZeRO-3 about 1/N
+  // of plain data parallelism's.
+  auto state = [&](std::size_t row) { return rows[row].at("model_state_bytes").get<double>(); };
+  EXPECT_LT(state(2), state(1));
+  EXPECT_LT(state(3), state(2));
+  EXPECT_LT(state(4), state(3));
+  EXPECT_LT(state(4), 0.55 * state(1));
+  EXPECT_LT(state(8), 0.275 * state(7));
   EXPECT_TRUE(rows.back().at("summary").get<bool>());
   std::vector<std::string> targets;
   for (const nlohmann::json& t : rows.back().at("targets")) targets.push_back(t.at("name"));

@@ -62,17 +62,18 @@ TEST(BenchParallel, ListsAndSettingsAreChecked) {
 TEST(BenchParallel, ThePlanRunsEveryScheduleAndMicroBatchCount) {
   ParallelBenchSettings s;
   const std::vector<ParallelConfig> plan = planParallel(s);
-  ASSERT_EQ(plan.size(), 4u + 3 * 5 + 4 + 3 + 4);  // interleaved: m = 2, 4, 8, 16
+  ASSERT_EQ(plan.size(), 5u + 3 * 5 + 4 + 3 + 4);  // interleaved: m = 2, 4, 8, 16
   EXPECT_EQ(plan[0].world, 1);
   EXPECT_TRUE(plan[0].flags("time").empty());
   EXPECT_EQ(plan[2].flags("time"), (std::vector<std::string>{"--zero", "1"}));
-  EXPECT_EQ(plan[3].name, "dp=2 zero-3");
-  EXPECT_EQ(plan[3].flags("time"), (std::vector<std::string>{"--zero", "3"}));
-  EXPECT_EQ(plan[4].name, "pp=2 gpipe m=1");
-  EXPECT_EQ(plan[4].flags("time"), (std::vector<std::string>{"--pp", "2", "--schedule", "gpipe", "--micro-batches",
+  EXPECT_EQ(plan[3].flags("time"), (std::vector<std::string>{"--zero", "2"}));
+  EXPECT_EQ(plan[4].name, "dp=2 zero-3");
+  EXPECT_EQ(plan[4].flags("time"), (std::vector<std::string>{"--zero", "3"}));
+  EXPECT_EQ(plan[5].name, "pp=2 gpipe m=1");
+  EXPECT_EQ(plan[5].flags("time"), (std::vector<std::string>{"--pp", "2", "--schedule", "gpipe", "--micro-batches",
                                                             "1", "--balance", "time"}));
-  EXPECT_EQ(plan[19].name, "pp=2 interleaved v=2 m=2");
-  EXPECT_EQ(plan[19].flags("even"), (std::vector<std::string>{"--pp", "2", "--schedule", "interleaved",
+  EXPECT_EQ(plan[20].name, "pp=2 interleaved v=2 m=2");
+  EXPECT_EQ(plan[20].flags("even"), (std::vector<std::string>{"--pp", "2", "--schedule", "interleaved",
                                                               "--micro-batches", "2", "--balance", "even",
                                                               "--virtual-stages", "2"}));
   const ParallelConfig& mesh = plan[plan.size() - 7];

@@ -105,6 +105,13 @@ struct DistributedOptimizerOptions {
   // Needs float32 parameters and rules out compression and unevenInputs; the buckets keep their
   // first layout (they are not re-planned from the ready times, which would move the shards).
   bool shardOptimizerState = false;
+  // With shardOptimizerState, shard the gradients too (ZeRO stage 2): each rank keeps only its
+  // part of the reduced gradients. A bucket's buffer exists from the first gradient that reaches it
+  // in a step until its reduce-scatter is done (checked as backward goes on, and at step()); then
+  // only this rank's chunk is kept, and the parameters' grad() become undefined. The bytes on the
+  // wire are the same; the gradients held between steps are 1/W. synchronize() gathers the
+  // averages into whole buffers again (kept until the next step's reduce-scatter).
+  bool shardGradients = false;
   // Sharded, with every rank on one host (shared-memory transport): the ranks keep one copy of
   // the parameters in shared memory, each updates its part in place, and a barrier replaces the
   // allgather. The constructor is then collective (it maps the memory); the parameters get
@@ -198,6 +205,10 @@ class DistributedOptimizer {
   std::vector<double> stepTimes() const;
   // Number of buckets and their sizes in bytes (as allreduced), in issue order.
   std::vector<std::size_t> bucketBytes() const;
+  // The bytes of the training state this rank holds now: the parameters, the gradients (the
+  // buckets' buffers that exist, and with shardGradients this rank's chunks) and the optimizer's
+  // state (the shard optimizer's with shardOptimizerState, else the wrapped one's).
+  std::size_t stateBytes() const;
   // options.autotune, once the tuning is done (the same on every rank); nullopt before, without
   // autotune and with one rank.
   std::optional<AutotuneResult> autotuned() const;
