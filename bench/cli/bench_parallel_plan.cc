@@ -32,6 +32,21 @@ std::string percent(double share) {
   return fmt::format("{:.1f}%", 100 * share);
 }
 
+// Row `r`'s samples/s over row `base`'s, at least `threshold`.
+TargetCheck throughputRatio(const std::string& model, const std::string& name, const ParallelResult& r,
+                            const std::string& rName, const ParallelResult& base, const std::string& baseName,
+                            double threshold) {
+  TargetCheck t;
+  t.model = model;
+  t.name = name;
+  const double over = base.figures.run.samplesPerS;
+  t.measured = over > 0 ? r.figures.run.samplesPerS / over : 0;
+  t.threshold = threshold;
+  t.definition = fmt::format("{} {:.0f} samples/s / {} {:.0f} >= {}", rName, r.figures.run.samplesPerS, baseName,
+                             over, threshold);
+  return t;
+}
+
 }  // namespace
 
 std::vector<std::string> ParallelConfig::flags(const std::string& balance) const {
@@ -254,29 +269,14 @@ std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const
                                *plain->figures.modelStateBytes, world);
     checks.push_back(t);
   }
+  if (const ParallelResult *plain = find(results, 2, 1), *zero = find(results, 2, 1, {}, 0, 3);
+      plain != nullptr && zero != nullptr)
+    checks.push_back(throughputRatio(model, "zero-3 throughput N=2", *zero, "zero-3", *plain, "dp=2", 0.85));
   // tp = 2 on the wide vit: at least 1.3 × one worker.
   if (const ParallelResult *one = find(results, 1, 1, {}, 0, 0, 1, true), *two = find(results, 2, 1, {}, 0, 0, 2, true);
-      one != nullptr && two != nullptr && one->figures.run.samplesPerS > 0) {
-    TargetCheck t;
-    t.model = fmt::format("vit w{}", two->config.vitWidth);
-    t.name = "tp=2 throughput";
-    t.measured = two->figures.run.samplesPerS / one->figures.run.samplesPerS;
-    t.threshold = 1.3;
-    t.definition = fmt::format("tp=2 {:.0f} samples/s / 1 worker {:.0f} >= 1.3", two->figures.run.samplesPerS,
-                               one->figures.run.samplesPerS);
-    checks.push_back(t);
-  }
-  if (const ParallelResult *plain = find(results, 2, 1), *zero = find(results, 2, 1, {}, 0, 3);
-      plain != nullptr && zero != nullptr && plain->figures.run.samplesPerS > 0) {
-    TargetCheck t;
-    t.model = model;
-    t.name = "zero-3 throughput N=2";
-    t.measured = zero->figures.run.samplesPerS / plain->figures.run.samplesPerS;
-    t.threshold = 0.85;
-    t.definition = fmt::format("zero-3 {:.0f} samples/s / dp=2 {:.0f} >= 0.85", zero->figures.run.samplesPerS,
-                               plain->figures.run.samplesPerS);
-    checks.push_back(t);
-  }
+      one != nullptr && two != nullptr)
+    checks.push_back(throughputRatio(fmt::format("vit w{}", two->config.vitWidth), "tp=2 throughput", *two, "tp=2",
+                                     *one, "1 worker", 1.3));
   return checks;
 }
 

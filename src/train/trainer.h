@@ -101,9 +101,9 @@ struct EpochReport {
   std::optional<double> clockWaitS;
   std::optional<PipelineReport> pipeline;
   // Memory, the largest over the workers: the process's resident-set high-water mark (getrusage)
-  // and the bytes of its training state: the parameters it trains, their gradients and the
-  // optimizer's state (null where the state is not in the wrapped optimizer: --shard-optimizer,
-  // a ps mode).
+  // and the bytes of its training state as it holds them: the parameters it trains, their
+  // gradients and the optimizer's state, sharded under --zero (null in a ps mode, where the
+  // servers hold it).
   std::int64_t peakRssBytes = 0;
   std::optional<std::int64_t> modelStateBytes;
 };

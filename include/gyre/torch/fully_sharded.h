@@ -26,7 +26,9 @@
 // Units without parameters run as they are. Parameters that get no gradient are reduced as zeros.
 //
 // Outside forward and backward the model's parameters hold no memory: reading them needs
-// gatherParameters() first. Buffers (batch norm statistics) stay on every rank as they are.
+// gatherParameters() first. Destroying a FullyShardedModel leaves them as they are (without
+// memory, unless gatherParameters() was the last call). Buffers (batch norm statistics) stay on
+// every rank as they are.
 //
 // The optimizer must be elementwise (SGD, Adam, AdamW, Adagrad, RMSprop): it sees flat shards,
 // not layers. Thread-safety: one training thread; the hooks run on autograd's.
