@@ -110,8 +110,11 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
 
   checkCompressionFits();
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
-  if (layout_.pp > 1) attachPipeline();
-  if (layout_.tp > 1) attachTensorParallel();
+  if (layout_.pp > 1 || layout_.tp > 1) {
+    splitMesh();
+    if (layout_.tp > 1) attachTensorParallel();  // before the pipeline cuts the split model
+    if (layout_.pp > 1) attachPipeline();
+  }
   if (zeroStage(o_) == 3 && group_.comm()) attachFullySharded();
   optimizer_ = makeOptimizer(o_,
                              pipeline_ ? pipeline_->parameters()

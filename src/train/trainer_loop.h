@@ -151,6 +151,8 @@ class Trainer {
   // over their parameters); each step's bubble into the epoch's figures; the test accuracy through
   // the pipeline; every stage's trained parameters into model_ (to save it whole).
   void attachPipeline();
+  // --pp, --tp: the mesh's communicators (pipeComm_, tensorComm_, dataParallelComm_). Collective.
+  void splitMesh();
   // EpochReport::peakRssBytes and modelStateBytes (trainer_records.cc). Collective.
   void recordMemory(EpochReport& report);
   void notePipelineStep();

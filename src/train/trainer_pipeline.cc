@@ -10,9 +10,6 @@ namespace gyre::train::detail {
 
 void Trainer::attachPipeline() {
   Communicator& world = *group_.comm();
-  // Pipelines are replicas of neighbouring ranks; a stage's data-parallel group is its replicas.
-  pipeComm_ = world.split(layout_.replica(), layout_.stageRank());
-  dataParallelComm_ = world.split(layout_.stageRank(), layout_.replica());
   const int stages = o_.pp * o_.virtualStages;
   const int m = microBatchesOf(o_);
   balance_ = explicitBalance(o_);
@@ -23,7 +20,10 @@ void Trainer::attachPipeline() {
     std::vector<std::int64_t> counts(static_cast<std::size_t>(stages));
     if (group_.rank() == 0) {
       const ::torch::Tensor sample = data_.train.images.slice(0, 0, std::max<std::int64_t>(perRankBatch_ / m, 1));
-      const std::vector<int> b = gyre::torch::balanceByCost(gyre::torch::measureLayerSeconds(model_, sample), stages);
+      // With --tp, on the unsplit twin: its layers are the split model's, and rank 0 alone cannot
+      // run a tensor-parallel layer.
+      const std::vector<int> b = gyre::torch::balanceByCost(
+          gyre::torch::measureLayerSeconds(wholeModel_ ? wholeModel_ : model_, sample), stages);
       std::copy(b.begin(), b.end(), counts.begin());
     }
     world.broadcast(counts.data(), counts.size(), {DataType::kInt64, 0});
@@ -37,6 +37,17 @@ void Trainer::attachPipeline() {
   p.timeline = timeline_;
   pipeline_ = std::make_unique<gyre::torch::Pipeline>(
       gyre::torch::stagesOf(model_, balance_, layout_.stageRank(), o_.pp), pipeComm_, p);
+}
+
+void Trainer::splitMesh() {
+  // The groups of the dp × pp × tp mesh (layout.h), split in one order on every rank: a stage's
+  // tensor-parallel group (T neighbours), a pipeline (the same tensor-parallel rank of each stage
+  // of a replica), and the data-parallel group of a share (its replicas).
+  Communicator& world = *group_.comm();
+  const int tp = layout_.tpRank(), stage = layout_.stageRank(), replica = layout_.replica();
+  if (layout_.tp > 1) tensorComm_ = world.split(replica * layout_.pp + stage, tp);
+  if (layout_.pp > 1) pipeComm_ = world.split(replica * layout_.tp + tp, stage);
+  dataParallelComm_ = world.split(stage * layout_.tp + tp, replica);
 }
 
 void Trainer::notePipelineStep() {
@@ -72,11 +83,13 @@ double Trainer::pipelineTestAccuracy() {
   for (std::int64_t b = first; b < last; b += kEvalChunk) {
     const std::int64_t e = std::min(b + kEvalChunk, last);
     const ::torch::Tensor logits = pipeline_->forward(test.images.slice(0, b, e));
-    if (logits.defined())
+    if (logits.defined() && layout_.tpRank() == 0)
       correct += static_cast<double>(logits.argmax(1).eq(test.labels.slice(0, b, e)).sum().item<std::int64_t>());
   }
   model_->train();
-  const double counted = pipeline_->holdsLastStage() ? static_cast<double>(last - first) : 0;
+  // The last stage counts (with --tp, its first rank: the group computes the same predictions).
+  const double counted =
+      pipeline_->holdsLastStage() && layout_.tpRank() == 0 ? static_cast<double>(last - first) : 0;
   const std::vector<double> total = group_.sum({correct, counted});
   return total[1] > 0 ? total[0] / total[1] : 0;
 }

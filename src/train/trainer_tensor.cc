@@ -6,10 +6,6 @@
 namespace gyre::train::detail {
 
 void Trainer::attachTensorParallel() {
-  Communicator& world = *group_.comm();
-  // A tensor-parallel group is T neighbouring ranks; a share's data-parallel group, its replicas.
-  tensorComm_ = world.split(layout_.replica(), layout_.tpRank());
-  dataParallelComm_ = world.split(layout_.tpRank(), layout_.replica());
   wholeModel_ = model_;
   model_ = makeTensorParallelVit(
       wholeModel_, {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},

@@ -110,8 +110,9 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
   }
 }
 
-// Tensor parallelism: the vit's blocks split over 2 ranks, alone and in 2 replicas, train the
-// one-worker vit; model.pt holds the whole model gathered from the shares.
+// Tensor parallelism: the vit's blocks split over 2 ranks, alone, in 2 replicas and in each stage
+// of a 2-stage pipeline, train the one-worker vit; model.pt holds the whole model gathered from
+// the shares.
 TEST_F(PipelineCli, TensorParallelLayoutsTrainTheVitOfOneWorker) {
   const std::vector<std::string> vit = {"--model", "vit", "--vit-width", "32", "--vit-heads", "4", "--vit-depth", "2"};
   auto withVit = [&](std::vector<std::string> layout) {
@@ -124,7 +125,9 @@ TEST_F(PipelineCli, TensorParallelLayoutsTrainTheVitOfOneWorker) {
   const VitOptions shape{.depth = 2, .width = 32, .heads = 4};
   const std::vector<::torch::Tensor> params = savedParameters(path("vit-one"), "vit", shape);
   for (const auto& [name, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"tp2", {"--np", "2", "--tp", "2"}}, {"dp2-tp2", {"--np", "4", "--tp", "2"}}}) {
+           {"tp2", {"--np", "2", "--tp", "2"}},
+           {"dp2-tp2", {"--np", "4", "--tp", "2"}},
+           {"pp2-tp2", {"--np", "4", "--pp", "2", "--tp", "2", "--micro-batches", "3"}}}) {
     SCOPED_TRACE(name);
     const nlohmann::json epoch = train(name, withVit(layout));
     ASSERT_FALSE(epoch.is_null());

@@ -387,7 +387,15 @@ TEST(TrainOptions, TensorParallelismSplitsTheVitsHeadsAndGroupsNeighbours) {
   EXPECT_EQ(refusal(o), "--tp splits the vit's transformer blocks: --model mlp has none (use --model vit)");
   o.model = "vit";
   o.pp = 2;
-  EXPECT_EQ(refusal(o), "--tp with --pp is not supported yet: a tensor-parallel model in a pipeline");
+  EXPECT_EQ(refusal(o), "");  // 1f1b
+  o.schedule = "zero-bubble";
+  EXPECT_EQ(refusal(o), "--tp with --schedule zero-bubble is not supported yet (gpipe and 1f1b are)");
+  o.schedule = "1f1b";
+  const Layout mesh = layoutOf(o, 8, 6);  // dp 2 x pp 2 x tp 2: rank 6 is replica 1's stage 1, tp rank 0
+  EXPECT_EQ(mesh.dp, 2);
+  EXPECT_EQ(mesh.tpRank(), 0);
+  EXPECT_EQ(mesh.stageRank(), 1);
+  EXPECT_EQ(mesh.replica(), 1);
   o.pp = 1;
   o.zero = 3;
   EXPECT_EQ(refusal(o), "--shard-optimizer and --zero is not supported with --tp yet");
