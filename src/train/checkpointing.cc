@@ -50,6 +50,24 @@ std::string incompatibility(const std::string& saved, const std::string& current
 
 // An invalid checkpoint that a resume passed over is renamed to PATH.invalid: kept for a look, but
 // out of the way of loading and of keepLast, which would otherwise count it as one to keep.
+// A split model's parts fit only the layout that saved them: the same workers, --pp and --tp (and
+// so the same replicas). "" when they match.
+std::string layoutMismatch(const std::string& saved, const std::string& current, const std::string& path) {
+  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
+  const nlohmann::json b = nlohmann::json::parse(current);
+  if (!a.is_object()) return "";  // incompatibility() says so
+  for (const char* key : {"world", "pp", "tp"}) {
+    const nlohmann::json was = a.contains(key) ? a.at(key) : nlohmann::json(1);
+    if (was == b.at(key)) continue;
+    return "checkpoint " + path + " holds one part of a model split over " + a.value("world", nlohmann::json()).dump() +
+           " workers with --pp " + a.value("pp", nlohmann::json(1)).dump() + " --tp " +
+           a.value("tp", nlohmann::json(1)).dump() + "; this run has " + b.at("world").dump() + " workers, --pp " +
+           b.at("pp").dump() + " --tp " + b.at("tp").dump() +
+           ": resume it on the same layout (resuming on another layout is not supported yet)";
+  }
+  return "";
+}
+
 void setAside(const std::vector<std::string>& invalid) {
   for (const std::string& path : invalid) {
     std::error_code ec;
@@ -65,7 +83,11 @@ void setAside(const std::vector<std::string>& invalid) {
 }  // namespace
 
 TrainCheckpoints::TrainCheckpoints(const TrainOptions& options, std::shared_ptr<Communicator> comm)
-    : o_(options), comm_(std::move(comm)), rank_(comm_ ? comm_->rank() : 0) {}
+    : o_(options),
+      comm_(std::move(comm)),
+      rank_(comm_ ? comm_->rank() : 0),
+      split_(o_.pp > 1 || o_.tp > 1),
+      dir_(split_ ? splitCheckpointDir(o_.checkpointDir, rank_) : o_.checkpointDir) {}
 
 TrainCheckpoints::~TrainCheckpoints() = default;
 
@@ -77,6 +99,7 @@ StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::O
                                    const std::string& config) {
   StartPoint start;
   if (!enabled()) return start;
+  if (split_) return startSplit(model, optimizer, config);
   std::vector<std::int64_t> head = {kFresh, 0, 0, 0};
   std::string message;
   std::string rng;
@@ -94,6 +117,9 @@ StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::O
   };
   if (rank_ == 0) {
     try {
+      GYRE_USAGE_CHECK(!std::filesystem::exists(splitCheckpointDir(o_.checkpointDir, 0)), "--checkpoint-dir ",
+                       o_.checkpointDir, " holds checkpoints of a split model (rank-0/, ...: saved with --pp or --tp): ",
+                       "resume them with the layout that saved them, or choose another directory");
       if (!o_.resume) {
         for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir)) {
           if (!c.complete) continue;
@@ -150,11 +176,127 @@ std::optional<CheckpointSave> TrainCheckpoints::save(const ::torch::nn::Module& 
   lastSaved_ = state.step;
   if (!writer_) return std::nullopt;
   const gyre::torch::SaveStats stats = writer_->save(model, optimizer, state);
+  if (rank_ != 0) return std::nullopt;  // a split model's other parts: written, reported by rank 0
   return CheckpointSave{stats.step, stats.path, stats.bytes, stats.stallS};
 }
 
 void TrainCheckpoints::finish() {
   if (writer_) writer_->wait();
+}
+
+std::string splitCheckpointDir(const std::string& dir, int rank) {
+  return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank))).string();
+}
+
+StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
+                                        const std::string& config) {
+  StartPoint start;
+  // Every rank looks at its own part: the complete, valid checkpoints it holds (newest first).
+  constexpr std::size_t kSteps = 32;
+  std::vector<std::int64_t> mine(kSteps, -1);
+  std::int64_t code = kFresh;
+  std::string message;
+  try {
+    for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir))
+      if (c.complete)
+        throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir + " holds checkpoints of an unsplit model (" +
+                              c.path + ", ...): resume them without --pp and --tp (resuming on another layout is "
+                              "not supported yet), or choose another directory");
+    const std::vector<gyre::torch::CheckpointInfo> list = gyre::torch::listCheckpoints(dir_);
+    std::size_t k = 0;
+    for (auto it = list.rbegin(); it != list.rend() && k < kSteps; ++it) {
+      if (!it->complete) continue;
+      if (!o_.resume)
+        throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir + " already holds checkpoints (" + it->path +
+                              ", ...): pass --resume to continue from the newest valid one, or choose another "
+                              "directory");
+      if (!gyre::torch::verifyCheckpoint(it->path).empty()) continue;
+      // The layout first: parts of another split would find no common step, which says less.
+      if (k == 0) {
+        std::ifstream in(std::filesystem::path(it->path) / "state.json");
+        const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+        if (state.is_object() && state.contains("config") && state.at("config").is_string())
+          if (std::string why = layoutMismatch(state.at("config").get<std::string>(), config, it->path); !why.empty())
+            throw InvalidArgument(why);
+      }
+      mine[k++] = it->step;
+    }
+    // A rank beyond the layout that saved the parts finds none of its own: the parts of rank 0 say
+    // which layout that was.
+    if (o_.resume && k == 0 && rank_ > 0 && std::filesystem::exists(splitCheckpointDir(o_.checkpointDir, 0)) &&
+        !std::filesystem::exists(dir_))
+      throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir + " holds no part for rank " +
+                            std::to_string(rank_) + ": it was saved by fewer workers (resume it on the same layout)");
+  } catch (const InvalidArgument& e) {
+    code = kRefused;
+    message = e.what();
+  } catch (const std::exception& e) {
+    code = kFailed;
+    message = e.what();
+  }
+  // Every rank learns whether one refused, and where they all stand.
+  auto agree = [&] {
+    std::int64_t worst = code;
+    if (comm_) comm_->allreduce(&worst, &worst, 1, {DataType::kInt64, ReduceOp::kMax});
+    if (worst <= kResumed) return;
+    const std::string why = code == worst ? message : "another rank cannot resume from " + o_.checkpointDir;
+    if (worst == kRefused) throw InvalidArgument(why);
+    throw Error(why);
+  };
+  agree();
+  const int world = comm_ ? comm_->size() : 1;
+  std::vector<std::int64_t> all(kSteps * static_cast<std::size_t>(world), -1);
+  if (comm_) {
+    comm_->allgather(mine.data(), all.data(), kSteps, {DataType::kInt64});
+  } else {
+    all = mine;
+  }
+  // The newest step whose part every rank holds valid.
+  std::int64_t common = -1;
+  bool any = false;
+  for (std::int64_t step : mine) {
+    if (step < 0 || step <= common) continue;
+    bool everywhere = true;
+    for (int r = 0; r < world && everywhere; ++r)
+      everywhere = std::find(all.begin() + r * static_cast<std::ptrdiff_t>(kSteps),
+                             all.begin() + (r + 1) * static_cast<std::ptrdiff_t>(kSteps), step) !=
+                   all.begin() + (r + 1) * static_cast<std::ptrdiff_t>(kSteps);
+    if (everywhere) common = step;
+  }
+  for (std::int64_t step : all) any = any || step >= 0;
+  if (any) {
+    if (common < 0)
+      throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir +
+                            ": no step has a valid checkpoint from every rank (each rank keeps its part under "
+                            "rank-<r>/): a split model resumes only from a step that every rank saved");
+    try {
+      // Parts newer than the common step (a save that not every rank finished) go aside.
+      std::vector<std::string> ahead;
+      for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(dir_))
+        if (c.step > common) ahead.push_back(c.path);
+      setAside(ahead);
+      gyre::torch::LoadOptions load;
+      load.accept = [&config](const gyre::torch::CheckpointState& state, const std::string& path) {
+        if (std::string why = incompatibility(state.config, config, path); !why.empty()) throw InvalidArgument(why);
+        if (std::string why = layoutMismatch(state.config, config, path); !why.empty()) throw InvalidArgument(why);
+      };
+      const auto loaded = gyre::torch::loadLatestCheckpoint(dir_, model, &optimizer, load);
+      GYRE_ENFORCE(loaded && loaded->state.step == common, "the checkpoint of step ", common, " in ", dir_,
+                   " could not be loaded");
+      code = kResumed;
+      start = {loaded->state.step, loaded->state.sampler.epoch, loaded->state.sampler.index, loaded->path};
+    } catch (const InvalidArgument& e) {
+      code = kRefused;
+      message = e.what();
+    } catch (const std::exception& e) {
+      code = kFailed;
+      message = e.what();
+    }
+    agree();
+  }
+  writer_ = std::make_unique<gyre::torch::Checkpointer>(gyre::torch::CheckpointOptions{dir_, o_.keepLast});
+  lastSaved_ = start.step;
+  return start;
 }
 
 std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep) {

@@ -1,5 +1,7 @@
 // The trainer's side of checkpoints (docs/checkpoints.md): rank 0 loads the newest valid one and
-// every rank receives it (so any number of workers can resume), rank 0 saves.
+// every rank receives it (so any number of workers can resume), rank 0 saves. A split model (--pp,
+// --tp) is saved by every rank, each its own part under DIR/rank-<r>/ (checkpointing.cc), and
+// resumes on the same layout only, from the newest step every rank saved.
 #pragma once
 
 #include <torch/torch.h>
@@ -50,19 +52,26 @@ class TrainCheckpoints {
                                      const ::torch::optim::Optimizer& optimizer,
                                      const gyre::torch::CheckpointState& state);
   std::int64_t lastSavedStep() const { return lastSaved_; }
-  // Rank 0: waits for the write in flight and throws its error.
+  // Rank 0 (every rank with a split model): waits for the write in flight and throws its error.
   void finish();
 
  private:
+  // A split model's start: every rank its own part.
+  StartPoint startSplit(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer, const std::string& config);
   TrainOptions o_;
   std::shared_ptr<Communicator> comm_;
   int rank_;
   std::unique_ptr<gyre::torch::Checkpointer> writer_;  // rank 0, when enabled
   std::int64_t lastSaved_ = -1;
+  bool split_ = false;  // --pp or --tp: every rank saves its own part
+  std::string dir_;     // where this rank's checkpoints go: DIR, or DIR/rank-<r> when split
 };
 
 // The lines of a JSON-lines file for which `keep` is true (all lines that do not parse are
 // dropped), joined with newlines; "" when the file does not exist. For a resumed run's logs.
 std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
+
+// Where rank `rank` of a split model (--pp, --tp) keeps its checkpoints: DIR/rank-<rank>.
+std::string splitCheckpointDir(const std::string& dir, int rank);
 
 }  // namespace gyre::train

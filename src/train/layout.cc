@@ -18,8 +18,6 @@ void checkCombinations(const TrainOptions& o, std::string_view flag) {
   GYRE_USAGE_CHECK(!o.plain, "--plain trains one whole model in one process: ", flag, " does not apply");
   GYRE_USAGE_CHECK(!o.elastic, "--elastic", why, " (a lost worker would take a stage away)");
   GYRE_USAGE_CHECK(!isParameterServerMode(o.mode), "--mode ", o.mode, why, " (the servers hold the whole model)");
-  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, "checkpoints (--checkpoint-dir, --resume)", why,
-                   ": each stage's rank would save its own part");
   GYRE_USAGE_CHECK(zeroStage(o) == 0, "--shard-optimizer and --zero", why);
   GYRE_USAGE_CHECK(!o.syncBn, "--sync-bn", why);
   GYRE_USAGE_CHECK(o.evalEvery == 0, "--eval-every", why, " (worker 0 holds only its stages)");

@@ -139,6 +139,53 @@ TEST_F(PipelineCli, TensorParallelLayoutsTrainTheVitOfOneWorker) {
   }
 }
 
+// A split model's checkpoints: every rank saves its own part under rank-<r>/; a run stopped at a
+// checkpoint and resumed ends where an uninterrupted run does. Another layout, or the whole
+// model's loader, refuses the parts with a message.
+TEST_F(PipelineCli, ASplitModelResumesFromEveryRanksPart) {
+  const std::vector<std::string> vit = {"--model", "vit", "--vit-width", "32", "--vit-heads", "4", "--vit-depth", "2"};
+  for (const auto& [name, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"pp2", {"--np", "2", "--pp", "2"}}, {"tp2", {"--np", "2", "--tp", "2"}}}) {
+    SCOPED_TRACE(name);
+    std::vector<std::string> flags = layout;
+    flags.insert(flags.end(), vit.begin(), vit.end());
+    const nlohmann::json whole = train(name + "-whole", flags);
+    ASSERT_FALSE(whole.is_null());
+    const std::string ckpt = path(name + "-ckpt");
+    std::vector<std::string> saving = flags;
+    saving.insert(saving.end(), {"--checkpoint-dir", ckpt, "--checkpoint-every", "4"});
+    std::vector<std::string> stopped = saving;
+    stopped.insert(stopped.end(), {"--stop-at-step", "8"});
+    train(name + "-split", stopped);  // no epoch record: it stops first
+    EXPECT_TRUE(std::filesystem::exists(ckpt + "/rank-0/ckpt-000000000008")) << ckpt;
+    EXPECT_TRUE(std::filesystem::exists(ckpt + "/rank-1/ckpt-000000000008")) << ckpt;
+    std::vector<std::string> resumed = saving;
+    resumed.push_back("--resume");
+    const nlohmann::json epoch = train(name + "-split", resumed);
+    ASSERT_FALSE(epoch.is_null());
+    const std::vector<double> want = stepLosses(path(name + "-whole")), got = stepLosses(path(name + "-split"));
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t s = 0; s < got.size(); ++s) EXPECT_EQ(got[s], want[s]) << "step " << s + 1;
+    const VitOptions shape{.depth = 2, .width = 32, .heads = 4};
+    test::expectClose(savedParameters(path(name + "-split"), "vit", shape),
+                      savedParameters(path(name + "-whole"), "vit", shape), 0, name);
+
+    std::vector<std::string> other = {"--epochs", "1", "--max-steps", "12", "--batch", "96", "--threads", "1",
+                                      "--checkpoint-dir", ckpt, "--resume", "--np", "4"};
+    other.insert(other.end(), layout.begin() + 2, layout.end());
+    other.insert(other.end(), vit.begin(), vit.end());
+    const test::ProgramRun moved = gyreTrain(other);
+    EXPECT_EQ(moved.exitCode, 2) << moved.describe();
+    EXPECT_TRUE(contains(moved.err, "resume it on the same layout")) << moved.err;
+    std::vector<std::string> unsplit = {"--epochs", "1", "--max-steps", "12", "--batch", "96", "--threads", "1",
+                                        "--checkpoint-dir", ckpt, "--resume", "--np", "2"};
+    unsplit.insert(unsplit.end(), vit.begin(), vit.end());
+    const test::ProgramRun whole2 = gyreTrain(unsplit);
+    EXPECT_EQ(whole2.exitCode, 2) << whole2.describe();
+    EXPECT_TRUE(contains(whole2.err, "holds checkpoints of a split model")) << whole2.err;
+  }
+}
+
 TEST_F(PipelineCli, TheEpochReportsTheBubbleAndTheTimelineTheStages) {
   test::Environment env = test::cleanEnvironment();
   env["GYRE_TIMELINE"] = path("timeline.json");
