@@ -196,7 +196,19 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
   std::vector<std::int64_t> mine(kSteps, -1);
   std::int64_t code = kFresh;
   std::string message;
-  try {
+  // Runs `step` on this rank; a refusal or failure becomes this rank's code and message.
+  auto attempt = [&](const std::function<void()>& step) {
+    try {
+      step();
+    } catch (const InvalidArgument& e) {
+      code = kRefused;
+      message = e.what();
+    } catch (const std::exception& e) {
+      code = kFailed;
+      message = e.what();
+    }
+  };
+  attempt([&] {
     for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir))
       if (c.complete)
         throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir + " holds checkpoints of an unsplit model (" +
@@ -227,13 +239,7 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
         !std::filesystem::exists(dir_))
       throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir + " holds no part for rank " +
                             std::to_string(rank_) + ": it was saved by fewer workers (resume it on the same layout)");
-  } catch (const InvalidArgument& e) {
-    code = kRefused;
-    message = e.what();
-  } catch (const std::exception& e) {
-    code = kFailed;
-    message = e.what();
-  }
+  });
   // Every rank learns whether one refused, and where they all stand.
   auto agree = [&] {
     std::int64_t worst = code;
@@ -269,7 +275,7 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
       throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir +
                             ": no step has a valid checkpoint from every rank (each rank keeps its part under "
                             "rank-<r>/): a split model resumes only from a step that every rank saved");
-    try {
+    attempt([&] {
       // Parts newer than the common step (a save that not every rank finished) go aside.
       std::vector<std::string> ahead;
       for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(dir_))
@@ -283,15 +289,12 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
       const auto loaded = gyre::torch::loadLatestCheckpoint(dir_, model, &optimizer, load);
       GYRE_ENFORCE(loaded && loaded->state.step == common, "the checkpoint of step ", common, " in ", dir_,
                    " could not be loaded");
+      GYRE_USAGE_CHECK(loaded->state.sampler.index % o_.batch == 0, "checkpoint ", loaded->path,
+                       ": its sampler position ", loaded->state.sampler.index, " is not a whole number of --batch ",
+                       o_.batch, " steps");
       code = kResumed;
       start = {loaded->state.step, loaded->state.sampler.epoch, loaded->state.sampler.index, loaded->path};
-    } catch (const InvalidArgument& e) {
-      code = kRefused;
-      message = e.what();
-    } catch (const std::exception& e) {
-      code = kFailed;
-      message = e.what();
-    }
+    });
     agree();
   }
   writer_ = std::make_unique<gyre::torch::Checkpointer>(gyre::torch::CheckpointOptions{dir_, o_.keepLast});
