@@ -192,7 +192,7 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
       "tp=2 on a vit of width 512 (8 heads) at batch 128. Prints\n"
       "samples/s, the measured pipeline bubble beside its formula, memory per worker and the step split,\n"
       "then the targets (PASS/MISS). Exits 0 whatever the targets say.\n"
-      "See docs/benchmarks.md, \"gyre bench parallel\".\n\n"
+      "See docs/benchmarks-parallel.md.\n\n"
       "Examples:\n"
       "  gyre bench parallel --repeat 3                       # the vit, every schedule, m = 1..16\n"
       "  gyre bench parallel --schedule 1f1b --micro-batches 4 --steps 12 --skip 2   # a quick smoke run");
