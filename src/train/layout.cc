@@ -38,8 +38,6 @@ void checkTensorParallel(const TrainOptions& o) {
                    " has none (use --model vit)");
   GYRE_USAGE_CHECK(o.vitHeads % o.tp == 0, "--tp ", o.tp, " does not divide the vit's ", o.vitHeads,
                    " heads (--vit-heads): each rank computes whole heads");
-  GYRE_USAGE_CHECK(o.pp == 1 || o.schedule == "gpipe" || o.schedule == "1f1b", "--tp with --schedule ", o.schedule,
-                   " is not supported yet (gpipe and 1f1b are)");
 }
 
 }  // namespace
