@@ -18,7 +18,7 @@ void checkCombinations(const TrainOptions& o, std::string_view flag) {
   GYRE_USAGE_CHECK(!o.plain, "--plain trains one whole model in one process: ", flag, " does not apply");
   GYRE_USAGE_CHECK(!o.elastic, "--elastic", why, " (a lost worker would take a stage away)");
   GYRE_USAGE_CHECK(!isParameterServerMode(o.mode), "--mode ", o.mode, why, " (the servers hold the whole model)");
-  GYRE_USAGE_CHECK(zeroStage(o) == 0, "--shard-optimizer and --zero", why);
+  GYRE_USAGE_CHECK(zeroStage(o) < 3, "--zero 3", why, " (--zero 1 and 2 shard the replicas' optimizer state and gradients)");
   GYRE_USAGE_CHECK(!o.syncBn, "--sync-bn", why);
   GYRE_USAGE_CHECK(o.evalEvery == 0, "--eval-every", why, " (worker 0 holds only its stages)");
   GYRE_USAGE_CHECK(o.backupWorkers == 0 && o.stragglerRank < 0, "--backup-workers and --straggler-rank", why,

@@ -90,6 +90,7 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
       {"pp2-interleaved", {"--np", "2", "--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2",
                            "--micro-batches", "4"}},
       {"dp2-pp2", {"--np", "4", "--pp", "2", "--dp", "2"}},
+      {"dp2-pp2-zero2", {"--np", "4", "--pp", "2", "--zero", "2"}},
       {"zero3-np2", {"--np", "2", "--zero", "3"}},
       {"zero3-np3", {"--np", "3", "--zero", "3"}},
   };

@@ -244,7 +244,10 @@ TEST(TrainOptions, ZeroStagesAndWhatTheyDoNotGoWith) {
   EXPECT_NE(refusal(o).find("--zero 3 shards the data-parallel optimizer step"), std::string::npos);
   o = zero(3);
   o.pp = 2;
-  EXPECT_NE(refusal(o).find("--shard-optimizer and --zero is not supported with --pp yet"), std::string::npos);
+  EXPECT_NE(refusal(o).find("--zero 3 is not supported with --pp yet"), std::string::npos);
+  o = zero(2);  // the replicas of each stage shard their optimizer state and gradients
+  o.pp = 2;
+  EXPECT_EQ(refusal(o), "");
   o = zero(1);
   o.autotune = true;
   EXPECT_NE(refusal(o).find("--autotune tunes the data-parallel gradient buckets"), std::string::npos);
@@ -396,7 +399,10 @@ TEST(TrainOptions, TensorParallelismSplitsTheVitsHeadsAndGroupsNeighbours) {
   EXPECT_EQ(mesh.replica(), 1);
   o.pp = 1;
   o.zero = 3;
-  EXPECT_EQ(refusal(o), "--shard-optimizer and --zero is not supported with --tp yet");
+  EXPECT_EQ(refusal(o), "--zero 3 is not supported with --tp yet (--zero 1 and 2 shard the replicas' optimizer "
+                        "state and gradients)");
+  o.zero = 2;
+  EXPECT_EQ(refusal(o), "");
   o.zero = 0;
   o.checkpointDir = "ck";
   EXPECT_EQ(refusal(o), "");  // every rank saves its part
