@@ -37,7 +37,7 @@ class FullyShardedModel::Impl {
     // Backward: the unit's gradients as they arrive (padded), reduce-scattered into `reduced`.
     ::torch::Tensor gradFull;
     std::vector<bool> arrived;
-    std::size_t pending = 0;
+    std::size_t arrivals = 0;  // of arrived's
     ::torch::Tensor reduced;
     std::shared_ptr<Work> scatter;
     std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators;  // kept alive: hooks hang there
@@ -60,7 +60,8 @@ class FullyShardedModel::Impl {
   FullyShardedOptions options_;
   mutable Mutex mu_;
   std::vector<Unit> units_ GYRE_GUARDED_BY(mu_);
-  std::size_t nextScatter_ GYRE_GUARDED_BY(mu_) = 0;  // units_.size() - 1 - issued so far
+  std::vector<std::size_t> unitOf_;  // each child's unit + 1, 0 for none (set by the constructor)
+  std::size_t nextScatter_ GYRE_GUARDED_BY(mu_) = 0;  // units_.size() - the reduce-scatters issued
   StepTiming step_ GYRE_GUARDED_BY(mu_);
   StepTiming last_;
   StepTiming totals_;
@@ -68,6 +69,7 @@ class FullyShardedModel::Impl {
 
  private:
   void allocate(Unit& unit) GYRE_REQUIRES(mu_);
+  // Gives back the unit's full parameters' memory (waiting for an allgather in flight); none held: nothing.
   void release(Unit& unit) GYRE_REQUIRES(mu_);
   void startGather(Unit& unit) GYRE_REQUIRES(mu_);
   // The unit's full parameters are in place (waiting for its allgather, or running it here).
@@ -155,6 +157,8 @@ FullyShardedModel::Impl::Impl(std::shared_ptr<Communicator> comm, ::torch::nn::S
     release(unit);
     units_.push_back(std::move(unit));
   }
+  unitOf_.assign(children.size(), 0);
+  for (std::size_t u = 0; u < units_.size(); ++u) unitOf_[units_[u].child] = u + 1;
   for (std::size_t u = 0; u < units_.size(); ++u) {
     Unit& unit = units_[u];
     for (std::size_t i = 0; i < unit.params.size(); ++i) {
@@ -198,6 +202,7 @@ void FullyShardedModel::Impl::allocate(Unit& unit) {
 }
 
 void FullyShardedModel::Impl::release(Unit& unit) {
+  if (!unit.gathered && !unit.gather) return;
   if (unit.gather) waitFor(unit.gather);
   unit.gather.reset();
   unit.gathered = false;
@@ -248,17 +253,10 @@ void FullyShardedModel::Impl::record(const Work& work, const char* what, std::si
 
 ::torch::Tensor FullyShardedModel::Impl::forward(const ::torch::Tensor& input) {
   const bool training = ::torch::GradMode::is_enabled();
-  std::vector<std::size_t> unitOf(model_->size(), 0);  // child → unit + 1 (0: none)
-  std::size_t lastUnit = 0;
-  {
-    MutexLock lock(mu_);
-    for (std::size_t u = 0; u < units_.size(); ++u) unitOf[units_[u].child] = u + 1;
-    lastUnit = units_.size();
-  }
   ::torch::Tensor x = input;
   std::size_t c = 0;
   for (auto& child : *model_) {
-    const std::size_t u = unitOf[c++];
+    const std::size_t u = unitOf_[c++];
     if (u == 0) {
       x = child.forward(x);
       continue;
@@ -272,7 +270,7 @@ void FullyShardedModel::Impl::record(const Work& work, const char* what, std::si
     MutexLock lock(mu_);
     if (training && x.requires_grad()) {
       x.register_hook(BackwardHook{this, u - 1});
-      if (u == lastUnit) continue;  // backward starts with it
+      if (u == units_.size()) continue;  // backward starts with it
     }
     release(units_[u - 1]);
   }
@@ -282,8 +280,7 @@ void FullyShardedModel::Impl::record(const Work& work, const char* what, std::si
 void FullyShardedModel::Impl::beforeBackward(std::size_t u) {
   MutexLock lock(mu_);
   // The units after u are done: their backward ran before this hook could.
-  for (std::size_t later = u + 1; later < units_.size(); ++later)
-    if (units_[later].gathered || units_[later].gather) release(units_[later]);
+  for (std::size_t later = u + 1; later < units_.size(); ++later) release(units_[later]);
   ensureGathered(units_[u]);
   if (options_.prefetch && u > 0) startGather(units_[u - 1]);
   // Reduce-scatters that finished: their buffers go now rather than at synchronize().
@@ -305,12 +302,12 @@ void FullyShardedModel::Impl::onGradient(std::size_t u, std::size_t p) {
   unit.gradFull.narrow(0, unit.offsets[p], param.numel()).view(param.sizes()).copy_(grad);
   param.mutable_grad().reset();  // its memory goes: the unit's buffer holds it
   unit.arrived[p] = true;
-  if (++unit.pending == unit.params.size()) issueScatters();
+  if (++unit.arrivals == unit.params.size()) issueScatters();
 }
 
 void FullyShardedModel::Impl::issueScatters() {
   // Strictly from the last unit to the first, so that every rank issues them in one order.
-  while (nextScatter_ > 0 && units_[nextScatter_ - 1].pending == units_[nextScatter_ - 1].params.size())
+  while (nextScatter_ > 0 && units_[nextScatter_ - 1].arrivals == units_[nextScatter_ - 1].params.size())
     issueScatter(units_[--nextScatter_]);
 }
 
@@ -345,7 +342,7 @@ void FullyShardedModel::Impl::synchronize() {
   MutexLock lock(mu_);
   const auto begin = Clock::now();
   std::exception_ptr failure;
-  for (Unit& unit : units_) unit.pending = unit.params.size();  // what never came is reduced as zeros
+  for (Unit& unit : units_) unit.arrivals = unit.params.size();  // what never came is reduced as zeros
   try {
     issueScatters();
     for (std::size_t u = units_.size(); u-- > 0;)
@@ -355,14 +352,14 @@ void FullyShardedModel::Impl::synchronize() {
   }
   for (Unit& unit : units_) {
     try {
-      if (unit.gathered || unit.gather) release(unit);
+      release(unit);
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
     unit.scatter.reset();
     unit.gradFull = ::torch::Tensor();
     unit.arrived.assign(unit.params.size(), false);
-    unit.pending = 0;
+    unit.arrivals = 0;
     for (auto& param : unit.params) param.mutable_grad().reset();
   }
   nextScatter_ = units_.size();

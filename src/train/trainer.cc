@@ -521,12 +521,21 @@ double Trainer::correctPredictions(::torch::nn::Sequential& model, std::int64_t 
 double Trainer::testAccuracy() {
   if (pipeline_) return pipelineTestAccuracy();
   if (fsdp_) return shardedTestAccuracy();
-  if (tensorComm_) return tensorParallelTestAccuracy();
-  const std::int64_t n = data_.test.size();
-  const std::int64_t first = n * group_.rank() / world_;
-  const std::int64_t last = n * (group_.rank() + 1) / world_;
+  // Each rank its share; with --tp each replica its share, the ranks of its tensor-parallel group
+  // in the same forward passes (they compute them together), the first counting.
+  const auto [first, last] = tensorComm_ ? testShare(layout_.replica(), layout_.dp) : testShare(group_.rank(), world_);
   const double correct = correctPredictions(model_, first, last);
-  const std::vector<double> total = group_.sum({correct, static_cast<double>(last - first)});
+  const bool counts = layout_.tpRank() == 0;
+  return accuracyOver(counts ? correct : 0, counts ? static_cast<double>(last - first) : 0);
+}
+
+std::pair<std::int64_t, std::int64_t> Trainer::testShare(int part, int parts) const {
+  const std::int64_t n = data_.test.size();
+  return {n * part / parts, n * (part + 1) / parts};
+}
+
+double Trainer::accuracyOver(double correct, double counted) {
+  const std::vector<double> total = group_.sum({correct, counted});
   return total[1] > 0 ? total[0] / total[1] : 0;
 }
 

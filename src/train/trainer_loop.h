@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gyre/ps.h"
@@ -73,6 +74,10 @@ class Trainer {
   void flushSteps();
   // Correct predictions and samples of the test set, summed over the ranks' shards.
   double testAccuracy();
+  // Test images [first, last) of share `part` of `parts` equal shares.
+  std::pair<std::int64_t, std::int64_t> testShare(int part, int parts) const;
+  // The test accuracy from each rank's correct predictions and the samples it counted, summed.
+  double accuracyOver(double correct, double counted);
   // Correct predictions of `model` (this rank's model_, or a snapshot's copy) among test images
   // [first, last).
   double correctPredictions(::torch::nn::Sequential& model, std::int64_t first, std::int64_t last);
@@ -163,12 +168,9 @@ class Trainer {
   // passes (each gathers the parameters with every rank).
   void attachFullySharded();
   double shardedTestAccuracy();
-  // --tp (trainer_tensor.cc): splits the world into tensor-parallel and data-parallel groups and
-  // model_ into this rank's share of each block (wholeModel_ keeps the unsplit twin); the test
-  // accuracy by replica, every rank of a group in the same forward passes; the trained shares
-  // gathered into wholeModel_ for model.pt. Collective.
+  // --tp (trainer_tensor.cc): model_ becomes this rank's share of each block (wholeModel_ keeps
+  // the unsplit twin); the trained shares gathered into wholeModel_ for model.pt. Collective.
   void attachTensorParallel();
-  double tensorParallelTestAccuracy();
   void gatherTensorParallel();
   void gatherPipelineStages();
 

@@ -75,9 +75,7 @@ void Trainer::recordPipelineEpoch(EpochReport& report) {
 double Trainer::pipelineTestAccuracy() {
   // Each replica evaluates its share of the test set; its last stage counts.
   const gyre::data::Dataset& test = data_.test;
-  const std::int64_t n = test.size();
-  const std::int64_t first = n * layout_.replica() / layout_.dp;
-  const std::int64_t last = n * (layout_.replica() + 1) / layout_.dp;
+  const auto [first, last] = testShare(layout_.replica(), layout_.dp);
   double correct = 0;
   model_->eval();
   for (std::int64_t b = first; b < last; b += kEvalChunk) {
@@ -88,10 +86,8 @@ double Trainer::pipelineTestAccuracy() {
   }
   model_->train();
   // The last stage counts (with --tp, its first rank: the group computes the same predictions).
-  const double counted =
-      pipeline_->holdsLastStage() && layout_.tpRank() == 0 ? static_cast<double>(last - first) : 0;
-  const std::vector<double> total = group_.sum({correct, counted});
-  return total[1] > 0 ? total[0] / total[1] : 0;
+  return accuracyOver(correct,
+                     pipeline_->holdsLastStage() && layout_.tpRank() == 0 ? static_cast<double>(last - first) : 0);
 }
 
 void Trainer::gatherPipelineStages() {

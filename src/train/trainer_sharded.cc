@@ -16,10 +16,8 @@ double Trainer::shardedTestAccuracy() {
   // Each rank its share of the test set, in as many forward passes as every other rank: each
   // pass gathers the parameters with all of them.
   const gyre::data::Dataset& test = data_.test;
-  const std::int64_t n = test.size();
-  const std::int64_t first = n * group_.rank() / world_;
-  const std::int64_t last = n * (group_.rank() + 1) / world_;
-  const std::int64_t most = (n + world_ - 1) / world_;
+  const auto [first, last] = testShare(group_.rank(), world_);
+  const std::int64_t most = (test.size() + world_ - 1) / world_;
   const std::int64_t passes = std::max<std::int64_t>(1, (most + kEvalChunk - 1) / kEvalChunk);
   double correct = 0;
   ::torch::NoGradGuard noGrad;
@@ -31,8 +29,7 @@ double Trainer::shardedTestAccuracy() {
     correct += static_cast<double>(predicted.eq(test.labels.slice(0, b, e)).sum().item<std::int64_t>());
   }
   model_->train();
-  const std::vector<double> total = group_.sum({correct, static_cast<double>(last - first)});
-  return total[1] > 0 ? total[0] / total[1] : 0;
+  return accuracyOver(correct, static_cast<double>(last - first));
 }
 
 }  // namespace gyre::train::detail
