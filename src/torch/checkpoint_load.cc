@@ -32,6 +32,34 @@ CheckpointState parseState(const std::string& text) {
   return s;
 }
 
+// Module::load's walk, but copying each saved tensor into the module's own (libtorch's set_() would
+// give the tensor the archive's storage, and views of the old one, as DistributedOptimizer's
+// buckets and FullyShardedModel's shards, would keep the values from before). `where` names the
+// module for the message of a tensor whose shape differs.
+void loadInPlace(::torch::nn::Module& module, ::torch::serialize::InputArchive& archive, const std::string& where) {
+  ::torch::NoGradGuard noGrad;
+  auto copyInto = [&](const std::string& key, ::torch::Tensor& tensor, bool isBuffer) {
+    ::torch::Tensor saved;
+    archive.read(key, saved, isBuffer);
+    if (!tensor.defined()) {
+      tensor = saved;
+      return;
+    }
+    if (saved.sizes() != tensor.sizes())
+      throw InvalidArgument(where + key + " has the shape " + c10::str(saved.sizes()) + " in the checkpoint and " +
+                            c10::str(tensor.sizes()) + " in this model");
+    tensor.copy_(saved);
+  };
+  for (auto& p : module.named_parameters(/*recurse=*/false)) copyInto(p.key(), p.value(), false);
+  for (auto& b : module.named_buffers(/*recurse=*/false)) copyInto(b.key(), b.value(), true);
+  for (const auto& child : module.named_children()) {
+    if (!child.value()->is_serializable()) continue;
+    ::torch::serialize::InputArchive inner;
+    archive.read(child.key(), inner);
+    loadInPlace(*child.value(), inner, where + child.key() + ".");
+  }
+}
+
 void printSkip(const std::string& path, const std::string& reason) {
   std::fprintf(stderr, "gyre: skipping checkpoint %s: %s\n", path.c_str(), reason.c_str());
 }
@@ -73,11 +101,13 @@ std::optional<LoadedCheckpoint> loadLatestCheckpoint(const std::string& dir, ::t
     try {
       ::torch::serialize::InputArchive archive;
       archive.load_from(files["model.pt"].data(), files["model.pt"].size());
-      model.load(archive);
+      loadInPlace(model, archive, "");
       if (optimizer != nullptr) loadOptimizerStateBytes(*optimizer, files["optimizer.pt"], "the checkpoint's optimizer");
     } catch (const c10::Error& e) {
       throw InvalidArgument("checkpoint " + it->path +
                             " does not fit this model or optimizer: " + e.what_without_backtrace());
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument("checkpoint " + it->path + " does not fit this model: " + e.what());
     }
     loaded.torchRngState = std::move(files["torch_rng.bin"]);
     if (options.restoreRng) setTorchRngState(loaded.torchRngState);

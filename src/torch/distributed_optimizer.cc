@@ -725,6 +725,9 @@ void DistributedOptimizer::resetTiming() {
 }
 
 ::torch::optim::Optimizer& DistributedOptimizer::optimizer() { return *impl_->optimizer_; }
+::torch::optim::Optimizer& DistributedOptimizer::stateOptimizer() {
+  return impl_->sharded_ ? *impl_->shard_.optimizer : *impl_->optimizer_;
+}
 Communicator& DistributedOptimizer::communicator() { return *impl_->comm_; }
 const DistributedOptimizerOptions& DistributedOptimizer::options() const { return impl_->options_; }
 

@@ -50,21 +50,32 @@ std::string incompatibility(const std::string& saved, const std::string& current
 
 // An invalid checkpoint that a resume passed over is renamed to PATH.invalid: kept for a look, but
 // out of the way of loading and of keepLast, which would otherwise count it as one to keep.
-// A split model's parts fit only the layout that saved them: the same workers, --pp and --tp (and
-// so the same replicas). "" when they match.
+// A split model's parts fit only the layout that saved them: the same workers, --pp, --tp and
+// --zero (and so the same replicas and shards), and with --zero 1 and 2 the same buckets. "" when
+// they match.
 std::string layoutMismatch(const std::string& saved, const std::string& current, const std::string& path) {
   const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
   const nlohmann::json b = nlohmann::json::parse(current);
   if (!a.is_object()) return "";  // incompatibility() says so
-  for (const char* key : {"world", "pp", "tp"}) {
-    const nlohmann::json was = a.contains(key) ? a.at(key) : nlohmann::json(1);
-    if (was == b.at(key)) continue;
-    return "checkpoint " + path + " holds one part of a model split over " + a.value("world", nlohmann::json()).dump() +
-           " workers with --pp " + a.value("pp", nlohmann::json(1)).dump() + " --tp " +
-           a.value("tp", nlohmann::json(1)).dump() + "; this run has " + b.at("world").dump() + " workers, --pp " +
-           b.at("pp").dump() + " --tp " + b.at("tp").dump() +
+  auto was = [&a](const char* key) {  // saved before the key existed: its default
+    return a.contains(key) ? a.at(key) : nlohmann::json(std::string_view(key) == "zero" ? 0 : 1);
+  };
+  auto layout = [](const nlohmann::json& world, const nlohmann::json& pp, const nlohmann::json& tp,
+                   const nlohmann::json& zero) {
+    return world.dump() + " workers with --pp " + pp.dump() + " --tp " + tp.dump() + " --zero " + zero.dump();
+  };
+  for (const char* key : {"world", "pp", "tp", "zero"}) {
+    if (was(key) == b.at(key)) continue;
+    return "checkpoint " + path + " holds one part of a model split over " +
+           layout(was("world"), was("pp"), was("tp"), was("zero")) + "; this run has " +
+           layout(b.at("world"), b.at("pp"), b.at("tp"), b.at("zero")) +
            ": resume it on the same layout (resuming on another layout is not supported yet)";
   }
+  const int zero = b.at("zero").get<int>();
+  if ((zero == 1 || zero == 2) && a.value("bucket_cap_mb", nlohmann::json()) != b.at("bucket_cap_mb"))
+    return "checkpoint " + path + " holds one worker's part of the optimizer state of buckets of --bucket-cap-mb " +
+           a.value("bucket_cap_mb", nlohmann::json()).dump() + "; this run has --bucket-cap-mb " +
+           b.at("bucket_cap_mb").dump() + ": resume it with the same buckets";
   return "";
 }
 
@@ -86,7 +97,7 @@ TrainCheckpoints::TrainCheckpoints(const TrainOptions& options, std::shared_ptr<
     : o_(options),
       comm_(std::move(comm)),
       rank_(comm_ ? comm_->rank() : 0),
-      split_(o_.pp > 1 || o_.tp > 1),
+      split_(o_.pp > 1 || o_.tp > 1 || zeroStage(o_) > 0),
       dir_(split_ ? splitCheckpointDir(o_.checkpointDir, rank_) : o_.checkpointDir) {}
 
 TrainCheckpoints::~TrainCheckpoints() = default;
@@ -118,7 +129,7 @@ StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::O
   if (rank_ == 0) {
     try {
       GYRE_USAGE_CHECK(!std::filesystem::exists(splitCheckpointDir(o_.checkpointDir, 0)), "--checkpoint-dir ",
-                       o_.checkpointDir, " holds checkpoints of a split model (rank-0/, ...: saved with --pp or --tp): ",
+                       o_.checkpointDir, " holds checkpoints of a split model (rank-0/, ...: saved with --pp, --tp or --zero): ",
                        "resume them with the layout that saved them, or choose another directory");
       if (!o_.resume) {
         for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir)) {
@@ -212,8 +223,8 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
     for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir))
       if (c.complete)
         throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir + " holds checkpoints of an unsplit model (" +
-                              c.path + ", ...): resume them without --pp and --tp (resuming on another layout is "
-                              "not supported yet), or choose another directory");
+                              c.path + ", ...): resume them without --pp, --tp and --zero (resuming on another "
+                              "layout is not supported yet), or choose another directory");
     const std::vector<gyre::torch::CheckpointInfo> list = gyre::torch::listCheckpoints(dir_);
     std::size_t k = 0;
     for (auto it = list.rbegin(); it != list.rend() && k < kSteps; ++it) {

@@ -1,7 +1,8 @@
 // The trainer's side of checkpoints (docs/checkpoints.md): rank 0 loads the newest valid one and
 // every rank receives it (so any number of workers can resume), rank 0 saves. A split model (--pp,
-// --tp) is saved by every rank, each its own part under DIR/rank-<r>/ (checkpointing.cc), and
-// resumes on the same layout only, from the newest step every rank saved.
+// --tp, --zero: each rank holds its own stages, share or shard of the state) is saved by every
+// rank, each its own part under DIR/rank-<r>/ (checkpointing.cc), and resumes on the same layout
+// only, from the newest step every rank saved.
 #pragma once
 
 #include <torch/torch.h>
@@ -63,7 +64,7 @@ class TrainCheckpoints {
   int rank_;
   std::unique_ptr<gyre::torch::Checkpointer> writer_;  // rank 0, when enabled
   std::int64_t lastSaved_ = -1;
-  bool split_ = false;  // --pp or --tp: every rank saves its own part
+  bool split_ = false;  // --pp, --tp or --zero: every rank saves its own part
   std::string dir_;     // where this rank's checkpoints go: DIR, or DIR/rank-<r> when split
 };
 
@@ -71,7 +72,7 @@ class TrainCheckpoints {
 // dropped), joined with newlines; "" when the file does not exist. For a resumed run's logs.
 std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
 
-// Where rank `rank` of a split model (--pp, --tp) keeps its checkpoints: DIR/rank-<rank>.
+// Where rank `rank` of a split model (--pp, --tp, --zero) keeps its checkpoints: DIR/rank-<rank>.
 std::string splitCheckpointDir(const std::string& dir, int rank);
 
 }  // namespace gyre::train

@@ -527,9 +527,6 @@ void checkShardOptimizer(const TrainOptions& o) {
                    " shards the data-parallel optimizer step: it does not apply with --plain, "
                    "--elastic or --mode ",
                    o.mode);
-  GYRE_USAGE_CHECK(o.checkpointDir.empty() && !o.resume, flag,
-                   " keeps each worker's part of the optimizer state on that worker: checkpoints "
-                   "(--checkpoint-dir, --resume) are not supported with it yet");
   GYRE_USAGE_CHECK(o.compression == "none", flag, " reduce-scatters float32 gradients: --compression ",
                    o.compression, " does not apply");
   GYRE_USAGE_CHECK(o.optimizer == "sgd" || o.optimizer == "adam", flag,

@@ -66,8 +66,15 @@ class Trainer {
   EpochReport reportOf(int epoch) const;
   // The rate of the step after `step` steps: warm-up, then constant or cosine.
   double learningRate(std::int64_t step) const;
+  // With --resume, the newest checkpoint's model, optimizer and generator state, and start_ and
+  // globalStep_ from it; the optimizer flags applied. Collective.
+  void resume();
   // A checkpoint after `done` steps of epoch `epoch` (from 1); rank 0 prints a line for it.
   void saveCheckpoint(int epoch, std::int64_t done, std::vector<CheckpointSave>& saves);
+  // What this rank's checkpoints hold: the model (with --zero 3 its shards) and the optimizer
+  // whose state this rank keeps (with --zero 1 and 2 the one over its part of the buckets).
+  ::torch::nn::Module& checkpointModel();
+  ::torch::optim::Optimizer& checkpointOptimizer();
   // Rank 0 prints where a resumed run starts, and keeps the run directory's records up to it.
   void announceStart();
   // The steps since the last flush: their losses averaged over ranks, into steps.jsonl.
@@ -209,6 +216,8 @@ class Trainer {
   std::shared_ptr<::torch::optim::Optimizer> optimizer_;  // optimizer_choice.h
   std::unique_ptr<gyre::torch::DistributedOptimizer> dist_;
   std::unique_ptr<gyre::torch::FullyShardedModel> fsdp_;  // --zero 3, instead of dist_
+  // --zero 3: this rank's shards as the parameters of a module ("unit<k>"), what its checkpoints hold.
+  std::shared_ptr<::torch::nn::Module> shardsModule_;
   std::unique_ptr<gyre::torch::PSOptimizer> ps_;  // parameter-server modes, instead of dist_
   ps::WorkerStats psEpochStart_;                   // this worker's stats when the epoch began
   std::vector<std::uint64_t> stalenessTotal_;      // the run's updates by staleness, all workers

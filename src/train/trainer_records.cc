@@ -14,11 +14,19 @@
 #include "common/files.h"
 #include "torch/optimizer_bytes.h"
 #include "train/live_metrics.h"
+#include "train/optimizer_choice.h"
 #include "train/report.h"
 #include "train/run_files.h"
 #include "train/trainer_loop.h"
 
 namespace gyre::train::detail {
+
+void Trainer::resume() {
+  start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_);
+  globalStep_ = start_.step;
+  // The flags rule from the restored step on: the rate is set at every step, the others here.
+  applyOptimizerFlags(o_, *optimizer_);
+}
 
 void Trainer::saveCheckpoint(int epoch, std::int64_t done, std::vector<CheckpointSave>& saves) {
   gyre::torch::CheckpointState state;
@@ -29,7 +37,7 @@ void Trainer::saveCheckpoint(int epoch, std::int64_t done, std::vector<Checkpoin
   state.scheduleStep = globalStep_;
   state.lr = optimizer_->param_groups().front().options().get_lr();
   state.config = config_;
-  const std::optional<CheckpointSave> saved = checkpoints_.save(*model_, *optimizer_, state);
+  const std::optional<CheckpointSave> saved = checkpoints_.save(checkpointModel(), checkpointOptimizer(), state);
   if (!saved) return;
   progress_.finish();
   std::printf("checkpoint at step %lld: %.2f MB, training stalled %.1f ms (%s, written in the background)\n",

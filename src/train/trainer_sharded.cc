@@ -1,4 +1,4 @@
-// --zero 3: the trainer's model through gyre::torch::FullyShardedModel.
+// --zero 3: the trainer's model through gyre::torch::FullyShardedModel; what a rank's checkpoints hold.
 #include <algorithm>
 
 #include "train/trainer_loop.h"
@@ -10,6 +10,17 @@ void Trainer::attachFullySharded() {
   gyre::torch::FullyShardedOptions f;
   f.timeline = timeline_;
   fsdp_ = std::make_unique<gyre::torch::FullyShardedModel>(group_.comm(), model_, f);
+  shardsModule_ = std::make_shared<::torch::nn::Module>("Shards");
+  const std::vector<::torch::Tensor> shards = fsdp_->parameters();
+  for (std::size_t k = 0; k < shards.size(); ++k) shardsModule_->register_parameter("unit" + std::to_string(k), shards[k]);
+}
+
+::torch::nn::Module& Trainer::checkpointModel() {
+  return shardsModule_ ? *shardsModule_ : *model_;
+}
+
+::torch::optim::Optimizer& Trainer::checkpointOptimizer() {
+  return dist_ ? dist_->stateOptimizer() : *optimizer_;
 }
 
 double Trainer::shardedTestAccuracy() {

@@ -194,6 +194,34 @@ TEST(Checkpoint, RoundTripRestoresEverything) {
   expectSame(savedModel, stateOf(third));
 }
 
+// Loading copies into the model's own tensors: a view of a parameter (as DistributedOptimizer's
+// buckets and FullyShardedModel's shards hold) sees the loaded values. A tensor of another shape
+// is refused with its name, not silently replaced.
+TEST(Checkpoint, LoadingKeepsTheModelsStorage) {
+  test::TempDir dir;
+  nn::Sequential model = makeModel(1);
+  auto sgd = makeSgd(model, 0.1);
+  saveAll(dir.path(), model, *sgd, {5});
+  nn::Sequential other = makeModel(2);
+  ::torch::Tensor first = other->parameters().front();
+  const ::torch::Tensor view = first.view({-1});
+  const void* storage = first.data_ptr();
+  ASSERT_TRUE(loadLatestCheckpoint(dir.path(), *other, nullptr).has_value());
+  EXPECT_EQ(other->parameters().front().data_ptr(), storage);
+  EXPECT_TRUE(view.equal(model->parameters().front().detach().view({-1})));
+  expectSame(stateOf(model), stateOf(other));
+
+  nn::Sequential wider(nn::Linear(6, 9), nn::BatchNorm1d(9), nn::ReLU(), nn::Linear(9, 3));
+  try {
+    loadLatestCheckpoint(dir.path(), *wider, nullptr);
+    ADD_FAILURE() << "a model of another shape loaded the checkpoint";
+  } catch (const InvalidArgument& e) {
+    EXPECT_TRUE(contains(e.what(), "does not fit this model: 0.weight has the shape [8, 6] in the checkpoint and "
+                                   "[9, 6] in this model"))
+        << e.what();
+  }
+}
+
 TEST(Checkpoint, SamplerPositionReshards) {
   EXPECT_EQ((SamplerPosition{2, 256}.localOffset(1)), 256);
   EXPECT_EQ((SamplerPosition{2, 256}.localOffset(2)), 128);

@@ -141,13 +141,17 @@ TEST_F(PipelineCli, TensorParallelLayoutsTrainTheVitOfOneWorker) {
   }
 }
 
-// A split model's checkpoints: every rank saves its own part under rank-<r>/; a run stopped at a
-// checkpoint and resumed ends where an uninterrupted run does. Another layout, or the whole
-// model's loader, refuses the parts with a message.
+// A split model's checkpoints: every rank saves its own part under rank-<r>/ (its stages, its
+// share, or with --zero its shard of the optimizer state (2) and of the parameters (3)); a run
+// stopped at a checkpoint and resumed ends where an uninterrupted run does, momentum included.
+// Another layout, or the whole model's loader, refuses the parts with a message.
 TEST_F(PipelineCli, ASplitModelResumesFromEveryRanksPart) {
   const std::vector<std::string> vit = {"--model", "vit", "--vit-width", "32", "--vit-heads", "4", "--vit-depth", "2"};
   for (const auto& [name, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"pp2", {"--np", "2", "--pp", "2"}}, {"tp2", {"--np", "2", "--tp", "2"}}}) {
+           {"pp2", {"--np", "2", "--pp", "2"}},
+           {"tp2", {"--np", "2", "--tp", "2"}},
+           {"zero2", {"--np", "2", "--zero", "2"}},
+           {"zero3", {"--np", "2", "--zero", "3"}}}) {
     SCOPED_TRACE(name);
     std::vector<std::string> flags = layout;
     flags.insert(flags.end(), vit.begin(), vit.end());

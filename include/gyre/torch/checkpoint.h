@@ -149,7 +149,8 @@ struct LoadedCheckpoint {
 
 // Loads the newest valid checkpoint in `dir` into `model` and `optimizer` (may be null): each
 // newer invalid one (incomplete, truncated, corrupted) is reported through options.onSkip and
-// passed over. Returns nullopt when there is none (or `dir` does not exist). Every file is
+// passed over. Returns nullopt when there is none (or `dir` does not exist). The values are copied
+// into the model's tensors, which keep their storage (views of them stay views). Every file is
 // verified before anything is loaded; a valid checkpoint that does not fit the model (another
 // architecture) throws InvalidArgument, and the model may then be partly loaded.
 std::optional<LoadedCheckpoint> loadLatestCheckpoint(const std::string& dir, ::torch::nn::Module& model,

@@ -198,6 +198,10 @@ class DistributedOptimizer {
   void resetTiming();
 
   ::torch::optim::Optimizer& optimizer();
+  // The optimizer whose state this rank holds: with shardOptimizerState (and more than one rank)
+  // the one over this rank's part of every bucket, whose state is what a checkpoint of this rank
+  // saves and loads (it fits only the same world, buckets and parameters); else optimizer().
+  ::torch::optim::Optimizer& stateOptimizer();
   Communicator& communicator();
   const DistributedOptimizerOptions& options() const;
   // With options.shareStepTimes and more than one rank: the last step's ready time of each rank,
