@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libssl-dev zlib1g-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libtomlplusplus-dev  # gyre tune's search-space files
+  libmsgpack-cxx-dev   # gyre::rt's values on the wire (MessagePack)
   libopenmpi-dev openmpi-bin
   iproute2 procps
   libcpp-httplib-dev  # the Prometheus endpoint (--metrics-port) and the etcd store

@@ -1,0 +1,7 @@
+// gyre::rt, the task and actor runtime: remote functions, stateful actors and futures.
+#pragma once
+
+#include "gyre/rt/future.h"
+#include "gyre/rt/registry.h"
+#include "gyre/rt/runtime.h"
+#include "gyre/rt/serialize.h"

@@ -1,0 +1,166 @@
+// The result of a remote call: a Future<T> that is fulfilled once, with a value or an error.
+//
+//   gyre::rt::Future<int> f = rt.task(add).remote(1, 2);
+//   int three = f.get();                                   // waits; rethrows the call's error
+//   auto maybe = f.get(std::chrono::milliseconds(50));      // TimeoutError after 50 ms
+//   gyre::rt::Future<std::string> s = f.then([](int v) { return std::to_string(v); });
+//   std::vector<std::size_t> done = gyre::rt::wait(futures, 2, std::chrono::seconds(1));
+//
+// A call's error comes back as the exception it raised where it ran: RemoteError (with the
+// exception's type and message) for one the function threw, or one of gyre's own (InvalidArgument
+// for an unregistered function or arguments of another type, TimeoutError, ActorDiedError).
+// Thread-safety: a Future may be copied, and its copies read, from any thread; `then` callbacks
+// run on the thread that fulfils it (or at once, on the caller's, when it already is).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gyre/errors.h"
+#include "gyre/rt/serialize.h"
+
+namespace gyre::rt {
+
+// A remote function or method threw: what() is "FUNCTION raised TYPE: MESSAGE".
+class RemoteError : public Error {
+ public:
+  RemoteError(const std::string& function, const std::string& type, const std::string& message)
+      : Error(function + " raised " + type + ": " + message), function_(function), type_(type), message_(message) {}
+  const std::string& function() const { return function_; }
+  const std::string& type() const { return type_; }  // the exception's type, demangled
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string function_, type_, message_;
+};
+
+// An actor's calls failed because the actor is gone (its constructor threw, or it died): names it.
+class ActorDiedError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+
+// The shared state of a Future: MessagePack bytes or an error, set once.
+class Promise {
+ public:
+  void setValue(Bytes value);
+  void setError(std::exception_ptr error);
+  // Waits until set or until `deadline` (nullopt: no limit); false on the deadline.
+  bool waitUntil(std::optional<std::chrono::steady_clock::time_point> deadline) const;
+  bool ready() const;
+  // The value's bytes; rethrows the error. Only once ready.
+  const Bytes& value() const;
+  // Runs `f` once set: at once (on this thread) when it is, else on the thread that sets it.
+  void onReady(std::function<void()> f);
+
+ private:
+  void finish(std::unique_lock<std::mutex>& lock);
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool ready_ = false;
+  Bytes value_;
+  std::exception_ptr error_;
+  std::vector<std::function<void()>> callbacks_;
+};
+
+template <class F, class T>
+struct ThenResult {
+  using type = std::invoke_result_t<F, T>;
+};
+template <class F>
+struct ThenResult<F, void> {
+  using type = std::invoke_result_t<F>;
+};
+
+std::vector<std::size_t> waitSome(const std::vector<std::shared_ptr<Promise>>& promises, std::size_t k,
+                                  std::chrono::milliseconds timeout);
+[[noreturn]] void throwGetTimeout(std::chrono::milliseconds timeout);
+
+}  // namespace detail
+
+template <class T>
+class Future {
+ public:
+  using value_type = T;
+  Future() = default;
+  explicit Future(std::shared_ptr<detail::Promise> promise) : promise_(std::move(promise)) {}
+
+  bool valid() const { return promise_ != nullptr; }
+  bool ready() const { return promise_->ready(); }
+
+  // Waits for the result; rethrows the call's error.
+  T get() const {
+    promise_->waitUntil(std::nullopt);
+    return decode();
+  }
+  // As get(), but TimeoutError once `timeout` passed without a result (the call goes on).
+  T get(std::chrono::milliseconds timeout) const {
+    if (!promise_->waitUntil(std::chrono::steady_clock::now() + timeout)) detail::throwGetTimeout(timeout);
+    return decode();
+  }
+
+  // A future of f(value) (of f() for a Future<void>); an error of this one, or one f throws,
+  // becomes its error.
+  template <class F>
+  auto then(F f) const -> Future<typename detail::ThenResult<F, T>::type> {
+    using R = typename detail::ThenResult<F, T>::type;
+    auto next = std::make_shared<detail::Promise>();
+    Future<T> self = *this;
+    promise_->onReady([self, next, f = std::move(f)]() mutable {
+      try {
+        auto run = [&] {
+          if constexpr (std::is_void_v<T>) {
+            self.decode();
+            return f();
+          } else {
+            return f(self.decode());
+          }
+        };
+        if constexpr (std::is_void_v<R>) {
+          run();
+          next->setValue(pack(msgpack::type::nil_t()));
+        } else {
+          next->setValue(pack(run()));
+        }
+      } catch (...) {
+        next->setError(std::current_exception());
+      }
+    });
+    return Future<R>(std::move(next));
+  }
+
+  const std::shared_ptr<detail::Promise>& promise() const { return promise_; }
+
+ private:
+  T decode() const {
+    if constexpr (std::is_void_v<T>) {
+      promise_->value();  // rethrows
+    } else {
+      return unpack<T>(promise_->value(), "the result");
+    }
+  }
+  std::shared_ptr<detail::Promise> promise_;
+};
+
+// The indices (ascending) of the futures that are ready once at least `k` of them are (k is
+// capped at their number), or once `timeout` passed: then fewer. Never throws a call's error.
+template <class T>
+std::vector<std::size_t> wait(const std::vector<Future<T>>& futures, std::size_t k, std::chrono::milliseconds timeout) {
+  std::vector<std::shared_ptr<detail::Promise>> promises;
+  promises.reserve(futures.size());
+  for (const Future<T>& f : futures) promises.push_back(f.promise());
+  return detail::waitSome(promises, k, timeout);
+}
+
+}  // namespace gyre::rt

@@ -1,0 +1,95 @@
+#include "gyre/rt/future.h"
+
+#include <algorithm>
+
+namespace gyre::rt::detail {
+
+void Promise::setValue(Bytes value) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (ready_) return;
+  value_ = std::move(value);
+  finish(lock);
+}
+
+void Promise::setError(std::exception_ptr error) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (ready_) return;
+  error_ = std::move(error);
+  finish(lock);
+}
+
+void Promise::finish(std::unique_lock<std::mutex>& lock) {
+  ready_ = true;
+  std::vector<std::function<void()>> callbacks = std::move(callbacks_);
+  callbacks_.clear();
+  lock.unlock();
+  cv_.notify_all();
+  for (auto& f : callbacks) f();
+}
+
+bool Promise::waitUntil(std::optional<std::chrono::steady_clock::time_point> deadline) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!deadline) {
+    cv_.wait(lock, [this] { return ready_; });
+    return true;
+  }
+  return cv_.wait_until(lock, *deadline, [this] { return ready_; });
+}
+
+bool Promise::ready() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ready_;
+}
+
+const Bytes& Promise::value() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ready_) throw Error("gyre::rt: a future's value was read before it was ready");
+  if (error_) std::rethrow_exception(error_);
+  return value_;
+}
+
+void Promise::onReady(std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!ready_) {
+      callbacks_.push_back(std::move(f));
+      return;
+    }
+  }
+  f();
+}
+
+std::vector<std::size_t> waitSome(const std::vector<std::shared_ptr<Promise>>& promises, std::size_t k,
+                                  std::chrono::milliseconds timeout) {
+  // One counter that every promise's callback bumps: the waiter sleeps on it alone.
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t ready = 0;
+  };
+  auto shared = std::make_shared<Shared>();
+  for (const auto& p : promises)
+    p->onReady([shared] {
+      {
+        std::lock_guard<std::mutex> lock(shared->mu);
+        ++shared->ready;
+      }
+      shared->cv.notify_all();
+    });
+  k = std::min(k, promises.size());
+  {
+    std::unique_lock<std::mutex> lock(shared->mu);
+    shared->cv.wait_for(lock, timeout, [&] { return shared->ready >= k; });
+  }
+  std::vector<std::size_t> done;
+  for (std::size_t i = 0; i < promises.size(); ++i)
+    if (promises[i]->ready()) done.push_back(i);
+  return done;
+}
+
+void throwGetTimeout(std::chrono::milliseconds timeout) {
+  throw TimeoutError("gyre::rt: no result within " + std::to_string(timeout.count()) +
+                     " ms (the call goes on; get() again to wait longer)");
+}
+
+}  // namespace gyre::rt::detail
