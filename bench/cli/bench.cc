@@ -4,6 +4,7 @@
 #include "bench_comm.h"
 #include "bench_parallel.h"
 #include "bench_ps.h"
+#include "bench_rt.h"
 #include "bench_train.h"
 
 namespace gyre::app {
@@ -18,6 +19,7 @@ void addBench(CLI::App& app, std::function<int()>& action, const std::vector<std
   addBenchPs(*bench, action);
   addBenchComm(*bench, action);
   addBenchParallel(*bench, action);
+  addBenchRt(*bench, action);
 }
 
 }  // namespace gyre::app

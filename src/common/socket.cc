@@ -126,7 +126,9 @@ Fd tryConnect(const addrinfo* ai, Deadline deadline, int* err) {
   return fd;
 }
 
-// Waits until fd is ready for `events` or the deadline passes; returns false on time-out.
+
+}  // namespace
+
 bool waitFor(int fd, short events, Deadline deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
@@ -139,8 +141,6 @@ bool waitFor(int fd, short events, Deadline deadline) {
     if (errno != EINTR) throwErrno("poll");
   }
 }
-
-}  // namespace
 
 Fd& Fd::operator=(Fd&& other) noexcept {
   if (this != &other) reset(other.release());
@@ -380,6 +380,33 @@ std::string hostName() {
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+// Writes every byte of `parts` (gathered), under a deadline. Throws net::ConnectionClosed or
+// TimeoutError.
+void writeAllV(int fd, std::span<iovec> parts, Deadline deadline, const std::string& peer) {
+  std::size_t first = 0;
+  while (first < parts.size()) {
+    msghdr msg{};
+    msg.msg_iov = parts.data() + first;
+    msg.msg_iovlen = parts.size() - first;
+    const ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EPIPE || errno == ECONNRESET) throw ConnectionClosed("connection to " + peer + " closed while writing");
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) throwErrno("sendmsg to " + peer);
+      pollfd p{fd, POLLOUT, 0};
+      const int r = ::poll(&p, 1, deadline.remainingMs(1000));
+      if (r < 0 && errno != EINTR) throwErrno("poll");
+      if (r == 0 && deadline.expired()) GYRE_THROW(TimeoutError, "timed out writing to ", peer);
+      continue;
+    }
+    auto left = static_cast<std::size_t>(w);
+    while (first < parts.size() && left >= parts[first].iov_len) left -= parts[first++].iov_len;
+    if (first < parts.size()) {
+      parts[first].iov_base = static_cast<std::uint8_t*>(parts[first].iov_base) + left;
+      parts[first].iov_len -= left;
+    }
+  }
 }
 
 }  // namespace gyre::net

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 #include <utility>
@@ -75,6 +77,11 @@ Fd acceptOne(int listenFd, Deadline deadline);
 // Throw ConnectionClosed on EOF/reset, TimeoutError past the deadline.
 void writeAll(int fd, const void* data, std::size_t n, Deadline deadline);
 void readAll(int fd, void* data, std::size_t n, Deadline deadline);
+// Waits until fd is ready for `events` (POLLIN, POLLOUT) or the deadline passes; false on time-out.
+bool waitFor(int fd, short events, Deadline deadline);
+// Writes every byte of `parts` (gathered with sendmsg; the parts are advanced as they go) under
+// a deadline. Throws ConnectionClosed or TimeoutError; `peer` names the other end.
+void writeAllV(int fd, std::span<iovec> parts, Deadline deadline, const std::string& peer);
 
 void setNonBlocking(int fd, bool on);
 void setNoDelay(int fd);

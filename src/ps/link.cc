@@ -22,33 +22,6 @@ constexpr std::size_t kMaxIov = 16;
 // Bounds a write of one request; a server that reads nothing for this long is stuck.
 constexpr std::chrono::seconds kWriteTimeout{120};
 
-// Writes every byte of `parts` (gathered), under a deadline. Throws net::ConnectionClosed or
-// TimeoutError.
-void writeAllV(int fd, std::span<iovec> parts, Deadline deadline, const std::string& peer) {
-  std::size_t first = 0;
-  while (first < parts.size()) {
-    msghdr msg{};
-    msg.msg_iov = parts.data() + first;
-    msg.msg_iovlen = parts.size() - first;
-    const ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EPIPE || errno == ECONNRESET) throw net::ConnectionClosed("connection to " + peer + " closed while writing");
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) net::throwErrno("sendmsg to " + peer);
-      pollfd p{fd, POLLOUT, 0};
-      const int r = ::poll(&p, 1, deadline.remainingMs(1000));
-      if (r < 0 && errno != EINTR) net::throwErrno("poll");
-      if (r == 0 && deadline.expired()) GYRE_THROW(TimeoutError, "timed out writing a request to ", peer);
-      continue;
-    }
-    auto left = static_cast<std::size_t>(w);
-    while (first < parts.size() && left >= parts[first].iov_len) left -= parts[first++].iov_len;
-    if (first < parts.size()) {
-      parts[first].iov_base = static_cast<std::uint8_t*>(parts[first].iov_base) + left;
-      parts[first].iov_len -= left;
-    }
-  }
-}
-
 class LinkImpl final : public Link {
  public:
   LinkImpl(net::Fd fd, std::string peerName) : fd_(std::move(fd)), peerName_(std::move(peerName)) {
@@ -87,7 +60,7 @@ class LinkImpl final : public Link {
     for (const iovec& part : payload)
       if (part.iov_len > 0) parts[n++] = part;
     try {
-      writeAllV(fd_.get(), std::span<iovec>(parts, n), Deadline::after(kWriteTimeout), peerName_);
+      net::writeAllV(fd_.get(), std::span<iovec>(parts, n), Deadline::after(kWriteTimeout), peerName_);
     } catch (const Error& e) {
       write.unlock();
       breakLink(e.what());

@@ -3,6 +3,45 @@
 #include <algorithm>
 
 namespace gyre::rt::detail {
+namespace {
+
+enum Kind : int { kRemote = 0, kInvalid, kProtocol, kTimeout, kPeerLost, kActorDied, kOther };
+
+}  // namespace
+
+ErrorRecord recordOf(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(std::move(error));
+  } catch (const RemoteError& r) {
+    return {kRemote, r.function(), r.type(), r.message(), -1};
+  } catch (const InvalidArgument& x) {
+    return {kInvalid, "", "", x.what(), -1};
+  } catch (const ProtocolError& x) {
+    return {kProtocol, "", "", x.what(), -1};
+  } catch (const TimeoutError& x) {
+    return {kTimeout, "", "", x.what(), -1};
+  } catch (const PeerLostError& x) {
+    return {kPeerLost, "", "", x.what(), x.rank()};
+  } catch (const ActorDiedError& x) {
+    return {kActorDied, "", "", x.what(), -1};
+  } catch (const std::exception& x) {
+    return {kOther, "", "", x.what(), -1};
+  } catch (...) {
+    return {kOther, "", "", "an exception not derived from std::exception", -1};
+  }
+}
+
+std::exception_ptr exceptionOf(const ErrorRecord& r) {
+  switch (r.kind) {
+    case kRemote: return std::make_exception_ptr(RemoteError(r.function, r.type, r.message));
+    case kInvalid: return std::make_exception_ptr(InvalidArgument(r.message));
+    case kProtocol: return std::make_exception_ptr(ProtocolError(r.message));
+    case kTimeout: return std::make_exception_ptr(TimeoutError(r.message));
+    case kPeerLost: return std::make_exception_ptr(PeerLostError(r.message, r.rank));
+    case kActorDied: return std::make_exception_ptr(ActorDiedError(r.message));
+    default: return std::make_exception_ptr(Error(r.message));
+  }
+}
 
 void Promise::setValue(Bytes value) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -12,9 +51,10 @@ void Promise::setValue(Bytes value) {
 }
 
 void Promise::setError(std::exception_ptr error) {
+  ErrorRecord record = recordOf(std::move(error));
   std::unique_lock<std::mutex> lock(mu_);
   if (ready_) return;
-  error_ = std::move(error);
+  error_ = std::move(record);
   finish(lock);
 }
 
@@ -44,7 +84,7 @@ bool Promise::ready() const {
 const Bytes& Promise::value() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!ready_) throw Error("gyre::rt: a future's value was read before it was ready");
-  if (error_) std::rethrow_exception(error_);
+  if (error_) std::rethrow_exception(exceptionOf(*error_));
   return value_;
 }
 

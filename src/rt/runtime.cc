@@ -1,128 +1,18 @@
-// The runtime of one process: a pool of worker threads that runs the calls, and the actors,
-// each with a mailbox that one worker at a time drains in order.
+// A runtime of one or several processes: this process's LocalNode runs calls from here and, through
+// its Server, from the others; a PeerLink per other process carries this one's calls to it.
 #include "gyre/rt/runtime.h"
 
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
-#include <vector>
+
+#include "common/socket.h"
+#include "rt/links.h"
+#include "rt/local.h"
 
 namespace gyre::rt {
-
-namespace {
-
-// An actor: its instance (once constructed) and its calls not yet run.
-struct Actor {
-  std::string name;       // "Counter#3"
-  std::string className;
-  std::shared_ptr<void> instance;
-  std::exception_ptr died;  // set when the constructor threw: every call fails with it
-  std::mutex mu;
-  std::deque<std::function<void()>> mailbox;
-  bool draining = false;  // a worker is running its calls
-};
-
-}  // namespace
-
-class Runtime::Impl {
- public:
-  explicit Impl(int threads) {
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
-  }
-
-  ~Impl() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : workers_) t.join();
-  }
-
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(job));
-    }
-    cv_.notify_one();
-  }
-
-  // Appends to the actor's mailbox; the first call of an idle actor schedules its draining.
-  void postToActor(const std::shared_ptr<Actor>& actor, std::function<void()> call) {
-    {
-      std::lock_guard<std::mutex> lock(actor->mu);
-      actor->mailbox.push_back(std::move(call));
-      if (actor->draining) return;
-      actor->draining = true;
-    }
-    post([this, actor] { drain(actor); });
-  }
-
-  std::shared_ptr<Actor> actor(std::uint64_t id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto it = actors_.find(id);
-    if (it == actors_.end()) throw InvalidArgument("gyre::rt: no actor #" + std::to_string(id) + " in this runtime");
-    return it->second;
-  }
-
-  std::uint64_t addActor(std::shared_ptr<Actor> actor) {
-    std::lock_guard<std::mutex> lock(mu_);
-    const std::uint64_t id = nextActor_++;
-    actor->name = actor->className + "#" + std::to_string(id);
-    actors_[id] = std::move(actor);
-    return id;
-  }
-
-  int threads() const { return static_cast<int>(workers_.size()); }
-
- private:
-  void work() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, and every call made has run
-        job = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      job();
-    }
-  }
-
-  // Runs the actor's calls one at a time until its mailbox is empty. A long mailbox yields the
-  // worker after a batch, so that one busy actor does not hold a worker from the others.
-  void drain(const std::shared_ptr<Actor>& actor) {
-    constexpr int kBatch = 64;
-    for (int n = 0;; ++n) {
-      std::function<void()> call;
-      {
-        std::lock_guard<std::mutex> lock(actor->mu);
-        if (actor->mailbox.empty()) {
-          actor->draining = false;
-          return;
-        }
-        if (n == kBatch) break;
-        call = std::move(actor->mailbox.front());
-        actor->mailbox.pop_front();
-      }
-      call();
-    }
-    post([this, actor] { drain(actor); });
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  bool stopping_ = false;
-  std::map<std::uint64_t, std::shared_ptr<Actor>> actors_;
-  std::uint64_t nextActor_ = 1;
-  std::vector<std::thread> workers_;  // last: they start once the rest exists
-};
-
 namespace {
 
 int threadsOf(const RuntimeOptions& options) {
@@ -131,54 +21,164 @@ int threadsOf(const RuntimeOptions& options) {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+const RuntimeOptions& checked(const RuntimeOptions& o) {
+  if (o.size < 1 || o.rank < 0 || o.rank >= o.size)
+    throw InvalidArgument("gyre::rt: rank " + std::to_string(o.rank) + " is not a rank of a runtime of " +
+                          std::to_string(o.size) + " processes");
+  if (o.size > 1 && (!o.store || o.secret.empty()))
+    throw InvalidArgument("gyre::rt: a runtime of " + std::to_string(o.size) +
+                          " processes needs the job's store and secret (RuntimeOptions::store, ::secret)");
+  return o;
+}
+
+std::string addressKey(int rank) { return "gyre-rt/address/" + std::to_string(rank); }
+std::string hostKey(int rank) { return "gyre-rt/host/" + std::to_string(rank); }
+
+detail::Done fulfil(std::shared_ptr<detail::Promise> promise) {
+  return [promise = std::move(promise)](Bytes value, std::exception_ptr error) {
+    if (error) {
+      promise->setError(std::move(error));
+    } else {
+      promise->setValue(std::move(value));
+    }
+  };
+}
+
 }  // namespace
 
-Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(threadsOf(options))) {}
+class Runtime::Impl {
+ public:
+  explicit Impl(const RuntimeOptions& o) : o_(checked(o)), node_(threadsOf(o)) {
+    if (o_.size == 1) return;
+    server_ = std::make_unique<detail::Server>(node_, o_.secret, o_.host, "gyre::rt process " + std::to_string(o_.rank));
+    o_.store->setString(hostKey(o_.rank), net::hostName());
+    o_.store->setString(addressKey(o_.rank), server_->address());
+  }
+
+  ~Impl() {
+    server_.reset();  // no more calls from the others
+    // node_ then runs what it has queued (which may still call the others through links_).
+  }
+
+  // The link to process `rank`, connected on first use.
+  std::shared_ptr<detail::PeerLink> link(int rank) {
+    std::lock_guard<std::mutex> lock(linksMu_);
+    std::shared_ptr<detail::PeerLink>& l = links_[rank];
+    if (!l) {
+      const std::string address = o_.store->getString(addressKey(rank), o_.connectTimeout);
+      l = std::make_shared<detail::PeerLink>(rank, address, o_.secret, Deadline::after(o_.connectTimeout));
+    }
+    return l;
+  }
+
+  // Runs the request in process `rank`: here, or over its link.
+  void dispatch(int rank, wire::Message m, detail::Done done) {
+    if (rank == o_.rank) {
+      switch (static_cast<wire::Type>(m.type)) {
+        case wire::Type::kTask: return node_.runTask(m.name, std::move(m.payload), std::move(done));
+        case wire::Type::kCall: return node_.callActor(m.actor, m.name, std::move(m.payload), std::move(done));
+        case wire::Type::kCreateActor: break;
+      }
+      throw Error("gyre::rt: dispatch of an actor's creation");
+    }
+    std::shared_ptr<detail::PeerLink> l;
+    try {
+      l = link(rank);
+    } catch (...) {
+      return done({}, std::current_exception());
+    }
+    l->send(std::move(m), std::move(done));
+  }
+
+  int spread() { return static_cast<int>(next_.fetch_add(1) % static_cast<std::uint64_t>(o_.size)); }
+
+  int placeActor(const ActorOptions& a) {
+    if (a.rank >= 0) {
+      if (a.rank >= o_.size)
+        throw InvalidArgument("gyre::rt: ActorOptions::rank " + std::to_string(a.rank) + " is not a process of the " +
+                              std::to_string(o_.size));
+      return a.rank;
+    }
+    if (a.host.empty()) return spread();
+    std::string seen;
+    for (int r = 0; r < o_.size; ++r) {
+      const std::string host = o_.size == 1 ? net::hostName() : o_.store->getString(hostKey(r), o_.connectTimeout);
+      const std::string address = o_.size == 1 ? "" : net::splitHostPort(o_.store->getString(addressKey(r), o_.connectTimeout)).first;
+      if (host == a.host || address == a.host) return r;
+      seen += (seen.empty() ? "" : ", ") + host;
+    }
+    throw InvalidArgument("gyre::rt: no process of the runtime is on host " + a.host + " (they are on " + seen + ")");
+  }
+
+  RuntimeOptions o_;
+  std::atomic<std::uint64_t> next_{0};
+  std::atomic<std::uint32_t> actors_{0};
+  std::mutex linksMu_;
+  std::map<int, std::shared_ptr<detail::PeerLink>> links_;
+  detail::LocalNode node_;  // after links_: its last calls may still use them
+  std::unique_ptr<detail::Server> server_;
+};
+
+Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 Runtime::~Runtime() = default;
 
-int Runtime::threads() const { return impl_->threads(); }
+int Runtime::rank() const { return impl_->o_.rank; }
+int Runtime::size() const { return impl_->o_.size; }
+int Runtime::threads() const { return impl_->node_.threads(); }
 
-std::shared_ptr<detail::Promise> Runtime::submitTask(const std::string& function, Bytes args) {
-  const detail::Invoker& invoke = detail::function(function);  // unregistered: thrown here, at the call
+std::shared_ptr<detail::Promise> Runtime::submitTask(const std::string& function, Bytes args,
+                                                     const CallOptions& options) {
+  detail::function(function);  // unregistered: thrown here, at the call
+  if (options.rank >= size())
+    throw InvalidArgument("gyre::rt: CallOptions::rank " + std::to_string(options.rank) + " is not a process of the " +
+                          std::to_string(size()));
   auto promise = std::make_shared<detail::Promise>();
-  impl_->post([&invoke, promise, args = std::move(args)] {
-    try {
-      promise->setValue(invoke(args));
-    } catch (...) {
-      promise->setError(std::current_exception());
-    }
-  });
+  wire::Message m;
+  m.type = static_cast<std::uint8_t>(wire::Type::kTask);
+  m.name = function;
+  m.payload = std::move(args);
+  impl_->dispatch(options.rank >= 0 ? options.rank : impl_->spread(), std::move(m), fulfil(promise));
   return promise;
 }
 
-std::uint64_t Runtime::createActor(const std::string& className, Bytes args) {
-  const detail::ActorFactory& make = detail::actorFactory(className);
-  auto actor = std::make_shared<Actor>();
-  actor->className = className;
-  const std::uint64_t id = impl_->addActor(actor);
-  // The constructor is the actor's first call: the ones made meanwhile queue behind it.
-  impl_->postToActor(actor, [actor, &make, args = std::move(args)] {
-    try {
-      actor->instance = make(args);
-    } catch (const std::exception& e) {
-      actor->died = std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + actor->name +
-                                                           " died: " + e.what()));
-    }
-  });
-  return id;
+ActorRef Runtime::createActor(const std::string& className, Bytes args, const ActorOptions& options) {
+  detail::actorFactory(className);  // unregistered: thrown here
+  const ActorRef ref{(static_cast<std::uint64_t>(rank()) << 32) | (impl_->actors_.fetch_add(1) + 1),
+                     impl_->placeActor(options)};
+  const std::string name = ActorHandle<void>::actorName(className, ref.id);
+  if (ref.rank == rank()) {
+    impl_->node_.createActor(ref.id, name, className, std::move(args));
+    return ref;
+  }
+  // Its calls go down the same link after the creation, so they find it; a failed creation
+  // (the process lost) shows in them.
+  wire::Message m;
+  m.type = static_cast<std::uint8_t>(wire::Type::kCreateActor);
+  m.actor = ref.id;
+  m.name = className + std::string(1, '\0') + name;
+  m.payload = std::move(args);
+  impl_->dispatch(ref.rank, std::move(m), [](Bytes, std::exception_ptr) {});
+  return ref;
 }
 
-std::shared_ptr<detail::Promise> Runtime::submitMethod(std::uint64_t id, const std::string& name, Bytes args) {
-  const std::shared_ptr<Actor> actor = impl_->actor(id);
-  const detail::MethodInvoker& invoke = detail::method(actor->className, name);
+std::shared_ptr<detail::Promise> Runtime::submitMethod(const ActorRef& actor, const std::string& className,
+                                                       const std::string& method, Bytes args) {
   auto promise = std::make_shared<detail::Promise>();
-  impl_->postToActor(actor, [actor, &invoke, promise, args = std::move(args)] {
-    if (actor->died) return promise->setError(actor->died);
+  wire::Message m;
+  m.type = static_cast<std::uint8_t>(wire::Type::kCall);
+  m.actor = actor.id;
+  m.name = method;
+  m.payload = std::move(args);
+  const std::string name = ActorHandle<void>::actorName(className, actor.id);
+  impl_->dispatch(actor.rank, std::move(m), [promise, name](Bytes value, std::exception_ptr error) {
+    if (!error) return promise->setValue(std::move(value));
     try {
-      promise->setValue(invoke(actor->instance.get(), args));
+      std::rethrow_exception(error);
+    } catch (const PeerLostError& e) {  // its process is gone, and the actor with it
+      error = std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + name + " died with its process: " + e.what()));
     } catch (...) {
-      promise->setError(std::current_exception());
     }
+    promise->setError(std::move(error));
   });
   return promise;
 }

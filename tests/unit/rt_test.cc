@@ -4,13 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <future>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "common/auth.h"
+#include "common/socket.h"
 #include "gyre/rt.h"
+#include "rt/wire.h"
 
 namespace gyre::rt {
 namespace rt_test {
@@ -93,6 +98,22 @@ class Unregistered {
   int ping() { return 1; }
 };
 
+RuntimeOptions withThreads(int threads) {
+  RuntimeOptions o;
+  o.threads = threads;
+  return o;
+}
+ActorOptions onRank(int rank) {
+  ActorOptions o;
+  o.rank = rank;
+  return o;
+}
+ActorOptions onHost(const std::string& host) {
+  ActorOptions o;
+  o.host = host;
+  return o;
+}
+
 template <class F>
 std::string errorOf(F&& f) {
   try {
@@ -104,7 +125,7 @@ std::string errorOf(F&& f) {
 }
 
 TEST(RtTask, RunsRegisteredFunctionsWithTheirValues) {
-  Runtime rt({.threads = 2});
+  Runtime rt(withThreads(2));
   EXPECT_EQ(rt.task(add).remote(1, 2).get(), 3);
   const Point p = rt.task(moved).remote(Point{1, 2, "p"}, std::vector<double>{0.5, -1}).get();
   EXPECT_EQ(p.x, 1.5);
@@ -126,7 +147,7 @@ TEST(RtTask, RunsRegisteredFunctionsWithTheirValues) {
 }
 
 TEST(RtTask, ErrorsComeBackTypedAndNamed) {
-  Runtime rt({.threads = 2});
+  Runtime rt(withThreads(2));
   try {
     rt.task(fails).remote("no such key").get();
     ADD_FAILURE() << "no error";
@@ -153,7 +174,7 @@ TEST(RtTask, ErrorsComeBackTypedAndNamed) {
 }
 
 TEST(RtFuture, TimesOutChainsAndWaitsForSome) {
-  Runtime rt({.threads = 3});
+  Runtime rt(withThreads(3));
   std::promise<void> open;
   gateOpen = open.get_future().share();
   const Future<int> slow = rt.task(waitsForGate).remote(7);
@@ -180,7 +201,7 @@ TEST(RtFuture, TimesOutChainsAndWaitsForSome) {
 }
 
 TEST(RtActor, CallsRunInOrderOneAtATime) {
-  Runtime rt({.threads = 4});
+  Runtime rt(withThreads(4));
   const ActorHandle<Counter> counter = rt.actor<Counter>(10);
   EXPECT_EQ(counter.name().rfind("Counter#", 0), 0u);
   std::vector<Future<int>> sums;
@@ -201,7 +222,7 @@ TEST(RtActor, CallsRunInOrderOneAtATime) {
 }
 
 TEST(RtActor, AFailedConstructorFailsEveryCallAndRegistrationIsChecked) {
-  Runtime rt({.threads = 2});
+  Runtime rt(withThreads(2));
   const ActorHandle<Broken> broken = rt.actor<Broken>(std::string("no disk"));
   const std::string message = errorOf([&] { broken.call(&Broken::ping).get(); });
   EXPECT_EQ(message, "gyre::rt: actor " + broken.name() +
@@ -218,6 +239,132 @@ TEST(RtActor, AFailedConstructorFailsEveryCallAndRegistrationIsChecked) {
   EXPECT_EQ(errorOf([&] { wrong.call(&Counter::value).get(); }),
             "gyre::rt: actor " + wrong.name() +
                 " died: Counter's constructor's argument 1 is a string, which does not convert to int");
+}
+
+// Three processes of one runtime, as threads of this test: each its own Runtime, listening on
+// loopback, meeting in a memory store.
+class RtProcesses : public ::testing::Test {
+ protected:
+  void start(int size, const std::string& secret = "job-secret") {
+    store_ = createMemoryStore();
+    runtimes_.resize(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r)
+    {
+      RuntimeOptions o = withThreads(2);
+      o.rank = r;
+      o.size = size;
+      o.store = store_;
+      o.secret = secret;
+      o.connectTimeout = std::chrono::milliseconds(5000);
+      runtimes_[static_cast<std::size_t>(r)] = std::make_unique<Runtime>(o);
+    }
+  }
+  Runtime& rt(int r) { return *runtimes_[static_cast<std::size_t>(r)]; }
+  std::shared_ptr<Store> store_;
+  std::vector<std::unique_ptr<Runtime>> runtimes_;
+};
+
+TEST_F(RtProcesses, TasksAndActorsRunInEveryProcess) {
+  start(3);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(rt(0).task(add).options({.rank = r}).remote(r, 10).get(), r + 10);
+  std::vector<Future<int>> spread;
+  for (int i = 0; i < 60; ++i) spread.push_back(rt(1).task(add).remote(i, 1));
+  for (int i = 0; i < 60; ++i) EXPECT_EQ(spread[static_cast<std::size_t>(i)].get(), i + 1);
+  const Point p = rt(2).task(moved).options({.rank = 0}).remote(Point{1, 2, "q"}, std::vector<double>{1, 1}).get();
+  EXPECT_EQ(p.label, "q'");
+
+  const ActorHandle<Counter> counter = rt(0).actorWith<Counter>(onRank(2), 5);
+  EXPECT_EQ(counter.rank(), 2);
+  EXPECT_EQ(counter.name().rfind("Counter#0.", 0), 0u) << counter.name();
+  std::vector<Future<int>> sums;
+  for (int i = 1; i <= 100; ++i) sums.push_back(counter.call(&Counter::add, i));
+  EXPECT_EQ(sums.back().get(), 5 + 5050);
+  std::vector<int> expected(100);
+  for (int i = 0; i < 100; ++i) expected[static_cast<std::size_t>(i)] = i + 1;
+  EXPECT_EQ(counter.call(&Counter::order).get(), expected);
+
+  // Errors cross the wire with their types.
+  try {
+    rt(0).task(fails).options({.rank = 1}).remote("far away").get();
+    ADD_FAILURE() << "no error";
+  } catch (const RemoteError& e) {
+    EXPECT_STREQ(e.what(), "fails raised std::out_of_range: far away");
+  }
+  EXPECT_EQ(errorOf([&] { Future<int>(rt(0).submitTask("add", pack(std::make_tuple("x", 2)), {.rank = 2})).get(); }),
+            "add's argument 1 is a string, which does not convert to int");
+  const ActorHandle<Broken> broken = rt(1).actorWith<Broken>(onRank(0), std::string("far"));
+  EXPECT_THROW(broken.call(&Broken::ping).get(), ActorDiedError);
+
+  EXPECT_EQ(rt(0).actorWith<Counter>(onHost("127.0.0.1"), 0).rank(), 0);
+  EXPECT_EQ(errorOf([&] { rt(0).actorWith<Counter>(onHost("elsewhere"), 0); }).rfind(
+                "gyre::rt: no process of the runtime is on host elsewhere", 0),
+            0u);
+  EXPECT_THROW(rt(0).task(add).options({.rank = 3}).remote(1, 1), InvalidArgument);
+}
+
+// A process that goes away fails the calls in flight to it (its tasks with PeerLostError, its
+// actors with ActorDiedError naming them) and every later one, at once; the others go on.
+TEST_F(RtProcesses, ALostProcessFailsItsCallsAndTheOthersGoOn) {
+  start(3);
+  std::promise<void> open;
+  gateOpen = open.get_future().share();
+  const ActorHandle<Counter> counter = rt(0).actorWith<Counter>(onRank(2), 0);
+  EXPECT_EQ(counter.call(&Counter::add, 1).get(), 1);
+  const Future<int> inFlight = rt(0).task(waitsForGate).options({.rank = 2}).remote(1);
+  std::thread leaving([&] { runtimes_[2].reset(); });  // waits for the gated task to finish
+  try {
+    inFlight.get(std::chrono::seconds(30));
+    ADD_FAILURE() << "the call to a lost process returned";
+  } catch (const PeerLostError& e) {
+    EXPECT_EQ(e.rank(), 2);
+    EXPECT_NE(std::string(e.what()).find("gyre::rt: process 2 (127.0.0.1:"), std::string::npos) << e.what();
+  }
+  open.set_value();
+  leaving.join();
+  EXPECT_EQ(errorOf([&] { counter.call(&Counter::value).get(std::chrono::seconds(30)); })
+                .rfind("gyre::rt: actor " + counter.name() + " died with its process: gyre::rt: process 2", 0),
+            0u);
+  EXPECT_THROW(rt(0).task(add).options({.rank = 2}).remote(1, 1).get(std::chrono::seconds(30)), PeerLostError);
+  EXPECT_EQ(rt(0).task(add).options({.rank = 1}).remote(1, 1).get(), 2);
+}
+
+// The runtime's port takes only the job's own: a wrong secret is refused at the handshake, and a
+// malformed message from an authenticated peer closes that connection alone.
+TEST_F(RtProcesses, ItsPortRefusesStrangersAndMalformedMessages) {
+  start(2);
+  EXPECT_EQ(rt(0).task(add).options({.rank = 1}).remote(2, 3).get(), 5);
+  const auto [host, port] = net::splitHostPort(store_->getString("gyre-rt/address/1"));
+  EXPECT_THROW(auth::connectAuthenticated(host, port, "another-secret", wire::kAuthContext,
+                                          Deadline::after(std::chrono::seconds(5))),
+               ProtocolError);
+  net::Fd peer = auth::connectAuthenticated(host, port, "job-secret", wire::kAuthContext,
+                                            Deadline::after(std::chrono::seconds(5)));
+  const std::string garbage(40, 'x');
+  net::writeAll(peer.get(), garbage.data(), garbage.size(), Deadline::after(std::chrono::seconds(5)));
+  char byte;
+  EXPECT_THROW(net::readAll(peer.get(), &byte, 1, Deadline::after(std::chrono::seconds(10))), net::ConnectionClosed);
+  // A message claiming a huge name is refused before anything is allocated.
+  net::Fd second = auth::connectAuthenticated(host, port, "job-secret", wire::kAuthContext,
+                                              Deadline::after(std::chrono::seconds(5)));
+  std::string header(40, '\0');
+  const std::uint32_t magic = wire::kMagic, nameBytes = 1u << 30;
+  std::memcpy(header.data(), &magic, 4);
+  header[4] = 1;
+  std::memcpy(header.data() + 24, &nameBytes, 4);
+  net::writeAll(second.get(), header.data(), header.size(), Deadline::after(std::chrono::seconds(5)));
+  EXPECT_THROW(net::readAll(second.get(), &byte, 1, Deadline::after(std::chrono::seconds(10))), net::ConnectionClosed);
+  EXPECT_EQ(rt(0).task(add).options({.rank = 1}).remote(4, 5).get(), 9);
+}
+
+TEST(RtOptions, AreChecked) {
+  RuntimeOptions o;
+  o.rank = 2;
+  o.size = 2;
+  EXPECT_THROW(Runtime{o}, InvalidArgument);
+  o.rank = 0;
+  EXPECT_EQ(errorOf([&] { Runtime{o}; }),
+            "gyre::rt: a runtime of 2 processes needs the job's store and secret (RuntimeOptions::store, ::secret)");
+  EXPECT_THROW(Runtime{withThreads(-1)}, InvalidArgument);
 }
 
 }  // namespace rt_test

@@ -51,6 +51,22 @@ class ActorDiedError : public Error {
 
 namespace detail {
 
+// An error as data: which of the types above (or InvalidArgument, ProtocolError, TimeoutError,
+// PeerLostError, another gyre::Error) and what it said. A future keeps this, not the exception,
+// so that every get() throws a fresh exception of its own thread (an exception object shared by
+// threads is safe in libstdc++, but its reference count is invisible to ThreadSanitizer); it is
+// also what crosses the wire.
+struct ErrorRecord {
+  int kind = 0;
+  std::string function, type, message;
+  int rank = -1;  // PeerLostError's
+  MSGPACK_DEFINE(kind, function, type, message, rank)
+};
+// On the thread that holds `error`.
+ErrorRecord recordOf(std::exception_ptr error);
+// A new exception of the recorded type.
+std::exception_ptr exceptionOf(const ErrorRecord& record);
+
 // The shared state of a Future: MessagePack bytes or an error, set once.
 class Promise {
  public:
@@ -59,7 +75,7 @@ class Promise {
   // Waits until set or until `deadline` (nullopt: no limit); false on the deadline.
   bool waitUntil(std::optional<std::chrono::steady_clock::time_point> deadline) const;
   bool ready() const;
-  // The value's bytes; rethrows the error. Only once ready.
+  // The value's bytes; throws (a new exception of) the error. Only once ready.
   const Bytes& value() const;
   // Runs `f` once set: at once (on this thread) when it is, else on the thread that sets it.
   void onReady(std::function<void()> f);
@@ -70,7 +86,7 @@ class Promise {
   mutable std::condition_variable cv_;
   bool ready_ = false;
   Bytes value_;
-  std::exception_ptr error_;
+  std::optional<ErrorRecord> error_;
   std::vector<std::function<void()>> callbacks_;
 };
 

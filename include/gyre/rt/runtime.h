@@ -10,13 +10,21 @@
 // a value the callee changes is its own copy, and an unregistered function or class is an
 // InvalidArgument at the call. Argument types are checked against the function's or method's
 // parameters at compile time; an actor's constructor arguments where it runs (an error of its
-// calls). This runtime runs the calls on a pool of threads of this process; calls to one actor
-// run one at a time, in the order they were made (from one thread).
+// calls). Each process runs the calls on a pool of its threads; calls to one actor run one at a
+// time, in the order they were made (from one thread).
+//
+// A runtime of several processes (RuntimeOptions::size > 1) is one Runtime per process, every
+// process running the same binary: each listens (authenticated with the job secret), publishes its
+// address in the job's store, and connects to another the first time it calls it. Tasks and
+// actors are spread over the processes (CallOptions, ActorOptions place them). A process that
+// dies fails the calls in flight to it: PeerLostError for tasks, ActorDiedError for its actors.
 //
 // Thread-safety: a Runtime, its handles and futures may be used from any thread. The destructor
-// waits for every call made through it to finish.
+// waits for every call this process runs; the processes of a runtime end together (one that
+// leaves while others call it is lost to them).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -27,11 +35,41 @@
 
 #include "gyre/rt/future.h"
 #include "gyre/rt/registry.h"
+#include "gyre/store.h"
 
 namespace gyre::rt {
 
 struct RuntimeOptions {
   int threads = 0;  // worker threads that run the calls; 0: the machine's hardware threads
+  // The processes of a job: this one's rank among `size`, the store they meet in and the job
+  // secret that every connection proves. size 1: this process alone (store and secret unused).
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;
+  std::string secret;
+  std::string host = "127.0.0.1";  // the address this process listens on, which the others reach
+  // How long a process waits for another to publish its address and accept its connection.
+  std::chrono::milliseconds connectTimeout{30000};
+};
+
+// Where a task runs: the process of rank `rank`, or (-1) the next process in turn, this one
+// included.
+struct CallOptions {
+  int rank = -1;
+};
+
+// Where an actor lives: the process of rank `rank`; else one on host `host` (its name, or the
+// address it listens on); else (-1, "") the next process in turn. InvalidArgument when no process
+// fits.
+struct ActorOptions {
+  int rank = -1;
+  std::string host;
+};
+
+// An actor: its number (the creating process's rank in the high 32 bits) and where it lives.
+struct ActorRef {
+  std::uint64_t id = 0;
+  int rank = 0;
 };
 
 class Runtime;
@@ -41,6 +79,11 @@ template <class R, class... P>
 class TaskCall {
  public:
   TaskCall(Runtime& rt, std::string name) : rt_(&rt), name_(std::move(name)) {}
+  TaskCall options(const CallOptions& o) const {
+    TaskCall copy = *this;
+    copy.options_ = o;
+    return copy;
+  }
   template <class... A>
   Future<R> remote(A&&... args) const;
   const std::string& name() const { return name_; }
@@ -48,24 +91,30 @@ class TaskCall {
  private:
   Runtime* rt_;
   std::string name_;
+  CallOptions options_;
 };
 
 // A live actor: calls to its registered methods. Copies refer to the same actor.
 template <class C>
 class ActorHandle {
  public:
-  ActorHandle(Runtime& rt, std::uint64_t id, std::string className)
-      : rt_(&rt), id_(id), className_(std::move(className)) {}
+  ActorHandle(Runtime& rt, ActorRef ref, std::string className)
+      : rt_(&rt), ref_(ref), className_(std::move(className)) {}
 
   template <class M, class... A>
   Future<typename detail::MethodTraits<M>::Result> call(M method, A&&... args) const;
-  // "Counter#3": the class and the runtime's number for this actor.
-  std::string name() const { return className_ + "#" + std::to_string(id_); }
-  std::uint64_t id() const { return id_; }
+  // "Counter#0.3": the class, the creating process's rank and its number for this actor.
+  std::string name() const { return actorName(className_, ref_.id); }
+  const ActorRef& ref() const { return ref_; }
+  int rank() const { return ref_.rank; }  // the process it lives in
+
+  static std::string actorName(const std::string& className, std::uint64_t id) {
+    return className + "#" + std::to_string(id >> 32) + "." + std::to_string(id & 0xffffffffu);
+  }
 
  private:
   Runtime* rt_;
-  std::uint64_t id_;
+  ActorRef ref_;
   std::string className_;
 };
 
@@ -87,15 +136,24 @@ class Runtime {
   // ActorDiedError carrying its error. InvalidArgument when C is not registered (GYRE_RT_ACTOR).
   template <class C, class... A>
   ActorHandle<C> actor(A&&... args) {
+    return actorWith<C>(ActorOptions{}, std::forward<A>(args)...);
+  }
+  // The same, placed by `options`.
+  template <class C, class... A>
+  ActorHandle<C> actorWith(const ActorOptions& options, A&&... args) {
     const std::string name = detail::actorClassName(std::type_index(typeid(C)));
-    return ActorHandle<C>(*this, createActor(name, pack(std::make_tuple(std::forward<A>(args)...))), name);
+    return ActorHandle<C>(*this, createActor(name, pack(std::make_tuple(std::forward<A>(args)...)), options), name);
   }
 
-  // The untyped calls the handles make; arguments as a packed tuple.
-  std::shared_ptr<detail::Promise> submitTask(const std::string& function, Bytes args);
-  std::uint64_t createActor(const std::string& className, Bytes args);
-  std::shared_ptr<detail::Promise> submitMethod(std::uint64_t actor, const std::string& method, Bytes args);
+  // The untyped calls the handles make; arguments as a packed tuple. InvalidArgument at once for
+  // what is not registered, or a placement no process fits.
+  std::shared_ptr<detail::Promise> submitTask(const std::string& function, Bytes args, const CallOptions& options = {});
+  ActorRef createActor(const std::string& className, Bytes args, const ActorOptions& options = {});
+  std::shared_ptr<detail::Promise> submitMethod(const ActorRef& actor, const std::string& className,
+                                                const std::string& method, Bytes args);
 
+  int rank() const;
+  int size() const;
   int threads() const;
 
  private:
@@ -107,7 +165,7 @@ template <class R, class... P>
 template <class... A>
 Future<R> TaskCall<R, P...>::remote(A&&... args) const {
   static_assert(sizeof...(A) == sizeof...(P), "remote(): the function takes another number of arguments");
-  return Future<R>(rt_->submitTask(name_, pack(std::tuple<std::decay_t<P>...>(std::forward<A>(args)...))));
+  return Future<R>(rt_->submitTask(name_, pack(std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)), options_));
 }
 
 template <class C>
@@ -119,7 +177,7 @@ Future<typename detail::MethodTraits<M>::Result> ActorHandle<C>::call(M method, 
                 "call(): the method takes another number of arguments");
   const std::string name = detail::methodName(className_, detail::keyOf(method));
   return Future<typename T::Result>(
-      rt_->submitMethod(id_, name, pack(typename T::Args(std::forward<A>(args)...))));
+      rt_->submitMethod(ref_, className_, name, pack(typename T::Args(std::forward<A>(args)...))));
 }
 
 }  // namespace gyre::rt

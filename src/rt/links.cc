@@ -1,0 +1,181 @@
+#include "rt/links.h"
+
+#include <sys/socket.h>
+
+#include "common/auth.h"
+#include "common/logging.h"
+#include "gyre/errors.h"
+
+namespace gyre::rt::detail {
+namespace {
+
+// How long the rest of a message may take once its header arrived, and a write.
+constexpr std::chrono::seconds kMessageTimeout{120};
+
+}  // namespace
+
+struct Server::Session {
+  net::Fd fd;
+  std::string peer;
+  std::mutex writeMu;
+};
+
+Server::Server(LocalNode& node, const std::string& secret, const std::string& host, std::string name)
+    : node_(node), name_(std::move(name)), listen_(net::listenOn(host, 0)) {
+  address_ = net::joinHostPort(host, net::localPort(listen_.get()));
+  gate_ = std::make_unique<auth::AuthGate>(
+      listen_.get(), auth::GateOptions{.secret = secret, .context = std::string(wire::kAuthContext), .name = name_},
+      [this](net::Fd fd, const std::string& peer) { start(std::move(fd), peer); });
+}
+
+Server::~Server() {
+  gate_.reset();  // no new connections
+  std::list<std::pair<std::shared_ptr<Session>, std::thread>> sessions;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    sessions.splice(sessions.end(), sessions_);
+  }
+  for (auto& [session, thread] : sessions) ::shutdown(session->fd.get(), SHUT_RDWR);
+  for (auto& [session, thread] : sessions) thread.join();
+}
+
+void Server::start(net::Fd fd, const std::string& peer) {
+  net::setNoDelay(fd.get());
+  auto session = std::make_shared<Session>();
+  session->fd = std::move(fd);
+  session->peer = peer;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  sessions_.emplace_back(session, std::thread([this, session] { serve(session); }));
+}
+
+void Server::serve(const std::shared_ptr<Session>& session) {
+  try {
+    wire::Reader reader(session->fd.get(), session->peer);
+    for (;;) handle(session, reader.next(kMessageTimeout));
+  } catch (const net::ConnectionClosed&) {
+    // The caller went away (or this server stops): its answers still to come are dropped.
+  } catch (const std::exception& e) {
+    log::warn(name_, ": closing the connection from ", session->peer, ": ", e.what());
+  }
+  ::shutdown(session->fd.get(), SHUT_RDWR);
+}
+
+void Server::handle(const std::shared_ptr<Session>& session, wire::Message request) {
+  const std::uint8_t type = request.type;
+  if (type & wire::kResponseBit)
+    throw ProtocolError("gyre::rt: a response where a request belongs: " + request.debugString());
+  auto answer = [session, type, id = request.id](Bytes value, std::exception_ptr error) {
+    wire::Message response;
+    response.type = static_cast<std::uint8_t>(type | wire::kResponseBit);
+    response.id = id;
+    response.status = error ? wire::Status::kError : wire::Status::kOk;
+    response.payload = error ? wire::encodeError(error) : std::move(value);
+    std::lock_guard<std::mutex> lock(session->writeMu);
+    try {
+      wire::writeMessage(session->fd.get(), response, Deadline::after(kMessageTimeout), session->peer);
+    } catch (const std::exception&) {
+      ::shutdown(session->fd.get(), SHUT_RDWR);  // the caller is gone or stuck: its reader sees it
+    }
+  };
+  switch (static_cast<wire::Type>(type)) {
+    case wire::Type::kTask:
+      node_.runTask(request.name, std::move(request.payload), std::move(answer));
+      return;
+    case wire::Type::kCreateActor: {
+      // The name ("Counter#0.1") comes after the class: "Counter\0Counter#0.1".
+      const std::size_t split = request.name.find('\0');
+      if (split == std::string::npos) throw ProtocolError("gyre::rt: an actor without its name: " + request.debugString());
+      node_.createActor(request.actor, request.name.substr(split + 1), request.name.substr(0, split),
+                        std::move(request.payload));
+      answer(pack(msgpack::type::nil_t()), nullptr);
+      return;
+    }
+    case wire::Type::kCall:
+      node_.callActor(request.actor, request.name, std::move(request.payload), std::move(answer));
+      return;
+  }
+}
+
+PeerLink::PeerLink(int rank, const std::string& address, const std::string& secret, Deadline deadline)
+    : rank_(rank), name_("process " + std::to_string(rank) + " (" + address + ")") {
+  const auto [host, port] = net::splitHostPort(address);
+  try {
+    fd_ = auth::connectAuthenticated(host, port, secret, wire::kAuthContext, deadline);
+  } catch (const net::ConnectionClosed& e) {
+    throw PeerLostError("gyre::rt: cannot reach " + name_ + ": " + e.what(), rank);
+  }
+  net::setNoDelay(fd_.get());
+  reader_ = std::thread([this] { readLoop(); });
+}
+
+PeerLink::~PeerLink() {
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  reader_.join();
+}
+
+void PeerLink::send(wire::Message request, Done done) {
+  std::exception_ptr lost;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (dead_.load()) {
+      lost = std::make_exception_ptr(PeerLostError("gyre::rt: " + name_ + " was lost: " + lostWhy_, rank_));
+    } else {
+      request.id = nextId_++;
+      pending_.emplace(request.id, std::move(done));
+    }
+  }
+  if (lost) return done({}, lost);
+  std::lock_guard<std::mutex> lock(writeMu_);
+  try {
+    wire::writeMessage(fd_.get(), request, Deadline::after(kMessageTimeout), name_);
+  } catch (const std::exception&) {
+    ::shutdown(fd_.get(), SHUT_RDWR);  // the reader fails what is pending, this call included
+  }
+}
+
+void PeerLink::readLoop() {
+  try {
+    wire::Reader reader(fd_.get(), name_);
+    for (;;) {
+      wire::Message m = reader.next(kMessageTimeout);
+      if (!(m.type & wire::kResponseBit)) throw ProtocolError("gyre::rt: a request where an answer belongs: " + m.debugString());
+      Done done;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        const auto it = pending_.find(m.id);
+        if (it == pending_.end()) throw ProtocolError("gyre::rt: an answer to no call in flight: " + m.debugString());
+        done = std::move(it->second);
+        pending_.erase(it);
+      }
+      if (m.status == wire::Status::kOk) {
+        done(std::move(m.payload), nullptr);
+      } else {
+        std::exception_ptr error;
+        try {
+          error = wire::decodeError(m.payload);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        done({}, error);
+      }
+    }
+  } catch (const std::exception& e) {
+    fail(e.what());
+  }
+}
+
+void PeerLink::fail(const std::string& why) {
+  std::map<std::uint64_t, Done> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dead_.store(true);
+    lostWhy_ = why;
+    pending.swap(pending_);
+  }
+  for (auto& [id, done] : pending)
+    done({}, std::make_exception_ptr(PeerLostError("gyre::rt: " + name_ + " was lost: " + why, rank_)));
+}
+
+}  // namespace gyre::rt::detail

@@ -1,0 +1,78 @@
+// The connections between the processes of a runtime. A Server listens (behind the AuthGate)
+// and runs the requests of the other processes on this one's LocalNode, answering each when it
+// finishes; a PeerLink is this process's connection to one other, with any number of calls in
+// flight, each answered by id on the link's reader thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "common/auth_gate.h"
+#include "common/socket.h"
+#include "rt/local.h"
+#include "rt/wire.h"
+
+namespace gyre::rt::detail {
+
+class Server {
+ public:
+  // Listens on `host` (a free port) and serves until destroyed. `name` is for the log ("rt rank 1").
+  Server(LocalNode& node, const std::string& secret, const std::string& host, std::string name);
+  // Stops accepting, closes every connection (answers still to come are dropped) and joins.
+  ~Server();
+  std::string address() const { return address_; }
+
+ private:
+  struct Session;
+  void start(net::Fd fd, const std::string& peer);
+  void serve(const std::shared_ptr<Session>& session);
+  void handle(const std::shared_ptr<Session>& session, wire::Message request);
+
+  LocalNode& node_;
+  const std::string name_;
+  net::Fd listen_;
+  std::string address_;
+  std::mutex mu_;
+  std::list<std::pair<std::shared_ptr<Session>, std::thread>> sessions_;
+  bool stopping_ = false;
+  std::unique_ptr<auth::AuthGate> gate_;  // last: it hands connections to the rest
+};
+
+class PeerLink {
+ public:
+  // Connects to process `rank` at `address` and authenticates. Throws TimeoutError,
+  // ProtocolError (a wrong secret) or PeerLostError.
+  PeerLink(int rank, const std::string& address, const std::string& secret, Deadline deadline);
+  // Closes the connection; calls still in flight fail with PeerLostError.
+  ~PeerLink();
+  PeerLink(const PeerLink&) = delete;
+  PeerLink& operator=(const PeerLink&) = delete;
+
+  // Sends a request (its id is set here); `done` runs once with the answer, on the reader thread,
+  // or with PeerLostError when the link broke (at once when it already had).
+  void send(wire::Message request, Done done);
+  bool alive() const { return !dead_.load(); }
+
+ private:
+  void readLoop();
+  void fail(const std::string& why);
+
+  const int rank_;
+  const std::string name_;  // "process 1 (127.0.0.1:40123)"
+  net::Fd fd_;
+  std::mutex writeMu_;
+  std::mutex mu_;
+  std::map<std::uint64_t, Done> pending_;
+  std::uint64_t nextId_ = 1;
+  std::string lostWhy_;
+  std::atomic<bool> dead_{false};
+  std::thread reader_;
+};
+
+}  // namespace gyre::rt::detail

@@ -1,0 +1,129 @@
+#include "rt/local.h"
+
+#include "gyre/errors.h"
+#include "gyre/rt/future.h"
+#include "gyre/rt/registry.h"
+
+namespace gyre::rt::detail {
+
+LocalNode::LocalNode(int threads) {
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+}
+
+LocalNode::~LocalNode() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void LocalNode::post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void LocalNode::work() {
+  for (;;) {
+    std::function<void()> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and every call made has run
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job();
+  }
+}
+
+void LocalNode::postToActor(const std::shared_ptr<Actor>& actor, std::function<void()> call) {
+  {
+    std::lock_guard<std::mutex> lock(actor->mu);
+    actor->mailbox.push_back(std::move(call));
+    if (actor->draining) return;
+    actor->draining = true;
+  }
+  post([this, actor] { drain(actor); });
+}
+
+// Runs the actor's calls one at a time until its mailbox is empty. A long mailbox yields the
+// worker after a batch, so that one busy actor does not hold a worker from the others.
+void LocalNode::drain(const std::shared_ptr<Actor>& actor) {
+  constexpr int kBatch = 64;
+  for (int n = 0;; ++n) {
+    std::function<void()> call;
+    {
+      std::lock_guard<std::mutex> lock(actor->mu);
+      if (actor->mailbox.empty()) {
+        actor->draining = false;
+        return;
+      }
+      if (n == kBatch) break;
+      call = std::move(actor->mailbox.front());
+      actor->mailbox.pop_front();
+    }
+    call();
+  }
+  post([this, actor] { drain(actor); });
+}
+
+void LocalNode::runTask(const std::string& function, Bytes args, Done done) {
+  post([function, args = std::move(args), done = std::move(done)] {
+    Bytes value;
+    std::exception_ptr error;
+    try {
+      value = detail::function(function)(args);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    done(std::move(value), error);
+  });
+}
+
+void LocalNode::createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args) {
+  auto actor = std::make_shared<Actor>();
+  actor->name = name;
+  actor->className = className;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    actors_[id] = actor;
+  }
+  postToActor(actor, [actor, args = std::move(args)] {
+    try {
+      actor->instance = actorFactory(actor->className)(args);
+    } catch (const std::exception& e) {
+      actor->died = std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + actor->name + " died: " + e.what()));
+    }
+  });
+}
+
+void LocalNode::callActor(std::uint64_t id, const std::string& method, Bytes args, Done done) {
+  std::shared_ptr<Actor> actor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = actors_.find(id); it != actors_.end()) actor = it->second;
+  }
+  if (!actor) {
+    done({}, std::make_exception_ptr(InvalidArgument("gyre::rt: no actor #" + std::to_string(id) + " lives here")));
+    return;
+  }
+  postToActor(actor, [actor, method, args = std::move(args), done = std::move(done)] {
+    Bytes value;
+    std::exception_ptr error = actor->died;
+    if (!error) {
+      try {
+        value = detail::method(actor->className, method)(actor->instance.get(), args);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    done(std::move(value), error);
+  });
+}
+
+}  // namespace gyre::rt::detail

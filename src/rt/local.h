@@ -1,0 +1,66 @@
+// What runs the calls in one process of a runtime: a pool of worker threads for tasks, and the
+// actors that live here, each with a mailbox that one worker at a time drains in order. Calls
+// arrive from this process (Runtime) and from the others (server.h) alike.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gyre/rt/serialize.h"
+
+namespace gyre::rt::detail {
+
+// Called once with a call's packed result, or with its error (then `value` is empty).
+using Done = std::function<void(Bytes value, std::exception_ptr error)>;
+
+class LocalNode {
+ public:
+  explicit LocalNode(int threads);
+  // Runs every call already queued, then stops the workers.
+  ~LocalNode();
+  LocalNode(const LocalNode&) = delete;
+  LocalNode& operator=(const LocalNode&) = delete;
+
+  // Each throws nothing: an unregistered name or an unknown actor becomes `done`'s error.
+  void runTask(const std::string& function, Bytes args, Done done);
+  // Creates the actor `id` (named `name`, "Counter#3"); its constructor is its first call, and
+  // if it throws, every call fails with ActorDiedError.
+  void createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args);
+  void callActor(std::uint64_t id, const std::string& method, Bytes args, Done done);
+
+  int threads() const { return static_cast<int>(workers_.size()); }
+
+ private:
+  struct Actor {
+    std::string name;
+    std::string className;
+    std::shared_ptr<void> instance;
+    std::exception_ptr died;
+    std::mutex mu;
+    std::deque<std::function<void()>> mailbox;
+    bool draining = false;
+  };
+
+  void post(std::function<void()> job);
+  void postToActor(const std::shared_ptr<Actor>& actor, std::function<void()> call);
+  void drain(const std::shared_ptr<Actor>& actor);
+  void work();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::map<std::uint64_t, std::shared_ptr<Actor>> actors_;
+  std::vector<std::thread> workers_;  // last: they start once the rest exists
+};
+
+}  // namespace gyre::rt::detail

@@ -1,0 +1,132 @@
+#include "rt/wire.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <cstring>
+
+#include "common/socket.h"
+#include "gyre/errors.h"
+#include "gyre/rt/future.h"
+#include "gyre/rt/serialize.h"
+
+namespace gyre::rt::wire {
+namespace {
+
+template <class T>
+void put(std::uint8_t* at, T v) {
+  std::memcpy(at, &v, sizeof(T));
+}
+template <class T>
+T get(const std::uint8_t* at) {
+  T v;
+  std::memcpy(&v, at, sizeof(T));
+  return v;
+}
+
+bool knownType(std::uint8_t type) {
+  const std::uint8_t request = type & static_cast<std::uint8_t>(~kResponseBit);
+  return request >= static_cast<std::uint8_t>(Type::kTask) && request <= static_cast<std::uint8_t>(Type::kCall);
+}
+
+const char* typeName(std::uint8_t type) {
+  switch (static_cast<Type>(type & static_cast<std::uint8_t>(~kResponseBit))) {
+    case Type::kTask: return "task";
+    case Type::kCreateActor: return "create-actor";
+    case Type::kCall: return "call";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+std::string Message::debugString() const {
+  return std::string(typeName(type)) + ((type & kResponseBit) ? " response" : "") + " id=" + std::to_string(id) +
+         (actor ? " actor=" + std::to_string(actor) : "") + (name.empty() ? "" : " " + name) + " " +
+         std::to_string(payload.size()) + " bytes";
+}
+
+void writeMessage(int fd, const Message& m, Deadline deadline, const std::string& peer) {
+  std::uint8_t header[kHeaderBytes] = {};
+  put<std::uint32_t>(header, kMagic);
+  header[4] = m.type;
+  header[5] = static_cast<std::uint8_t>(m.status);
+  put<std::uint64_t>(header + 8, m.id);
+  put<std::uint64_t>(header + 16, m.actor);
+  put<std::uint32_t>(header + 24, static_cast<std::uint32_t>(m.name.size()));
+  put<std::uint64_t>(header + 32, m.payload.size());
+  iovec parts[3] = {{header, kHeaderBytes},
+                    {const_cast<char*>(m.name.data()), m.name.size()},
+                    {const_cast<char*>(m.payload.data()), m.payload.size()}};
+  net::writeAllV(fd, parts, deadline, peer);
+}
+
+void Reader::fill(std::size_t n, Deadline deadline) {
+  if (end_ - begin_ >= n) return;
+  if (buffer_.size() - begin_ < n) {  // compact: the partial message to the front
+    std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  while (end_ - begin_ < n) {
+    const ssize_t r = ::recv(fd_, buffer_.data() + end_, buffer_.size() - end_, MSG_DONTWAIT);
+    if (r > 0) {
+      end_ += static_cast<std::size_t>(r);
+      continue;
+    }
+    if (r == 0 || errno == ECONNRESET)
+      throw net::ConnectionClosed("connection to " + peer_ + " closed while reading");
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) net::throwErrno("recv from " + peer_);
+    if (!net::waitFor(fd_, POLLIN, deadline)) throw TimeoutError("gyre::rt: timed out reading a message from " + peer_);
+  }
+}
+
+void Reader::take(char* out, std::size_t n, Deadline deadline) {
+  const std::size_t buffered = std::min(n, end_ - begin_);
+  std::memcpy(out, buffer_.data() + begin_, buffered);
+  begin_ += buffered;
+  if (buffered < n) net::readAll(fd_, out + buffered, n - buffered, deadline);
+}
+
+Message Reader::next(std::chrono::milliseconds rest) {
+  fill(kHeaderBytes, Deadline::never());
+  const auto* header = reinterpret_cast<const std::uint8_t*>(buffer_.data() + begin_);
+  const Deadline deadline = Deadline::after(rest);
+  auto refuse = [&](const std::string& why) {
+    throw ProtocolError("gyre::rt: a malformed message from " + peer_ + ": " + why);
+  };
+  if (get<std::uint32_t>(header) != kMagic) refuse("not gyre::rt's magic");
+  Message m;
+  m.type = header[4];
+  if (!knownType(m.type)) refuse("unknown type " + std::to_string(m.type));
+  if (header[5] > static_cast<std::uint8_t>(Status::kError)) refuse("unknown status " + std::to_string(header[5]));
+  m.status = static_cast<Status>(header[5]);
+  m.id = get<std::uint64_t>(header + 8);
+  m.actor = get<std::uint64_t>(header + 16);
+  const auto nameBytes = get<std::uint32_t>(header + 24);
+  const auto payloadBytes = get<std::uint64_t>(header + 32);
+  if (nameBytes > kMaxNameBytes) refuse("a name of " + std::to_string(nameBytes) + " bytes");
+  if (payloadBytes > kMaxPayloadBytes) refuse("a payload of " + std::to_string(payloadBytes) + " bytes");
+  begin_ += kHeaderBytes;
+  // A small message whole into the buffer first (one recv for it and the ones behind it).
+  if (nameBytes + payloadBytes <= kBufferBytes) fill(nameBytes + payloadBytes, deadline);
+  m.name.resize(nameBytes);
+  take(m.name.data(), nameBytes, deadline);
+  m.payload.resize(payloadBytes);
+  take(m.payload.data(), payloadBytes, deadline);
+  return m;
+}
+
+std::string encodeError(std::exception_ptr error) {
+  return pack(detail::recordOf(std::move(error)));
+}
+
+std::exception_ptr decodeError(std::string_view bytes) {
+  return detail::exceptionOf(unpack<detail::ErrorRecord>(bytes, "an error response"));
+}
+
+}  // namespace gyre::rt::wire
