@@ -1,0 +1,51 @@
+// `gyre bench rt`: every row of Ray's microbenchmark set is measured and reported (figures are not
+// checked here: they belong to the benchmark, not to a test), and a bad flag is refused.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "support/programs.h"
+
+namespace gyre {
+namespace {
+
+#ifdef GYRE_TOOL
+
+constexpr auto kTimeout = std::chrono::seconds(120);
+
+TEST(BenchRt, MeasuresEveryRowAndPrintsJson) {
+  const test::ProgramRun r =
+      test::runProgram({{GYRE_TOOL, "bench", "rt", "--seconds", "0.1", "--threads", "1", "--json"},
+                        test::cleanEnvironment()},
+                       kTimeout);
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  std::istringstream in(r.out);
+  std::set<std::pair<std::string, std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    EXPECT_GT(j.at("per_s").get<double>(), 0) << line;
+    EXPECT_EQ(j.at("threads"), 1) << line;
+    rows.insert({j.at("benchmark").get<std::string>(), j.at("where").get<std::string>()});
+  }
+  EXPECT_EQ(rows.size(), 9u) << r.out;
+  for (const char* where : {"in process", "over loopback TCP"})
+    for (const char* name : {"single client tasks sync", "single client tasks async", "1:1 actor calls sync",
+                             "1:1 actor calls async"})
+      EXPECT_EQ(rows.count({name, where}), 1u) << name << ", " << where;
+  EXPECT_EQ(rows.count({"n:n actor calls async (n=2)", "over loopback TCP"}), 1u);
+}
+
+TEST(BenchRt, RefusesABadFlag) {
+  const test::ProgramRun r =
+      test::runProgram({{GYRE_TOOL, "bench", "rt", "--threads", "0"}, test::cleanEnvironment()}, kTimeout);
+  EXPECT_EQ(r.exitCode, 2) << r.describe();
+  EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
+}
+
+#endif  // GYRE_TOOL
+
+}  // namespace
+}  // namespace gyre
