@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "api/open_store.h"
 #include "api/options_env.h"
 #include "api/store_over_mpi.h"
 #include "common/check.h"
@@ -53,7 +54,9 @@ std::string storeBindAddress(const LaunchInfo& info, const CommunicatorOptions& 
   return host;
 }
 
-std::shared_ptr<Store> openStore(LaunchInfo& info, const config::Env& env, CommunicatorOptions& options) {
+}  // namespace
+
+std::shared_ptr<Store> openLaunchStore(LaunchInfo& info, const config::Env& env, CommunicatorOptions& options) {
   if (info.storeOverMpi) return openStoreOverMpi(info, options);
   if (info.storeAddress.empty()) return createMemoryStore();  // a world of one
   if (info.storeAddress.starts_with("file:")) {
@@ -73,7 +76,6 @@ std::shared_ptr<Store> openStore(LaunchInfo& info, const config::Env& env, Commu
   return rendezvous::connectStore(info.storeAddress, options.secret, options.timeout);
 }
 
-}  // namespace
 
 std::shared_ptr<Communicator> init(CommunicatorOptions options) {
   auto env = processEnvironment();
@@ -98,7 +100,7 @@ std::shared_ptr<Communicator> init(CommunicatorOptions options) {
   const Timeout opTimeout = options.timeout;
   if (options.startTimeout.count() > 0) options.timeout = options.startTimeout;
   try {
-    auto store = openStore(info, env, options);
+    auto store = openLaunchStore(info, env, options);
     options.timeout = opTimeout;
     auto world = Communicator::create(store, info.rank, info.size, options);
     store->setTimeout(opTimeout);

@@ -52,6 +52,14 @@ struct RuntimeOptions {
   std::chrono::milliseconds connectTimeout{30000};
 };
 
+// The options of this process under a launcher (`gyre run`, mpirun, Slurm, torchrun; see
+// docs/launching.md): rank and size, the job's store and secret, and the address to listen on
+// (GYRE_IFACE; loopback when every process is on this host; else this host's first address that
+// is not loopback). Without launcher variables: a runtime of one. Under torchrun and Slurm rank 0
+// hosts the store, so a program that also calls gyre::init() there passes init's store instead.
+// Throws InvalidArgument for a malformed variable, and what opening the store throws.
+RuntimeOptions runtimeOptionsFromEnvironment();
+
 // Where a task runs: the process of rank `rank`, or (-1) the next process in turn, this one
 // included.
 struct CallOptions {

@@ -1,0 +1,100 @@
+// One process of a gyre::rt job started by a launcher (rt_process_test.cc sets the GYRE_*
+// variables by hand). Rank 0 drives: tasks on every process (each answers with its process id),
+// an actor on rank 2, then a task that SIGKILLs rank 2 with a call in flight; the in-flight
+// call, the dead process's actor and later calls fail with their errors while rank 1 goes on.
+// The others serve until rank 0 says it is done. Prints one line per check; exits 1 on failure.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "gyre/rt.h"
+
+namespace {
+
+int add(int a, int b) { return a + b; }
+GYRE_RT_FUNCTION(add);
+
+int processId() { return static_cast<int>(::getpid()); }
+GYRE_RT_FUNCTION(processId);
+
+int killThisProcess() {
+  ::raise(SIGKILL);
+  return 0;
+}
+GYRE_RT_FUNCTION(killThisProcess);
+
+class Counter {
+ public:
+  explicit Counter(int start) : value_(start) {}
+  int add(int n) { return value_ += n; }
+  int value() const { return value_; }
+
+ private:
+  int value_;
+};
+GYRE_RT_ACTOR(Counter, int);
+GYRE_RT_METHOD(Counter, add);
+GYRE_RT_METHOD(Counter, value);
+
+constexpr std::chrono::seconds kWait{60};
+
+int drive(gyre::rt::Runtime& rt) {
+  std::set<int> pids;
+  for (int r = 0; r < rt.size(); ++r) pids.insert(rt.task(processId).options({.rank = r}).remote().get(kWait));
+  std::printf("processes: %zu distinct of %d\n", pids.size(), rt.size());
+
+  gyre::rt::ActorOptions onTwo;
+  onTwo.rank = 2;
+  const auto counter = rt.actorWith<Counter>(onTwo, 5);
+  for (int i = 1; i <= 10; ++i) counter.call(&Counter::add, i);
+  std::printf("actor on rank 2: %d\n", counter.call(&Counter::value).get(kWait));
+
+  const auto inFlight = rt.task(killThisProcess).options({.rank = 2}).remote();
+  try {
+    inFlight.get(kWait);
+    std::printf("the killed process answered\n");
+    return 1;
+  } catch (const gyre::PeerLostError& e) {
+    std::printf("task on the killed process: PeerLostError rank %d\n", e.rank());
+  }
+  try {
+    counter.call(&Counter::value).get(kWait);
+    std::printf("the dead actor answered\n");
+    return 1;
+  } catch (const gyre::rt::ActorDiedError& e) {
+    std::printf("its actor: ActorDiedError (%s)\n", e.what());
+  }
+  try {
+    rt.task(add).options({.rank = 2}).remote(1, 1).get(kWait);
+    return 1;
+  } catch (const gyre::PeerLostError&) {
+    std::printf("a later task there: PeerLostError\n");
+  }
+  std::printf("rank 1 still answers: %d\n", rt.task(add).options({.rank = 1}).remote(1, 2).get(kWait));
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    gyre::rt::RuntimeOptions o = gyre::rt::runtimeOptionsFromEnvironment();
+    o.threads = 2;
+    gyre::rt::Runtime rt(o);
+    if (rt.rank() != 0) {
+      o.store->get("rt-check/done", std::chrono::minutes(2));  // serve until rank 0 is done
+      return 0;
+    }
+    const int code = drive(rt);
+    o.store->setString("rt-check/done", "1");
+    std::printf("%s\n", code == 0 ? "ok" : "failed");
+    return code;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rt_check: %s\n", e.what());
+    return 1;
+  }
+}
