@@ -84,11 +84,18 @@ void Server::handle(const std::shared_ptr<Session>& session, wire::Message reque
       node_.runTask(request.name, std::move(request.payload), std::move(answer));
       return;
     case wire::Type::kCreateActor: {
-      // The name ("Counter#0.1") comes after the class: "Counter\0Counter#0.1".
-      const std::size_t split = request.name.find('\0');
-      if (split == std::string::npos) throw ProtocolError("gyre::rt: an actor without its name: " + request.debugString());
-      node_.createActor(request.actor, request.name.substr(split + 1), request.name.substr(0, split),
-                        std::move(request.payload));
+      // "Counter\0Counter#0.1\0R": the class, the actor's name, the times it was built before.
+      const std::size_t a = request.name.find('\0');
+      const std::size_t b = a == std::string::npos ? a : request.name.find('\0', a + 1);
+      int restarts = -1;
+      if (b != std::string::npos) {
+        const std::string count = request.name.substr(b + 1);
+        if (!count.empty() && count.size() < 10 && count.find_first_not_of("0123456789") == std::string::npos)
+          restarts = std::stoi(count);
+      }
+      if (restarts < 0) throw ProtocolError("gyre::rt: an actor's creation without its name: " + request.debugString());
+      node_.createActor(request.actor, request.name.substr(a + 1, b - a - 1), request.name.substr(0, a),
+                        std::move(request.payload), restarts);
       answer(pack(msgpack::type::nil_t()), nullptr);
       return;
     }

@@ -3,8 +3,31 @@
 #include "gyre/errors.h"
 #include "gyre/rt/future.h"
 #include "gyre/rt/registry.h"
+#include "gyre/rt/runtime.h"
 
-namespace gyre::rt::detail {
+namespace gyre::rt {
+namespace {
+
+// The actor whose constructor or method this thread runs: whether it was restarted.
+thread_local bool currentActorRestarted = false;
+
+// While alive, this thread runs a call of an actor built `restarts` times before.
+class InActor {
+ public:
+  explicit InActor(int restarts) : was_(currentActorRestarted) { currentActorRestarted = restarts > 0; }
+  ~InActor() { currentActorRestarted = was_; }
+  InActor(const InActor&) = delete;
+  InActor& operator=(const InActor&) = delete;
+
+ private:
+  bool was_;
+};
+
+}  // namespace
+
+bool wasRestarted() { return currentActorRestarted; }
+
+namespace detail {
 
 LocalNode::LocalNode(int threads) {
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
@@ -85,15 +108,18 @@ void LocalNode::runTask(const std::string& function, Bytes args, Done done) {
   });
 }
 
-void LocalNode::createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args) {
+void LocalNode::createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args,
+                            int restarts) {
   auto actor = std::make_shared<Actor>();
   actor->name = name;
   actor->className = className;
+  actor->restarts = restarts;
   {
     std::lock_guard<std::mutex> lock(mu_);
     actors_[id] = actor;
   }
   postToActor(actor, [actor, args = std::move(args)] {
+    const InActor in(actor->restarts);
     try {
       actor->instance = actorFactory(actor->className)(args);
     } catch (const std::exception& e) {
@@ -116,6 +142,7 @@ void LocalNode::callActor(std::uint64_t id, const std::string& method, Bytes arg
     Bytes value;
     std::exception_ptr error = actor->died;
     if (!error) {
+      const InActor in(actor->restarts);
       try {
         value = detail::method(actor->className, method)(actor->instance.get(), args);
       } catch (...) {
@@ -126,4 +153,5 @@ void LocalNode::callActor(std::uint64_t id, const std::string& method, Bytes arg
   });
 }
 
-}  // namespace gyre::rt::detail
+}  // namespace detail
+}  // namespace gyre::rt

@@ -32,9 +32,11 @@ class LocalNode {
 
   // Each throws nothing: an unregistered name or an unknown actor becomes `done`'s error.
   void runTask(const std::string& function, Bytes args, Done done);
-  // Creates the actor `id` (named `name`, "Counter#3"); its constructor is its first call, and
-  // if it throws, every call fails with ActorDiedError.
-  void createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args);
+  // Creates the actor `id` (named `name`, "Counter#0.3"); its constructor is its first call, and
+  // if it throws, every call fails with ActorDiedError. `restarts`: how many times it was built
+  // before (wasRestarted() is true in this instance when it is more than 0).
+  void createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args,
+                   int restarts = 0);
   void callActor(std::uint64_t id, const std::string& method, Bytes args, Done done);
 
   int threads() const { return static_cast<int>(workers_.size()); }
@@ -45,6 +47,7 @@ class LocalNode {
     std::string className;
     std::shared_ptr<void> instance;
     std::exception_ptr died;
+    int restarts = 0;
     std::mutex mu;
     std::deque<std::function<void()>> mailbox;
     bool draining = false;

@@ -34,15 +34,6 @@ const RuntimeOptions& checked(const RuntimeOptions& o) {
 std::string addressKey(int rank) { return "gyre-rt/address/" + std::to_string(rank); }
 std::string hostKey(int rank) { return "gyre-rt/host/" + std::to_string(rank); }
 
-detail::Done fulfil(std::shared_ptr<detail::Promise> promise) {
-  return [promise = std::move(promise)](Bytes value, std::exception_ptr error) {
-    if (error) {
-      promise->setError(std::move(error));
-    } else {
-      promise->setValue(std::move(value));
-    }
-  };
-}
 
 }  // namespace
 
@@ -90,7 +81,59 @@ class Runtime::Impl {
     l->send(std::move(m), std::move(done));
   }
 
-  int spread() { return static_cast<int>(next_.fetch_add(1) % static_cast<std::uint64_t>(o_.size)); }
+  // Whether this process's link to `rank` broke (the process is lost to this one).
+  bool lost(int rank) {
+    std::lock_guard<std::mutex> lock(linksMu_);
+    const auto it = links_.find(rank);
+    return it != links_.end() && it->second && !it->second->alive();
+  }
+
+  // The next process in turn that is not lost (this one never is).
+  int spread() {
+    for (int tries = 0; tries < o_.size; ++tries) {
+      const int r = static_cast<int>(next_.fetch_add(1) % static_cast<std::uint64_t>(o_.size));
+      if (r == o_.rank || !lost(r)) return r;
+    }
+    return o_.rank;
+  }
+
+  // The actors this process created: what rebuilding one takes, and where it lives now.
+  struct ActorEntry {
+    std::string className;
+    std::string name;
+    Bytes args;
+    int rank = 0;
+    int restartsLeft = 0;
+    int restarts = 0;  // times rebuilt
+  };
+
+  void sendCreate(std::uint64_t id, const ActorEntry& e) {
+    if (e.rank == o_.rank) return node_.createActor(id, e.name, e.className, e.args, e.restarts);
+    // Its calls go down the same link after the creation, so they find it; a failed creation
+    // (the process lost) shows in them.
+    wire::Message m;
+    m.type = static_cast<std::uint8_t>(wire::Type::kCreateActor);
+    m.actor = id;
+    m.name = e.className + std::string(1, '\0') + e.name + std::string(1, '\0') + std::to_string(e.restarts);
+    m.payload = e.args;
+    dispatch(e.rank, std::move(m), [](Bytes, std::exception_ptr) {});
+  }
+
+  // Where actor `id` lives for its next call: its process, or, when that is lost and restarts
+  // are left, a new live one it is rebuilt on first.
+  int actorRank(const ActorRef& ref) {
+    std::lock_guard<std::mutex> lock(actorsMu_);
+    const auto it = actors_.find(ref.id);
+    if (it == actors_.end()) return ref.rank;
+    ActorEntry& e = it->second;
+    if (e.rank != o_.rank && e.restartsLeft > 0 && lost(e.rank)) {
+      e.rank = spread();
+      --e.restartsLeft;
+      ++e.restarts;
+      sendCreate(ref.id, e);
+    }
+    return e.rank;
+  }
 
   int placeActor(const ActorOptions& a) {
     if (a.rank >= 0) {
@@ -112,7 +155,9 @@ class Runtime::Impl {
 
   RuntimeOptions o_;
   std::atomic<std::uint64_t> next_{0};
-  std::atomic<std::uint32_t> actors_{0};
+  std::atomic<std::uint32_t> actorCount_{0};
+  std::mutex actorsMu_;
+  std::map<std::uint64_t, ActorEntry> actors_;  // those created here, by id
   std::mutex linksMu_;
   std::map<int, std::shared_ptr<detail::PeerLink>> links_;
   detail::LocalNode node_;  // after links_: its last calls may still use them
@@ -133,31 +178,47 @@ std::shared_ptr<detail::Promise> Runtime::submitTask(const std::string& function
     throw InvalidArgument("gyre::rt: CallOptions::rank " + std::to_string(options.rank) + " is not a process of the " +
                           std::to_string(size()));
   auto promise = std::make_shared<detail::Promise>();
-  wire::Message m;
-  m.type = static_cast<std::uint8_t>(wire::Type::kTask);
-  m.name = function;
-  m.payload = std::move(args);
-  impl_->dispatch(options.rank >= 0 ? options.rank : impl_->spread(), std::move(m), fulfil(promise));
+  auto attempt = std::make_shared<std::function<void(int)>>();
+  // One try, and on a lost process (a task placed in turn, with retries left) the next on another.
+  // Each try's answer holds the next only weakly through this function: no cycle outlives it.
+  *attempt = [this, function, args = std::move(args), options, promise,
+              weak = std::weak_ptr<std::function<void(int)>>(attempt)](int retriesLeft) {
+    wire::Message m;
+    m.type = static_cast<std::uint8_t>(wire::Type::kTask);
+    m.name = function;
+    m.payload = args;
+    const int rank = options.rank >= 0 ? options.rank : impl_->spread();
+    auto again = weak.lock();
+    impl_->dispatch(rank, std::move(m), [promise, again, retriesLeft, pinned = options.rank >= 0](Bytes value,
+                                                                                                  std::exception_ptr error) {
+      if (!error) return promise->setValue(std::move(value));
+      if (!pinned && retriesLeft > 0 && again) {
+        try {
+          std::rethrow_exception(error);
+        } catch (const PeerLostError&) {
+          return (*again)(retriesLeft - 1);
+        } catch (...) {
+        }
+      }
+      promise->setError(std::move(error));
+    });
+  };
+  (*attempt)(options.maxRetries);
   return promise;
 }
 
 ActorRef Runtime::createActor(const std::string& className, Bytes args, const ActorOptions& options) {
   detail::actorFactory(className);  // unregistered: thrown here
-  const ActorRef ref{(static_cast<std::uint64_t>(rank()) << 32) | (impl_->actors_.fetch_add(1) + 1),
+  if (options.maxRestarts < 0) throw InvalidArgument("gyre::rt: ActorOptions::maxRestarts must not be negative");
+  const ActorRef ref{(static_cast<std::uint64_t>(rank()) << 32) | (impl_->actorCount_.fetch_add(1) + 1),
                      impl_->placeActor(options)};
-  const std::string name = ActorHandle<void>::actorName(className, ref.id);
-  if (ref.rank == rank()) {
-    impl_->node_.createActor(ref.id, name, className, std::move(args));
-    return ref;
+  Impl::ActorEntry entry{className, ActorHandle<void>::actorName(className, ref.id), std::move(args), ref.rank,
+                         options.maxRestarts, 0};
+  impl_->sendCreate(ref.id, entry);
+  if (options.maxRestarts > 0) {  // kept to rebuild it
+    std::lock_guard<std::mutex> lock(impl_->actorsMu_);
+    impl_->actors_.emplace(ref.id, std::move(entry));
   }
-  // Its calls go down the same link after the creation, so they find it; a failed creation
-  // (the process lost) shows in them.
-  wire::Message m;
-  m.type = static_cast<std::uint8_t>(wire::Type::kCreateActor);
-  m.actor = ref.id;
-  m.name = className + std::string(1, '\0') + name;
-  m.payload = std::move(args);
-  impl_->dispatch(ref.rank, std::move(m), [](Bytes, std::exception_ptr) {});
   return ref;
 }
 
@@ -170,7 +231,7 @@ std::shared_ptr<detail::Promise> Runtime::submitMethod(const ActorRef& actor, co
   m.name = method;
   m.payload = std::move(args);
   const std::string name = ActorHandle<void>::actorName(className, actor.id);
-  impl_->dispatch(actor.rank, std::move(m), [promise, name](Bytes value, std::exception_ptr error) {
+  impl_->dispatch(impl_->actorRank(actor), std::move(m), [promise, name](Bytes value, std::exception_ptr error) {
     if (!error) return promise->setValue(std::move(value));
     try {
       std::rethrow_exception(error);

@@ -85,6 +85,21 @@ GYRE_RT_METHOD(Counter, value);
 GYRE_RT_METHOD(Counter, order);
 GYRE_RT_METHOD(Counter, reset);
 
+// Knows whether it was built by a restart.
+class Restartable {
+ public:
+  explicit Restartable(int start) : value_(start), restarted_(wasRestarted()) {}
+  int add(int n) { return value_ += n; }
+  bool restarted() const { return restarted_ && wasRestarted(); }
+
+ private:
+  int value_;
+  bool restarted_;
+};
+GYRE_RT_ACTOR(Restartable, int);
+GYRE_RT_METHOD(Restartable, add);
+GYRE_RT_METHOD(Restartable, restarted);
+
 class Broken {
  public:
   explicit Broken(const std::string& why) { throw std::invalid_argument(why); }
@@ -326,6 +341,25 @@ TEST_F(RtProcesses, ALostProcessFailsItsCallsAndTheOthersGoOn) {
             0u);
   EXPECT_THROW(rt(0).task(add).options({.rank = 2}).remote(1, 1).get(std::chrono::seconds(30)), PeerLostError);
   EXPECT_EQ(rt(0).task(add).options({.rank = 1}).remote(1, 1).get(), 2);
+}
+
+// An actor with restarts left is built again (its constructor re-run with its first arguments,
+// wasRestarted() true) on a live process once its own is lost, and its calls go on there.
+TEST_F(RtProcesses, AnActorWithRestartsLeftIsRebuiltOnALiveProcess) {
+  start(3);
+  ActorOptions where = onRank(2);
+  where.maxRestarts = 1;
+  const ActorHandle<Restartable> actor = rt(0).actorWith<Restartable>(where, 5);
+  EXPECT_EQ(actor.call(&Restartable::add, 10).get(), 15);
+  EXPECT_FALSE(actor.call(&Restartable::restarted).get());
+  EXPECT_FALSE(wasRestarted());  // outside an actor
+  runtimes_[2].reset();
+  // Process 0 learns of the loss from a call that fails (the link closes under it).
+  EXPECT_THROW(rt(0).task(add).options({.rank = 2}).remote(1, 1).get(std::chrono::seconds(30)), PeerLostError);
+  EXPECT_EQ(actor.call(&Restartable::add, 1).get(std::chrono::seconds(30)), 6);
+  EXPECT_TRUE(actor.call(&Restartable::restarted).get());
+  // A task placed in turn skips the lost process; its retries are for losses in flight.
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(rt(0).task(add).remote(i, 1).get(std::chrono::seconds(30)), i + 1);
 }
 
 // The runtime's port takes only the job's own: a wrong secret is refused at the handshake, and a

@@ -45,8 +45,8 @@ struct RuntimeOptions {
   // secret that every connection proves. size 1: this process alone (store and secret unused).
   int rank = 0;
   int size = 1;
-  std::shared_ptr<Store> store;
-  std::string secret;
+  std::shared_ptr<Store> store{};
+  std::string secret{};
   std::string host = "127.0.0.1";  // the address this process listens on, which the others reach
   // How long a process waits for another to publish its address and accept its connection.
   std::chrono::milliseconds connectTimeout{30000};
@@ -60,19 +60,29 @@ struct RuntimeOptions {
 // Throws InvalidArgument for a malformed variable, and what opening the store throws.
 RuntimeOptions runtimeOptionsFromEnvironment();
 
-// Where a task runs: the process of rank `rank`, or (-1) the next process in turn, this one
-// included.
+// Where a task runs: the process of rank `rank`, or (-1) the next live process in turn, this one
+// included. A task placed in turn whose process is lost before it answers runs again on another
+// live process, up to `maxRetries` times (so it may run more than once: keep tasks that can be
+// retried free of side effects); one placed on a rank fails with PeerLostError.
 struct CallOptions {
   int rank = -1;
+  int maxRetries = 3;
 };
 
 // Where an actor lives: the process of rank `rank`; else one on host `host` (its name, or the
-// address it listens on); else (-1, "") the next process in turn. InvalidArgument when no process
-// fits.
+// address it listens on); else (-1, "") the next live process in turn. InvalidArgument when no
+// process fits. When its process is lost, the calls in flight to it fail with ActorDiedError;
+// with restarts left (`maxRestarts`) the next call builds it again (the constructor re-run with
+// its first arguments, wasRestarted() true in it) on the next live process, and goes on there.
 struct ActorOptions {
   int rank = -1;
-  std::string host;
+  std::string host{};
+  int maxRestarts = 0;
 };
+
+// In an actor's constructor or method: whether this instance was built by a restart (the process
+// of the one before was lost), so that it may reload what it had. False elsewhere.
+bool wasRestarted();
 
 // An actor: its number (the creating process's rank in the high 32 bits) and where it lives.
 struct ActorRef {
