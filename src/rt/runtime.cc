@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/socket.h"
+#include "rt/deadlines.h"
 #include "rt/links.h"
 #include "rt/local.h"
 
@@ -160,6 +161,7 @@ class Runtime::Impl {
   std::map<std::uint64_t, ActorEntry> actors_;  // those created here, by id
   std::mutex linksMu_;
   std::map<int, std::shared_ptr<detail::PeerLink>> links_;
+  detail::Deadlines deadlines_;
   detail::LocalNode node_;  // after links_: its last calls may still use them
   std::unique_ptr<detail::Server> server_;
 };
@@ -204,6 +206,10 @@ std::shared_ptr<detail::Promise> Runtime::submitTask(const std::string& function
     });
   };
   (*attempt)(options.maxRetries);
+  const std::chrono::milliseconds timeout = options.timeout.count() > 0 ? options.timeout : impl_->o_.callTimeout;
+  if (timeout.count() > 0)
+    impl_->deadlines_.watch(promise, timeout,
+                            function + (options.rank >= 0 ? " on process " + std::to_string(options.rank) : ""));
   return promise;
 }
 
@@ -211,7 +217,7 @@ ActorRef Runtime::createActor(const std::string& className, Bytes args, const Ac
   detail::actorFactory(className);  // unregistered: thrown here
   if (options.maxRestarts < 0) throw InvalidArgument("gyre::rt: ActorOptions::maxRestarts must not be negative");
   const ActorRef ref{(static_cast<std::uint64_t>(rank()) << 32) | (impl_->actorCount_.fetch_add(1) + 1),
-                     impl_->placeActor(options)};
+                     impl_->placeActor(options), options.callTimeout};
   Impl::ActorEntry entry{className, ActorHandle<void>::actorName(className, ref.id), std::move(args), ref.rank,
                          options.maxRestarts, 0};
   impl_->sendCreate(ref.id, entry);
@@ -241,6 +247,9 @@ std::shared_ptr<detail::Promise> Runtime::submitMethod(const ActorRef& actor, co
     }
     promise->setError(std::move(error));
   });
+  const std::chrono::milliseconds timeout =
+      actor.callTimeout.count() > 0 ? actor.callTimeout : impl_->o_.callTimeout;
+  if (timeout.count() > 0) impl_->deadlines_.watch(promise, timeout, name + "::" + method);
   return promise;
 }
 

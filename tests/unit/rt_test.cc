@@ -100,6 +100,14 @@ GYRE_RT_ACTOR(Restartable, int);
 GYRE_RT_METHOD(Restartable, add);
 GYRE_RT_METHOD(Restartable, restarted);
 
+// An actor whose method waits for the test's gate.
+class Waiter {
+ public:
+  int wait(int v) { return waitsForGate(v); }
+};
+GYRE_RT_ACTOR(Waiter);
+GYRE_RT_METHOD(Waiter, wait);
+
 class Broken {
  public:
   explicit Broken(const std::string& why) { throw std::invalid_argument(why); }
@@ -388,6 +396,28 @@ TEST_F(RtProcesses, ItsPortRefusesStrangersAndMalformedMessages) {
   net::writeAll(second.get(), header.data(), header.size(), Deadline::after(std::chrono::seconds(5)));
   EXPECT_THROW(net::readAll(second.get(), &byte, 1, Deadline::after(std::chrono::seconds(10))), net::ConnectionClosed);
   EXPECT_EQ(rt(0).task(add).options({.rank = 1}).remote(4, 5).get(), 9);
+}
+
+// A call's time-out fails its future whatever holds the answer up (here a callee that waits),
+// on this process or another; the late answer is dropped.
+TEST_F(RtProcesses, CallsTimeOut) {
+  start(2);
+  std::promise<void> open;
+  gateOpen = open.get_future().share();
+  for (int rank : {0, 1}) {
+    const Future<int> late =
+        rt(0).task(waitsForGate).options({.rank = rank, .timeout = std::chrono::milliseconds(50)}).remote(1);
+    EXPECT_EQ(errorOf([&] { late.get(); }),
+              "gyre::rt: waitsForGate on process " + std::to_string(rank) + " did not answer within 50 ms");
+  }
+  ActorOptions where = onRank(1);
+  where.callTimeout = std::chrono::milliseconds(50);
+  const ActorHandle<Waiter> waiter = rt(0).actorWith<Waiter>(where);
+  EXPECT_THROW(waiter.call(&Waiter::wait, 2).get(), TimeoutError);
+  open.set_value();
+  // Answered in time, the same calls return.
+  EXPECT_EQ(rt(0).task(add).options({.rank = 1, .timeout = std::chrono::seconds(30)}).remote(2, 2).get(), 4);
+  EXPECT_EQ(waiter.call(&Waiter::wait, 3).get(), 3);
 }
 
 TEST(RtOptions, AreChecked) {

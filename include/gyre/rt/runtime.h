@@ -50,6 +50,8 @@ struct RuntimeOptions {
   std::string host = "127.0.0.1";  // the address this process listens on, which the others reach
   // How long a process waits for another to publish its address and accept its connection.
   std::chrono::milliseconds connectTimeout{30000};
+  // The time-out of every call made through this runtime unless its options set one; 0: none.
+  std::chrono::milliseconds callTimeout{0};
 };
 
 // The options of this process under a launcher (`gyre run`, mpirun, Slurm, torchrun; see
@@ -64,9 +66,14 @@ RuntimeOptions runtimeOptionsFromEnvironment();
 // included. A task placed in turn whose process is lost before it answers runs again on another
 // live process, up to `maxRetries` times (so it may run more than once: keep tasks that can be
 // retried free of side effects); one placed on a rank fails with PeerLostError.
+//
+// `timeout` (0: RuntimeOptions::callTimeout) fails the future with TimeoutError when no answer
+// came in time, whatever the reason (a process that hangs, a queue that never drains); the call
+// may still run, and its answer is then dropped.
 struct CallOptions {
   int rank = -1;
   int maxRetries = 3;
+  std::chrono::milliseconds timeout{0};
 };
 
 // Where an actor lives: the process of rank `rank`; else one on host `host` (its name, or the
@@ -74,10 +81,12 @@ struct CallOptions {
 // process fits. When its process is lost, the calls in flight to it fail with ActorDiedError;
 // with restarts left (`maxRestarts`) the next call builds it again (the constructor re-run with
 // its first arguments, wasRestarted() true in it) on the next live process, and goes on there.
+// `callTimeout` (0: RuntimeOptions::callTimeout) bounds each of its calls as CallOptions::timeout.
 struct ActorOptions {
   int rank = -1;
   std::string host{};
   int maxRestarts = 0;
+  std::chrono::milliseconds callTimeout{0};
 };
 
 // In an actor's constructor or method: whether this instance was built by a restart (the process
@@ -88,6 +97,7 @@ bool wasRestarted();
 struct ActorRef {
   std::uint64_t id = 0;
   int rank = 0;
+  std::chrono::milliseconds callTimeout{0};  // ActorOptions::callTimeout
 };
 
 class Runtime;

@@ -1,0 +1,46 @@
+#include "rt/deadlines.h"
+
+#include "gyre/errors.h"
+
+namespace gyre::rt::detail {
+
+Deadlines::~Deadlines() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Deadlines::watch(const std::shared_ptr<Promise>& promise, std::chrono::milliseconds timeout, std::string what) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    due_.push({std::chrono::steady_clock::now() + timeout, promise,
+               "gyre::rt: " + what + " did not answer within " + std::to_string(timeout.count()) + " ms"});
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+  cv_.notify_all();
+}
+
+void Deadlines::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    if (due_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    const auto at = due_.top().at;
+    if (std::chrono::steady_clock::now() < at) {
+      cv_.wait_until(lock, at);
+      continue;
+    }
+    Entry e = due_.top();
+    due_.pop();
+    lock.unlock();
+    if (auto p = e.promise.lock(); p && !p->ready()) p->setError(std::make_exception_ptr(TimeoutError(e.message)));
+    lock.lock();
+  }
+}
+
+}  // namespace gyre::rt::detail

@@ -1,0 +1,46 @@
+// The time-outs of calls (CallOptions::timeout, ActorOptions::callTimeout): one thread that fails
+// each call's future with TimeoutError when its deadline passes before the answer. The call may
+// still run; its answer is then dropped (a future is set once).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gyre/rt/future.h"
+
+namespace gyre::rt::detail {
+
+class Deadlines {
+ public:
+  Deadlines() = default;
+  ~Deadlines();
+  Deadlines(const Deadlines&) = delete;
+  Deadlines& operator=(const Deadlines&) = delete;
+
+  // Fails `promise` with TimeoutError("gyre::rt: WHAT did not answer within T ms") unless it is set
+  // within `timeout`. Holds it weakly: a future dropped meanwhile costs nothing.
+  void watch(const std::shared_ptr<Promise>& promise, std::chrono::milliseconds timeout, std::string what);
+
+ private:
+  struct Entry {
+    std::chrono::steady_clock::time_point at;
+    std::weak_ptr<Promise> promise;
+    std::string message;
+    bool operator>(const Entry& o) const { return at > o.at; }
+  };
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> due_;
+  bool stopping_ = false;
+  std::thread thread_;  // started by the first watch()
+};
+
+}  // namespace gyre::rt::detail
