@@ -27,29 +27,43 @@ namespace {
 
 constexpr double kPi = std::numbers::pi;
 
-// What every environment checks the same way: the action's range, a step after the episode.
-class EpisodeRules {
+// What both environments share: a state of four values, 500 steps an episode, and the checks of
+// the action's range and of a step outside an episode.
+class ClassicControl : public Env {
+ public:
+  explicit ClassicControl(const char* name) : name_(name) {}
+  int maxSteps() const override { return 500; }
+  std::vector<double> state() const override { return {s_.begin(), s_.end()}; }
+  void setState(const std::vector<double>& state) override {
+    if (state.size() != 4)
+      throw InvalidArgument(std::string(name_) + ": a state has 4 values, not " + std::to_string(state.size()));
+    std::copy(state.begin(), state.end(), s_.begin());
+    begin();
+  }
+
  protected:
-  void checkStep(int action, int actions, const char* name) {
-    if (action < 0 || action >= actions)
-      throw InvalidArgument(std::string(name) + ": action " + std::to_string(action) + " is not in [0, " +
-                            std::to_string(actions) + ")");
-    if (!started_) throw InvalidArgument(std::string(name) + ": step() before reset()");
-    if (ended_) throw InvalidArgument(std::string(name) + ": step() after the episode ended: reset() first");
+  std::array<double, 4> s_{};
+  void checkStep(int action) {
+    if (action < 0 || action >= actions())
+      throw InvalidArgument(std::string(name_) + ": action " + std::to_string(action) + " is not in [0, " +
+                            std::to_string(actions()) + ")");
+    if (!started_) throw InvalidArgument(std::string(name_) + ": step() before reset()");
+    if (ended_) throw InvalidArgument(std::string(name_) + ": step() after the episode ended: reset() first");
   }
   void begin() {
     started_ = true;
     ended_ = false;
     steps_ = 0;
   }
-  // Counts the step; the episode ends when it terminated or reached `limit` steps.
-  void count(Step& s, int limit) {
+  // Counts the step; the episode ends when it terminated or reached maxSteps().
+  void count(Step& s) {
     ++steps_;
-    s.truncated = !s.terminated && steps_ >= limit;
+    s.truncated = !s.terminated && steps_ >= maxSteps();
     ended_ = s.terminated || s.truncated;
   }
 
  private:
+  const char* name_;
   bool started_ = false;
   bool ended_ = false;
   int steps_ = 0;
@@ -63,13 +77,10 @@ std::array<double, 4> uniformState(std::uint64_t seed, double bound) {
   return s;
 }
 
-std::vector<double> checkedState(const std::vector<double>& state, const char* name) {
-  if (state.size() != 4) throw InvalidArgument(std::string(name) + ": a state has 4 values, not " + std::to_string(state.size()));
-  return state;
-}
 
-class CartPole final : public Env, private EpisodeRules {
+class CartPole final : public ClassicControl {
  public:
+  CartPole() : ClassicControl("cartpole") {}
   std::vector<float> reset(std::uint64_t seed) override {
     s_ = uniformState(seed, 0.05);
     begin();
@@ -77,7 +88,7 @@ class CartPole final : public Env, private EpisodeRules {
   }
 
   Step step(int action) override {
-    checkStep(action, 2, "cartpole");
+    checkStep(action);
     constexpr double g = 9.8, massCart = 1.0, massPole = 0.1, total = massCart + massPole, halfLength = 0.5,
                      poleMassLength = massPole * halfLength, forceMag = 10.0, tau = 0.02;
     auto& [x, xDot, theta, thetaDot] = s_;
@@ -97,28 +108,21 @@ class CartPole final : public Env, private EpisodeRules {
     s.observation = observation();
     s.terminated = x < -xLimit || x > xLimit || theta < -thetaLimit || theta > thetaLimit;
     s.reward = 1.0;
-    count(s, maxSteps());
+    count(s);
     return s;
   }
 
   int observationSize() const override { return 4; }
   int actions() const override { return 2; }
-  int maxSteps() const override { return 500; }
-  std::vector<double> state() const override { return {s_.begin(), s_.end()}; }
-  void setState(const std::vector<double>& state) override {
-    const std::vector<double> v = checkedState(state, "cartpole");
-    std::copy(v.begin(), v.end(), s_.begin());
-    begin();
-  }
 
  private:
   std::vector<float> observation() const { return {static_cast<float>(s_[0]), static_cast<float>(s_[1]),
                                                    static_cast<float>(s_[2]), static_cast<float>(s_[3])}; }
-  std::array<double, 4> s_{};
 };
 
-class Acrobot final : public Env, private EpisodeRules {
+class Acrobot final : public ClassicControl {
  public:
+  Acrobot() : ClassicControl("acrobot") {}
   std::vector<float> reset(std::uint64_t seed) override {
     s_ = uniformState(seed, 0.1);
     begin();
@@ -126,7 +130,7 @@ class Acrobot final : public Env, private EpisodeRules {
   }
 
   Step step(int action) override {
-    checkStep(action, 3, "acrobot");
+    checkStep(action);
     const double torque = static_cast<double>(action) - 1.0;  // −1, 0, +1
     constexpr double dt = 0.2;
     // One Runge-Kutta step of the state's derivative (the torque held).
@@ -147,19 +151,12 @@ class Acrobot final : public Env, private EpisodeRules {
     s.observation = observation();
     s.terminated = -std::cos(s_[0]) - std::cos(s_[1] + s_[0]) > 1.0;
     s.reward = s.terminated ? 0.0 : -1.0;
-    count(s, maxSteps());
+    count(s);
     return s;
   }
 
   int observationSize() const override { return 6; }
   int actions() const override { return 3; }
-  int maxSteps() const override { return 500; }
-  std::vector<double> state() const override { return {s_.begin(), s_.end()}; }
-  void setState(const std::vector<double>& state) override {
-    const std::vector<double> v = checkedState(state, "acrobot");
-    std::copy(v.begin(), v.end(), s_.begin());
-    begin();
-  }
 
   // The book's equations of motion: (θ̇1, θ̇2, θ̈1, θ̈2) at state s under torque a.
   static std::array<double, 4> derivative(const std::array<double, 4>& s, double a) {
@@ -188,7 +185,6 @@ class Acrobot final : public Env, private EpisodeRules {
             static_cast<float>(std::cos(s_[1])), static_cast<float>(std::sin(s_[1])),
             static_cast<float>(s_[2]),           static_cast<float>(s_[3])};
   }
-  std::array<double, 4> s_{};
 };
 
 }  // namespace

@@ -16,6 +16,17 @@ Deadlines::~Deadlines() {
 void Deadlines::watch(const std::shared_ptr<Promise>& promise, std::chrono::milliseconds timeout, std::string what) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Calls answered long before their deadline would otherwise stay queued until it passed: when
+    // the queue has doubled since the last look, it keeps only the calls still waiting.
+    if (due_.size() >= 1024 && due_.size() >= 2 * keptAtPurge_) {
+      std::vector<Entry> waiting;
+      while (!due_.empty()) {
+        if (auto p = due_.top().promise.lock(); p && !p->ready()) waiting.push_back(due_.top());
+        due_.pop();
+      }
+      for (Entry& e : waiting) due_.push(std::move(e));
+      keptAtPurge_ = due_.size();
+    }
     due_.push({std::chrono::steady_clock::now() + timeout, promise,
                "gyre::rt: " + what + " did not answer within " + std::to_string(timeout.count()) + " ms"});
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });

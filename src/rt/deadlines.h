@@ -40,6 +40,7 @@ class Deadlines {
   std::condition_variable cv_;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> due_;
   bool stopping_ = false;
+  std::size_t keptAtPurge_ = 0;  // calls left waiting at the last purge of answered ones
   std::thread thread_;  // started by the first watch()
 };
 

@@ -60,11 +60,11 @@ void Promise::setError(std::exception_ptr error) {
 
 void Promise::finish(std::unique_lock<std::mutex>& lock) {
   ready_ = true;
-  std::vector<std::function<void()>> callbacks = std::move(callbacks_);
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks = std::move(callbacks_);
   callbacks_.clear();
   lock.unlock();
   cv_.notify_all();
-  for (auto& f : callbacks) f();
+  for (auto& [id, f] : callbacks) f();
 }
 
 bool Promise::waitUntil(std::optional<std::chrono::steady_clock::time_point> deadline) const {
@@ -88,15 +88,22 @@ const Bytes& Promise::value() const {
   return value_;
 }
 
-void Promise::onReady(std::function<void()> f) {
+std::uint64_t Promise::onReady(std::function<void()> f) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!ready_) {
-      callbacks_.push_back(std::move(f));
-      return;
+      const std::uint64_t id = nextCallback_++;
+      callbacks_.emplace_back(id, std::move(f));
+      return id;
     }
   }
   f();
+  return 0;
+}
+
+void Promise::forget(std::uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(callbacks_, [id](const auto& c) { return c.first == id; });
 }
 
 std::vector<std::size_t> waitSome(const std::vector<std::shared_ptr<Promise>>& promises, std::size_t k,
@@ -108,19 +115,24 @@ std::vector<std::size_t> waitSome(const std::vector<std::shared_ptr<Promise>>& p
     std::size_t ready = 0;
   };
   auto shared = std::make_shared<Shared>();
+  std::vector<std::uint64_t> ids;
+  ids.reserve(promises.size());
   for (const auto& p : promises)
-    p->onReady([shared] {
+    ids.push_back(p->onReady([shared] {
       {
         std::lock_guard<std::mutex> lock(shared->mu);
         ++shared->ready;
       }
       shared->cv.notify_all();
-    });
+    }));
   k = std::min(k, promises.size());
   {
     std::unique_lock<std::mutex> lock(shared->mu);
     shared->cv.wait_for(lock, timeout, [&] { return shared->ready >= k; });
   }
+  // A caller that polls with short time-outs leaves nothing behind on the futures not ready.
+  for (std::size_t i = 0; i < promises.size(); ++i)
+    if (ids[i] != 0) promises[i]->forget(ids[i]);
   std::vector<std::size_t> done;
   for (std::size_t i = 0; i < promises.size(); ++i)
     if (promises[i]->ready()) done.push_back(i);

@@ -169,6 +169,7 @@ void PeerLink::readLoop() {
       }
     }
   } catch (const std::exception& e) {
+    ::shutdown(fd_.get(), SHUT_RDWR);  // a malformed or late answer: the peer's session ends too
     fail(e.what());
   }
 }

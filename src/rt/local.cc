@@ -33,21 +33,24 @@ LocalNode::LocalNode(int threads) {
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
 }
 
-LocalNode::~LocalNode() {
+void LocalNode::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  for (std::thread& t : workers_)
+    if (t.joinable()) t.join();
 }
 
-void LocalNode::post(std::function<void()> job) {
+bool LocalNode::post(std::function<void()> job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return false;
     queue_.push_back(std::move(job));
   }
   cv_.notify_one();
+  return true;
 }
 
 void LocalNode::work() {
@@ -56,7 +59,10 @@ void LocalNode::work() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and every call made has run
+      if (queue_.empty()) {  // stopping, and every call made has run
+        closed_ = true;
+        return;
+      }
       job = std::move(queue_.front());
       queue_.pop_front();
     }
@@ -71,7 +77,8 @@ void LocalNode::postToActor(const std::shared_ptr<Actor>& actor, std::function<v
     if (actor->draining) return;
     actor->draining = true;
   }
-  post([this, actor] { drain(actor); });
+  // Stopped (a call that raced with the end): its calls run here rather than never.
+  if (!post([this, actor] { drain(actor); })) drain(actor);
 }
 
 // Runs the actor's calls one at a time until its mailbox is empty. A long mailbox yields the
@@ -92,11 +99,12 @@ void LocalNode::drain(const std::shared_ptr<Actor>& actor) {
     }
     call();
   }
-  post([this, actor] { drain(actor); });
+  if (!post([this, actor] { drain(actor); })) drain(actor);
 }
 
 void LocalNode::runTask(const std::string& function, Bytes args, Done done) {
-  post([function, args = std::move(args), done = std::move(done)] {
+  auto failed = std::make_shared<Done>(done);
+  const bool queued = post([function, args = std::move(args), done = std::move(done)] {
     Bytes value;
     std::exception_ptr error;
     try {
@@ -106,6 +114,7 @@ void LocalNode::runTask(const std::string& function, Bytes args, Done done) {
     }
     done(std::move(value), error);
   });
+  if (!queued) (*failed)({}, std::make_exception_ptr(Error("gyre::rt: this process's runtime has stopped")));
 }
 
 void LocalNode::createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args,

@@ -25,8 +25,10 @@ using Done = std::function<void(Bytes value, std::exception_ptr error)>;
 class LocalNode {
  public:
   explicit LocalNode(int threads);
-  // Runs every call already queued, then stops the workers.
-  ~LocalNode();
+  // Runs every call already queued (and those they queue), then stops the workers; from then on
+  // a call fails at once ("this process's runtime has stopped"). Idempotent.
+  void stop();
+  ~LocalNode() { stop(); }
   LocalNode(const LocalNode&) = delete;
   LocalNode& operator=(const LocalNode&) = delete;
 
@@ -53,7 +55,8 @@ class LocalNode {
     bool draining = false;
   };
 
-  void post(std::function<void()> job);
+  // Queues a job; false once the workers have stopped (the job is not run).
+  bool post(std::function<void()> job);
   void postToActor(const std::shared_ptr<Actor>& actor, std::function<void()> call);
   void drain(const std::shared_ptr<Actor>& actor);
   void work();
@@ -62,6 +65,7 @@ class LocalNode {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
+  bool closed_ = false;  // a worker found the queue empty while stopping: nothing runs any more
   std::map<std::uint64_t, std::shared_ptr<Actor>> actors_;
   std::vector<std::thread> workers_;  // last: they start once the rest exists
 };

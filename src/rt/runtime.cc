@@ -49,22 +49,73 @@ class Runtime::Impl {
 
   ~Impl() {
     server_.reset();  // no more calls from the others
-    // node_ then runs what it has queued (which may still call the others through links_).
+    node_.stop();     // runs what it has queued, which may still call the others
+    // From here a call, a retry included, fails at once; the links close, failing their calls in
+    // flight (whose retries find no links, and closing_).
+    closing_.store(true);
+    std::map<int, std::shared_ptr<Slot>> slots;
+    {
+      std::lock_guard<std::mutex> lock(linksMu_);
+      slots.swap(slots_);
+    }
+    for (auto& [rank, slot] : slots) {
+      std::lock_guard<std::mutex> lock(slot->mu);
+      slot->link.reset();
+    }
   }
 
-  // The link to process `rank`, connected on first use.
-  std::shared_ptr<detail::PeerLink> link(int rank) {
-    std::lock_guard<std::mutex> lock(linksMu_);
-    std::shared_ptr<detail::PeerLink>& l = links_[rank];
-    if (!l) {
-      const std::string address = o_.store->getString(addressKey(rank), o_.connectTimeout);
-      l = std::make_shared<detail::PeerLink>(rank, address, o_.secret, Deadline::after(o_.connectTimeout));
+  // What this process knows of another: its link once connected, and whether it is lost (its
+  // link broke, or it could not be reached). The slot's mutex is held while connecting, so that
+  // the others (and lost()) do not wait behind one connection. A link is dropped only after its
+  // slot left slots_ (~Impl), so lost(), which reads `connected` under linksMu_, never sees a
+  // freed one.
+  struct Slot {
+    std::mutex mu;
+    std::shared_ptr<detail::PeerLink> link;
+    std::atomic<bool> unreachable{false};
+    std::atomic<detail::PeerLink*> connected{nullptr};  // link, for lost() (read under linksMu_)
+    bool lost() const {
+      const detail::PeerLink* l = connected.load();
+      return unreachable.load() || (l != nullptr && !l->alive());
     }
-    return l;
+  };
+
+  std::shared_ptr<Slot> slot(int rank) {
+    std::lock_guard<std::mutex> lock(linksMu_);
+    std::shared_ptr<Slot>& s = slots_[rank];
+    if (!s) s = std::make_shared<Slot>();
+    return s;
+  }
+
+  // The link to process `rank`, connected on first use. PeerLostError when it cannot be reached
+  // (its address not published, or no connection within connectTimeout): it is then lost.
+  std::shared_ptr<detail::PeerLink> link(int rank) {
+    const std::shared_ptr<Slot> s = slot(rank);
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->link) return s->link;
+    if (s->unreachable.load()) throw PeerLostError("gyre::rt: process " + std::to_string(rank) + " cannot be reached", rank);
+    try {
+      const std::string address = o_.store->getString(addressKey(rank), o_.connectTimeout);
+      s->link = std::make_shared<detail::PeerLink>(rank, address, o_.secret, Deadline::after(o_.connectTimeout));
+      s->connected.store(s->link.get());
+    } catch (const PeerLostError&) {
+      s->unreachable.store(true);
+      throw;
+    } catch (const std::exception& e) {
+      s->unreachable.store(true);
+      throw PeerLostError("gyre::rt: process " + std::to_string(rank) + " cannot be reached: " + e.what(), rank);
+    }
+    return s->link;
   }
 
   // Runs the request in process `rank`: here, or over its link.
   void dispatch(int rank, wire::Message m, detail::Done done) {
+    if (closing_.load())
+      return done({}, std::make_exception_ptr(Error("gyre::rt: this process's runtime has stopped")));
+    if (m.name.size() > wire::kMaxNameBytes || m.payload.size() > wire::kMaxPayloadBytes)
+      return done({}, std::make_exception_ptr(InvalidArgument(
+                          "gyre::rt: a call of " + std::to_string(m.payload.size()) + " bytes of arguments (at most " +
+                          std::to_string(wire::kMaxPayloadBytes) + ")")));
     if (rank == o_.rank) {
       switch (static_cast<wire::Type>(m.type)) {
         case wire::Type::kTask: return node_.runTask(m.name, std::move(m.payload), std::move(done));
@@ -85,8 +136,8 @@ class Runtime::Impl {
   // Whether this process's link to `rank` broke (the process is lost to this one).
   bool lost(int rank) {
     std::lock_guard<std::mutex> lock(linksMu_);
-    const auto it = links_.find(rank);
-    return it != links_.end() && it->second && !it->second->alive();
+    const auto it = slots_.find(rank);
+    return it != slots_.end() && it->second->lost();
   }
 
   // The next process in turn that is not lost (this one never is).
@@ -159,10 +210,11 @@ class Runtime::Impl {
   std::atomic<std::uint32_t> actorCount_{0};
   std::mutex actorsMu_;
   std::map<std::uint64_t, ActorEntry> actors_;  // those created here, by id
-  std::mutex linksMu_;
-  std::map<int, std::shared_ptr<detail::PeerLink>> links_;
+  std::atomic<bool> closing_{false};
+  std::mutex linksMu_;  // guards slots_ (the map; each slot has its own mutex)
+  std::map<int, std::shared_ptr<Slot>> slots_;
   detail::Deadlines deadlines_;
-  detail::LocalNode node_;  // after links_: its last calls may still use them
+  detail::LocalNode node_;  // stopped by ~Impl before the links close: its last calls may use them
   std::unique_ptr<detail::Server> server_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -14,8 +15,10 @@ std::string demangle(const char* name) {
 }
 
 msgpack::object_handle parse(std::string_view bytes, std::string_view what, const UnpackLimits& limits) {
-  const msgpack::unpack_limit limit(limits.elements, limits.elements, limits.bytes, limits.bytes, limits.bytes,
-                                    limits.depth);
+  // An array or map header makes the parser reserve its elements before they arrive: no more
+  // can follow than there are bytes, so that bounds what a short malformed message reserves.
+  const std::size_t elements = std::min(limits.elements, bytes.size());
+  const msgpack::unpack_limit limit(elements, elements, limits.bytes, limits.bytes, limits.bytes, limits.depth);
   std::size_t offset = 0;
   msgpack::object_handle handle;
   try {

@@ -116,8 +116,14 @@ Message Reader::next(std::chrono::milliseconds rest) {
   if (nameBytes + payloadBytes <= kBufferBytes) fill(nameBytes + payloadBytes, deadline);
   m.name.resize(nameBytes);
   take(m.name.data(), nameBytes, deadline);
-  m.payload.resize(payloadBytes);
-  take(m.payload.data(), payloadBytes, deadline);
+  // A large payload grows as its bytes arrive: a header alone cannot make this process allocate.
+  constexpr std::size_t kChunk = std::size_t{64} << 20;
+  while (m.payload.size() < payloadBytes) {
+    const std::size_t done = m.payload.size();
+    const std::size_t n = std::min<std::uint64_t>(kChunk, payloadBytes - done);
+    m.payload.resize(done + n);
+    take(m.payload.data() + done, n, deadline);
+  }
   return m;
 }
 

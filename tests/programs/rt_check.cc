@@ -94,6 +94,8 @@ int drive(gyre::rt::Runtime& rt) {
   onThree.rank = 3;
   onThree.maxRestarts = 1;
   const auto restartable = rt.actorWith<Counter>(onThree, 100);
+  // The next process in turn is 0, then 1: one task takes 0, so the rebuild goes over the wire.
+  rt.task(add).remote(0, 0).get(kWait);
   std::printf("actor on rank 3: %d\n", restartable.call(&Counter::add, 1).get(kWait));
   try {
     rt.task(killThisProcess).options({.rank = 3}).remote().get(kWait);

@@ -10,11 +10,14 @@
 // exception's type and message) for one the function threw, or one of gyre's own (InvalidArgument
 // for an unregistered function or arguments of another type, TimeoutError, ActorDiedError).
 // Thread-safety: a Future may be copied, and its copies read, from any thread; `then` callbacks
-// run on the thread that fulfils it (or at once, on the caller's, when it already is).
+// run on the thread that fulfils it (or at once, on the caller's, when it already is): for a call
+// to another process that is the thread reading that process's answers, so a callback must not
+// wait for another call (get() inside then() would wait for an answer only it can read).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -23,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "gyre/errors.h"
@@ -78,7 +82,10 @@ class Promise {
   // The value's bytes; throws (a new exception of) the error. Only once ready.
   const Bytes& value() const;
   // Runs `f` once set: at once (on this thread) when it is, else on the thread that sets it.
-  void onReady(std::function<void()> f);
+  // Returns a number for forget(), 0 when `f` already ran.
+  std::uint64_t onReady(std::function<void()> f);
+  // Drops the callback `id` of onReady() if it has not run.
+  void forget(std::uint64_t id);
 
  private:
   void finish(std::unique_lock<std::mutex>& lock);
@@ -87,7 +94,8 @@ class Promise {
   bool ready_ = false;
   Bytes value_;
   std::optional<ErrorRecord> error_;
-  std::vector<std::function<void()>> callbacks_;
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks_;
+  std::uint64_t nextCallback_ = 1;
 };
 
 template <class F, class T>
