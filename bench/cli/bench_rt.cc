@@ -2,13 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "gyre/rl/env.h"
 #include "gyre/rt.h"
 #include "gyre/store.h"
 
@@ -28,11 +31,35 @@ class RtBenchActor {
 GYRE_RT_ACTOR(RtBenchActor);
 GYRE_RT_METHOD(RtBenchActor, ping);
 
+// A rollout actor: its own CartPole, stepped with uniformly random actions (no policy network),
+// `steps` steps per call; returns the steps taken, for env-steps/s.
+class RtBenchRollout {
+ public:
+  explicit RtBenchRollout(std::int64_t seed) : env_(rl::makeEnv("cartpole")), engine_(static_cast<std::uint64_t>(seed)) {
+    env_->reset(engine_());
+  }
+  std::int64_t run(std::int64_t steps) {
+    std::bernoulli_distribution coin(0.5);
+    for (std::int64_t i = 0; i < steps; ++i) {
+      const rl::Step s = env_->step(coin(engine_) ? 1 : 0);
+      if (s.terminated || s.truncated) env_->reset(engine_());
+    }
+    return steps;
+  }
+
+ private:
+  std::unique_ptr<rl::Env> env_;
+  std::mt19937_64 engine_;
+};
+GYRE_RT_ACTOR(RtBenchRollout, std::int64_t);
+GYRE_RT_METHOD(RtBenchRollout, run);
+
 using Clock = std::chrono::steady_clock;
 
 struct RtBenchFlags {
   double seconds = 2;  // per row
   int threads = 2;     // per process of the runtime
+  int repeat = 1;      // rounds of every row; a row reports the median
   bool json = false;
 };
 
@@ -41,6 +68,7 @@ struct Row {
   std::string where;    // "in process" or "over loopback TCP"
   double perSecond = 0;
   double target = 0;    // 0: none
+  int threads = 0;      // per process; 0: --threads
 };
 
 // Calls `once` (which makes `batch` calls and waits for them) until `seconds` passed; calls/s.
@@ -134,13 +162,43 @@ std::vector<Row> measure(const RtBenchFlags& f) {
     for (double e : each) perSecond += e;
     rows.push_back({"n:n actor calls async (n=2)", "over loopback TCP", perSecond, 0});
   }
+  // Env steps/s of N rollout actors spread over a runtime of two processes (each with as many
+  // threads as actors), every one stepping its CartPole 20,000 steps per call, all at once.
+  for (int count : {1, 2, 4}) {
+    auto two = runtimeOf(2, count);
+    std::vector<rt::ActorHandle<RtBenchRollout>> rollouts;
+    for (int a = 0; a < count; ++a) {
+      rt::ActorOptions on;
+      on.rank = a % 2;
+      rollouts.push_back(two[0]->actorWith<RtBenchRollout>(on, std::int64_t{a + 1}));
+    }
+    constexpr std::int64_t kSteps = 20000;
+    const double callsPerSecond = rate(f.seconds, count, [&] {
+      std::vector<rt::Future<std::int64_t>> all;
+      for (const auto& r : rollouts) all.push_back(r.call(&RtBenchRollout::run, kSteps));
+      for (auto& x : all) x.get();
+    });
+    rows.push_back({"cartpole env steps, " + std::to_string(count) + " actor" + (count > 1 ? "s" : ""),
+                    "2 processes", callsPerSecond * static_cast<double>(kSteps), 0, count});
+  }
   return rows;
 }
 
 int run(const RtBenchFlags& f) {
   std::vector<Row> rows;
   try {
+    // Every row once per round; each reports its median round (the machine's speed drifts).
     rows = measure(f);
+    std::vector<std::vector<double>> values(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) values[i].push_back(rows[i].perSecond);
+    for (int r = 1; r < f.repeat; ++r) {
+      const std::vector<Row> more = measure(f);
+      for (std::size_t i = 0; i < rows.size() && i < more.size(); ++i) values[i].push_back(more[i].perSecond);
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      std::sort(values[i].begin(), values[i].end());
+      rows[i].perSecond = values[i][values[i].size() / 2];
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "gyre bench rt: {}\n", e.what());
     return 1;
@@ -151,14 +209,15 @@ int run(const RtBenchFlags& f) {
                                         {"where", r.where},
                                         {"per_s", r.perSecond},
                                         {"target_per_s", r.target > 0 ? nlohmann::json(r.target) : nlohmann::json()},
-                                        {"threads", f.threads},
+                                        {"threads", r.threads > 0 ? r.threads : f.threads},
+                                        {"repeat", f.repeat},
                                         {"hardware_threads", std::thread::hardware_concurrency()}}
                                 .dump());
     return 0;
   }
-  fmt::print("gyre bench rt: {} s per row, {} threads per process, {} hardware threads\n", f.seconds, f.threads,
-             std::thread::hardware_concurrency());
-  fmt::print("{:<30} {:<18} {:>12}  {}\n", "benchmark", "where", "calls/s", "target");
+  fmt::print("gyre bench rt: {} s per row, median of {} round(s), {} threads per process, {} hardware threads\n",
+             f.seconds, f.repeat, f.threads, std::thread::hardware_concurrency());
+  fmt::print("{:<30} {:<18} {:>12}  {}\n", "benchmark", "where", "per second", "target");
   for (const Row& r : rows)
     fmt::print("{:<30} {:<18} {:>12.0f}  {}\n", r.name, r.where, r.perSecond,
                r.target > 0 ? fmt::format("{} {:.0f}", r.perSecond >= r.target ? "PASS" : "MISS", r.target) : "");
@@ -176,11 +235,18 @@ void addBenchRt(CLI::App& bench, std::function<int()>& action) {
       "actor calls, and n:n async actor calls (n = 2). The runtime's processes are Runtimes of this\n"
       "process, each with --threads threads, listening on loopback: a remote call crosses an\n"
       "authenticated TCP connection with its arguments and result serialized. Rows of the targets\n"
-      "(20k sync tasks/s, 100k async tasks/s, 20k sync actor calls/s) say PASS or MISS.\n"
-      "See docs/benchmarks.md, \"gyre bench rt\".");
+      "(20k sync tasks/s, 100k async tasks/s, 20k sync actor calls/s) say PASS or MISS. Then CartPole\n"
+      "env steps/s of 1, 2 and 4 rollout actors (random actions, 20,000 steps a call) over two processes.\n"
+      "See docs/benchmarks.md, \"gyre bench rt\".\n\n"
+      "Examples:\n"
+      "  gyre bench rt --repeat 3          # the figures in docs/benchmarks.md\n"
+      "  gyre bench rt --seconds 0.2 --json");
   cmd->add_option("--seconds", f->seconds, "Seconds each row measures")->check(CLI::Range(0.1, 600.0))->capture_default_str();
   cmd->add_option("--threads", f->threads, "Worker threads per process of the runtime")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--repeat", f->repeat, "Rounds of every row; each row reports its median")
+      ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "One JSON object per row instead of the table");
   cmd->callback([f, &action] { action = [f] { return run(*f); }; });
