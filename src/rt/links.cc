@@ -17,7 +17,11 @@ constexpr std::chrono::seconds kMessageTimeout{120};
 struct Server::Session {
   net::Fd fd;
   std::string peer;
+  // Answers ready to go: the worker that finds no write under way writes them, and those that
+  // come meanwhile, in one gathered write each round (several workers' answers per system call).
   std::mutex writeMu;
+  std::vector<wire::Message> outgoing;
+  bool writing = false;
 };
 
 Server::Server(LocalNode& node, const std::string& secret, const std::string& host, std::string name)
@@ -72,11 +76,28 @@ void Server::handle(const std::shared_ptr<Session>& session, wire::Message reque
     response.id = id;
     response.status = error ? wire::Status::kError : wire::Status::kOk;
     response.payload = error ? wire::encodeError(error) : std::move(value);
-    std::lock_guard<std::mutex> lock(session->writeMu);
-    try {
-      wire::writeMessage(session->fd.get(), response, Deadline::after(kMessageTimeout), session->peer);
-    } catch (const std::exception&) {
-      ::shutdown(session->fd.get(), SHUT_RDWR);  // the caller is gone or stuck: its reader sees it
+    std::vector<wire::Message> batch;
+    {
+      std::lock_guard<std::mutex> lock(session->writeMu);
+      session->outgoing.push_back(std::move(response));
+      if (session->writing) return;  // the writer takes it with its next round
+      session->writing = true;
+    }
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(session->writeMu);
+        batch.clear();
+        batch.swap(session->outgoing);
+        if (batch.empty()) {
+          session->writing = false;
+          return;
+        }
+      }
+      try {
+        wire::writeMessages(session->fd.get(), batch, Deadline::after(kMessageTimeout), session->peer);
+      } catch (const std::exception&) {
+        ::shutdown(session->fd.get(), SHUT_RDWR);  // the caller is gone or stuck: its reader sees it
+      }
     }
   };
   switch (static_cast<wire::Type>(type)) {

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 
 #include <cstring>
@@ -50,19 +51,35 @@ std::string Message::debugString() const {
          std::to_string(payload.size()) + " bytes";
 }
 
+void writeMessages(int fd, std::span<const Message> messages, Deadline deadline, const std::string& peer) {
+  // One gathered write per kBatch messages (three parts each), its headers and parts on the stack.
+  constexpr std::size_t kBatch = 64;
+  std::array<std::array<std::uint8_t, kHeaderBytes>, kBatch> headers;
+  std::array<iovec, 3 * kBatch> parts;
+  for (std::size_t first = 0; first < messages.size(); first += kBatch) {
+    const std::size_t n = std::min(kBatch, messages.size() - first);
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Message& m = messages[first + i];
+      std::uint8_t* header = headers[i].data();
+      std::memset(header, 0, kHeaderBytes);
+      put<std::uint32_t>(header, kMagic);
+      header[4] = m.type;
+      header[5] = static_cast<std::uint8_t>(m.status);
+      put<std::uint64_t>(header + 8, m.id);
+      put<std::uint64_t>(header + 16, m.actor);
+      put<std::uint32_t>(header + 24, static_cast<std::uint32_t>(m.name.size()));
+      put<std::uint64_t>(header + 32, m.payload.size());
+      parts[count++] = {header, kHeaderBytes};
+      if (!m.name.empty()) parts[count++] = {const_cast<char*>(m.name.data()), m.name.size()};
+      if (!m.payload.empty()) parts[count++] = {const_cast<char*>(m.payload.data()), m.payload.size()};
+    }
+    net::writeAllV(fd, std::span<iovec>(parts.data(), count), deadline, peer);
+  }
+}
+
 void writeMessage(int fd, const Message& m, Deadline deadline, const std::string& peer) {
-  std::uint8_t header[kHeaderBytes] = {};
-  put<std::uint32_t>(header, kMagic);
-  header[4] = m.type;
-  header[5] = static_cast<std::uint8_t>(m.status);
-  put<std::uint64_t>(header + 8, m.id);
-  put<std::uint64_t>(header + 16, m.actor);
-  put<std::uint32_t>(header + 24, static_cast<std::uint32_t>(m.name.size()));
-  put<std::uint64_t>(header + 32, m.payload.size());
-  iovec parts[3] = {{header, kHeaderBytes},
-                    {const_cast<char*>(m.name.data()), m.name.size()},
-                    {const_cast<char*>(m.payload.data()), m.payload.size()}};
-  net::writeAllV(fd, parts, deadline, peer);
+  writeMessages(fd, std::span<const Message>(&m, 1), deadline, peer);
 }
 
 void Reader::fill(std::size_t n, Deadline deadline) {

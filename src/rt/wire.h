@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -52,6 +53,8 @@ struct Message {
 // Writes `m` whole (header, name, payload in one writev). Throws net::ConnectionClosed,
 // TimeoutError.
 void writeMessage(int fd, const Message& m, Deadline deadline, const std::string& peer);
+// Writes `messages` whole, in order, gathered into as few system calls as the kernel takes.
+void writeMessages(int fd, std::span<const Message> messages, Deadline deadline, const std::string& peer);
 // Reads the messages of one connection through a buffer: one recv takes as many small messages
 // as have arrived, so a stream of calls costs a system call per batch, not three per message.
 class Reader {
