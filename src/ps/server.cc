@@ -41,31 +41,9 @@ std::string clientAddress(int listenFd, std::uint16_t port) {
 // Writes a header and a payload with one gathered send where the socket takes it, under a
 // deadline. Throws net::ConnectionClosed, TimeoutError or SystemError.
 void writeMessage(int fd, const std::uint8_t* head, std::span<const std::uint8_t> body, Deadline deadline) {
-  const std::size_t total = kHeaderBytes + body.size();
-  std::size_t done = 0;
-  while (done < total) {
-    iovec parts[2];
-    int n = 0;
-    if (done < kHeaderBytes) parts[n++] = {const_cast<std::uint8_t*>(head) + done, kHeaderBytes - done};
-    const std::size_t bodyDone = done > kHeaderBytes ? done - kHeaderBytes : 0;
-    if (bodyDone < body.size())
-      parts[n++] = {const_cast<std::uint8_t*>(body.data()) + bodyDone, body.size() - bodyDone};
-    msghdr msg{};
-    msg.msg_iov = parts;
-    msg.msg_iovlen = static_cast<std::size_t>(n);
-    const ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0) {
-      done += static_cast<std::size_t>(w);
-      continue;
-    }
-    if (w < 0 && (errno == EPIPE || errno == ECONNRESET))
-      throw net::ConnectionClosed("closed while answering");
-    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) net::throwErrno("sendmsg");
-    pollfd p{fd, POLLOUT, 0};
-    const int r = ::poll(&p, 1, deadline.remainingMs(1000));
-    if (r < 0 && errno != EINTR) net::throwErrno("poll");
-    if (r == 0 && deadline.expired()) GYRE_THROW(TimeoutError, "timed out writing a response");
-  }
+  iovec parts[2] = {{const_cast<std::uint8_t*>(head), kHeaderBytes},
+                    {const_cast<std::uint8_t*>(body.data()), body.size()}};
+  net::writeAllV(fd, std::span<iovec>(parts, body.empty() ? 1 : 2), deadline, "a ps client");
 }
 
 // An accepted connection: a worker, or a primary server replicating to this one.
