@@ -267,9 +267,10 @@ std::shared_ptr<detail::Promise> Runtime::submitTask(const std::string& function
 
 ActorRef Runtime::createActor(const std::string& className, Bytes args, const ActorOptions& options) {
   detail::actorFactory(className);  // unregistered: thrown here
-  if (options.maxRestarts < 0) throw InvalidArgument("gyre::rt: ActorOptions::maxRestarts must not be negative");
+  if (options.maxRestarts < 0 || options.maxTaskRetries < 0)
+    throw InvalidArgument("gyre::rt: ActorOptions::maxRestarts and ::maxTaskRetries must not be negative");
   const ActorRef ref{(static_cast<std::uint64_t>(rank()) << 32) | (impl_->actorCount_.fetch_add(1) + 1),
-                     impl_->placeActor(options), options.callTimeout};
+                     impl_->placeActor(options), options.callTimeout, options.maxTaskRetries};
   Impl::ActorEntry entry{className, ActorHandle<void>::actorName(className, ref.id), std::move(args), ref.rank,
                          options.maxRestarts, 0};
   impl_->sendCreate(ref.id, entry);
@@ -283,22 +284,33 @@ ActorRef Runtime::createActor(const std::string& className, Bytes args, const Ac
 std::shared_ptr<detail::Promise> Runtime::submitMethod(const ActorRef& actor, const std::string& className,
                                                        const std::string& method, Bytes args) {
   auto promise = std::make_shared<detail::Promise>();
-  wire::Message m;
-  m.type = static_cast<std::uint8_t>(wire::Type::kCall);
-  m.actor = actor.id;
-  m.name = method;
-  m.payload = std::move(args);
   const std::string name = ActorHandle<void>::actorName(className, actor.id);
-  impl_->dispatch(impl_->actorRank(actor), std::move(m), [promise, name](Bytes value, std::exception_ptr error) {
-    if (!error) return promise->setValue(std::move(value));
-    try {
-      std::rethrow_exception(error);
-    } catch (const PeerLostError& e) {  // its process is gone, and the actor with it
-      error = std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + name + " died with its process: " + e.what()));
-    } catch (...) {
-    }
-    promise->setError(std::move(error));
-  });
+  auto attempt = std::make_shared<std::function<void(int)>>();
+  // One try; a loss of the actor's process (with retries left) sends the call again, after the
+  // actor's rebuild (actorRank). As in submitTask, each answer holds the next try weakly.
+  *attempt = [this, actor, method, name, args = std::move(args), promise,
+              weak = std::weak_ptr<std::function<void(int)>>(attempt)](int retriesLeft) {
+    wire::Message m;
+    m.type = static_cast<std::uint8_t>(wire::Type::kCall);
+    m.actor = actor.id;
+    m.name = method;
+    m.payload = args;
+    auto again = weak.lock();
+    impl_->dispatch(impl_->actorRank(actor), std::move(m),
+                    [promise, name, again, retriesLeft](Bytes value, std::exception_ptr error) {
+                      if (!error) return promise->setValue(std::move(value));
+                      try {
+                        std::rethrow_exception(error);
+                      } catch (const PeerLostError& e) {  // its process is gone, and the actor with it
+                        if (retriesLeft > 0 && again) return (*again)(retriesLeft - 1);
+                        error = std::make_exception_ptr(
+                            ActorDiedError("gyre::rt: actor " + name + " died with its process: " + e.what()));
+                      } catch (...) {
+                      }
+                      promise->setError(std::move(error));
+                    });
+  };
+  (*attempt)(actor.maxTaskRetries);
   const std::chrono::milliseconds timeout =
       actor.callTimeout.count() > 0 ? actor.callTimeout : impl_->o_.callTimeout;
   if (timeout.count() > 0) impl_->deadlines_.watch(promise, timeout, name + "::" + method);

@@ -371,6 +371,29 @@ TEST_F(RtProcesses, AnActorWithRestartsLeftIsRebuiltOnALiveProcess) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(rt(0).task(add).remote(i, 1).get(std::chrono::seconds(30)), i + 1);
 }
 
+// With task retries, a call in flight when the actor's process is lost runs again on the rebuilt
+// actor and answers.
+TEST_F(RtProcesses, ACallInFlightRunsAgainOnTheRebuiltActor) {
+  start(3);
+  std::promise<void> open;
+  gateOpen = open.get_future().share();
+  ActorOptions where = onRank(2);
+  where.maxRestarts = 1;
+  where.maxTaskRetries = 1;
+  const ActorHandle<Waiter> waiter = rt(0).actorWith<Waiter>(where);
+  const Future<int> inFlight = waiter.call(&Waiter::wait, 7);
+  std::thread leaving([&] { runtimes_[2].reset(); });  // waits for its copy of the call
+  // The loss reaches process 0 as the connection closes; the call goes to the rebuilt actor,
+  // which waits for the gate too.
+  const bool answeredEarly = inFlight.ready();
+  open.set_value();
+  leaving.join();
+  EXPECT_FALSE(answeredEarly);
+  EXPECT_EQ(inFlight.get(std::chrono::seconds(30)), 7);
+  // (Process 2's own copy could not answer: its connections closed before its workers stopped.)
+  EXPECT_EQ(waiter.call(&Waiter::wait, 8).get(std::chrono::seconds(30)), 8);
+}
+
 // The runtime's port takes only the job's own: a wrong secret is refused at the handshake, and a
 // malformed message from an authenticated peer closes that connection alone.
 TEST_F(RtProcesses, ItsPortRefusesStrangersAndMalformedMessages) {

@@ -81,11 +81,14 @@ struct CallOptions {
 // process fits. When its process is lost, the calls in flight to it fail with ActorDiedError;
 // with restarts left (`maxRestarts`) the next call builds it again (the constructor re-run with
 // its first arguments, wasRestarted() true in it) on the next live process, and goes on there.
+// A call in flight when the process was lost is sent again to the rebuilt actor up to
+// `maxTaskRetries` times (Ray's max_task_retries; it may then run twice), else fails.
 // `callTimeout` (0: RuntimeOptions::callTimeout) bounds each of its calls as CallOptions::timeout.
 struct ActorOptions {
   int rank = -1;
   std::string host{};
   int maxRestarts = 0;
+  int maxTaskRetries = 0;
   std::chrono::milliseconds callTimeout{0};
 };
 
@@ -98,6 +101,7 @@ struct ActorRef {
   std::uint64_t id = 0;
   int rank = 0;
   std::chrono::milliseconds callTimeout{0};  // ActorOptions::callTimeout
+  int maxTaskRetries = 0;                    // ActorOptions::maxTaskRetries
 };
 
 class Runtime;
