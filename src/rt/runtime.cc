@@ -2,11 +2,15 @@
 // its Server, from the others; a PeerLink per other process carries this one's calls to it.
 #include "gyre/rt/runtime.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "common/socket.h"
 #include "rt/deadlines.h"
@@ -34,6 +38,7 @@ const RuntimeOptions& checked(const RuntimeOptions& o) {
 
 std::string addressKey(int rank) { return "gyre-rt/address/" + std::to_string(rank); }
 std::string hostKey(int rank) { return "gyre-rt/host/" + std::to_string(rank); }
+std::string resourceKey(const char* what, int rank) { return std::string("gyre-rt/") + what + "/" + std::to_string(rank); }
 
 
 }  // namespace
@@ -41,9 +46,17 @@ std::string hostKey(int rank) { return "gyre-rt/host/" + std::to_string(rank); }
 class Runtime::Impl {
  public:
   explicit Impl(const RuntimeOptions& o) : o_(checked(o)), node_(threadsOf(o)) {
+    if (!o_.store) o_.store = createMemoryStore();  // a runtime of one keeps its books in memory
+    // What this process offers actors that declare their needs: milli-cpus and bytes.
+    const double cpus = o_.cpus > 0 ? o_.cpus : node_.threads();
+    const std::int64_t memory = o_.memoryBytes > 0 ? o_.memoryBytes
+                                                   : static_cast<std::int64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                                                         static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
+    o_.store->setString(resourceKey("cpus", o_.rank), std::to_string(std::llround(cpus * 1000)));
+    o_.store->setString(resourceKey("memory", o_.rank), std::to_string(memory));
+    o_.store->setString(hostKey(o_.rank), net::hostName());
     if (o_.size == 1) return;
     server_ = std::make_unique<detail::Server>(node_, o_.secret, o_.host, "gyre::rt process " + std::to_string(o_.rank));
-    o_.store->setString(hostKey(o_.rank), net::hostName());
     o_.store->setString(addressKey(o_.rank), server_->address());
   }
 
@@ -188,21 +201,56 @@ class Runtime::Impl {
   }
 
   int placeActor(const ActorOptions& a) {
-    if (a.rank >= 0) {
-      if (a.rank >= o_.size)
-        throw InvalidArgument("gyre::rt: ActorOptions::rank " + std::to_string(a.rank) + " is not a process of the " +
-                              std::to_string(o_.size));
-      return a.rank;
-    }
-    if (a.host.empty()) return spread();
+    if (a.rank >= o_.size)
+      throw InvalidArgument("gyre::rt: ActorOptions::rank " + std::to_string(a.rank) + " is not a process of the " +
+                            std::to_string(o_.size));
+    if (a.cpus < 0 || a.memoryBytes < 0)
+      throw InvalidArgument("gyre::rt: ActorOptions::cpus and ::memoryBytes must not be negative");
+    // The processes that may hold it, in the order they are tried.
+    std::vector<int> candidates;
     std::string seen;
-    for (int r = 0; r < o_.size; ++r) {
-      const std::string host = o_.size == 1 ? net::hostName() : o_.store->getString(hostKey(r), o_.connectTimeout);
-      const std::string address = o_.size == 1 ? "" : net::splitHostPort(o_.store->getString(addressKey(r), o_.connectTimeout)).first;
-      if (host == a.host || address == a.host) return r;
-      seen += (seen.empty() ? "" : ", ") + host;
+    if (a.rank >= 0) {
+      candidates = {a.rank};
+    } else if (!a.host.empty()) {
+      for (int r = 0; r < o_.size; ++r) {
+        const std::string host = o_.store->getString(hostKey(r), o_.connectTimeout);
+        const std::string address =
+            r == o_.rank || o_.size == 1 ? o_.host
+                                         : net::splitHostPort(o_.store->getString(addressKey(r), o_.connectTimeout)).first;
+        if (host == a.host || address == a.host) candidates.push_back(r);
+        seen += (seen.empty() ? "" : ", ") + host;
+      }
+      if (candidates.empty())
+        throw InvalidArgument("gyre::rt: no process of the runtime is on host " + a.host + " (they are on " + seen + ")");
+    } else {  // the next live process in turn, then the ones after it
+      const int first = spread();
+      for (int i = 0; i < o_.size; ++i) candidates.push_back((first + i) % o_.size);
     }
-    throw InvalidArgument("gyre::rt: no process of the runtime is on host " + a.host + " (they are on " + seen + ")");
+    if (a.cpus == 0 && a.memoryBytes == 0) return candidates.front();
+    const std::int64_t milli = std::llround(a.cpus * 1000);
+    std::string offers;
+    for (int r : candidates) {
+      if (r != o_.rank && lost(r)) continue;
+      const std::int64_t cpus = std::stoll(o_.store->getString(resourceKey("cpus", r), o_.connectTimeout));
+      const std::int64_t memory = std::stoll(o_.store->getString(resourceKey("memory", r), o_.connectTimeout));
+      offers += (offers.empty() ? "" : ", ") + std::string("process ") + std::to_string(r) + ": " +
+                std::to_string(static_cast<double>(cpus) / 1000) + " cpus, " + std::to_string(memory) + " bytes";
+      if (milli > cpus || a.memoryBytes > memory) continue;
+      // Reserve both, atomically in the store (another process may place at the same time).
+      if (o_.store->add(resourceKey("used-cpus", r), milli) > cpus) {
+        o_.store->add(resourceKey("used-cpus", r), -milli);
+        continue;
+      }
+      if (o_.store->add(resourceKey("used-memory", r), a.memoryBytes) > memory) {
+        o_.store->add(resourceKey("used-memory", r), -a.memoryBytes);
+        o_.store->add(resourceKey("used-cpus", r), -milli);
+        continue;
+      }
+      return r;
+    }
+    throw InvalidArgument("gyre::rt: no process can hold an actor of " + std::to_string(a.cpus) + " cpus and " +
+                          std::to_string(a.memoryBytes) + " bytes of memory now (offered, before reservations: " +
+                          offers + ")");
   }
 
   RuntimeOptions o_;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -392,6 +393,28 @@ TEST_F(RtProcesses, ACallInFlightRunsAgainOnTheRebuiltActor) {
   EXPECT_EQ(inFlight.get(std::chrono::seconds(30)), 7);
   // (Process 2's own copy could not answer: its connections closed before its workers stopped.)
   EXPECT_EQ(waiter.call(&Waiter::wait, 8).get(std::chrono::seconds(30)), 8);
+}
+
+// Actors that declare cpus or memory go where the offer less the reservations holds them; one
+// that no process can hold is refused at once, naming what they offer.
+TEST_F(RtProcesses, ActorsArePlacedByTheResourcesTheyDeclare) {
+  start(3);  // each process offers its 2 worker threads as 2 cpus
+  ActorOptions two;
+  two.cpus = 2;
+  std::set<int> ranks;
+  for (int i = 0; i < 3; ++i) ranks.insert(rt(0).actorWith<Counter>(two, i).rank());
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));  // one per process: each takes all of one
+  EXPECT_EQ(errorOf([&] { rt(1).actorWith<Counter>(two, 0); }).rfind(
+                "gyre::rt: no process can hold an actor of 2.000000 cpus and 0 bytes of memory now", 0),
+            0u);
+  ActorOptions huge;
+  huge.memoryBytes = std::int64_t{1} << 62;
+  EXPECT_THROW(rt(0).actorWith<Counter>(huge, 0), InvalidArgument);
+  // Undeclared needs are not counted: any process takes it.
+  EXPECT_EQ(rt(0).actorWith<Counter>(onRank(1), 5).call(&Counter::value).get(), 5);
+  ActorOptions negative;
+  negative.cpus = -1;
+  EXPECT_THROW(rt(0).actorWith<Counter>(negative, 0), InvalidArgument);
 }
 
 // The runtime's port takes only the job's own: a wrong secret is refused at the handshake, and a

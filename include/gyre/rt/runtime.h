@@ -52,6 +52,10 @@ struct RuntimeOptions {
   std::chrono::milliseconds connectTimeout{30000};
   // The time-out of every call made through this runtime unless its options set one; 0: none.
   std::chrono::milliseconds callTimeout{0};
+  // What this process offers actors that declare what they need (ActorOptions::cpus,
+  // ::memoryBytes): 0 cpus means its worker threads; 0 bytes, this host's physical memory.
+  double cpus = 0;
+  std::int64_t memoryBytes = 0;
 };
 
 // The options of this process under a launcher (`gyre run`, mpirun, Slurm, torchrun; see
@@ -77,8 +81,10 @@ struct CallOptions {
 };
 
 // Where an actor lives: the process of rank `rank`; else one on host `host` (its name, or the
-// address it listens on); else (-1, "") the next live process in turn. InvalidArgument when no
-// process fits. When its process is lost, the calls in flight to it fail with ActorDiedError;
+// address it listens on); else (-1, "") the next live process in turn. An actor that declares
+// `cpus` or `memoryBytes` goes to the first of those whose offer (RuntimeOptions::cpus,
+// ::memoryBytes) less what earlier actors reserved there still holds them, and reserves them for
+// the runtime's life. InvalidArgument, naming what the processes have, when no process fits. When its process is lost, the calls in flight to it fail with ActorDiedError;
 // with restarts left (`maxRestarts`) the next call builds it again (the constructor re-run with
 // its first arguments, wasRestarted() true in it) on the next live process, and goes on there.
 // A call in flight when the process was lost is sent again to the rebuilt actor up to
@@ -89,6 +95,8 @@ struct ActorOptions {
   std::string host{};
   int maxRestarts = 0;
   int maxTaskRetries = 0;
+  double cpus = 0;
+  std::int64_t memoryBytes = 0;
   std::chrono::milliseconds callTimeout{0};
 };
 
