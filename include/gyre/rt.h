@@ -2,6 +2,7 @@
 #pragma once
 
 #include "gyre/rt/future.h"
+#include "gyre/rt/object_ref.h"
 #include "gyre/rt/registry.h"
 #include "gyre/rt/runtime.h"
 #include "gyre/rt/serialize.h"

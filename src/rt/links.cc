@@ -123,6 +123,16 @@ void Server::handle(const std::shared_ptr<Session>& session, wire::Message reque
     case wire::Type::kCall:
       node_.callActor(request.actor, request.name, std::move(request.payload), std::move(answer));
       return;
+    case wire::Type::kGetObject: {
+      std::shared_ptr<const Bytes> value;
+      try {
+        value = node_.object(request.actor);
+      } catch (...) {
+        return answer({}, std::current_exception());
+      }
+      answer(*value, nullptr);
+      return;
+    }
   }
 }
 

@@ -29,8 +29,41 @@ bool wasRestarted() { return currentActorRestarted; }
 
 namespace detail {
 
-LocalNode::LocalNode(int threads) {
-  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+namespace {
+thread_local void* workerContext = nullptr;
+}  // namespace
+
+void* currentContext() { return workerContext; }
+
+LocalNode::LocalNode(int threads, void* context) {
+  for (int i = 0; i < threads; ++i)
+    workers_.emplace_back([this, context] {
+      workerContext = context;
+      work();
+    });
+}
+
+std::shared_ptr<void> LocalNode::putObject(std::uint64_t id, Bytes value) {
+  {
+    std::lock_guard<std::mutex> lock(objects_->mu);
+    objects_->values[id] = std::make_shared<const Bytes>(std::move(value));
+  }
+  std::weak_ptr<Objects> objects = objects_;
+  return std::shared_ptr<void>(nullptr, [objects, id](void*) {
+    if (auto o = objects.lock()) {
+      std::lock_guard<std::mutex> lock(o->mu);
+      o->values.erase(id);
+    }
+  });
+}
+
+std::shared_ptr<const Bytes> LocalNode::object(std::uint64_t id) const {
+  std::lock_guard<std::mutex> lock(objects_->mu);
+  const auto it = objects_->values.find(id);
+  if (it == objects_->values.end())
+    throw InvalidArgument("gyre::rt: object " + std::to_string(id >> 32) + "." + std::to_string(id & 0xffffffffu) +
+                          " was freed: no ObjectRef to it remains in the process that put it");
+  return it->second;
 }
 
 void LocalNode::stop() {

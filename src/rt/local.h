@@ -22,9 +22,13 @@ namespace gyre::rt::detail {
 // Called once with a call's packed result, or with its error (then `value` is empty).
 using Done = std::function<void(Bytes value, std::exception_ptr error)>;
 
+// The context of the LocalNode whose worker runs this thread; null on other threads.
+void* currentContext();
+
 class LocalNode {
  public:
-  explicit LocalNode(int threads);
+  // Each worker thread runs with `context` as the value of currentContext() (the Runtime).
+  LocalNode(int threads, void* context);
   // Runs every call already queued (and those they queue), then stops the workers; from then on
   // a call fails at once ("this process's runtime has stopped"). Idempotent.
   void stop();
@@ -42,6 +46,12 @@ class LocalNode {
   void callActor(std::uint64_t id, const std::string& method, Bytes args, Done done);
 
   int threads() const { return static_cast<int>(workers_.size()); }
+
+  // The values of this process's ObjectRefs. put() stores one and returns what keeps it: the
+  // value is freed when the last copy of that goes (even after this node is gone).
+  std::shared_ptr<void> putObject(std::uint64_t id, Bytes value);
+  // The value; InvalidArgument when it was freed (or never put here).
+  std::shared_ptr<const Bytes> object(std::uint64_t id) const;
 
  private:
   struct Actor {
@@ -67,6 +77,11 @@ class LocalNode {
   bool stopping_ = false;
   bool closed_ = false;  // a worker found the queue empty while stopping: nothing runs any more
   std::map<std::uint64_t, std::shared_ptr<Actor>> actors_;
+  struct Objects {
+    mutable std::mutex mu;
+    std::map<std::uint64_t, std::shared_ptr<const Bytes>> values;
+  };
+  std::shared_ptr<Objects> objects_ = std::make_shared<Objects>();
   std::vector<std::thread> workers_;  // last: they start once the rest exists
 };
 

@@ -45,7 +45,7 @@ std::string resourceKey(const char* what, int rank) { return std::string("gyre-r
 
 class Runtime::Impl {
  public:
-  explicit Impl(const RuntimeOptions& o) : o_(checked(o)), node_(threadsOf(o)) {
+  Impl(const RuntimeOptions& o, Runtime* self) : o_(checked(o)), node_(threadsOf(o), self) {
     if (!o_.store) o_.store = createMemoryStore();  // a runtime of one keeps its books in memory
     // What this process offers actors that declare their needs: milli-cpus and bytes.
     const double cpus = o_.cpus > 0 ? o_.cpus : node_.threads();
@@ -133,9 +133,10 @@ class Runtime::Impl {
       switch (static_cast<wire::Type>(m.type)) {
         case wire::Type::kTask: return node_.runTask(m.name, std::move(m.payload), std::move(done));
         case wire::Type::kCall: return node_.callActor(m.actor, m.name, std::move(m.payload), std::move(done));
-        case wire::Type::kCreateActor: break;
+        case wire::Type::kCreateActor:
+        case wire::Type::kGetObject: break;
       }
-      throw Error("gyre::rt: dispatch of an actor's creation");
+      throw Error("gyre::rt: dispatch of an actor's creation or an object here");
     }
     std::shared_ptr<detail::PeerLink> l;
     try {
@@ -256,6 +257,7 @@ class Runtime::Impl {
   RuntimeOptions o_;
   std::atomic<std::uint64_t> next_{0};
   std::atomic<std::uint32_t> actorCount_{0};
+  std::atomic<std::uint32_t> objectCount_{0};
   std::mutex actorsMu_;
   std::map<std::uint64_t, ActorEntry> actors_;  // those created here, by id
   std::atomic<bool> closing_{false};
@@ -266,7 +268,36 @@ class Runtime::Impl {
   std::unique_ptr<detail::Server> server_;
 };
 
-Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(options, this)) {}
+
+Runtime* Runtime::current() { return static_cast<Runtime*>(detail::currentContext()); }
+
+std::pair<std::uint64_t, std::shared_ptr<void>> Runtime::putBytes(Bytes value) {
+  const std::uint64_t id = (static_cast<std::uint64_t>(rank()) << 32) | (impl_->objectCount_.fetch_add(1) + 1);
+  return {id, impl_->node_.putObject(id, std::move(value))};
+}
+
+Bytes Runtime::getBytes(std::uint64_t id, int owner) {
+  if (owner < 0 || owner >= size())
+    throw InvalidArgument("gyre::rt: get() of an ObjectRef whose owner " + std::to_string(owner) +
+                          " is not a process of the " + std::to_string(size()));
+  if (owner == rank()) return *impl_->node_.object(id);
+  auto promise = std::make_shared<detail::Promise>();
+  wire::Message m;
+  m.type = static_cast<std::uint8_t>(wire::Type::kGetObject);
+  m.actor = id;
+  impl_->dispatch(owner, std::move(m), [promise](Bytes value, std::exception_ptr error) {
+    if (error) {
+      promise->setError(std::move(error));
+    } else {
+      promise->setValue(std::move(value));
+    }
+  });
+  const std::chrono::milliseconds timeout = impl_->o_.callTimeout;
+  if (timeout.count() > 0) impl_->deadlines_.watch(promise, timeout, "the object's owner " + std::to_string(owner));
+  promise->waitUntil(std::nullopt);
+  return promise->value();
+}
 Runtime::~Runtime() = default;
 
 int Runtime::rank() const { return impl_->o_.rank; }

@@ -31,7 +31,7 @@ T get(const std::uint8_t* at) {
 
 bool knownType(std::uint8_t type) {
   const std::uint8_t request = type & static_cast<std::uint8_t>(~kResponseBit);
-  return request >= static_cast<std::uint8_t>(Type::kTask) && request <= static_cast<std::uint8_t>(Type::kCall);
+  return request >= static_cast<std::uint8_t>(Type::kTask) && request <= static_cast<std::uint8_t>(Type::kGetObject);
 }
 
 const char* typeName(std::uint8_t type) {
@@ -39,6 +39,7 @@ const char* typeName(std::uint8_t type) {
     case Type::kTask: return "task";
     case Type::kCreateActor: return "create-actor";
     case Type::kCall: return "call";
+    case Type::kGetObject: return "get-object";
   }
   return "unknown";
 }

@@ -10,6 +10,7 @@
 //   kCreateActor  name = class \0 actor name \0 times built before (decimal), actor = the id its
 //                 creator chose, payload = the constructor's arguments
 //   kCall         name = method, actor, payload = its packed arguments
+//   kGetObject    actor = the object's id -> payload = its value
 // A response has type (request type | kResponseBit): status kOk with the packed result, or
 // kError with an encoded error (encodeError). Lengths are checked against kMaxNameBytes and
 // kMaxPayloadBytes before anything is allocated.
@@ -35,7 +36,7 @@ constexpr std::size_t kMaxNameBytes = 1024;
 constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 34;  // 16 GiB
 constexpr std::uint8_t kResponseBit = 0x80;
 
-enum class Type : std::uint8_t { kTask = 1, kCreateActor = 2, kCall = 3 };
+enum class Type : std::uint8_t { kTask = 1, kCreateActor = 2, kCall = 3, kGetObject = 4 };
 enum class Status : std::uint8_t { kOk = 0, kError = 1 };
 
 struct Message {

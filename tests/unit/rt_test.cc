@@ -7,6 +7,7 @@
 #include <cstring>
 #include <future>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -58,6 +59,14 @@ int waitsForGate(int v) {
 GYRE_RT_FUNCTION(waitsForGate);
 
 int notRegistered(int v) { return v; }
+
+// Reads an object through the runtime that runs it.
+long sumOf(ObjectRef<std::vector<long>> ref) {
+  long sum = 0;
+  for (long v : get(ref)) sum += v;
+  return sum;
+}
+GYRE_RT_FUNCTION(sumOf);
 
 class Counter {
  public:
@@ -415,6 +424,34 @@ TEST_F(RtProcesses, ActorsArePlacedByTheResourcesTheyDeclare) {
   ActorOptions negative;
   negative.cpus = -1;
   EXPECT_THROW(rt(0).actorWith<Counter>(negative, 0), InvalidArgument);
+}
+
+// An object is stored once where it was put and read from any process, by a task through the
+// runtime that runs it; once the owner's last reference goes it is freed, and a borrowed
+// reference then gets a clear error everywhere.
+TEST_F(RtProcesses, ObjectsAreReadAnywhereAndFreedWithTheirOwnersLastReference) {
+  start(3);
+  std::vector<long> values(100000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<long>(i);
+  const long expected = 99999L * 100000L / 2;
+  auto ref = std::make_unique<ObjectRef<std::vector<long>>>(rt(0).put(values));
+  EXPECT_EQ(ref->owner(), 0);
+  EXPECT_EQ(rt(0).get(*ref), values);
+  EXPECT_EQ(rt(2).get(*ref), values);  // fetched from process 0
+  for (int rank : {0, 1, 2}) EXPECT_EQ(rt(0).task(sumOf).options({.rank = rank}).remote(*ref).get(), expected);
+  EXPECT_EQ(errorOf([&] { (void)get(*ref); }),
+            "gyre::rt::get(ref) outside a task or actor method: call the Runtime's get(ref)");
+
+  // A copy made elsewhere (as a task's argument is) borrows: the owner's last copy frees it.
+  const auto borrowed = unpack<ObjectRef<std::vector<long>>>(pack(*ref), "a reference");
+  std::optional<ObjectRef<std::vector<long>>> second = *ref;
+  ref.reset();
+  EXPECT_EQ(rt(1).get(borrowed), values);  // `second` still keeps it
+  second.reset();                          // the owner's last copy
+  const std::string name = "gyre::rt: object 0.1 was freed: no ObjectRef to it remains in the process that put it";
+  EXPECT_EQ(errorOf([&] { rt(0).get(borrowed); }), name);
+  EXPECT_EQ(errorOf([&] { rt(2).get(borrowed); }), name);
+  EXPECT_THROW(rt(0).task(sumOf).options({.rank = 1}).remote(borrowed).get(), RemoteError);
 }
 
 // The runtime's port takes only the job's own: a wrong secret is refused at the handshake, and a

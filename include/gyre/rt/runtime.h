@@ -32,8 +32,10 @@
 #include <type_traits>
 #include <typeindex>
 #include <utility>
+#include <utility>
 
 #include "gyre/rt/future.h"
+#include "gyre/rt/object_ref.h"
 #include "gyre/rt/registry.h"
 #include "gyre/store.h"
 
@@ -185,6 +187,22 @@ class Runtime {
     return ActorHandle<C>(*this, createActor(name, pack(std::make_tuple(std::forward<A>(args)...)), options), name);
   }
 
+  // Stores `value` once, in this process, and returns a reference to it that any process of the
+  // runtime can read (object_ref.h). The value lives while a copy of the reference made here does.
+  template <class T>
+  ObjectRef<T> put(const T& value) {
+    auto [id, keep] = putBytes(pack(value));
+    return ObjectRef<T>(id, rank(), std::move(keep));
+  }
+  // The value of `ref`: from this process's store, or fetched from its owner. InvalidArgument when
+  // it was freed; PeerLostError when its owner was lost.
+  template <class T>
+  T get(const ObjectRef<T>& ref) {
+    return unpack<T>(getBytes(ref.id(), ref.owner()), "an ObjectRef's value");
+  }
+  // The Runtime whose worker thread runs the calling task or method; null on other threads.
+  static Runtime* current();
+
   // The untyped calls the handles make; arguments as a packed tuple. InvalidArgument at once for
   // what is not registered, or a placement no process fits.
   std::shared_ptr<detail::Promise> submitTask(const std::string& function, Bytes args, const CallOptions& options = {});
@@ -196,10 +214,24 @@ class Runtime {
   int size() const;
   int threads() const;
 
+  // put() and get() without the types.
+  std::pair<std::uint64_t, std::shared_ptr<void>> putBytes(Bytes value);
+  Bytes getBytes(std::uint64_t id, int owner);
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// In a task or an actor's method: the value of `ref`, through the runtime that runs the call.
+// InvalidArgument on a thread that is not running one (use Runtime::get there).
+template <class T>
+T get(const ObjectRef<T>& ref) {
+  Runtime* rt = Runtime::current();
+  if (rt == nullptr)
+    throw InvalidArgument("gyre::rt::get(ref) outside a task or actor method: call the Runtime's get(ref)");
+  return rt->get(ref);
+}
 
 template <class R, class... P>
 template <class... A>
