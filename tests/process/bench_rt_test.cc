@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/programs.h"
 
@@ -32,12 +34,17 @@ TEST(BenchRt, MeasuresEveryRowAndPrintsJson) {
     }
     rows.insert({j.at("benchmark").get<std::string>(), j.at("where").get<std::string>()});
   }
-  EXPECT_EQ(rows.size(), 12u) << r.out;
+  EXPECT_EQ(rows.size(), 16u) << r.out;
   for (const char* where : {"in process", "over loopback TCP"})
     for (const char* name : {"single client tasks sync", "single client tasks async", "1:1 actor calls sync",
                              "1:1 actor calls async"})
       EXPECT_EQ(rows.count({name, where}), 1u) << name << ", " << where;
   EXPECT_EQ(rows.count({"n:n actor calls async (n=2)", "over loopback TCP"}), 1u);
+  for (const auto& row : std::vector<std::pair<std::string, std::string>>{{"memcpy 100 MB", "in process"},
+                                                                           {"put 100 MB", "in process"},
+                                                                           {"get 100 MB", "in process"},
+                                                                           {"get 100 MB", "over loopback TCP"}})
+    EXPECT_EQ(rows.count(row), 1u) << row.first << ", " << row.second;
   for (const char* name : {"cartpole env steps, 1 actor", "cartpole env steps, 2 actors", "cartpole env steps, 4 actors"})
     EXPECT_EQ(rows.count({name, "2 processes"}), 1u) << name;
 }
