@@ -74,8 +74,8 @@ struct Row {
 
 // Calls `once` (which makes `batch` calls and waits for them) until `seconds` passed; calls/s.
 template <class F>
-double rate(double seconds, int batch, F&& once) {
-  for (int i = 0; i < 3; ++i) once();  // connections made, threads warm
+double rate(double seconds, int batch, F&& once, int warmups = 3) {
+  for (int i = 0; i < warmups; ++i) once();  // connections made, threads warm
   std::int64_t calls = 0;
   const auto start = Clock::now();
   const auto until = start + std::chrono::duration<double>(seconds);
@@ -175,10 +175,11 @@ std::vector<Row> measure(const RtBenchFlags& f) {
                       std::memcpy(copy.data(), value.data(), kBytes);
                     }),
                     0});
-    rows.push_back({"put 100 MB", "in process", gb * rate(f.seconds, 1, [&] { (void)two[0]->put(value); }), 0});
+    rows.push_back({"put 100 MB", "in process", gb * rate(f.seconds, 1, [&] { (void)two[0]->put(value); }, 1), 0});
     const auto ref = two[0]->put(value);
-    rows.push_back({"get 100 MB", "in process", gb * rate(f.seconds, 1, [&] { (void)two[0]->get(ref); }), 0});
-    rows.push_back({"get 100 MB", "over loopback TCP", gb * rate(f.seconds, 1, [&] { (void)two[1]->get(ref); }), 0});
+    rows.push_back({"get 100 MB", "in process", gb * rate(f.seconds, 1, [&] { (void)two[0]->get(ref); }, 1), 0});
+    rows.push_back(
+        {"get 100 MB", "over loopback TCP", gb * rate(f.seconds, 1, [&] { (void)two[1]->get(ref); }, 1), 0});
   }
   // Env steps/s of N rollout actors spread over a runtime of two processes (each with as many
   // threads as actors), every one stepping its CartPole 20,000 steps per call, all at once.
