@@ -86,6 +86,15 @@ double rate(double seconds, int batch, F&& once, int warmups = 3) {
   return static_cast<double>(calls) / std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Makes `n` calls, call(0) .. call(n - 1), then waits for every answer.
+template <class Call>
+void callAll(int n, Call&& call) {
+  std::vector<decltype(call(0))> all;
+  all.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) all.push_back(call(i));
+  for (auto& x : all) x.get();
+}
+
 // A runtime of `size` processes (Runtimes of this process on loopback).
 std::vector<std::unique_ptr<rt::Runtime>> runtimeOf(int size, int threads) {
   auto store = createMemoryStore();
@@ -110,10 +119,7 @@ std::vector<Row> measure(const RtBenchFlags& f) {
     rows.push_back({"single client tasks sync", where,
                     rate(f.seconds, 1, [&] { driver.task(rtBenchNoop).options(on).remote(1).get(); }), 20000});
     rows.push_back({"single client tasks async", where, rate(f.seconds, kBatch, [&] {
-                      std::vector<rt::Future<std::int64_t>> all;
-                      all.reserve(kBatch);
-                      for (int i = 0; i < kBatch; ++i) all.push_back(driver.task(rtBenchNoop).options(on).remote(i));
-                      for (auto& x : all) x.get();
+                      callAll(kBatch, [&](int i) { return driver.task(rtBenchNoop).options(on).remote(i); });
                     }),
                     100000});
   };
@@ -124,10 +130,7 @@ std::vector<Row> measure(const RtBenchFlags& f) {
     rows.push_back({"1:1 actor calls sync", where,
                     rate(f.seconds, 1, [&] { a.call(&RtBenchActor::ping, 1).get(); }), 20000});
     rows.push_back({"1:1 actor calls async", where, rate(f.seconds, kBatch, [&] {
-                      std::vector<rt::Future<std::int64_t>> all;
-                      all.reserve(kBatch);
-                      for (int i = 0; i < kBatch; ++i) all.push_back(a.call(&RtBenchActor::ping, i));
-                      for (auto& x : all) x.get();
+                      callAll(kBatch, [&](int i) { return a.call(&RtBenchActor::ping, i); });
                     }),
                     0});
   };
@@ -152,12 +155,8 @@ std::vector<Row> measure(const RtBenchFlags& f) {
     for (int c = 0; c < 2; ++c)
       callers.emplace_back([&, c] {
         const auto& h = c == 0 ? a : b;
-        each[static_cast<std::size_t>(c)] = rate(f.seconds, kBatch, [&] {
-          std::vector<rt::Future<std::int64_t>> all;
-          all.reserve(kBatch);
-          for (int i = 0; i < kBatch; ++i) all.push_back(h.call(&RtBenchActor::ping, i));
-          for (auto& x : all) x.get();
-        });
+        each[static_cast<std::size_t>(c)] = rate(
+            f.seconds, kBatch, [&] { callAll(kBatch, [&](int i) { return h.call(&RtBenchActor::ping, i); }); });
       });
     for (auto& t : callers) t.join();
     for (double e : each) perSecond += e;
@@ -193,9 +192,7 @@ std::vector<Row> measure(const RtBenchFlags& f) {
     }
     constexpr std::int64_t kSteps = 20000;
     const double callsPerSecond = rate(f.seconds, count, [&] {
-      std::vector<rt::Future<std::int64_t>> all;
-      for (const auto& r : rollouts) all.push_back(r.call(&RtBenchRollout::run, kSteps));
-      for (auto& x : all) x.get();
+      callAll(count, [&](int a) { return rollouts[static_cast<std::size_t>(a)].call(&RtBenchRollout::run, kSteps); });
     });
     rows.push_back({"cartpole env steps, " + std::to_string(count) + " actor" + (count > 1 ? "s" : ""),
                     "2 processes", callsPerSecond * static_cast<double>(kSteps), 0, count});

@@ -40,6 +40,28 @@ std::string addressKey(int rank) { return "gyre-rt/address/" + std::to_string(ra
 std::string hostKey(int rank) { return "gyre-rt/host/" + std::to_string(rank); }
 std::string resourceKey(const char* what, int rank) { return std::string("gyre-rt/") + what + "/" + std::to_string(rank); }
 
+// Sets `promise` from an answer.
+detail::Done fulfil(std::shared_ptr<detail::Promise> promise) {
+  return [promise = std::move(promise)](Bytes value, std::exception_ptr error) {
+    if (error) {
+      promise->setError(std::move(error));
+    } else {
+      promise->setValue(std::move(value));
+    }
+  };
+}
+
+// Whether `error` says the process that was to answer is lost.
+bool isLostProcess(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const PeerLostError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
 
 }  // namespace
 
@@ -145,6 +167,20 @@ class Runtime::Impl {
       return done({}, std::current_exception());
     }
     l->send(std::move(m), std::move(done));
+  }
+
+  // Dispatches `m` to the process `place()` names; when that process is lost before it answers
+  // and retries are left, places and sends it again (each try's answer starts the next).
+  void send(wire::Message m, std::function<int()> place, int retriesLeft, detail::Done done) {
+    wire::Message again = retriesLeft > 0 ? m : wire::Message{};  // kept for another try
+    const int rank = place();
+    dispatch(rank, std::move(m),
+             [this, again = std::move(again), place = std::move(place), retriesLeft, done = std::move(done)](
+                 Bytes value, std::exception_ptr error) mutable {
+               if (error && retriesLeft > 0 && isLostProcess(error))
+                 return send(std::move(again), std::move(place), retriesLeft - 1, std::move(done));
+               done(std::move(value), std::move(error));
+             });
   }
 
   // Whether this process's link to `rank` broke (the process is lost to this one).
@@ -286,13 +322,7 @@ Bytes Runtime::getBytes(std::uint64_t id, int owner) {
   wire::Message m;
   m.type = static_cast<std::uint8_t>(wire::Type::kGetObject);
   m.actor = id;
-  impl_->dispatch(owner, std::move(m), [promise](Bytes value, std::exception_ptr error) {
-    if (error) {
-      promise->setError(std::move(error));
-    } else {
-      promise->setValue(std::move(value));
-    }
-  });
+  impl_->dispatch(owner, std::move(m), fulfil(promise));
   const std::chrono::milliseconds timeout = impl_->o_.callTimeout;
   if (timeout.count() > 0) impl_->deadlines_.watch(promise, timeout, "the object's owner " + std::to_string(owner));
   promise->waitUntil(std::nullopt);
@@ -311,32 +341,14 @@ std::shared_ptr<detail::Promise> Runtime::submitTask(const std::string& function
     throw InvalidArgument("gyre::rt: CallOptions::rank " + std::to_string(options.rank) + " is not a process of the " +
                           std::to_string(size()));
   auto promise = std::make_shared<detail::Promise>();
-  auto attempt = std::make_shared<std::function<void(int)>>();
-  // One try, and on a lost process (a task placed in turn, with retries left) the next on another.
-  // Each try's answer holds the next only weakly through this function: no cycle outlives it.
-  *attempt = [this, function, args = std::move(args), options, promise,
-              weak = std::weak_ptr<std::function<void(int)>>(attempt)](int retriesLeft) {
-    wire::Message m;
-    m.type = static_cast<std::uint8_t>(wire::Type::kTask);
-    m.name = function;
-    m.payload = args;
-    const int rank = options.rank >= 0 ? options.rank : impl_->spread();
-    auto again = weak.lock();
-    impl_->dispatch(rank, std::move(m), [promise, again, retriesLeft, pinned = options.rank >= 0](Bytes value,
-                                                                                                  std::exception_ptr error) {
-      if (!error) return promise->setValue(std::move(value));
-      if (!pinned && retriesLeft > 0 && again) {
-        try {
-          std::rethrow_exception(error);
-        } catch (const PeerLostError&) {
-          return (*again)(retriesLeft - 1);
-        } catch (...) {
-        }
-      }
-      promise->setError(std::move(error));
-    });
-  };
-  (*attempt)(options.maxRetries);
+  wire::Message m;
+  m.type = static_cast<std::uint8_t>(wire::Type::kTask);
+  m.name = function;
+  m.payload = std::move(args);
+  // A task placed in turn runs again elsewhere when its process is lost; one placed on a rank not.
+  const bool pinned = options.rank >= 0;
+  impl_->send(std::move(m), [this, rank = options.rank, pinned] { return pinned ? rank : impl_->spread(); },
+              pinned ? 0 : options.maxRetries, fulfil(promise));
   const std::chrono::milliseconds timeout = options.timeout.count() > 0 ? options.timeout : impl_->o_.callTimeout;
   if (timeout.count() > 0)
     impl_->deadlines_.watch(promise, timeout,
@@ -364,32 +376,24 @@ std::shared_ptr<detail::Promise> Runtime::submitMethod(const ActorRef& actor, co
                                                        const std::string& method, Bytes args) {
   auto promise = std::make_shared<detail::Promise>();
   const std::string name = ActorHandle<void>::actorName(className, actor.id);
-  auto attempt = std::make_shared<std::function<void(int)>>();
-  // One try; a loss of the actor's process (with retries left) sends the call again, after the
-  // actor's rebuild (actorRank). As in submitTask, each answer holds the next try weakly.
-  *attempt = [this, actor, method, name, args = std::move(args), promise,
-              weak = std::weak_ptr<std::function<void(int)>>(attempt)](int retriesLeft) {
-    wire::Message m;
-    m.type = static_cast<std::uint8_t>(wire::Type::kCall);
-    m.actor = actor.id;
-    m.name = method;
-    m.payload = args;
-    auto again = weak.lock();
-    impl_->dispatch(impl_->actorRank(actor), std::move(m),
-                    [promise, name, again, retriesLeft](Bytes value, std::exception_ptr error) {
-                      if (!error) return promise->setValue(std::move(value));
-                      try {
-                        std::rethrow_exception(error);
-                      } catch (const PeerLostError& e) {  // its process is gone, and the actor with it
-                        if (retriesLeft > 0 && again) return (*again)(retriesLeft - 1);
-                        error = std::make_exception_ptr(
-                            ActorDiedError("gyre::rt: actor " + name + " died with its process: " + e.what()));
-                      } catch (...) {
-                      }
-                      promise->setError(std::move(error));
-                    });
-  };
-  (*attempt)(actor.maxTaskRetries);
+  wire::Message m;
+  m.type = static_cast<std::uint8_t>(wire::Type::kCall);
+  m.actor = actor.id;
+  m.name = method;
+  m.payload = std::move(args);
+  // Placed where the actor lives now (rebuilt first when its process was lost and restarts are
+  // left); a call in flight at the loss goes again with retries left, else fails as the actor.
+  impl_->send(std::move(m), [this, actor] { return impl_->actorRank(actor); }, actor.maxTaskRetries,
+              [promise, name](Bytes value, std::exception_ptr error) {
+                if (error) try {
+                    std::rethrow_exception(error);
+                  } catch (const PeerLostError& e) {  // its process is gone, and the actor with it
+                    error = std::make_exception_ptr(
+                        ActorDiedError("gyre::rt: actor " + name + " died with its process: " + e.what()));
+                  } catch (...) {
+                  }
+                fulfil(promise)(std::move(value), std::move(error));
+              });
   const std::chrono::milliseconds timeout =
       actor.callTimeout.count() > 0 ? actor.callTimeout : impl_->o_.callTimeout;
   if (timeout.count() > 0) impl_->deadlines_.watch(promise, timeout, name + "::" + method);
