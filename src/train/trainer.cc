@@ -121,12 +121,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
                              : fsdp_   ? fsdp_->parameters()
                                        : model_->parameters(),
                              lr_);
-  // Resuming replaces the model's and the optimizer's state (and the generator's) on every rank;
-  // with --zero 1 and 2 the state is that of the optimizer over this rank's part of the buckets,
-  // which the DistributedOptimizer makes (the model is loaded in place, into its buckets).
   config_ = configJson(o_, world_, lr_, torchThreads_);
-  const bool stateInBuckets = zeroStage(o_) == 1 || zeroStage(o_) == 2;
-  if (!stateInBuckets) resume();
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
   } else if (group_.comm() && !fsdp_ && ((layout_.pp == 1 && layout_.tp == 1) || layout_.dp > 1)) {
@@ -139,7 +134,10 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     if (o_.stragglerThreshold > 0 && !pipeline_) stragglers_.emplace(o_.stragglerThreshold);
     if (o_.backupWorkers > 0) backups_.emplace(o_.backupWorkers, o_.stragglerThreshold, group_.size());
   }
-  if (stateInBuckets) resume();
+  // Resuming replaces the model's and the optimizer's state (and the generator's) on every rank,
+  // once the optimizers exist: with --zero 1 and 2 the state is that of the one over this rank's
+  // part of the buckets, which the DistributedOptimizer makes (the model loads in place, into them).
+  resume();
 
   GYRE_USAGE_CHECK(o_.batch <= data_.train.size(), "--batch ", o_.batch, " is larger than the ",
                    data_.train.size(), " training samples");
