@@ -33,6 +33,7 @@ struct RunFlags {
   double startTimeoutS = 30;
   int threads = 0;
   int maxRestarts = 0;
+  bool keepGoing = false;
   int servers = 0;
   int metricsPort = 0;
   std::string serverHosts;
@@ -86,6 +87,7 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   o.startTimeoutS = f.startTimeoutS;
   o.threads = f.threads;
   o.maxRestarts = f.maxRestarts;
+  o.keepGoing = f.keepGoing;  // checked by runJob
   o.servers = f.servers;  // checked by runJob
   requireArg(f.metricsPort >= 0 && f.metricsPort <= 65535,
              "--metrics-port must be a port in [0, 65535]; got ", f.metricsPort);
@@ -194,6 +196,10 @@ void addRun(CLI::App& app, std::function<int()>& action) {
                   "workers over the whole job")
       ->envname("GYRE_MAX_RESTARTS")
       ->capture_default_str();
+  cmd->add_flag("--keep-going", f->keepGoing,
+                "Rank 0 drives the job and the others serve it (gyre::rt, gyre rl): a worker other than rank 0 "
+                "that fails is reported and the job goes on; when rank 0 exits the others are stopped, and the "
+                "job ends with rank 0's exit code (not with --elastic)");
   cmd->add_option("--servers", f->servers,
                   "Parameter servers to start beside the workers (gyre::ps; not with --elastic)")
       ->capture_default_str();

@@ -196,11 +196,18 @@ class Generation {
         // a stopped (SIGSTOP) or hung one.
         if (e.signal != SIGKILL) outcome_.answered.push_back(e.rank);
         RunMetrics::get().workerExited(e.code != 0 || e.signal != 0);
+        const std::string what = "rank " + std::to_string(e.rank) + " on host " + a.place.host + " " +
+                                 exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s";
+        if (o_.keepGoing && e.rank == 0 && e.code == 0 && e.signal == 0) {
+          stop();  // rank 0 drove the job; the others were serving it
+          break;
+        }
         if (e.code == 0 && e.signal == 0) break;
-        Failure f{e.rank,
-                  "rank " + std::to_string(e.rank) + " on host " + a.place.host + " " + exitDescription(e) +
-                      " after " + formatSeconds(e.elapsedMs / 1000.0) + " s",
-                  e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0};
+        if (o_.keepGoing && e.rank != 0 && !stopping_) {
+          std::fprintf(stderr, "gyre run: %s; the job goes on without it (--keep-going)\n", what.c_str());
+          break;
+        }
+        Failure f{e.rank, what, e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0};
         f.restartable = true;
         fail(std::move(f));
         break;

@@ -181,6 +181,9 @@ int runJob(const RunOptions& options) {
   GYRE_USAGE_CHECK(options.serverHosts.empty() || options.servers > 0,
                    "--server-hosts needs --servers S: it says where the S parameter servers run");
   checkServerHosts(options.serverHosts);
+  GYRE_USAGE_CHECK(!(options.elastic && options.keepGoing),
+                   "--keep-going does not work with --elastic: an elastic job already goes on without a lost "
+                   "worker, in a new membership");
   GYRE_USAGE_CHECK(
       !(options.elastic && options.servers > 0),
       "--servers does not work with --elastic yet: parameter servers need a fixed set of workers");

@@ -39,6 +39,10 @@ struct RunOptions {
   // --max-restarts); interrupts and --timeout are never restarted. Workers get the generation
   // as GYRE_RESTART_COUNT (0 first) and this as GYRE_MAX_RESTARTS.
   int maxRestarts = 0;
+  // --keep-going: rank 0 drives the job (a gyre::rt driver, say) and the others serve it. A worker
+  // other than rank 0 that fails is reported and the job goes on without it; when rank 0 exits, the
+  // others are stopped and the job ends with rank 0's exit code. Not with --elastic.
+  bool keepGoing = false;
   // --servers S: S parameter server processes (`gyre ps-server`), placed round-robin over the
   // workers' hosts, alongside the workers; each generation has its own. Workers get
   // GYRE_PS_SERVERS=S (gyre::ps::Worker::fromEnvironment). The job ends when every worker has

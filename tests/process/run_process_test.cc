@@ -149,6 +149,35 @@ TEST(GyreRun, AKilledWorkerIsNamedWithItsSignal) {
   EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
 }
 
+// --keep-going: rank 0 drives, the others serve. A killed server is reported and the job goes on;
+// when rank 0 ends, the others (still serving) are stopped and the job ends with rank 0's code.
+TEST(GyreRun, KeepGoingOutlivesAServerAndEndsWithRankZero) {
+  test::TempDir dir;
+  const std::string sleep = uniqueSleep();
+  const std::string rank0 = "if [ $GYRE_RANK = 0 ]; then sleep 1; echo driver done; exit ";
+  ProgramRun run = gyreRun({"-np", "3", "--keep-going", "--", "/bin/sh", "-c",
+                            startLeftovers(sleep, dir.path()) + rank0 +
+                                "0; fi; if [ $GYRE_RANK = 2 ]; then kill -9 $$; fi; exec sleep " + sleep});
+  EXPECT_FALSE(run.timedOut);
+  EXPECT_EQ(run.exitCode, 0) << run.describe();
+  EXPECT_NE(run.err.find("gyre run: rank 2 on host localhost was killed by SIGKILL (Killed) after "), std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("the job goes on without it (--keep-going)"), std::string::npos) << run.err;
+  EXPECT_NE(run.out.find("[0]<stdout>:driver done"), std::string::npos) << run.out;
+  EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
+
+  // Rank 0's failure is the job's.
+  run = gyreRun({"-np", "2", "--keep-going", "--", "/bin/sh", "-c",
+                 startLeftovers(sleep, dir.path()) + rank0 + "4; fi; exec sleep " + sleep});
+  EXPECT_EQ(run.exitCode, 4) << run.describe();
+  EXPECT_NE(run.err.find("gyre run: rank 0 on host localhost exited with code 4"), std::string::npos) << run.err;
+  EXPECT_EQ(processesWith(sleep), std::vector<std::string>{});
+
+  run = gyreRun({"-np", "2", "--keep-going", "--elastic", "--min-np", "1", "--max-np", "2", "--", "true"});
+  EXPECT_EQ(run.exitCode, 2) << run.describe();
+  EXPECT_NE(run.err.find("--keep-going does not work with --elastic"), std::string::npos) << run.err;
+}
+
 // Ctrl-C: the shell sends SIGINT to the launcher once every worker has started.
 void interruptTest(const std::vector<std::string>& hostArgs, const test::TempDir& dir) {
   const std::string sleep = uniqueSleep();
