@@ -17,6 +17,7 @@
 #include "report.h"
 #include "run.h"
 #include "train.h"
+#include "rl.h"
 #include "tune.h"
 
 int main(int argc, char** argv) {
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   gyre::app::addReport(app, action);
   gyre::app::addRun(app, action);
   gyre::app::addTrain(app, action);
+  gyre::app::addRl(app, action);
   // `gyre tune ... -- COMMAND`: the trial command is not gyre's to parse.
   std::vector<std::string> tuneCommand;
   int parsedArgc = argc;

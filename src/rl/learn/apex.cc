@@ -1,0 +1,387 @@
+#include "rl/learn/apex.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "gyre/errors.h"
+#include "gyre/rl/env.h"
+#include "gyre/rl/replay.h"
+#include "rl/learn/qnet.h"
+
+namespace gyre::rl {
+
+using Weights = std::vector<float>;
+using WeightsRef = rt::ObjectRef<Weights>;
+
+// One call's worth of an actor's experience.
+struct Rollout {
+  Transitions transitions;
+  std::vector<float> priorities;  // |TD error| under the actor's weights, one per transition
+  std::vector<double> episodeReturns;
+  std::int64_t envSteps = 0;
+  std::uint64_t instance = 0;  // new when the actor was rebuilt after its process was lost
+  MSGPACK_DEFINE(transitions, priorities, episodeReturns, envSteps, instance)
+};
+
+// A rollout actor: its environment, its ε, a copy of the Q-network (the weights of the version it
+// was last given) and the last n steps not yet made into transitions.
+class ApexActor {
+ public:
+  ApexActor(std::string env, int index, double epsilon, std::uint64_t seed, int hidden, int nStep, double gamma)
+      : env_(makeEnv(env)),
+        epsilon_(epsilon),
+        nStep_(static_cast<std::size_t>(nStep)),
+        gamma_(static_cast<float>(gamma)),
+        rng_(seed * 7919 + static_cast<std::uint64_t>(index)),
+        // A restarted actor starts other episodes than its first instance did.
+        episodeSeed_((seed << 20) + static_cast<std::uint64_t>(index) * 100003 + (rt::wasRestarted() ? 50021 : 0)),
+        q_(makeQNet(env_->observationSize(), env_->actions(), hidden)),
+        instance_((std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
+
+  Rollout collect(WeightsRef weights, std::int64_t version, int steps) {
+    if (version != version_) {
+      loadWeights(*q_, rt::get(weights));
+      version_ = version;
+    }
+    Rollout out;
+    out.instance = instance_;
+    out.transitions.observationSize = env_->observationSize();
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    std::uniform_int_distribution<int> anyAction(0, env_->actions() - 1);
+    if (observation_.empty()) observation_ = env_->reset(episodeSeed_++);
+    for (int s = 0; s < steps; ++s) {
+      const int action = uniform(rng_) < epsilon_ ? anyAction(rng_) : greedyAction(q_, observation_);
+      Step step = env_->step(action);
+      ++out.envSteps;
+      episodeReturn_ += step.reward;
+      pending_.push_back({std::move(observation_), action, static_cast<float>(step.reward)});
+      observation_ = std::move(step.observation);
+      if (pending_.size() == nStep_) emit(out.transitions, false);
+      if (step.terminated || step.truncated) {
+        while (!pending_.empty()) emit(out.transitions, step.terminated);
+        out.episodeReturns.push_back(episodeReturn_);
+        episodeReturn_ = 0;
+        observation_ = env_->reset(episodeSeed_++);
+      }
+    }
+    out.priorities = priorities(out.transitions);
+    return out;
+  }
+
+ private:
+  struct Pending {
+    std::vector<float> observation;
+    int action = 0;
+    float reward = 0;
+  };
+
+  // The oldest pending step as a transition: the discounted rewards of the pending steps, and the
+  // bootstrap from the current observation (none when the episode terminated).
+  void emit(Transitions& t, bool terminal) {
+    float ret = 0, discount = 1;
+    for (const Pending& p : pending_) {
+      ret += discount * p.reward;
+      discount *= gamma_;
+    }
+    const Pending& first = pending_.front();
+    t.observations.insert(t.observations.end(), first.observation.begin(), first.observation.end());
+    t.actions.push_back(first.action);
+    t.returns.push_back(ret);
+    t.discounts.push_back(terminal ? 0.0f : discount);
+    t.nextObservations.insert(t.nextObservations.end(), observation_.begin(), observation_.end());
+    pending_.pop_front();
+  }
+
+  // Ape-X's initial priorities: the actors' own |TD error|, so that the learner need not first see
+  // a transition to rank it.
+  std::vector<float> priorities(Transitions& t) {
+    const auto n = static_cast<long>(t.size());
+    if (n == 0) return {};
+    ::torch::NoGradGuard noGrad;
+    const long dim = t.observationSize;
+    const ::torch::Tensor obs = ::torch::from_blob(t.observations.data(), {n, dim});
+    const ::torch::Tensor next = ::torch::from_blob(t.nextObservations.data(), {n, dim});
+    const ::torch::Tensor actions = ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong);
+    const ::torch::Tensor ret = ::torch::from_blob(t.returns.data(), {n});
+    const ::torch::Tensor discount = ::torch::from_blob(t.discounts.data(), {n});
+    const ::torch::Tensor qa = q_->forward(obs).gather(1, actions.unsqueeze(1)).squeeze(1);
+    const ::torch::Tensor target = ret + discount * std::get<0>(q_->forward(next).max(1));
+    const ::torch::Tensor td = (target - qa).abs().contiguous();
+    return {td.data_ptr<float>(), td.data_ptr<float>() + n};
+  }
+
+  std::unique_ptr<Env> env_;
+  double epsilon_;
+  std::size_t nStep_;
+  float gamma_;
+  std::mt19937_64 rng_;
+  std::uint64_t episodeSeed_;
+  ::torch::nn::Sequential q_;
+  std::int64_t version_ = -1;
+  std::vector<float> observation_;
+  std::deque<Pending> pending_;
+  double episodeReturn_ = 0;
+  std::uint64_t instance_;
+};
+
+// The prioritized replay as an actor: its calls run one at a time, in the order the learner made them.
+class ApexReplay {
+ public:
+  ApexReplay(std::int64_t capacity, double alpha, std::uint64_t seed)
+      : replay_(static_cast<std::size_t>(capacity), alpha, seed) {}
+  std::int64_t add(const Transitions& t, const std::vector<float>& priorities) {
+    replay_.add(t, priorities);
+    return static_cast<std::int64_t>(replay_.size());
+  }
+  ReplaySample sample(int k, double beta) { return replay_.sample(static_cast<std::size_t>(k), beta); }
+  int updatePriorities(const std::vector<std::int64_t>& indices, const std::vector<float>& priorities) {
+    replay_.updatePriorities(indices, priorities);
+    return static_cast<int>(indices.size());
+  }
+
+ private:
+  PrioritizedReplay replay_;
+};
+
+// Greedy episodes with the latest weights: the return of the policy being learned.
+class ApexEvaluator {
+ public:
+  ApexEvaluator(std::string env, std::uint64_t seed, int hidden)
+      : env_(makeEnv(env)), seed_(seed), q_(makeQNet(env_->observationSize(), env_->actions(), hidden)) {}
+  double episode(WeightsRef weights, std::int64_t version) {
+    if (version != version_) {
+      loadWeights(*q_, rt::get(weights));
+      version_ = version;
+    }
+    std::vector<float> observation = env_->reset(seed_++);
+    double total = 0;
+    for (;;) {
+      Step step = env_->step(greedyAction(q_, observation));
+      total += step.reward;
+      if (step.terminated || step.truncated) return total;
+      observation = std::move(step.observation);
+    }
+  }
+
+ private:
+  std::unique_ptr<Env> env_;
+  std::uint64_t seed_;
+  ::torch::nn::Sequential q_;
+  std::int64_t version_ = -1;
+};
+
+GYRE_RT_ACTOR(ApexActor, std::string, int, double, std::uint64_t, int, int, double);
+GYRE_RT_METHOD(ApexActor, collect);
+GYRE_RT_ACTOR(ApexReplay, std::int64_t, double, std::uint64_t);
+GYRE_RT_METHOD(ApexReplay, add);
+GYRE_RT_METHOD(ApexReplay, sample);
+GYRE_RT_METHOD(ApexReplay, updatePriorities);
+GYRE_RT_ACTOR(ApexEvaluator, std::string, std::uint64_t, int);
+GYRE_RT_METHOD(ApexEvaluator, episode);
+
+double apexEpsilon(int i, int n) {
+  if (n <= 1) return 0.1;
+  return std::pow(0.4, 1.0 + 7.0 * i / (n - 1));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The mean of the last (up to) 100.
+double mean(const std::deque<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+void keep100(std::deque<double>& v, double x) {
+  v.push_back(x);
+  if (v.size() > 100) v.pop_front();
+}
+
+// The double-DQN learner on n-step returns: the online network picks the next action, the target
+// network values it; Huber loss weighted by the replay's importance weights.
+class Learner {
+ public:
+  Learner(int observations, int actions, const RlOptions& o)
+      : q_(makeQNet(observations, actions, o.hidden)),
+        target_(makeQNet(observations, actions, o.hidden)),
+        adam_(q_->parameters(), ::torch::optim::AdamOptions(o.lr)) {
+    loadWeights(*target_, flatWeights(*q_));
+  }
+
+  // One update on `s`; the new priorities of its transitions.
+  std::vector<float> update(ReplaySample& s) {
+    Transitions& t = s.batch;
+    const auto n = static_cast<long>(t.size());
+    const long dim = t.observationSize;
+    const ::torch::Tensor obs = ::torch::from_blob(t.observations.data(), {n, dim});
+    const ::torch::Tensor next = ::torch::from_blob(t.nextObservations.data(), {n, dim});
+    const ::torch::Tensor actions = ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong);
+    const ::torch::Tensor ret = ::torch::from_blob(t.returns.data(), {n});
+    const ::torch::Tensor discount = ::torch::from_blob(t.discounts.data(), {n});
+    const ::torch::Tensor weights = ::torch::from_blob(s.weights.data(), {n});
+    ::torch::Tensor target;
+    {
+      ::torch::NoGradGuard noGrad;
+      const ::torch::Tensor best = q_->forward(next).argmax(1, true);
+      target = ret + discount * target_->forward(next).gather(1, best).squeeze(1);
+    }
+    const ::torch::Tensor qa = q_->forward(obs).gather(1, actions.unsqueeze(1)).squeeze(1);
+    const ::torch::Tensor loss =
+        (weights * ::torch::nn::functional::smooth_l1_loss(
+                       qa, target, ::torch::nn::functional::SmoothL1LossFuncOptions().reduction(::torch::kNone)))
+            .mean();
+    adam_.zero_grad();
+    loss.backward();
+    ::torch::nn::utils::clip_grad_norm_(q_->parameters(), 10.0);
+    adam_.step();
+    const ::torch::Tensor td = ((target - qa.detach()).abs() + 1e-3).contiguous();
+    return {td.data_ptr<float>(), td.data_ptr<float>() + n};
+  }
+
+  void syncTarget() { loadWeights(*target_, flatWeights(*q_)); }
+  Weights weights() { return flatWeights(*q_); }
+
+ private:
+  ::torch::nn::Sequential q_;
+  ::torch::nn::Sequential target_;
+  ::torch::optim::Adam adam_;
+};
+
+}  // namespace
+
+RlProgress runApex(rt::Runtime& rt, const RlOptions& o, const std::function<void(const RlProgress&)>& report) {
+  ::torch::manual_seed(o.seed);
+  const std::unique_ptr<Env> probe = makeEnv(o.env);
+  Learner learner(probe->observationSize(), probe->actions(), o);
+
+  rt::ActorOptions here;
+  here.rank = rt.rank();
+  auto replay = rt.actorWith<ApexReplay>(here, o.replayCapacity, o.alpha, o.seed);
+  auto evaluator = rt.actorWith<ApexEvaluator>(here, o.env, o.seed + 99991, o.hidden);
+  std::deque<WeightsRef> published = {rt.put(learner.weights())};  // the last few, still readable
+  std::int64_t version = 0;
+
+  std::vector<rt::ActorHandle<ApexActor>> actors;
+  for (int i = 0; i < o.actors; ++i) {
+    rt::ActorOptions a;
+    a.rank = rt.size() > 1 ? 1 + i % (rt.size() - 1) : rt.rank();
+    a.maxRestarts = o.actorRestarts;
+    actors.push_back(rt.actorWith<ApexActor>(a, o.env, i, apexEpsilon(i, o.actors), o.seed, o.hidden, o.nStep,
+                                             o.gamma));
+  }
+  std::vector<std::optional<rt::Future<Rollout>>> inflight(actors.size());
+  std::vector<std::uint64_t> instances(actors.size(), 0);
+  std::optional<rt::Future<double>> evaluation;
+  std::optional<rt::Future<int>> lastPriorities;
+  std::deque<double> actorReturns, evalReturns;
+
+  RlProgress p;
+  std::int64_t stored = 0, issuedSteps = 0;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point lastReport = start;
+  RlProgress previous;
+  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  auto emitReport = [&] {
+    p.seconds = seconds();
+    const double dt = std::max(1e-9, p.seconds - previous.seconds);
+    p.envStepsPerS = static_cast<double>(p.envSteps - previous.envSteps) / dt;
+    p.updatesPerS = static_cast<double>(p.updates - previous.updates) / dt;
+    p.actorReturn100 = mean(actorReturns);
+    p.evalReturn100 = mean(evalReturns);
+    report(p);
+    previous = p;
+  };
+
+  for (;;) {
+    if (seconds() >= o.timeLimitS || p.solved) break;
+    if (o.maxEnvSteps > 0 && p.envSteps >= o.maxEnvSteps) break;
+    bool busy = false;
+    for (std::size_t i = 0; i < actors.size(); ++i) {
+      if (inflight[i] && inflight[i]->ready()) {
+        busy = true;
+        try {
+          Rollout r = inflight[i]->get();
+          if (instances[i] != 0 && r.instance != instances[i]) {
+            ++p.actorsRestarted;
+            std::fprintf(stderr, "gyre rl: rollout actor %zu was rebuilt (its process was lost) and goes on\n", i);
+          }
+          instances[i] = r.instance;
+          p.envSteps += r.envSteps;
+          for (double ret : r.episodeReturns) keep100(actorReturns, ret);
+          p.episodes += static_cast<std::int64_t>(r.episodeReturns.size());
+          stored = std::min(o.replayCapacity, stored + static_cast<std::int64_t>(r.transitions.size()));
+          replay.call(&ApexReplay::add, r.transitions, r.priorities);
+        } catch (const rt::ActorDiedError& e) {
+          std::fprintf(stderr, "gyre rl: a call to rollout actor %zu was lost (%s); the actor is rebuilt at its "
+                       "next call\n", i, e.what());
+        }
+        issuedSteps -= o.rolloutSteps;
+        inflight[i].reset();
+      }
+      const bool withinBudget =
+          o.stepsPerUpdate <= 0 ||
+          static_cast<double>(p.envSteps + issuedSteps) <
+              static_cast<double>(o.learningStarts) + o.stepsPerUpdate * static_cast<double>(p.updates + 1);
+      const bool underMax = o.maxEnvSteps <= 0 || p.envSteps + issuedSteps < o.maxEnvSteps;
+      if (!inflight[i] && withinBudget && underMax) {
+        inflight[i] = actors[i].call(&ApexActor::collect, published.back(), version, o.rolloutSteps);
+        issuedSteps += o.rolloutSteps;
+      }
+    }
+    if (stored >= o.learningStarts) {
+      busy = true;
+      const double beta = std::min(
+          1.0, o.betaStart + (1.0 - o.betaStart) * static_cast<double>(p.envSteps) / static_cast<double>(o.betaSteps));
+      ReplaySample s = replay.call(&ApexReplay::sample, o.batch, beta).get();
+      std::vector<float> priorities = learner.update(s);
+      lastPriorities = replay.call(&ApexReplay::updatePriorities, s.indices, priorities);
+      ++p.updates;
+      if (p.updates % o.targetUpdate == 0) learner.syncTarget();
+      if (p.updates % o.publishEvery == 0) {
+        published.push_back(rt.put(learner.weights()));
+        ++version;
+        if (published.size() > 8) published.pop_front();  // calls issued with an older one are long done
+      }
+      if (p.updates % o.evalEvery == 0 && !evaluation)
+        evaluation = evaluator.call(&ApexEvaluator::episode, published.back(), version);
+    }
+    if (evaluation && evaluation->ready()) {
+      keep100(evalReturns, evaluation->get());
+      ++p.evalEpisodes;
+      evaluation.reset();
+      if (evalReturns.size() == 100 && mean(evalReturns) >= o.targetReturn) {
+        p.solved = true;
+        p.solvedAtS = seconds();
+      }
+    }
+    if (std::chrono::duration<double>(Clock::now() - lastReport).count() >= o.reportEvery) {
+      lastReport = Clock::now();
+      emitReport();
+    }
+    if (!busy) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  // What is still in flight ends before the runtime does.
+  for (auto& f : inflight)
+    if (f) {
+      try {
+        f->get(std::chrono::seconds(30));
+      } catch (const Error&) {
+      }
+    }
+  if (evaluation) evaluation->get(std::chrono::seconds(30));
+  if (lastPriorities) lastPriorities->get(std::chrono::seconds(30));
+  emitReport();
+  return p;
+}
+
+}  // namespace gyre::rl

@@ -1,0 +1,42 @@
+// Ape-X DQN (Horgan et al. 2018) on gyre::rt: N rollout actors, each in its own process with its
+// own ε (ε_i = 0.4^(1 + 7i/(N−1)); 0.1 for a single actor), step their environment with the latest
+// published weights and compute their transitions' initial priorities; the learner (rank 0) feeds
+// them to a prioritized replay actor, samples from it, trains a double DQN on n-step returns and
+// sends back new priorities; it publishes its weights as an object (rt.put) every K updates. A
+// greedy evaluator reports the return of the policy being learned. docs/rl.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gyre/rt.h"
+#include "rl/cli/options.h"
+
+namespace gyre::rl {
+
+// What the learner reports, every --report-every seconds and at the end.
+struct RlProgress {
+  double seconds = 0;
+  std::int64_t envSteps = 0;
+  std::int64_t updates = 0;
+  double envStepsPerS = 0;  // since the previous report
+  double updatesPerS = 0;
+  std::int64_t episodes = 0;      // finished by the actors
+  double actorReturn100 = 0;      // mean return of the actors' last 100 episodes (with their ε)
+  std::int64_t evalEpisodes = 0;  // greedy evaluation episodes
+  double evalReturn100 = 0;       // mean return of the last 100 greedy episodes
+  int actorsRestarted = 0;        // rollout actors rebuilt after their process was lost
+  bool solved = false;            // evalReturn100 ≥ --target-return over 100 episodes
+  double solvedAtS = -1;
+};
+
+// The epsilon of actor i of n.
+double apexEpsilon(int i, int n);
+
+// Runs Ape-X on `rt` (rank 0, the learner; the rollout actors on ranks 1..size−1 in turn, or here
+// when alone) until solved, --time-limit or --max-env-steps; `report` gets each progress record.
+RlProgress runApex(rt::Runtime& rt, const RlOptions& o, const std::function<void(const RlProgress&)>& report);
+
+}  // namespace gyre::rl

@@ -1,0 +1,105 @@
+// `gyre rl` as a user runs it: Ape-X with rollout actors in their own processes prints its live
+// line, writes metrics.jsonl and return.svg; a rollout process SIGKILLed mid-run is reported, its
+// actor rebuilt, and the run goes on to its end; bad flags exit 2 naming the flag. (Reaching 475 on
+// CartPole is a benchmark run by hand, docs/rl.md, not a test.)
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "support/programs.h"
+#include "support/ranks.h"
+#include "train/cli_support.h"
+
+namespace gyre {
+namespace {
+
+using train::cli::contains;
+using train::cli::jsonLines;
+
+constexpr auto kTimeout = std::chrono::seconds(300);
+
+std::string rlWorker() { return (std::filesystem::path(train::cli::gyreTool()).parent_path() / "gyre_rl_worker").string(); }
+
+class RlCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(rlWorker())) GTEST_SKIP() << "no gyre_rl_worker in this build";
+  }
+  test::ProgramRun rl(std::vector<std::string> args) {
+    args.insert(args.begin(), {train::cli::gyreTool(), "rl"});
+    return test::runProgram({std::move(args), test::cleanEnvironment()}, kTimeout);
+  }
+};
+
+TEST_F(RlCli, ApexWritesItsLiveLineMetricsAndPlot) {
+  test::TempDir dir;
+  const test::ProgramRun r = rl({"--actors", "2", "--max-env-steps", "4000", "--learning-starts", "500",
+                                 "--report-every", "0.5", "--eval-every", "20", "--run-dir", dir.path()});
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\n" << r.out;
+  EXPECT_TRUE(contains(r.out, "gyre rl: apex on cartpole, 2 rollout actors")) << r.out;
+  EXPECT_TRUE(contains(r.out, " s  env steps ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "not solved: the mean greedy return")) << r.out;
+  const std::vector<nlohmann::json> records = jsonLines(dir.path() + "/metrics.jsonl");
+  ASSERT_GE(records.size(), 2u);
+  const nlohmann::json& last = records.back();
+  EXPECT_TRUE(last.at("final").get<bool>());
+  EXPECT_FALSE(last.at("solved").get<bool>());
+  EXPECT_GE(last.at("env_steps").get<std::int64_t>(), 4000);
+  EXPECT_LT(last.at("env_steps").get<std::int64_t>(), 4000 + 2 * 64);
+  // The learner's updates are bounded by the env steps (2 per update) once 500 are stored.
+  EXPECT_GT(last.at("updates").get<std::int64_t>(), 100);
+  EXPECT_LE(last.at("updates").get<std::int64_t>(), 4000);
+  EXPECT_GT(last.at("episodes").get<std::int64_t>(), 10);
+  EXPECT_GT(last.at("eval_episodes").get<std::int64_t>(), 0);
+  EXPECT_EQ(last.at("actors_restarted"), 0);
+  const std::string svg = test::readFile(dir.path() + "/return.svg");
+  EXPECT_TRUE(contains(svg, "<svg")) << svg.substr(0, 200);
+  EXPECT_TRUE(contains(svg, "greedy evaluation"));
+}
+
+TEST_F(RlCli, AKilledRolloutProcessIsReportedAndItsActorRebuilt) {
+  test::TempDir dir;
+  std::thread killer([&] {
+    const std::string pidFile = dir.path() + "/rank-1.pid";
+    const std::string metrics = dir.path() + "/metrics.jsonl";
+    // Once the learner has reported (it is training), SIGKILL the first rollout process.
+    for (int i = 0; i < 1200 && !(std::filesystem::exists(pidFile) && std::filesystem::exists(metrics) &&
+                                  std::filesystem::file_size(metrics) > 0);
+         ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int pid = 0;
+    std::ifstream(pidFile) >> pid;
+    if (pid > 0) ::kill(pid, SIGKILL);
+  });
+  const test::ProgramRun r = rl({"--actors", "2", "--max-env-steps", "6000", "--learning-starts", "500",
+                                 "--report-every", "0.3", "--run-dir", dir.path()});
+  killer.join();
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\n" << r.out;
+  EXPECT_TRUE(contains(r.err, "gyre run: rank 1 on host localhost was killed by SIGKILL")) << r.err;
+  EXPECT_TRUE(contains(r.err, "the job goes on without it (--keep-going)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "gyre rl: rollout actor 0 was rebuilt (its process was lost) and goes on")) << r.err;
+  const std::vector<nlohmann::json> records = jsonLines(dir.path() + "/metrics.jsonl");
+  ASSERT_FALSE(records.empty());
+  EXPECT_EQ(records.back().at("actors_restarted"), 1);
+  EXPECT_GE(records.back().at("env_steps").get<std::int64_t>(), 6000);  // the rebuilt actor went on
+}
+
+TEST_F(RlCli, BadFlagsExit2NamingTheFlag) {
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--actors", "0"}, "--actors must be an integer in [1, 64]"},
+           {{"--algo", "impala"}, "--algo impala is not built yet"},
+           {{"--env", "pong"}, "--env must be cartpole or acrobot"},
+           {{"--lr", "nan"}, "--lr must be a finite number"},
+           {{"--learning-starts", "10", "--replay-capacity", "5"}, "--learning-starts"}}) {
+    const test::ProgramRun r = rl(args);
+    EXPECT_EQ(r.exitCode, 2) << args[0] << ": " << r.describe();
+    EXPECT_TRUE(contains(r.err, message)) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace gyre
