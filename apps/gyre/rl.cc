@@ -25,15 +25,16 @@ int rl(rl::RlOptions o) {
   if (::access(worker.c_str(), X_OK) != 0)
     throw Error("this gyre was built without the learners: " + worker +
                 " is missing (install libtorch-dev, then configure and build again; see docs/rl.md)");
-  const fs::path runDir =
-      fs::absolute(o.runDir.empty() ? uniqueRunDir(fmt::format("rl-{}-{}", o.algo, o.env)) : fs::path(o.runDir));
+  const fs::path runDir = fs::absolute(o.runDir.empty() ? uniqueRunDir(fmt::format("rl-{}-{}", o.algo, o.env))
+                                                        : fs::path(o.runDir));
   std::error_code ec;
   fs::create_directories(runDir, ec);
   if (ec) throw Error("cannot create the run directory " + runDir.string() + ": " + ec.message());
   o.runDir = runDir.string();
-  fmt::print("gyre rl: {} on {}, {} rollout actor{} (one process each) and the learner; stops when the mean "
-             "greedy return of 100 episodes reaches {}, or after {} s\n",
-             o.algo, o.env, o.actors, o.actors == 1 ? "" : "s", o.targetReturn, o.timeLimitS);
+  fmt::print(
+      "gyre rl: {} on {}, {} rollout actor{} (one process each) and the learner; stops when the mean "
+      "greedy return of 100 episodes reaches {}, or after {} s\n",
+      o.algo, o.env, o.actors, o.actors == 1 ? "" : "s", o.targetReturn, o.timeLimitS);
   fmt::print("run directory: {}\n", runDir.string());
   std::fflush(stdout);
 
@@ -53,7 +54,8 @@ int rl(rl::RlOptions o) {
 void addRl(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<rl::RlOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "rl", "Distributed reinforcement learning on gyre::rt: Ape-X DQN with rollout actors in their own processes");
+      "rl",
+      "Distributed reinforcement learning on gyre::rt: Ape-X DQN with rollout actors in their own processes");
   cmd->footer(
       "Starts the learner (rank 0) and one process per rollout actor on this host (gyre run --keep-going).\n"
       "Each actor steps its own environment with its own epsilon and the latest published weights; the\n"
@@ -62,7 +64,8 @@ void addRl(CLI::App& app, std::function<int()>& action) {
       "policy being learned. Every --report-every seconds a line shows env steps/s, updates/s and the\n"
       "mean return of the last 100 episodes (the actors', and the greedy evaluator's); the run\n"
       "directory (default runs/rl-ALGO-ENV-TIME) gets metrics.jsonl and return.svg. An actor whose\n"
-      "process is killed is rebuilt on a live process at its next call (--actor-restarts). See docs/rl.md.\n\n"
+      "process is killed is rebuilt on a live process at its next call (--actor-restarts). See "
+      "docs/rl.md.\n\n"
       "Examples:\n"
       "  gyre rl --algo apex --env cartpole --actors 2\n"
       "  gyre rl --env acrobot --actors 2 --target-return -100 --time-limit 300");

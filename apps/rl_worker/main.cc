@@ -20,7 +20,7 @@
 #include "gyre/rt.h"
 #include "plot/svg_chart.h"
 #include "rl/cli/options.h"
-#include "rl/learn/apex.h"
+#include "rl/learn/learners.h"
 
 namespace {
 
@@ -43,9 +43,11 @@ nlohmann::json record(const RlProgress& p) {
 }
 
 // The greedy and the actors' mean returns against time.
-void writePlot(const std::string& path, const std::vector<RlProgress>& history, const gyre::rl::RlOptions& o) {
+void writePlot(const std::string& path, const std::vector<RlProgress>& history,
+               const gyre::rl::RlOptions& o) {
   gyre::plot::Chart chart;
-  chart.title = fmt::format("gyre rl: {} on {}, {} actor{}", o.algo, o.env, o.actors, o.actors == 1 ? "" : "s");
+  chart.title =
+      fmt::format("gyre rl: {} on {}, {} actor{}", o.algo, o.env, o.actors, o.actors == 1 ? "" : "s");
   chart.xLabel = "time (s)";
   chart.yLabel = "mean return of the last 100 episodes";
   gyre::plot::Series greedy, actors, target;
@@ -76,12 +78,14 @@ int learner(gyre::rt::Runtime& rt, const gyre::rl::RlOptions& o) {
   std::ofstream metrics(fs::path(o.runDir) / "metrics.jsonl");
   if (!metrics) throw gyre::Error("cannot write " + (fs::path(o.runDir) / "metrics.jsonl").string());
   std::vector<RlProgress> history;
-  const RlProgress last = gyre::rl::runApex(rt, o, [&](const RlProgress& p) {
+  const auto run = o.algo == "impala" ? gyre::rl::runImpala : gyre::rl::runApex;
+  const RlProgress last = run(rt, o, [&](const RlProgress& p) {
     history.push_back(p);
-    fmt::print("{:7.1f} s  env steps {} ({:.0f}/s)  updates {} ({:.0f}/s)  return (last 100): actors {:.1f}, "
-               "greedy {:.1f} ({} episodes){}\n",
-               p.seconds, p.envSteps, p.envStepsPerS, p.updates, p.updatesPerS, p.actorReturn100, p.evalReturn100,
-               p.evalEpisodes, p.actorsRestarted > 0 ? fmt::format("  actors restarted {}", p.actorsRestarted) : "");
+    fmt::print(
+        "{:7.1f} s  env steps {} ({:.0f}/s)  updates {} ({:.0f}/s)  return (last 100): actors {:.1f}, "
+        "greedy {:.1f} ({} episodes){}\n",
+        p.seconds, p.envSteps, p.envStepsPerS, p.updates, p.updatesPerS, p.actorReturn100, p.evalReturn100,
+        p.evalEpisodes, p.actorsRestarted > 0 ? fmt::format("  actors restarted {}", p.actorsRestarted) : "");
     std::fflush(stdout);
     metrics << record(p).dump() << "\n" << std::flush;
   });
@@ -96,8 +100,9 @@ int learner(gyre::rt::Runtime& rt, const gyre::rl::RlOptions& o) {
     fmt::print("solved in {:.1f} s: the mean greedy return of the last 100 episodes is {:.1f} (target {})\n",
                last.solvedAtS, last.evalReturn100, o.targetReturn);
   else
-    fmt::print("not solved: the mean greedy return of the last 100 episodes is {:.1f} (target {}) after {:.1f} s\n",
-               last.evalReturn100, o.targetReturn, last.seconds);
+    fmt::print(
+        "not solved: the mean greedy return of the last 100 episodes is {:.1f} (target {}) after {:.1f} s\n",
+        last.evalReturn100, o.targetReturn, last.seconds);
   fmt::print("metrics: {}/metrics.jsonl, plot: {}/return.svg\n", o.runDir, o.runDir);
   return 0;
 }
@@ -125,7 +130,8 @@ int main(int argc, char** argv) {
     if (rt.rank() != 0) {
       // Serve the actors placed here until the learner is done (or, with it gone, until the
       // launcher stops this process).
-      store->get(kDoneKey, std::chrono::milliseconds(static_cast<std::int64_t>(o.timeLimitS * 1000) + 600000));
+      store->get(kDoneKey,
+                 std::chrono::milliseconds(static_cast<std::int64_t>(o.timeLimitS * 1000) + 600000));
       return 0;
     }
     const int code = learner(rt, o);

@@ -22,7 +22,9 @@ using train::cli::jsonLines;
 
 constexpr auto kTimeout = std::chrono::seconds(300);
 
-std::string rlWorker() { return (std::filesystem::path(train::cli::gyreTool()).parent_path() / "gyre_rl_worker").string(); }
+std::string rlWorker() {
+  return (std::filesystem::path(train::cli::gyreTool()).parent_path() / "gyre_rl_worker").string();
+}
 
 class RlCli : public ::testing::Test {
  protected:
@@ -35,30 +37,41 @@ class RlCli : public ::testing::Test {
   }
 };
 
-TEST_F(RlCli, ApexWritesItsLiveLineMetricsAndPlot) {
-  test::TempDir dir;
-  const test::ProgramRun r = rl({"--actors", "2", "--max-env-steps", "4000", "--learning-starts", "500",
-                                 "--report-every", "0.5", "--eval-every", "20", "--run-dir", dir.path()});
-  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\n" << r.out;
-  EXPECT_TRUE(contains(r.out, "gyre rl: apex on cartpole, 2 rollout actors")) << r.out;
-  EXPECT_TRUE(contains(r.out, " s  env steps ")) << r.out;
-  EXPECT_TRUE(contains(r.out, "not solved: the mean greedy return")) << r.out;
-  const std::vector<nlohmann::json> records = jsonLines(dir.path() + "/metrics.jsonl");
-  ASSERT_GE(records.size(), 2u);
-  const nlohmann::json& last = records.back();
-  EXPECT_TRUE(last.at("final").get<bool>());
-  EXPECT_FALSE(last.at("solved").get<bool>());
-  EXPECT_GE(last.at("env_steps").get<std::int64_t>(), 4000);
-  EXPECT_LT(last.at("env_steps").get<std::int64_t>(), 4000 + 2 * 64);
-  // The learner's updates are bounded by the env steps (2 per update) once 500 are stored.
-  EXPECT_GT(last.at("updates").get<std::int64_t>(), 100);
-  EXPECT_LE(last.at("updates").get<std::int64_t>(), 4000);
-  EXPECT_GT(last.at("episodes").get<std::int64_t>(), 10);
-  EXPECT_GT(last.at("eval_episodes").get<std::int64_t>(), 0);
-  EXPECT_EQ(last.at("actors_restarted"), 0);
-  const std::string svg = test::readFile(dir.path() + "/return.svg");
-  EXPECT_TRUE(contains(svg, "<svg")) << svg.substr(0, 200);
-  EXPECT_TRUE(contains(svg, "greedy evaluation"));
+// A short run of each algorithm: its line, metrics.jsonl (updates bounded by the env steps: Ape-X
+// waits for the learner at 2 steps an update, IMPALA trains on 8 unrolls of 50) and return.svg.
+TEST_F(RlCli, EachAlgorithmWritesItsLiveLineMetricsAndPlot) {
+  for (const auto& [algo, steps] :
+       std::vector<std::pair<std::string, std::int64_t>>{{"apex", 4000}, {"impala", 20000}}) {
+    SCOPED_TRACE(algo);
+    test::TempDir dir;
+    const test::ProgramRun r =
+        rl({"--algo", algo, "--actors", "2", "--max-env-steps", std::to_string(steps), "--learning-starts",
+            "500", "--report-every", "0.5", "--run-dir", dir.path()});
+    ASSERT_EQ(r.exitCode, 0) << r.describe() << "\n" << r.out;
+    EXPECT_TRUE(contains(r.out, "gyre rl: " + algo + " on cartpole, 2 rollout actors")) << r.out;
+    EXPECT_TRUE(contains(r.out, " s  env steps ")) << r.out;
+    EXPECT_TRUE(contains(r.out, "not solved: the mean greedy return")) << r.out;
+    const std::vector<nlohmann::json> records = jsonLines(dir.path() + "/metrics.jsonl");
+    ASSERT_GE(records.size(), 2u);
+    const nlohmann::json& last = records.back();
+    EXPECT_TRUE(last.at("final").get<bool>());
+    EXPECT_FALSE(last.at("solved").get<bool>());
+    EXPECT_GE(last.at("env_steps").get<std::int64_t>(), steps);
+    EXPECT_LT(last.at("env_steps").get<std::int64_t>(), steps + 2 * 64);
+    if (algo == "apex") {  // 2 env steps an update once 500 are stored
+      EXPECT_GT(last.at("updates").get<std::int64_t>(), 1000);
+      EXPECT_LE(last.at("updates").get<std::int64_t>(), (steps - 500) / 2 + 1);
+    } else {  // 8 unrolls of 50 an update
+      EXPECT_GT(last.at("updates").get<std::int64_t>(), steps / 400 / 2);
+      EXPECT_LE(last.at("updates").get<std::int64_t>(), steps / 400);
+    }
+    EXPECT_GT(last.at("episodes").get<std::int64_t>(), 10);
+    EXPECT_GT(last.at("eval_episodes").get<std::int64_t>(), 0);
+    EXPECT_EQ(last.at("actors_restarted"), 0);
+    const std::string svg = test::readFile(dir.path() + "/return.svg");
+    EXPECT_TRUE(contains(svg, "<svg")) << svg.substr(0, 200);
+    EXPECT_TRUE(contains(svg, "greedy evaluation"));
+  }
 }
 
 TEST_F(RlCli, AKilledRolloutProcessIsReportedAndItsActorRebuilt) {
@@ -81,7 +94,8 @@ TEST_F(RlCli, AKilledRolloutProcessIsReportedAndItsActorRebuilt) {
   ASSERT_EQ(r.exitCode, 0) << r.describe() << "\n" << r.out;
   EXPECT_TRUE(contains(r.err, "gyre run: rank 1 on host localhost was killed by SIGKILL")) << r.err;
   EXPECT_TRUE(contains(r.err, "the job goes on without it (--keep-going)")) << r.err;
-  EXPECT_TRUE(contains(r.err, "gyre rl: rollout actor 0 was rebuilt (its process was lost) and goes on")) << r.err;
+  EXPECT_TRUE(contains(r.err, "gyre rl: rollout actor 0 was rebuilt (its process was lost) and goes on"))
+      << r.err;
   const std::vector<nlohmann::json> records = jsonLines(dir.path() + "/metrics.jsonl");
   ASSERT_FALSE(records.empty());
   EXPECT_EQ(records.back().at("actors_restarted"), 1);
@@ -91,7 +105,7 @@ TEST_F(RlCli, AKilledRolloutProcessIsReportedAndItsActorRebuilt) {
 TEST_F(RlCli, BadFlagsExit2NamingTheFlag) {
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--actors", "0"}, "--actors must be an integer in [1, 64]"},
-           {{"--algo", "impala"}, "--algo impala is not built yet"},
+           {{"--algo", "ppo"}, "--algo must be apex or impala"},
            {{"--env", "pong"}, "--env must be cartpole or acrobot"},
            {{"--lr", "nan"}, "--lr must be a finite number"},
            {{"--learning-starts", "10", "--replay-capacity", "5"}, "--learning-starts"}}) {

@@ -19,7 +19,7 @@ namespace gyre::rl {
 // later, where the bootstrap value is read.
 struct Transitions {
   std::int32_t observationSize = 0;
-  std::vector<float> observations;      // size() × observationSize
+  std::vector<float> observations;  // size() × observationSize
   std::vector<std::int32_t> actions;
   std::vector<float> returns;
   std::vector<float> discounts;

@@ -11,7 +11,7 @@
 namespace gyre::rl {
 
 struct RlOptions {
-  std::string algo = "apex";   // apex (impala: not built yet)
+  std::string algo = "apex";     // apex or impala
   std::string env = "cartpole";  // cartpole or acrobot
   int actors = 2;                // rollout actors, one process each, beside the learner's
   double timeLimitS = 600;       // stop after this long (seconds), solved or not
@@ -19,12 +19,14 @@ struct RlOptions {
   std::int64_t maxEnvSteps = 0;  // stop after this many environment steps (0: no limit)
   std::uint64_t seed = 1;
   std::string runDir;  // metrics.jsonl, return.svg; default runs/rl-<algo>-<env>-<time>
-  // The learner (double DQN on n-step returns, Huber loss, Adam).
-  double lr = 5e-4;
-  int batch = 64;
-  int hidden = 128;  // two hidden layers of this width
-  int nStep = 3;
+  // Both learners: Adam's rate (0: the algorithm's own, learningRate()), two hidden layers of
+  // `hidden`, the discount.
+  double lr = 0;
+  int hidden = 128;
   double gamma = 0.99;
+  // Ape-X's learner: a double DQN on n-step returns, Huber loss, `batch` transitions an update.
+  int batch = 64;
+  int nStep = 3;
   // The prioritized replay (Schaul et al.): capacity, α, and β annealed from betaStart to 1 over
   // betaSteps env steps.
   std::int64_t replayCapacity = 100000;
@@ -36,11 +38,23 @@ struct RlOptions {
   double stepsPerUpdate = 2;
   int targetUpdate = 500;  // updates between copies of the online network to the target network
   int publishEvery = 50;   // updates between weights published to the actors
-  int evalEvery = 50;      // updates between greedy evaluation episodes
-  int rolloutSteps = 64;   // env steps an actor takes per call
-  double reportEvery = 2;  // seconds between live lines (and metrics.jsonl records)
-  int actorRestarts = 10;  // times a lost actor is rebuilt on a live process
+  int rolloutSteps = 64;   // env steps an Ape-X actor takes per call
+  // IMPALA: each actor call unrolls `unroll` steps; an update trains on `trajectories` of them
+  // with V-trace (ρ̄ = rhoBar, c̄ = cBar), the policy-gradient loss plus baselineCost × the value
+  // loss minus entropyCost × the policy's entropy.
+  int unroll = 50;
+  int trajectories = 8;
+  double rhoBar = 1;
+  double cBar = 1;
+  double baselineCost = 0.5;
+  double entropyCost = 0.01;
+  double evalInterval = 0.05;  // seconds between the starts of greedy evaluation episodes
+  double reportEvery = 2;      // seconds between live lines (and metrics.jsonl records)
+  int actorRestarts = 10;      // times a lost actor is rebuilt on a live process
 };
+
+// --lr, or the algorithm's own rate when it is 0: 5e-4 for apex, 1e-3 for impala.
+double learningRate(const RlOptions& o);
 
 // The flags on `app` (the gyre tool's `rl` subcommand, or the worker's own).
 void addRlFlags(CLI::App& app, RlOptions& o);

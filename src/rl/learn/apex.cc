@@ -1,5 +1,3 @@
-#include "rl/learn/apex.h"
-
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -15,12 +13,11 @@
 #include "gyre/errors.h"
 #include "gyre/rl/env.h"
 #include "gyre/rl/replay.h"
-#include "rl/learn/qnet.h"
+#include "rl/learn/common.h"
+#include "rl/learn/learners.h"
+#include "rl/learn/nets.h"
 
 namespace gyre::rl {
-
-using Weights = std::vector<float>;
-using WeightsRef = rt::ObjectRef<Weights>;
 
 // One call's worth of an actor's experience.
 struct Rollout {
@@ -36,15 +33,17 @@ struct Rollout {
 // was last given) and the last n steps not yet made into transitions.
 class ApexActor {
  public:
-  ApexActor(std::string env, int index, double epsilon, std::uint64_t seed, int hidden, int nStep, double gamma)
+  ApexActor(std::string env, int index, double epsilon, std::uint64_t seed, int hidden, int nStep,
+            double gamma)
       : env_(makeEnv(env)),
         epsilon_(epsilon),
         nStep_(static_cast<std::size_t>(nStep)),
         gamma_(static_cast<float>(gamma)),
         rng_(seed * 7919 + static_cast<std::uint64_t>(index)),
         // A restarted actor starts other episodes than its first instance did.
-        episodeSeed_((seed << 20) + static_cast<std::uint64_t>(index) * 100003 + (rt::wasRestarted() ? 50021 : 0)),
-        q_(makeQNet(env_->observationSize(), env_->actions(), hidden)),
+        episodeSeed_((seed << 20) + static_cast<std::uint64_t>(index) * 100003 +
+                     (rt::wasRestarted() ? 50021 : 0)),
+        q_(makeMlp(env_->observationSize(), env_->actions(), hidden)),
         instance_((std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
 
   Rollout collect(WeightsRef weights, std::int64_t version, int steps) {
@@ -59,7 +58,8 @@ class ApexActor {
     std::uniform_int_distribution<int> anyAction(0, env_->actions() - 1);
     if (observation_.empty()) observation_ = env_->reset(episodeSeed_++);
     for (int s = 0; s < steps; ++s) {
-      const int action = uniform(rng_) < epsilon_ ? anyAction(rng_) : greedyAction(q_, observation_);
+      const int action =
+          uniform(rng_) < epsilon_ ? anyAction(rng_) : greedyAction(q_, observation_, env_->actions());
       Step step = env_->step(action);
       ++out.envSteps;
       episodeReturn_ += step.reward;
@@ -110,7 +110,8 @@ class ApexActor {
     const long dim = t.observationSize;
     const ::torch::Tensor obs = ::torch::from_blob(t.observations.data(), {n, dim});
     const ::torch::Tensor next = ::torch::from_blob(t.nextObservations.data(), {n, dim});
-    const ::torch::Tensor actions = ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong);
+    const ::torch::Tensor actions =
+        ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong);
     const ::torch::Tensor ret = ::torch::from_blob(t.returns.data(), {n});
     const ::torch::Tensor discount = ::torch::from_blob(t.discounts.data(), {n});
     const ::torch::Tensor qa = q_->forward(obs).gather(1, actions.unsqueeze(1)).squeeze(1);
@@ -152,41 +153,12 @@ class ApexReplay {
   PrioritizedReplay replay_;
 };
 
-// Greedy episodes with the latest weights: the return of the policy being learned.
-class ApexEvaluator {
- public:
-  ApexEvaluator(std::string env, std::uint64_t seed, int hidden)
-      : env_(makeEnv(env)), seed_(seed), q_(makeQNet(env_->observationSize(), env_->actions(), hidden)) {}
-  double episode(WeightsRef weights, std::int64_t version) {
-    if (version != version_) {
-      loadWeights(*q_, rt::get(weights));
-      version_ = version;
-    }
-    std::vector<float> observation = env_->reset(seed_++);
-    double total = 0;
-    for (;;) {
-      Step step = env_->step(greedyAction(q_, observation));
-      total += step.reward;
-      if (step.terminated || step.truncated) return total;
-      observation = std::move(step.observation);
-    }
-  }
-
- private:
-  std::unique_ptr<Env> env_;
-  std::uint64_t seed_;
-  ::torch::nn::Sequential q_;
-  std::int64_t version_ = -1;
-};
-
 GYRE_RT_ACTOR(ApexActor, std::string, int, double, std::uint64_t, int, int, double);
 GYRE_RT_METHOD(ApexActor, collect);
 GYRE_RT_ACTOR(ApexReplay, std::int64_t, double, std::uint64_t);
 GYRE_RT_METHOD(ApexReplay, add);
 GYRE_RT_METHOD(ApexReplay, sample);
 GYRE_RT_METHOD(ApexReplay, updatePriorities);
-GYRE_RT_ACTOR(ApexEvaluator, std::string, std::uint64_t, int);
-GYRE_RT_METHOD(ApexEvaluator, episode);
 
 double apexEpsilon(int i, int n) {
   if (n <= 1) return 0.1;
@@ -195,26 +167,14 @@ double apexEpsilon(int i, int n) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// The mean of the last (up to) 100.
-double mean(const std::deque<double>& v) {
-  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-}
-
-void keep100(std::deque<double>& v, double x) {
-  v.push_back(x);
-  if (v.size() > 100) v.pop_front();
-}
-
 // The double-DQN learner on n-step returns: the online network picks the next action, the target
 // network values it; Huber loss weighted by the replay's importance weights.
 class Learner {
  public:
   Learner(int observations, int actions, const RlOptions& o)
-      : q_(makeQNet(observations, actions, o.hidden)),
-        target_(makeQNet(observations, actions, o.hidden)),
-        adam_(q_->parameters(), ::torch::optim::AdamOptions(o.lr)) {
+      : q_(makeMlp(observations, actions, o.hidden)),
+        target_(makeMlp(observations, actions, o.hidden)),
+        adam_(q_->parameters(), ::torch::optim::AdamOptions(learningRate(o))) {
     loadWeights(*target_, flatWeights(*q_));
   }
 
@@ -225,7 +185,8 @@ class Learner {
     const long dim = t.observationSize;
     const ::torch::Tensor obs = ::torch::from_blob(t.observations.data(), {n, dim});
     const ::torch::Tensor next = ::torch::from_blob(t.nextObservations.data(), {n, dim});
-    const ::torch::Tensor actions = ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong);
+    const ::torch::Tensor actions =
+        ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong);
     const ::torch::Tensor ret = ::torch::from_blob(t.returns.data(), {n});
     const ::torch::Tensor discount = ::torch::from_blob(t.discounts.data(), {n});
     const ::torch::Tensor weights = ::torch::from_blob(s.weights.data(), {n});
@@ -237,8 +198,9 @@ class Learner {
     }
     const ::torch::Tensor qa = q_->forward(obs).gather(1, actions.unsqueeze(1)).squeeze(1);
     const ::torch::Tensor loss =
-        (weights * ::torch::nn::functional::smooth_l1_loss(
-                       qa, target, ::torch::nn::functional::SmoothL1LossFuncOptions().reduction(::torch::kNone)))
+        (weights *
+         ::torch::nn::functional::smooth_l1_loss(
+             qa, target, ::torch::nn::functional::SmoothL1LossFuncOptions().reduction(::torch::kNone)))
             .mean();
     adam_.zero_grad();
     loss.backward();
@@ -259,71 +221,41 @@ class Learner {
 
 }  // namespace
 
-RlProgress runApex(rt::Runtime& rt, const RlOptions& o, const std::function<void(const RlProgress&)>& report) {
+RlProgress runApex(rt::Runtime& rt, const RlOptions& o,
+                   const std::function<void(const RlProgress&)>& report) {
   ::torch::manual_seed(o.seed);
   const std::unique_ptr<Env> probe = makeEnv(o.env);
-  Learner learner(probe->observationSize(), probe->actions(), o);
-
+  const int actions = probe->actions();
+  Learner learner(probe->observationSize(), actions, o);
   rt::ActorOptions here;
   here.rank = rt.rank();
   auto replay = rt.actorWith<ApexReplay>(here, o.replayCapacity, o.alpha, o.seed);
-  auto evaluator = rt.actorWith<ApexEvaluator>(here, o.env, o.seed + 99991, o.hidden);
-  std::deque<WeightsRef> published = {rt.put(learner.weights())};  // the last few, still readable
-  std::int64_t version = 0;
-
+  Evaluation evaluation(rt, o, actions);
+  Publisher weights(rt, learner.weights());
   std::vector<rt::ActorHandle<ApexActor>> actors;
-  for (int i = 0; i < o.actors; ++i) {
-    rt::ActorOptions a;
-    a.rank = rt.size() > 1 ? 1 + i % (rt.size() - 1) : rt.rank();
-    a.maxRestarts = o.actorRestarts;
-    actors.push_back(rt.actorWith<ApexActor>(a, o.env, i, apexEpsilon(i, o.actors), o.seed, o.hidden, o.nStep,
-                                             o.gamma));
-  }
+  for (int i = 0; i < o.actors; ++i)
+    actors.push_back(rt.actorWith<ApexActor>(rolloutPlacement(rt, i, o), o.env, i, apexEpsilon(i, o.actors),
+                                             o.seed, o.hidden, o.nStep, o.gamma));
   std::vector<std::optional<rt::Future<Rollout>>> inflight(actors.size());
-  std::vector<std::uint64_t> instances(actors.size(), 0);
-  std::optional<rt::Future<double>> evaluation;
   std::optional<rt::Future<int>> lastPriorities;
-  std::deque<double> actorReturns, evalReturns;
 
-  RlProgress p;
+  Progress progress(o, report);
+  RlProgress& p = progress.now();
   std::int64_t stored = 0, issuedSteps = 0;
-  const Clock::time_point start = Clock::now();
-  Clock::time_point lastReport = start;
-  RlProgress previous;
-  auto seconds = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  auto emitReport = [&] {
-    p.seconds = seconds();
-    const double dt = std::max(1e-9, p.seconds - previous.seconds);
-    p.envStepsPerS = static_cast<double>(p.envSteps - previous.envSteps) / dt;
-    p.updatesPerS = static_cast<double>(p.updates - previous.updates) / dt;
-    p.actorReturn100 = mean(actorReturns);
-    p.evalReturn100 = mean(evalReturns);
-    report(p);
-    previous = p;
-  };
-
-  for (;;) {
-    if (seconds() >= o.timeLimitS || p.solved) break;
-    if (o.maxEnvSteps > 0 && p.envSteps >= o.maxEnvSteps) break;
+  while (!progress.over()) {
     bool busy = false;
     for (std::size_t i = 0; i < actors.size(); ++i) {
       if (inflight[i] && inflight[i]->ready()) {
         busy = true;
         try {
           Rollout r = inflight[i]->get();
-          if (instances[i] != 0 && r.instance != instances[i]) {
-            ++p.actorsRestarted;
-            std::fprintf(stderr, "gyre rl: rollout actor %zu was rebuilt (its process was lost) and goes on\n", i);
-          }
-          instances[i] = r.instance;
+          progress.actorInstance(i, r.instance);
           p.envSteps += r.envSteps;
-          for (double ret : r.episodeReturns) keep100(actorReturns, ret);
-          p.episodes += static_cast<std::int64_t>(r.episodeReturns.size());
+          progress.actorReturns(r.episodeReturns);
           stored = std::min(o.replayCapacity, stored + static_cast<std::int64_t>(r.transitions.size()));
           replay.call(&ApexReplay::add, r.transitions, r.priorities);
         } catch (const rt::ActorDiedError& e) {
-          std::fprintf(stderr, "gyre rl: a call to rollout actor %zu was lost (%s); the actor is rebuilt at its "
-                       "next call\n", i, e.what());
+          progress.actorCallLost(i, e.what());
         }
         issuedSteps -= o.rolloutSteps;
         inflight[i].reset();
@@ -334,40 +266,25 @@ RlProgress runApex(rt::Runtime& rt, const RlOptions& o, const std::function<void
               static_cast<double>(o.learningStarts) + o.stepsPerUpdate * static_cast<double>(p.updates + 1);
       const bool underMax = o.maxEnvSteps <= 0 || p.envSteps + issuedSteps < o.maxEnvSteps;
       if (!inflight[i] && withinBudget && underMax) {
-        inflight[i] = actors[i].call(&ApexActor::collect, published.back(), version, o.rolloutSteps);
+        inflight[i] =
+            actors[i].call(&ApexActor::collect, weights.latest(), weights.version(), o.rolloutSteps);
         issuedSteps += o.rolloutSteps;
       }
     }
     if (stored >= o.learningStarts) {
       busy = true;
-      const double beta = std::min(
-          1.0, o.betaStart + (1.0 - o.betaStart) * static_cast<double>(p.envSteps) / static_cast<double>(o.betaSteps));
+      const double beta = std::min(1.0, o.betaStart + (1.0 - o.betaStart) * static_cast<double>(p.envSteps) /
+                                                          static_cast<double>(o.betaSteps));
       ReplaySample s = replay.call(&ApexReplay::sample, o.batch, beta).get();
       std::vector<float> priorities = learner.update(s);
       lastPriorities = replay.call(&ApexReplay::updatePriorities, s.indices, priorities);
       ++p.updates;
       if (p.updates % o.targetUpdate == 0) learner.syncTarget();
-      if (p.updates % o.publishEvery == 0) {
-        published.push_back(rt.put(learner.weights()));
-        ++version;
-        if (published.size() > 8) published.pop_front();  // calls issued with an older one are long done
-      }
-      if (p.updates % o.evalEvery == 0 && !evaluation)
-        evaluation = evaluator.call(&ApexEvaluator::episode, published.back(), version);
+      if (p.updates % o.publishEvery == 0) weights.publish(learner.weights());
     }
-    if (evaluation && evaluation->ready()) {
-      keep100(evalReturns, evaluation->get());
-      ++p.evalEpisodes;
-      evaluation.reset();
-      if (evalReturns.size() == 100 && mean(evalReturns) >= o.targetReturn) {
-        p.solved = true;
-        p.solvedAtS = seconds();
-      }
-    }
-    if (std::chrono::duration<double>(Clock::now() - lastReport).count() >= o.reportEvery) {
-      lastReport = Clock::now();
-      emitReport();
-    }
+    evaluation.start(weights);
+    progress.evalReturn(evaluation.finished());
+    progress.maybeReport();
     if (!busy) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   // What is still in flight ends before the runtime does.
@@ -378,10 +295,9 @@ RlProgress runApex(rt::Runtime& rt, const RlOptions& o, const std::function<void
       } catch (const Error&) {
       }
     }
-  if (evaluation) evaluation->get(std::chrono::seconds(30));
+  evaluation.drain();
   if (lastPriorities) lastPriorities->get(std::chrono::seconds(30));
-  emitReport();
-  return p;
+  return progress.finish();
 }
 
 }  // namespace gyre::rl

@@ -1,9 +1,15 @@
-// Ape-X DQN (Horgan et al. 2018) on gyre::rt: N rollout actors, each in its own process with its
-// own ε (ε_i = 0.4^(1 + 7i/(N−1)); 0.1 for a single actor), step their environment with the latest
-// published weights and compute their transitions' initial priorities; the learner (rank 0) feeds
-// them to a prioritized replay actor, samples from it, trains a double DQN on n-step returns and
-// sends back new priorities; it publishes its weights as an object (rt.put) every K updates. A
-// greedy evaluator reports the return of the policy being learned. docs/rl.md.
+// gyre::rl's learners on gyre::rt, both with rollout actors in processes of their own (on ranks
+// 1..size−1 in turn, or here when alone), a greedy evaluator beside the learner (rank 0) and the
+// weights published as objects (rt.put). docs/rl.md.
+//
+// Ape-X DQN (Horgan et al. 2018; apex.cc): each actor has its own ε (ε_i = 0.4^(1 + 7i/(N−1)); 0.1
+// for a single actor), steps its environment with the latest weights and computes its
+// transitions' initial priorities; the learner feeds them to a prioritized replay actor, samples
+// from it, trains a double DQN on n-step returns and sends back new priorities.
+//
+// IMPALA (Espeholt et al. 2018; impala.cc): each actor unrolls its policy for --unroll steps and
+// sends the trajectory with its policy's logits; the learner trains an actor-critic on batches of
+// them, correcting for the policy lag with V-trace.
 #pragma once
 
 #include <cstdint>
@@ -35,8 +41,10 @@ struct RlProgress {
 // The epsilon of actor i of n.
 double apexEpsilon(int i, int n);
 
-// Runs Ape-X on `rt` (rank 0, the learner; the rollout actors on ranks 1..size−1 in turn, or here
-// when alone) until solved, --time-limit or --max-env-steps; `report` gets each progress record.
+// Run on `rt` (rank 0, the learner) until solved, --time-limit or --max-env-steps; `report` gets
+// each progress record.
 RlProgress runApex(rt::Runtime& rt, const RlOptions& o, const std::function<void(const RlProgress&)>& report);
+RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
+                     const std::function<void(const RlProgress&)>& report);
 
 }  // namespace gyre::rl

@@ -1,4 +1,4 @@
-#include "rl/learn/qnet.h"
+#include "rl/learn/nets.h"
 
 #include <cstring>
 #include <string>
@@ -7,10 +7,10 @@
 
 namespace gyre::rl {
 
-::torch::nn::Sequential makeQNet(int observations, int actions, int hidden) {
+::torch::nn::Sequential makeMlp(int observations, int outputs, int hidden) {
   return ::torch::nn::Sequential(::torch::nn::Linear(observations, hidden), ::torch::nn::ReLU(),
                                  ::torch::nn::Linear(hidden, hidden), ::torch::nn::ReLU(),
-                                 ::torch::nn::Linear(hidden, actions));
+                                 ::torch::nn::Linear(hidden, outputs));
 }
 
 std::vector<float> flatWeights(::torch::nn::Module& net) {
@@ -31,16 +31,17 @@ void loadWeights(::torch::nn::Module& net, const std::vector<float>& weights) {
   ::torch::NoGradGuard noGrad;
   std::size_t at = 0;
   for (::torch::Tensor& p : net.parameters()) {
-    std::memcpy(p.data_ptr<float>(), weights.data() + at, static_cast<std::size_t>(p.numel()) * sizeof(float));
+    std::memcpy(p.data_ptr<float>(), weights.data() + at,
+                static_cast<std::size_t>(p.numel()) * sizeof(float));
     at += static_cast<std::size_t>(p.numel());
   }
 }
 
-int greedyAction(::torch::nn::Sequential& q, const std::vector<float>& observation) {
+int greedyAction(::torch::nn::Sequential& net, const std::vector<float>& observation, int actions) {
   ::torch::NoGradGuard noGrad;
   const ::torch::Tensor x =
       ::torch::from_blob(const_cast<float*>(observation.data()), {static_cast<long>(observation.size())});
-  return static_cast<int>(q->forward(x).argmax().item<std::int64_t>());
+  return static_cast<int>(net->forward(x).slice(0, 0, actions).argmax().item<std::int64_t>());
 }
 
 }  // namespace gyre::rl
