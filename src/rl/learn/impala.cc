@@ -15,6 +15,7 @@
 #include "rl/learn/common.h"
 #include "rl/learn/learners.h"
 #include "rl/learn/nets.h"
+#include "rl/learn/vtrace.h"
 
 namespace gyre::rl {
 
@@ -118,7 +119,6 @@ class Learner {
         adam_(net_->parameters(), ::torch::optim::AdamOptions(learningRate(o))) {}
 
   void update(std::vector<Trajectory>& batch) {
-    const auto b = static_cast<long>(batch.size());
     const auto t = static_cast<long>(batch.front().taken.size());
     const long dim = batch.front().observationSize;
     auto stack = [&](auto member, std::vector<long> shape, ::torch::ScalarType type) {
@@ -139,27 +139,11 @@ class Learner {
     const ::torch::Tensor values = out.select(2, actions_);  // B, T+1
     const ::torch::Tensor logp = ::torch::log_softmax(logits, 2);
     const ::torch::Tensor taken_logp = logp.gather(2, taken).squeeze(2);
-    ::torch::Tensor vs, advantages;
-    {
-      ::torch::NoGradGuard noGrad;
-      const ::torch::Tensor ratio =
-          (taken_logp - ::torch::log_softmax(behaviour, 2).gather(2, taken).squeeze(2)).exp();
-      const ::torch::Tensor rho = ratio.clamp_max(o_.rhoBar);
-      const ::torch::Tensor c = ratio.clamp_max(o_.cBar);
-      const ::torch::Tensor discounts = o_.gamma * (1 - dones);
-      const ::torch::Tensor v = values.detach();
-      vs = ::torch::zeros_like(rewards);
-      ::torch::Tensor acc = ::torch::zeros({b});
-      for (long s = t - 1; s >= 0; --s) {
-        const ::torch::Tensor delta =
-            rho.select(1, s) *
-            (rewards.select(1, s) + discounts.select(1, s) * v.select(1, s + 1) - v.select(1, s));
-        acc = delta + discounts.select(1, s) * c.select(1, s) * acc;
-        vs.select(1, s).copy_(v.select(1, s) + acc);
-      }
-      const ::torch::Tensor vsNext = ::torch::cat({vs.slice(1, 1, t), v.slice(1, t, t + 1)}, 1);
-      advantages = rho * (rewards + discounts * vsNext - v.slice(1, 0, t));
-    }
+    const ::torch::Tensor behaviourLogp = ::torch::log_softmax(behaviour, 2).gather(2, taken).squeeze(2);
+    const VTrace targets = vtrace(rewards, o_.gamma * (1 - dones), values,
+                                  taken_logp.detach() - behaviourLogp, o_.rhoBar, o_.cBar);
+    const ::torch::Tensor& vs = targets.vs;
+    const ::torch::Tensor& advantages = targets.advantages;
     const ::torch::Tensor policyLoss = -(taken_logp * advantages).sum();
     const ::torch::Tensor valueLoss = 0.5 * (vs - values.slice(1, 0, t)).pow(2).sum();
     const ::torch::Tensor entropy = -(logp.exp() * logp).sum();
