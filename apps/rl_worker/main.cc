@@ -4,7 +4,6 @@
 // the others serve until rank 0 says it is done. Run alone, it is a world of one (the actors in
 // this process). Each process writes its pid to RUN_DIR/rank-<r>.pid (for fault-injection runs).
 #include <fmt/format.h>
-#include <torch/torch.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -120,7 +119,7 @@ int main(int argc, char** argv) {
   }
   try {
     gyre::rl::validateRlOptions(o);
-    at::set_num_threads(1);
+    gyre::rl::setComputeThreads(1);
     gyre::rt::RuntimeOptions ro = gyre::rt::runtimeOptionsFromEnvironment();
     const std::shared_ptr<gyre::Store> store = ro.store;
     if (o.runDir.empty()) o.runDir = ".";

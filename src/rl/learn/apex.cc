@@ -169,9 +169,9 @@ namespace {
 
 // The double-DQN learner on n-step returns: the online network picks the next action, the target
 // network values it; Huber loss weighted by the replay's importance weights.
-class Learner {
+class ApexLearner {
  public:
-  Learner(int observations, int actions, const RlOptions& o)
+  ApexLearner(int observations, int actions, const RlOptions& o)
       : q_(makeMlp(observations, actions, o.hidden)),
         target_(makeMlp(observations, actions, o.hidden)),
         adam_(q_->parameters(), ::torch::optim::AdamOptions(learningRate(o))) {
@@ -226,7 +226,7 @@ RlProgress runApex(rt::Runtime& rt, const RlOptions& o,
   ::torch::manual_seed(o.seed);
   const std::unique_ptr<Env> probe = makeEnv(o.env);
   const int actions = probe->actions();
-  Learner learner(probe->observationSize(), actions, o);
+  ApexLearner learner(probe->observationSize(), actions, o);
   rt::ActorOptions here;
   here.rank = rt.rank();
   auto replay = rt.actorWith<ApexReplay>(here, o.replayCapacity, o.alpha, o.seed);

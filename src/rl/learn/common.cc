@@ -13,6 +13,8 @@ namespace gyre::rl {
 
 using Clock = std::chrono::steady_clock;
 
+void setComputeThreads(int threads) { at::set_num_threads(threads); }
+
 rt::ActorOptions rolloutPlacement(const rt::Runtime& rt, int i, const RlOptions& o) {
   rt::ActorOptions a;
   a.rank = rt.size() > 1 ? 1 + i % (rt.size() - 1) : rt.rank();

@@ -110,9 +110,9 @@ namespace {
 // learner's values and the ratios of its policy to the actors'; the policy-gradient loss, the
 // value loss (× baselineCost) and the entropy bonus (× entropyCost), summed over the batch, as in
 // the paper.
-class Learner {
+class ImpalaLearner {
  public:
-  Learner(int observations, int actions, const RlOptions& o)
+  ImpalaLearner(int observations, int actions, const RlOptions& o)
       : o_(o),
         actions_(actions),
         net_(makeMlp(observations, actions + 1, o.hidden)),
@@ -170,7 +170,7 @@ RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
   ::torch::manual_seed(o.seed);
   const std::unique_ptr<Env> probe = makeEnv(o.env);
   const int actions = probe->actions();
-  Learner learner(probe->observationSize(), actions, o);
+  ImpalaLearner learner(probe->observationSize(), actions, o);
   Evaluation evaluation(rt, o, actions + 1);
   Publisher weights(rt, learner.weights());
   std::vector<rt::ActorHandle<ImpalaActor>> actors;
