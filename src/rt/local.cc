@@ -57,12 +57,49 @@ std::shared_ptr<void> LocalNode::putObject(std::uint64_t id, Bytes value) {
   });
 }
 
+std::shared_ptr<void> LocalNode::putSegment(std::uint64_t id, std::shared_ptr<const Segment> segment) {
+  {
+    std::lock_guard<std::mutex> lock(objects_->mu);
+    objects_->segments[id] = std::move(segment);
+  }
+  std::weak_ptr<Objects> objects = objects_;
+  return std::shared_ptr<void>(nullptr, [objects, id](void*) {
+    std::shared_ptr<const Segment> last;  // released after the lock: it may go back to the pool
+    if (auto o = objects.lock()) {
+      std::lock_guard<std::mutex> lock(o->mu);
+      const auto it = o->segments.find(id);
+      if (it == o->segments.end()) return;
+      last = std::move(it->second);
+      o->segments.erase(it);
+    }
+  });
+}
+
+namespace {
+
+[[noreturn]] void freed(std::uint64_t id) {
+  throw InvalidArgument("gyre::rt: object " + std::to_string(id >> 32) + "." + std::to_string(id & 0xffffffffu) +
+                        " was freed: no ObjectRef to it remains in the process that put it");
+}
+
+}  // namespace
+
 std::shared_ptr<const Bytes> LocalNode::object(std::uint64_t id) const {
+  std::shared_ptr<const Segment> segment;
+  {
+    std::lock_guard<std::mutex> lock(objects_->mu);
+    if (const auto it = objects_->values.find(id); it != objects_->values.end()) return it->second;
+    const auto s = objects_->segments.find(id);
+    if (s == objects_->segments.end()) freed(id);
+    segment = s->second;
+  }
+  return std::make_shared<const Bytes>(SharedObjects::copy(*segment));
+}
+
+std::shared_ptr<const Segment> LocalNode::segment(std::uint64_t id) const {
   std::lock_guard<std::mutex> lock(objects_->mu);
-  const auto it = objects_->values.find(id);
-  if (it == objects_->values.end())
-    throw InvalidArgument("gyre::rt: object " + std::to_string(id >> 32) + "." + std::to_string(id & 0xffffffffu) +
-                          " was freed: no ObjectRef to it remains in the process that put it");
+  const auto it = objects_->segments.find(id);
+  if (it == objects_->segments.end()) freed(id);
   return it->second;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "gyre/rt/serialize.h"
+#include "rt/shared_objects.h"
 
 namespace gyre::rt::detail {
 
@@ -50,8 +51,13 @@ class LocalNode {
   // The values of this process's ObjectRefs. put() stores one and returns what keeps it: the
   // value is freed when the last copy of that goes (even after this node is gone).
   std::shared_ptr<void> putObject(std::uint64_t id, Bytes value);
-  // The value; InvalidArgument when it was freed (or never put here).
+  // The same for an object in shared memory (putBuffer).
+  std::shared_ptr<void> putSegment(std::uint64_t id, std::shared_ptr<const Segment> segment);
+  // The value (a shared-memory object's bytes copied); InvalidArgument when it was freed (or
+  // never put here).
   std::shared_ptr<const Bytes> object(std::uint64_t id) const;
+  // A shared-memory object; InvalidArgument when it was freed (or is not one).
+  std::shared_ptr<const Segment> segment(std::uint64_t id) const;
 
  private:
   struct Actor {
@@ -80,6 +86,7 @@ class LocalNode {
   struct Objects {
     mutable std::mutex mu;
     std::map<std::uint64_t, std::shared_ptr<const Bytes>> values;
+    std::map<std::uint64_t, std::shared_ptr<const Segment>> segments;
   };
   std::shared_ptr<Objects> objects_ = std::make_shared<Objects>();
   std::vector<std::thread> workers_;  // last: they start once the rest exists

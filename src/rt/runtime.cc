@@ -37,6 +37,7 @@ const RuntimeOptions& checked(const RuntimeOptions& o) {
 }
 
 std::string addressKey(int rank) { return "gyre-rt/address/" + std::to_string(rank); }
+std::string sharedKey(int rank) { return "gyre-rt/shm/" + std::to_string(rank); }
 std::string hostKey(int rank) { return "gyre-rt/host/" + std::to_string(rank); }
 std::string resourceKey(const char* what, int rank) { return std::string("gyre-rt/") + what + "/" + std::to_string(rank); }
 
@@ -77,6 +78,7 @@ class Runtime::Impl {
     o_.store->setString(resourceKey("cpus", o_.rank), std::to_string(std::llround(cpus * 1000)));
     o_.store->setString(resourceKey("memory", o_.rank), std::to_string(memory));
     o_.store->setString(hostKey(o_.rank), net::hostName());
+    o_.store->setString(sharedKey(o_.rank), shared_.prefix());
     if (o_.size == 1) return;
     server_ = std::make_unique<detail::Server>(node_, o_.secret, o_.host, "gyre::rt process " + std::to_string(o_.rank));
     o_.store->setString(addressKey(o_.rank), server_->address());
@@ -294,6 +296,21 @@ class Runtime::Impl {
   std::atomic<std::uint64_t> next_{0};
   std::atomic<std::uint32_t> actorCount_{0};
   std::atomic<std::uint32_t> objectCount_{0};
+  detail::SharedObjects shared_;
+
+  // The prefix of `rank`'s shared-memory files when it runs on this host, else "" (read from the
+  // store once).
+  std::string sharedPrefixOf(int rank) {
+    std::lock_guard<std::mutex> lock(sharedMu_);
+    auto it = sharedPrefixes_.find(rank);
+    if (it == sharedPrefixes_.end()) {
+      const bool here = o_.store->getString(hostKey(rank), o_.connectTimeout) == net::hostName();
+      it = sharedPrefixes_.emplace(rank, here ? o_.store->getString(sharedKey(rank), o_.connectTimeout) : "").first;
+    }
+    return it->second;
+  }
+  std::mutex sharedMu_;
+  std::map<int, std::string> sharedPrefixes_;
   std::mutex actorsMu_;
   std::map<std::uint64_t, ActorEntry> actors_;  // those created here, by id
   std::atomic<bool> closing_{false};
@@ -311,6 +328,27 @@ Runtime* Runtime::current() { return static_cast<Runtime*>(detail::currentContex
 std::pair<std::uint64_t, std::shared_ptr<void>> Runtime::putBytes(Bytes value) {
   const std::uint64_t id = (static_cast<std::uint64_t>(rank()) << 32) | (impl_->objectCount_.fetch_add(1) + 1);
   return {id, impl_->node_.putObject(id, std::move(value))};
+}
+
+ObjectRef<Buffer> Runtime::putBuffer(const void* data, std::size_t size) {
+  const std::uint64_t id = (static_cast<std::uint64_t>(rank()) << 32) | (impl_->objectCount_.fetch_add(1) + 1);
+  std::shared_ptr<const detail::Segment> segment = impl_->shared_.put(id, data, size);
+  std::shared_ptr<void> inNode = impl_->node_.putSegment(id, segment);
+  // The owner's last reference: no reader may open the file any more; then the node forgets it.
+  std::shared_ptr<void> keep(nullptr, [inNode, segment](void*) { detail::SharedObjects::retire(*segment); });
+  return ObjectRef<Buffer>(id, rank(), std::move(keep));
+}
+
+Buffer Runtime::get(const ObjectRef<Buffer>& ref) {
+  if (ref.owner() == rank()) return detail::SharedObjects::view(impl_->node_.segment(ref.id()));
+  if (ref.owner() >= 0 && ref.owner() < size()) {
+    const std::string prefix = impl_->sharedPrefixOf(ref.owner());
+    if (!prefix.empty())
+      if (std::optional<Buffer> mapped = detail::SharedObjects::open(prefix, ref.id())) return *std::move(mapped);
+  }
+  // Another host (or freed: then the owner says so).
+  const Bytes bytes = getBytes(ref.id(), ref.owner());
+  return Buffer::copyOf(bytes.data(), bytes.size());
 }
 
 Bytes Runtime::getBytes(std::uint64_t id, int owner) {

@@ -34,7 +34,7 @@ TEST(BenchRt, MeasuresEveryRowAndPrintsJson) {
     }
     rows.insert({j.at("benchmark").get<std::string>(), j.at("where").get<std::string>()});
   }
-  EXPECT_EQ(rows.size(), 16u) << r.out;
+  EXPECT_EQ(rows.size(), 19u) << r.out;
   for (const char* where : {"in process", "over loopback TCP"})
     for (const char* name : {"single client tasks sync", "single client tasks async", "1:1 actor calls sync",
                              "1:1 actor calls async"})
@@ -43,7 +43,10 @@ TEST(BenchRt, MeasuresEveryRowAndPrintsJson) {
   for (const auto& row : std::vector<std::pair<std::string, std::string>>{{"memcpy 100 MB", "in process"},
                                                                            {"put 100 MB", "in process"},
                                                                            {"get 100 MB", "in process"},
-                                                                           {"get 100 MB", "over loopback TCP"}})
+                                                                           {"get 100 MB", "over loopback TCP"},
+                                                                           {"put 100 MB (shared memory)", "in process"},
+                                                                           {"get 100 MB (shared memory)", "in process"},
+                                                                           {"get 100 MB (shared memory)", "another process, mapped"}})
     EXPECT_EQ(rows.count(row), 1u) << row.first << ", " << row.second;
   for (const char* name : {"cartpole env steps, 1 actor", "cartpole env steps, 2 actors", "cartpole env steps, 4 actors"})
     EXPECT_EQ(rows.count({name, "2 processes"}), 1u) << name;

@@ -34,6 +34,7 @@
 #include <utility>
 #include <utility>
 
+#include "gyre/rt/buffer.h"
 #include "gyre/rt/future.h"
 #include "gyre/rt/object_ref.h"
 #include "gyre/rt/registry.h"
@@ -200,6 +201,13 @@ class Runtime {
   T get(const ObjectRef<T>& ref) {
     return unpack<T>(getBytes(ref.id(), ref.owner()), "an ObjectRef's value");
   }
+  // Bytes in shared memory (buffer.h): copied once into a file of /dev/shm on this host; a get()
+  // in this process or another one on this host maps it without a copy, one on another host
+  // fetches a copy. Freed as put() values are. Error when /dev/shm has no room.
+  ObjectRef<Buffer> putBuffer(const void* data, std::size_t size);
+  ObjectRef<Buffer> put(const Buffer& value) { return putBuffer(value.data(), value.size()); }
+  Buffer get(const ObjectRef<Buffer>& ref);
+
   // The Runtime whose worker thread runs the calling task or method; null on other threads.
   static Runtime* current();
 

@@ -1,0 +1,241 @@
+#include "rt/shared_objects.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "gyre/errors.h"
+
+namespace gyre::rt::detail {
+namespace {
+
+constexpr const char* kDir = "/dev/shm/";
+constexpr std::uint64_t kMagic = 0x67797265'72746f62;  // "gyrertob"
+constexpr std::size_t kHeader = 64;                    // the data starts cache-line aligned
+constexpr std::size_t kPoolSegments = 4;
+
+struct Header {
+  std::uint64_t magic;
+  std::uint64_t id;
+  std::uint64_t size;
+};
+
+std::size_t pageRounded(std::size_t n) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return (n + page - 1) / page * page;
+}
+
+std::string hex(std::uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  throw Error("gyre::rt: shared memory: " + what + ": " + std::strerror(errno));
+}
+
+// Files of owners that no longer run (killed before they could remove them).
+void removeOrphans() {
+  DIR* dir = ::opendir(kDir);
+  if (dir == nullptr) return;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string name = e->d_name;
+    if (name.rfind("gyre-rt-", 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + 8, nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink((kDir + name).c_str());
+  }
+  ::closedir(dir);
+}
+
+// A read-only mapping of another process's object, holding its shared lock while it lives.
+struct Mapping {
+  int fd = -1;
+  void* at = nullptr;
+  std::size_t length = 0;
+  ~Mapping() {
+    if (at != nullptr) ::munmap(at, length);
+    if (fd >= 0) ::close(fd);  // and with it the lock
+  }
+};
+
+}  // namespace
+
+// A file of /dev/shm mapped read-write in its owner.
+class Segment {
+ public:
+  std::weak_ptr<SegmentPool> pool;
+  bool retired = false;  // renamed out of the way of readers (guarded by the pool's mutex)
+  int fd = -1;
+  std::byte* at = nullptr;
+  std::size_t capacity = 0;  // mapped bytes, the header included
+  std::string path;
+  std::uint64_t id = 0;
+  std::size_t size = 0;
+
+  const std::byte* data() const { return at + kHeader; }
+  void destroy() {
+    if (at != nullptr) ::munmap(at, capacity);
+    ::unlink(path.c_str());
+    if (fd >= 0) ::close(fd);
+    delete this;
+  }
+};
+
+struct SegmentPool {
+  std::string prefix;
+  std::mutex mu;
+  std::vector<Segment*> free;  // mapped and warm, named <prefix>-pool-<n>
+  std::int64_t named = 0;
+  bool closed = false;
+
+  // Renames s out of the way of readers (to <prefix>-pool-<n>), once; under mu.
+  bool retireLocked(Segment* s) {
+    if (s->retired) return true;
+    const std::string path = kDir + prefix + "-pool-" + std::to_string(named++);
+    if (::rename(s->path.c_str(), path.c_str()) != 0) return false;
+    s->path = path;
+    s->retired = true;
+    return true;
+  }
+
+  // The last reference went: to the pool while it has room, else removed.
+  void release(Segment* s) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!closed && free.size() < kPoolSegments && retireLocked(s)) {
+        free.push_back(s);
+        return;
+      }
+    }
+    s->destroy();
+  }
+};
+
+SharedObjects::SharedObjects() : pool_(std::make_shared<SegmentPool>()) {
+  static std::atomic<int> runtimes{0};
+  pool_->prefix = "gyre-rt-" + std::to_string(::getpid()) + "-" + std::to_string(runtimes.fetch_add(1));
+  removeOrphans();
+}
+
+SharedObjects::~SharedObjects() {
+  std::vector<Segment*> free;
+  {
+    std::lock_guard<std::mutex> lock(pool_->mu);
+    pool_->closed = true;
+    free.swap(pool_->free);
+  }
+  for (Segment* s : free) s->destroy();
+}
+
+const std::string& SharedObjects::prefix() const { return pool_->prefix; }
+
+std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id, const void* data, std::size_t size) {
+  const std::size_t need = pageRounded(kHeader + size);
+  const std::string path = kDir + pool_->prefix + "-" + hex(id);
+  Segment* s = nullptr;
+  {
+    // A warm file of about the size, that no reader maps any more.
+    std::lock_guard<std::mutex> lock(pool_->mu);
+    for (auto it = pool_->free.begin(); it != pool_->free.end(); ++it) {
+      if ((*it)->capacity < need || (*it)->capacity > 2 * need) continue;
+      if (::flock((*it)->fd, LOCK_EX | LOCK_NB) != 0) continue;
+      s = *it;
+      pool_->free.erase(it);
+      break;
+    }
+  }
+  if (s != nullptr) {
+    if (::rename(s->path.c_str(), path.c_str()) != 0) {
+      s->destroy();
+      fail("cannot rename a pooled file to " + path);
+    }
+    s->path = path;
+    s->retired = false;
+  } else {
+    s = new Segment;
+    s->pool = pool_;
+    s->path = path;
+    s->capacity = need;
+    s->fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (s->fd < 0) {
+      delete s;
+      fail("cannot create " + path);
+    }
+    void* at = MAP_FAILED;
+    if (::ftruncate(s->fd, static_cast<off_t>(need)) == 0)
+      at = ::mmap(nullptr, need, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, s->fd, 0);
+    if (at == MAP_FAILED) {
+      const int saved = errno;
+      s->destroy();
+      errno = saved;
+      fail("cannot size and map " + std::to_string(need) + " bytes in " + path +
+           " (is /dev/shm full? df -h /dev/shm)");
+    }
+    s->at = static_cast<std::byte*>(at);
+    ::flock(s->fd, LOCK_EX);
+  }
+  s->id = id;
+  s->size = size;
+  const Header header{kMagic, id, size};
+  std::memcpy(s->at, &header, sizeof header);
+  if (size > 0) std::memcpy(s->at + kHeader, data, size);
+  ::flock(s->fd, LOCK_UN);
+  std::weak_ptr<SegmentPool> pool = pool_;
+  return std::shared_ptr<const Segment>(s, [pool](const Segment* done) {
+    auto* seg = const_cast<Segment*>(done);
+    if (auto p = pool.lock())
+      p->release(seg);
+    else
+      seg->destroy();
+  });
+}
+
+void SharedObjects::retire(const Segment& s) {
+  auto* seg = const_cast<Segment*>(&s);
+  if (auto p = seg->pool.lock()) {
+    std::lock_guard<std::mutex> lock(p->mu);
+    p->retireLocked(seg);
+  } else {
+    ::unlink(seg->path.c_str());
+  }
+}
+
+Buffer SharedObjects::view(const std::shared_ptr<const Segment>& s) { return Buffer(s, s->data(), s->size); }
+
+std::string SharedObjects::copy(const Segment& s) {
+  return std::string(reinterpret_cast<const char*>(s.data()), s.size);
+}
+
+std::optional<Buffer> SharedObjects::open(const std::string& ownerPrefix, std::uint64_t id) {
+  auto m = std::make_shared<Mapping>();
+  const std::string path = kDir + ownerPrefix + "-" + hex(id);
+  m->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (m->fd < 0) return std::nullopt;
+  // The owner writes under an exclusive lock: this waits for a put to finish, and keeps the
+  // file from being reused while the Buffer lives.
+  while (::flock(m->fd, LOCK_SH) != 0)
+    if (errno != EINTR) return std::nullopt;
+  Header header{};
+  if (::pread(m->fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) || header.magic != kMagic ||
+      header.id != id)
+    return std::nullopt;  // reused for another object: this one was freed
+  struct stat st {};
+  if (::fstat(m->fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < kHeader + header.size) return std::nullopt;
+  m->length = kHeader + header.size;
+  void* at = ::mmap(nullptr, m->length, PROT_READ, MAP_SHARED | MAP_POPULATE, m->fd, 0);
+  if (at == MAP_FAILED) fail("cannot map " + path);
+  m->at = at;
+  const std::byte* data = static_cast<const std::byte*>(at) + kHeader;
+  return Buffer(std::move(m), data, header.size);
+}
+
+}  // namespace gyre::rt::detail

@@ -1,0 +1,143 @@
+// gyre::rt's objects in shared memory (putBuffer): read without a copy in the owner and mapped by
+// the other processes of the host (here, runtimes of this process over loopback, which find the
+// owner's file as another process would); a Buffer outlives its object's free and never changes,
+// even when the owner reuses freed files; files of dead owners are removed.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "gyre/rt.h"
+
+namespace gyre::rt {
+namespace rt_buffer_test {
+
+long sumOfBytes(ObjectRef<Buffer> ref) {
+  const Buffer b = get(ref);
+  long sum = 0;
+  for (std::byte x : b.bytes()) sum += static_cast<long>(x);
+  return sum;
+}
+GYRE_RT_FUNCTION(sumOfBytes);
+
+std::vector<unsigned char> pattern(std::size_t n, unsigned char seed) {
+  std::vector<unsigned char> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>(i * 7 + seed);
+  return v;
+}
+
+bool same(const Buffer& b, const std::vector<unsigned char>& v) {
+  return b.size() == v.size() && std::memcmp(b.data(), v.data(), v.size()) == 0;
+}
+
+// Files of /dev/shm whose names start with `prefix`.
+int filesOf(const std::string& prefix) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    n += e.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+  return n;
+}
+
+class RtBuffers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
+    store_ = createMemoryStore();
+    for (int r = 0; r < 2; ++r) {
+      RuntimeOptions o;
+      o.threads = 2;
+      o.rank = r;
+      o.size = 2;
+      o.store = store_;
+      o.secret = "job-secret";
+      o.connectTimeout = std::chrono::milliseconds(5000);
+      runtimes_.push_back(std::make_unique<Runtime>(o));
+    }
+  }
+  Runtime& rt(int r) { return *runtimes_[static_cast<std::size_t>(r)]; }
+  std::string prefixOf(int r) { return store_->getString("gyre-rt/shm/" + std::to_string(r)); }
+  std::shared_ptr<Store> store_;
+  std::vector<std::unique_ptr<Runtime>> runtimes_;
+};
+
+TEST_F(RtBuffers, AreMappedWithoutACopyOnTheHostAndFreedWithTheirLastReference) {
+  const std::vector<unsigned char> v = pattern(3 << 20, 1);
+  auto ref = std::make_unique<ObjectRef<Buffer>>(rt(0).putBuffer(v.data(), v.size()));
+  EXPECT_EQ(filesOf(prefixOf(0) + "-"), 1);
+  // The owner reads its own mapping: two gets, one address.
+  const Buffer a = rt(0).get(*ref), b = rt(0).get(*ref);
+  EXPECT_TRUE(same(a, v));
+  EXPECT_EQ(a.data(), b.data());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data()) % 64, 0u);
+  // The other process maps the owner's file; so do tasks there.
+  const Buffer there = rt(1).get(*ref);
+  EXPECT_TRUE(same(there, v));
+  EXPECT_NE(there.data(), a.data());
+  const long expected = std::accumulate(v.begin(), v.end(), 0L);
+  EXPECT_EQ(rt(0).task(sumOfBytes).options({.rank = 1}).remote(*ref).get(), expected);
+  EXPECT_EQ(rt(1).task(sumOfBytes).options({.rank = 0}).remote(*ref).get(), expected);
+
+  const auto borrowed = unpack<ObjectRef<Buffer>>(pack(*ref), "a reference");
+  ref.reset();  // the owner's last reference: freed, though the Buffers above still read it
+  const std::string freed = "gyre::rt: object 0.1 was freed: no ObjectRef to it remains in the process that put it";
+  for (int r : {0, 1}) {
+    try {
+      (void)rt(r).get(borrowed);
+      ADD_FAILURE() << "a get of a freed object from process " << r;
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()), freed);
+    }
+  }
+  EXPECT_TRUE(same(a, v));
+  EXPECT_TRUE(same(there, v));
+}
+
+TEST_F(RtBuffers, ABufferNeverChangesThoughItsFileIsReusedOnceNobodyMapsIt) {
+  const std::vector<unsigned char> first = pattern(1 << 20, 1), second = pattern(1 << 20, 2),
+                                   third = pattern(1 << 20, 3);
+  auto ref = std::make_unique<ObjectRef<Buffer>>(rt(0).putBuffer(first.data(), first.size()));
+  auto held = std::make_unique<Buffer>(rt(1).get(*ref));  // process 1 maps it
+  ref.reset();                                            // freed: its file goes to the owner's pool
+  const ObjectRef<Buffer> next = rt(0).putBuffer(second.data(), second.size());
+  EXPECT_TRUE(same(*held, first));  // the pooled file was mapped: a new one was written
+  EXPECT_TRUE(same(rt(1).get(next), second));
+  held.reset();
+  // Now nobody maps the first file: the next put of the size reuses it (no new file).
+  const int files = filesOf(prefixOf(0) + "-");
+  const ObjectRef<Buffer> last = rt(0).putBuffer(third.data(), third.size());
+  EXPECT_EQ(filesOf(prefixOf(0) + "-"), files);
+  EXPECT_TRUE(same(rt(1).get(last), third));
+  EXPECT_TRUE(same(rt(0).get(next), second));
+  // An empty buffer is an object too.
+  EXPECT_EQ(rt(1).get(rt(0).putBuffer(nullptr, 0)).size(), 0u);
+}
+
+TEST_F(RtBuffers, FilesOfADeadOwnerAreRemovedByTheNextRuntime) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // a pid that no process has now
+  const std::string orphan = "/dev/shm/gyre-rt-" + std::to_string(child) + "-0-00000000000000001";
+  std::ofstream(orphan) << "left by a killed owner";
+  ASSERT_TRUE(std::filesystem::exists(orphan));
+  { Runtime alone; }
+  EXPECT_FALSE(std::filesystem::exists(orphan));
+  // The runtimes' own files go with them.
+  const std::string mine = prefixOf(0) + "-";
+  {
+    const auto keep = rt(0).putBuffer("x", 1);
+    EXPECT_EQ(filesOf(mine), 1) << mine;
+    runtimes_.clear();
+    EXPECT_EQ(filesOf(mine), 1);  // `keep` still references its object
+  }
+  EXPECT_EQ(filesOf(mine), 0);
+}
+
+}  // namespace rt_buffer_test
+}  // namespace gyre::rt
