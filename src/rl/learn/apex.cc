@@ -29,6 +29,20 @@ struct Rollout {
   MSGPACK_DEFINE(transitions, priorities, episodeReturns, envSteps, instance)
 };
 
+// A batch of transitions as tensors over its columns (no copy: they view `t`).
+struct TransitionTensors {
+  ::torch::Tensor observations, next, actions, returns, discounts;
+};
+
+TransitionTensors tensorsOf(Transitions& t) {
+  const auto n = static_cast<long>(t.size());
+  const long dim = t.observationSize;
+  return {::torch::from_blob(t.observations.data(), {n, dim}),
+          ::torch::from_blob(t.nextObservations.data(), {n, dim}),
+          ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong),
+          ::torch::from_blob(t.returns.data(), {n}), ::torch::from_blob(t.discounts.data(), {n})};
+}
+
 // A rollout actor: its environment, its ε, a copy of the Q-network (the weights of the version it
 // was last given) and the last n steps not yet made into transitions.
 class ApexActor {
@@ -107,15 +121,9 @@ class ApexActor {
     const auto n = static_cast<long>(t.size());
     if (n == 0) return {};
     ::torch::NoGradGuard noGrad;
-    const long dim = t.observationSize;
-    const ::torch::Tensor obs = ::torch::from_blob(t.observations.data(), {n, dim});
-    const ::torch::Tensor next = ::torch::from_blob(t.nextObservations.data(), {n, dim});
-    const ::torch::Tensor actions =
-        ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong);
-    const ::torch::Tensor ret = ::torch::from_blob(t.returns.data(), {n});
-    const ::torch::Tensor discount = ::torch::from_blob(t.discounts.data(), {n});
-    const ::torch::Tensor qa = q_->forward(obs).gather(1, actions.unsqueeze(1)).squeeze(1);
-    const ::torch::Tensor target = ret + discount * std::get<0>(q_->forward(next).max(1));
+    const TransitionTensors x = tensorsOf(t);
+    const ::torch::Tensor qa = q_->forward(x.observations).gather(1, x.actions.unsqueeze(1)).squeeze(1);
+    const ::torch::Tensor target = x.returns + x.discounts * std::get<0>(q_->forward(x.next).max(1));
     const ::torch::Tensor td = (target - qa).abs().contiguous();
     return {td.data_ptr<float>(), td.data_ptr<float>() + n};
   }
@@ -180,23 +188,16 @@ class ApexLearner {
 
   // One update on `s`; the new priorities of its transitions.
   std::vector<float> update(ReplaySample& s) {
-    Transitions& t = s.batch;
-    const auto n = static_cast<long>(t.size());
-    const long dim = t.observationSize;
-    const ::torch::Tensor obs = ::torch::from_blob(t.observations.data(), {n, dim});
-    const ::torch::Tensor next = ::torch::from_blob(t.nextObservations.data(), {n, dim});
-    const ::torch::Tensor actions =
-        ::torch::from_blob(t.actions.data(), {n}, ::torch::kInt32).to(::torch::kLong);
-    const ::torch::Tensor ret = ::torch::from_blob(t.returns.data(), {n});
-    const ::torch::Tensor discount = ::torch::from_blob(t.discounts.data(), {n});
+    const auto n = static_cast<long>(s.batch.size());
+    const TransitionTensors x = tensorsOf(s.batch);
     const ::torch::Tensor weights = ::torch::from_blob(s.weights.data(), {n});
     ::torch::Tensor target;
     {
       ::torch::NoGradGuard noGrad;
-      const ::torch::Tensor best = q_->forward(next).argmax(1, true);
-      target = ret + discount * target_->forward(next).gather(1, best).squeeze(1);
+      const ::torch::Tensor best = q_->forward(x.next).argmax(1, true);
+      target = x.returns + x.discounts * target_->forward(x.next).gather(1, best).squeeze(1);
     }
-    const ::torch::Tensor qa = q_->forward(obs).gather(1, actions.unsqueeze(1)).squeeze(1);
+    const ::torch::Tensor qa = q_->forward(x.observations).gather(1, x.actions.unsqueeze(1)).squeeze(1);
     const ::torch::Tensor loss =
         (weights *
          ::torch::nn::functional::smooth_l1_loss(
@@ -282,19 +283,9 @@ RlProgress runApex(rt::Runtime& rt, const RlOptions& o,
       if (p.updates % o.targetUpdate == 0) learner.syncTarget();
       if (p.updates % o.publishEvery == 0) weights.publish(learner.weights());
     }
-    evaluation.start(weights);
-    progress.evalReturn(evaluation.finished());
-    progress.maybeReport();
-    if (!busy) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    endOfTurn(evaluation, weights, progress, busy);
   }
-  // What is still in flight ends before the runtime does.
-  for (auto& f : inflight)
-    if (f) {
-      try {
-        f->get(std::chrono::seconds(30));
-      } catch (const Error&) {
-      }
-    }
+  drain(inflight);  // what is still in flight ends before the runtime does
   evaluation.drain();
   if (lastPriorities) lastPriorities->get(std::chrono::seconds(30));
   return progress.finish();

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <thread>
 
 #include "gyre/rl/env.h"
 #include "rl/learn/nets.h"
@@ -13,7 +14,9 @@ namespace gyre::rl {
 
 using Clock = std::chrono::steady_clock;
 
-void setComputeThreads(int threads) { at::set_num_threads(threads); }
+void setComputeThreads(int threads) {
+  at::set_num_threads(threads);
+}
 
 rt::ActorOptions rolloutPlacement(const rt::Runtime& rt, int i, const RlOptions& o) {
   rt::ActorOptions a;
@@ -75,6 +78,13 @@ double Evaluation::finished() {
 void Evaluation::drain() {
   if (running_) running_->get(std::chrono::seconds(30));
   running_.reset();
+}
+
+void endOfTurn(Evaluation& evaluation, const Publisher& weights, Progress& progress, bool busy) {
+  evaluation.start(weights);
+  progress.evalReturn(evaluation.finished());
+  progress.maybeReport();
+  if (!busy) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
 namespace {

@@ -91,4 +91,21 @@ class Progress {
   std::chrono::steady_clock::time_point start_, lastReport_;
 };
 
+// The end of one turn of a learner's loop: a greedy episode started (when due) and a finished
+// one's return taken, the live report (when due), and a short sleep when the turn did nothing.
+void endOfTurn(Evaluation& evaluation, const Publisher& weights, Progress& progress, bool busy);
+
+// Before the runtime ends: waits (30 s at most each) for the calls still in flight, whatever
+// their outcome.
+template <class T>
+void drain(std::vector<std::optional<rt::Future<T>>>& inflight) {
+  for (auto& f : inflight)
+    if (f) {
+      try {
+        f->get(std::chrono::seconds(30));
+      } catch (const std::exception&) {
+      }
+    }
+}
+
 }  // namespace gyre::rl

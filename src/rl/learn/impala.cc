@@ -214,18 +214,9 @@ RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
       ++p.updates;
       weights.publish(learner.weights());  // the actors unroll the newest policy, as in the paper
     }
-    evaluation.start(weights);
-    progress.evalReturn(evaluation.finished());
-    progress.maybeReport();
-    if (!busy) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    endOfTurn(evaluation, weights, progress, busy);
   }
-  for (auto& f : inflight)
-    if (f) {
-      try {
-        f->get(std::chrono::seconds(30));
-      } catch (const Error&) {
-      }
-    }
+  drain(inflight);
   evaluation.drain();
   return progress.finish();
 }
