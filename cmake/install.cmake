@@ -1,6 +1,6 @@
 # `cmake --install`: headers, the libraries as exported targets gyre::core, gyre::rt and gyre::torch (with
 # a gyreConfig.cmake for find_package(gyre) and a gyre.pc for pkg-config), and the gyre tool with
-# the trainer's worker beside it. docs/install.md shows how a program uses them.
+# the trainer's and gyre rl's workers beside it. docs/install.md shows how a program uses them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -16,7 +16,7 @@ else()  # no libtorch: the gyre::torch headers would not compile against anythin
   install(DIRECTORY include/gyre DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN "torch" EXCLUDE
           PATTERN "torch.h" EXCLUDE)
 endif()
-foreach(program gyre gyre_train_worker gyre_mpi_bench)
+foreach(program gyre gyre_train_worker gyre_rl_worker gyre_mpi_bench)
   if(TARGET ${program})
     install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
