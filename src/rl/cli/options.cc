@@ -23,6 +23,7 @@ struct RlFlag {
   double max = kNoMax;
   const char* note = "";
   bool minExclusive = false;
+  const char* unit = "";  // "s": shown after the range
 };
 
 // Every flag of `gyre rl` and gyre_rl_worker, once: both parse it, the tool hands it on, and
@@ -33,7 +34,8 @@ const std::vector<RlFlag>& flags() {
        "apex: Ape-X DQN (prioritized replay, per-actor epsilon); impala: IMPALA (actor-critic, V-trace)"},
       {"--env", &RlOptions::env, "cartpole or acrobot"},
       {"--actors", &RlOptions::actors, "Rollout actors, one process each, beside the learner's", 1, 64},
-      {"--time-limit", &RlOptions::timeLimitS, "Seconds to train, solved or not", 0, kMaxSeconds, "", true},
+      {"--time-limit", &RlOptions::timeLimitS, "Seconds to train, solved or not", 0, kMaxSeconds, "", true,
+       "s"},
       {"--target-return", &RlOptions::targetReturn,
        "Solved when the mean greedy return of the last 100 evaluation episodes reaches it (stops the run)"},
       {"--max-env-steps", &RlOptions::maxEnvSteps, "Stop after this many environment steps (0: no limit)", 0,
@@ -69,9 +71,9 @@ const std::vector<RlFlag>& flags() {
       {"--baseline-cost", &RlOptions::baselineCost, "IMPALA: weight of the value loss", 0, 1e6},
       {"--entropy-cost", &RlOptions::entropyCost, "IMPALA: weight of the entropy bonus", 0, 1e6},
       {"--eval-interval", &RlOptions::evalInterval,
-       "Seconds between the starts of greedy evaluation episodes", 0, 3600},
+       "Seconds between the starts of greedy evaluation episodes", 0, 3600, "", false, "s"},
       {"--report-every", &RlOptions::reportEvery, "Seconds between live lines and metrics.jsonl records",
-       0.01, 3600},
+       0.01, 3600, "", false, "s"},
       {"--actor-restarts", &RlOptions::actorRestarts, "Times a lost actor is rebuilt on a live process", 0,
        1e6},
   };
@@ -97,8 +99,9 @@ void validateRlOptions(const RlOptions& o) {
     throw InvalidArgument("--env must be cartpole or acrobot; got '" + o.env + "'");
   for (const RlFlag& f : flags()) {
     if (const auto* d = std::get_if<double RlOptions::*>(&f.field)) {
-      numbers::check(f.name, o.**d,
-                     {.min = f.min, .max = f.max, .minExclusive = f.minExclusive, .note = f.note});
+      numbers::check(
+          f.name, o.**d,
+          {.min = f.min, .max = f.max, .minExclusive = f.minExclusive, .unit = f.unit, .note = f.note});
     } else if (!std::holds_alternative<std::string RlOptions::*>(f.field)) {
       const std::int64_t value = std::visit(
           [&](auto field) -> std::int64_t {
