@@ -18,6 +18,7 @@
 #include "launcher/agent.h"
 #include "launcher/job.h"
 #include "launcher/process.h"
+#include "train/checkpoint_rules.h"
 #include "metrics/server.h"
 #include "run_dir.h"
 #include "train/layout.h"
@@ -122,6 +123,7 @@ int train(train::TrainOptions o) {
                 "see docs/training.md)");
   if (!o.checkpointDir.empty()) o.checkpointDir = fs::absolute(o.checkpointDir).string();
   checkCheckpointDir(o);
+  train::checkResumeBeforeStart(o, o.np);  // another layout or model: refused before any worker starts
   requireData(o.dataDir.empty() ? kDefaultDataDir : o.dataDir);
 
   const fs::path runDir = fs::absolute(o.runDir.empty() ? uniqueRunDir(fmt::format("{}-np{}", o.model, o.np))

@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
+#include "train/checkpoint_rules.h"
 
 namespace gyre::train {
 namespace {
@@ -24,61 +25,8 @@ void broadcastString(Communicator& comm, std::string& text) {
   if (size > 0) comm.broadcast(text.data(), text.size(), {DataType::kUInt8, 0});
 }
 
-// The flags a resumed run must share with the run that saved the checkpoint: the model, the
-// global batch (the sampler's position counts global samples), the seed (the samples' order) and
-// the optimizer (its state). "" when they match, else what differs.
-std::string incompatibility(const std::string& saved, const std::string& current, const std::string& path) {
-  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
-  const nlohmann::json b = nlohmann::json::parse(current);
-  if (!a.is_object()) return "checkpoint " + path + " was not saved by gyre train (no config in it)";
-  for (const char* key : {"model", "sync_bn", "batch", "seed", "optimizer"}) {
-    nlohmann::json was = a.value(key, nlohmann::json());
-    // Saved before the flag existed: its default.
-    if (was.is_null() && std::string_view(key) == "optimizer") was = "sgd";
-    if (was.is_null() && std::string_view(key) == "sync_bn") was = false;
-    if (was == b.at(key)) continue;
-    std::string flag = key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    return "checkpoint " + path + " was saved by a run with --" + flag + " " + was.dump() +
-           ", this run has --" + flag + " " + b.at(key).dump() +
-           ": resume with the same --model, --sync-bn, --batch, --seed and --optimizer (the number of "
-           "workers "
-           "may change)";
-  }
-  return "";
-}
-
 // An invalid checkpoint that a resume passed over is renamed to PATH.invalid: kept for a look, but
 // out of the way of loading and of keepLast, which would otherwise count it as one to keep.
-// A split model's parts fit only the layout that saved them: the same workers, --pp, --tp and
-// --zero (and so the same replicas and shards), and with --zero 1 and 2 the same buckets. "" when
-// they match.
-std::string layoutMismatch(const std::string& saved, const std::string& current, const std::string& path) {
-  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
-  const nlohmann::json b = nlohmann::json::parse(current);
-  if (!a.is_object()) return "";  // incompatibility() says so
-  auto was = [&a](const char* key) {  // saved before the key existed: its default
-    return a.contains(key) ? a.at(key) : nlohmann::json(std::string_view(key) == "zero" ? 0 : 1);
-  };
-  auto layout = [](const nlohmann::json& world, const nlohmann::json& pp, const nlohmann::json& tp,
-                   const nlohmann::json& zero) {
-    return world.dump() + " workers with --pp " + pp.dump() + " --tp " + tp.dump() + " --zero " + zero.dump();
-  };
-  for (const char* key : {"world", "pp", "tp", "zero"}) {
-    if (was(key) == b.at(key)) continue;
-    return "checkpoint " + path + " holds one part of a model split over " +
-           layout(was("world"), was("pp"), was("tp"), was("zero")) + "; this run has " +
-           layout(b.at("world"), b.at("pp"), b.at("tp"), b.at("zero")) +
-           ": resume it on the same layout (resuming on another layout is not supported yet)";
-  }
-  const int zero = b.at("zero").get<int>();
-  if ((zero == 1 || zero == 2) && a.value("bucket_cap_mb", nlohmann::json()) != b.at("bucket_cap_mb"))
-    return "checkpoint " + path + " holds one worker's part of the optimizer state of buckets of --bucket-cap-mb " +
-           a.value("bucket_cap_mb", nlohmann::json()).dump() + "; this run has --bucket-cap-mb " +
-           b.at("bucket_cap_mb").dump() + ": resume it with the same buckets";
-  return "";
-}
-
 void setAside(const std::vector<std::string>& invalid) {
   for (const std::string& path : invalid) {
     std::error_code ec;
@@ -123,14 +71,13 @@ StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::O
   // A run with other flags is refused before the checkpoint is loaded: another optimizer's state
   // would not even load, and libtorch's message would not say why.
   load.accept = [&config](const gyre::torch::CheckpointState& state, const std::string& path) {
-    if (const std::string why = incompatibility(state.config, config, path); !why.empty())
+    if (const std::string why = checkpointIncompatibility(state.config, config, path); !why.empty())
       throw InvalidArgument(why);
   };
   if (rank_ == 0) {
     try {
-      GYRE_USAGE_CHECK(!std::filesystem::exists(splitCheckpointDir(o_.checkpointDir, 0)), "--checkpoint-dir ",
-                       o_.checkpointDir, " holds checkpoints of a split model (rank-0/, ...: saved with --pp, --tp or --zero): ",
-                       "resume them with the layout that saved them, or choose another directory");
+      GYRE_USAGE_CHECK(!std::filesystem::exists(splitCheckpointDir(o_.checkpointDir, 0)),
+                       splitCheckpointsMessage(o_.checkpointDir));
       if (!o_.resume) {
         for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir)) {
           if (!c.complete) continue;
@@ -195,9 +142,6 @@ void TrainCheckpoints::finish() {
   if (writer_) writer_->wait();
 }
 
-std::string splitCheckpointDir(const std::string& dir, int rank) {
-  return (std::filesystem::path(dir) / ("rank-" + std::to_string(rank))).string();
-}
 
 StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
                                         const std::string& config) {
@@ -222,9 +166,7 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
   attempt([&] {
     for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir))
       if (c.complete)
-        throw InvalidArgument("--checkpoint-dir " + o_.checkpointDir + " holds checkpoints of an unsplit model (" +
-                              c.path + ", ...): resume them without --pp, --tp and --zero (resuming on another "
-                              "layout is not supported yet), or choose another directory");
+        throw InvalidArgument(unsplitCheckpointsMessage(o_.checkpointDir, c.path));
     const std::vector<gyre::torch::CheckpointInfo> list = gyre::torch::listCheckpoints(dir_);
     std::size_t k = 0;
     for (auto it = list.rbegin(); it != list.rend() && k < kSteps; ++it) {
@@ -239,7 +181,7 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
         std::ifstream in(std::filesystem::path(it->path) / "state.json");
         const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
         if (state.is_object() && state.contains("config") && state.at("config").is_string())
-          if (std::string why = layoutMismatch(state.at("config").get<std::string>(), config, it->path); !why.empty())
+          if (std::string why = checkpointLayoutMismatch(state.at("config").get<std::string>(), config, it->path); !why.empty())
             throw InvalidArgument(why);
       }
       mine[k++] = it->step;
@@ -294,8 +236,8 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
       setAside(ahead);
       gyre::torch::LoadOptions load;
       load.accept = [&config](const gyre::torch::CheckpointState& state, const std::string& path) {
-        if (std::string why = incompatibility(state.config, config, path); !why.empty()) throw InvalidArgument(why);
-        if (std::string why = layoutMismatch(state.config, config, path); !why.empty()) throw InvalidArgument(why);
+        if (std::string why = checkpointIncompatibility(state.config, config, path); !why.empty()) throw InvalidArgument(why);
+        if (std::string why = checkpointLayoutMismatch(state.config, config, path); !why.empty()) throw InvalidArgument(why);
       };
       const auto loaded = gyre::torch::loadLatestCheckpoint(dir_, model, &optimizer, load);
       GYRE_ENFORCE(loaded && loaded->state.step == common, "the checkpoint of step ", common, " in ", dir_,

@@ -72,7 +72,4 @@ class TrainCheckpoints {
 // dropped), joined with newlines; "" when the file does not exist. For a resumed run's logs.
 std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
 
-// Where rank `rank` of a split model (--pp, --tp, --zero) keeps its checkpoints: DIR/rank-<rank>.
-std::string splitCheckpointDir(const std::string& dir, int rank);
-
 }  // namespace gyre::train

@@ -1,0 +1,138 @@
+#include "train/checkpoint_rules.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string_view>
+
+#include "gyre/errors.h"
+
+namespace gyre::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The newest checkpoint in `dir` that finished writing (its manifest exists), or "".
+std::string newestComplete(const fs::path& dir) {
+  std::string best;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || name.size() == 5 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos ||
+        !fs::exists(e.path() / "manifest.json", ec))
+      continue;
+    if (best.empty() || name > fs::path(best).filename().string()) best = e.path().string();
+  }
+  return best;
+}
+
+// The config.json text saved in checkpoint `path`, or "".
+std::string savedConfig(const std::string& path) {
+  std::ifstream in(fs::path(path) / "state.json");
+  const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+  if (!state.is_object() || !state.contains("config") || !state.at("config").is_string()) return "";
+  return state.at("config").get<std::string>();
+}
+
+}  // namespace
+
+std::string checkpointIncompatibility(const std::string& saved, const std::string& current,
+                                      const std::string& path) {
+  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
+  const nlohmann::json b = nlohmann::json::parse(current);
+  if (!a.is_object()) return "checkpoint " + path + " was not saved by gyre train (no config in it)";
+  for (const char* key : {"model", "sync_bn", "batch", "seed", "optimizer"}) {
+    nlohmann::json was = a.value(key, nlohmann::json());
+    // Saved before the flag existed: its default.
+    if (was.is_null() && std::string_view(key) == "optimizer") was = "sgd";
+    if (was.is_null() && std::string_view(key) == "sync_bn") was = false;
+    if (was == b.at(key)) continue;
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    return "checkpoint " + path + " was saved by a run with --" + flag + " " + was.dump() +
+           ", this run has --" + flag + " " + b.at(key).dump() +
+           ": resume with the same --model, --sync-bn, --batch, --seed and --optimizer (the number of "
+           "workers may "
+           "change)";
+  }
+  return "";
+}
+
+std::string checkpointLayoutMismatch(const std::string& saved, const std::string& current,
+                                     const std::string& path) {
+  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
+  const nlohmann::json b = nlohmann::json::parse(current);
+  if (!a.is_object()) return "";      // checkpointIncompatibility says so
+  auto was = [&a](const char* key) {  // saved before the key existed: its default
+    return a.contains(key) ? a.at(key) : nlohmann::json(std::string_view(key) == "zero" ? 0 : 1);
+  };
+  auto layout = [](const nlohmann::json& world, const nlohmann::json& pp, const nlohmann::json& tp,
+                   const nlohmann::json& zero) {
+    return world.dump() + " workers with --pp " + pp.dump() + " --tp " + tp.dump() + " --zero " + zero.dump();
+  };
+  for (const char* key : {"world", "pp", "tp", "zero"}) {
+    if (was(key) == b.at(key)) continue;
+    return "checkpoint " + path + " holds one part of a model split over " +
+           layout(was("world"), was("pp"), was("tp"), was("zero")) + "; this run has " +
+           layout(b.at("world"), b.at("pp"), b.at("tp"), b.at("zero")) +
+           ": resume it on the same layout (resuming on another layout is not supported yet)";
+  }
+  const int zero = b.at("zero").get<int>();
+  if ((zero == 1 || zero == 2) && a.value("bucket_cap_mb", nlohmann::json()) != b.at("bucket_cap_mb"))
+    return "checkpoint " + path +
+           " holds one worker's part of the optimizer state of buckets of --bucket-cap-mb " +
+           a.value("bucket_cap_mb", nlohmann::json()).dump() + "; this run has --bucket-cap-mb " +
+           b.at("bucket_cap_mb").dump() + ": resume it with the same buckets";
+  return "";
+}
+
+std::string splitCheckpointDir(const std::string& dir, int rank) {
+  return (fs::path(dir) / ("rank-" + std::to_string(rank))).string();
+}
+
+std::string unsplitCheckpointsMessage(const std::string& dir, const std::string& path) {
+  return "--checkpoint-dir " + dir + " holds checkpoints of an unsplit model (" + path +
+         ", ...): resume them without --pp, --tp and --zero (resuming on another layout is not supported "
+         "yet), or "
+         "choose another directory";
+}
+
+std::string splitCheckpointsMessage(const std::string& dir) {
+  return "--checkpoint-dir " + dir +
+         " holds checkpoints of a split model (rank-0/, ...: saved with --pp, --tp or --zero): resume them "
+         "with the "
+         "layout that saved them, or choose another directory";
+}
+
+void checkResumeBeforeStart(const TrainOptions& o, int world) {
+  if (!o.resume || o.checkpointDir.empty() || o.elastic) return;
+  const bool split = o.pp > 1 || o.tp > 1 || zeroStage(o) > 0;
+  const std::string unsplit = newestComplete(o.checkpointDir);
+  if (split && !unsplit.empty()) throw InvalidArgument(unsplitCheckpointsMessage(o.checkpointDir, unsplit));
+  if (!split && fs::exists(splitCheckpointDir(o.checkpointDir, 0)))
+    throw InvalidArgument(splitCheckpointsMessage(o.checkpointDir));
+  const std::string newest = split ? newestComplete(splitCheckpointDir(o.checkpointDir, 0)) : unsplit;
+  if (newest.empty()) return;
+  const std::string saved = savedConfig(newest);
+  if (saved.empty()) return;
+  const nlohmann::json current = {{"model", o.model},
+                                  {"sync_bn", o.syncBn},
+                                  {"batch", o.batch},
+                                  {"seed", o.seed},
+                                  {"optimizer", o.optimizer},
+                                  {"world", world},
+                                  {"pp", o.pp},
+                                  {"tp", o.tp},
+                                  {"zero", zeroStage(o)},
+                                  {"bucket_cap_mb", o.bucketCapMb}};
+  // The workers' order: a split model's layout first, then the flags.
+  if (split)
+    if (std::string why = checkpointLayoutMismatch(saved, current.dump(), newest); !why.empty())
+      throw InvalidArgument(why);
+  if (std::string why = checkpointIncompatibility(saved, current.dump(), newest); !why.empty())
+    throw InvalidArgument(why);
+}
+
+}  // namespace gyre::train

@@ -1,0 +1,39 @@
+// Which checkpoints a run may resume, as plain rules on their saved config (libtorch-free): the
+// worker applies them to every checkpoint it loads, and `gyre train --resume` to the newest one
+// before any worker starts, so that a checkpoint of another layout or model is refused at once,
+// with the workers' own message. docs/checkpoints.md.
+#pragma once
+
+#include <string>
+
+#include "train/options.h"
+
+namespace gyre::train {
+
+// The flags a resumed run must share with the run that saved the checkpoint: the model, the
+// global batch (the sampler's position counts global samples), the seed (the samples' order) and
+// the optimizer (its state). "" when they match, else what differs. `saved` and `current` are the
+// runs' config.json texts (current needs those keys only).
+std::string checkpointIncompatibility(const std::string& saved, const std::string& current,
+                                      const std::string& path);
+
+// A split model's parts fit only the layout that saved them: the same workers, --pp, --tp and
+// --zero (and so the same replicas and shards), and with --zero 1 and 2 the same buckets. "" when
+// they match.
+std::string checkpointLayoutMismatch(const std::string& saved, const std::string& current,
+                                     const std::string& path);
+
+// Where rank `rank` keeps its part of a split model's checkpoints: DIR/rank-<r>.
+std::string splitCheckpointDir(const std::string& dir, int rank);
+
+// The refusals of a directory of the other kind.
+std::string unsplitCheckpointsMessage(const std::string& dir, const std::string& path);
+std::string splitCheckpointsMessage(const std::string& dir);
+
+// gyre train --resume, before any worker starts: the newest complete checkpoint in
+// --checkpoint-dir (rank 0's part, for a split model) checked against this run of `world`
+// workers. InvalidArgument with the workers' message when it may not be resumed; nothing when
+// there is none, or its config cannot be read (the workers then decide).
+void checkResumeBeforeStart(const TrainOptions& o, int world);
+
+}  // namespace gyre::train
