@@ -18,9 +18,9 @@
 #include "launcher/agent.h"
 #include "launcher/job.h"
 #include "launcher/process.h"
-#include "train/checkpoint_rules.h"
 #include "metrics/server.h"
 #include "run_dir.h"
+#include "train/checkpoint_rules.h"
 #include "train/layout.h"
 #include "train/options.h"  // the flags, shared with the worker (no libtorch)
 #include "usage_error.h"

@@ -277,7 +277,8 @@ constexpr std::array<Knob, 37> kKnobs = {{
     {"GYRE_SPIN_US",
      KnobType::kInt,
      "50",
-     "Microseconds a waiting rank spins before it blocks (0: block at once; ranks may outnumber cores).",
+     "Microseconds a waiting rank, or a gyre::rt caller waiting for an answer, spins before it blocks (0: block "
+     "at once; ranks may outnumber cores).",
      {},
      0,
      10'000'000},

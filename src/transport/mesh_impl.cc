@@ -10,19 +10,12 @@
 #include <sstream>
 
 #include "common/check.h"
+#include "common/cpu_relax.h"
 #include "common/logging.h"
 #include "transport/shm/futex.h"
 
 namespace gyre::transport {
 namespace {
-
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 constexpr int kPureSpinMicros = 2;
 constexpr int kShmSleepMillis = 20;   // futex slice; liveness is checked between slices

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstddef>
@@ -92,6 +93,7 @@ class Promise {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   bool ready_ = false;
+  std::atomic<bool> set_{false};  // ready_, for a waiter's short spin before it blocks
   Bytes value_;
   std::optional<ErrorRecord> error_;
   std::vector<std::pair<std::uint64_t, std::function<void()>>> callbacks_;
