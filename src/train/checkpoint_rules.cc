@@ -117,22 +117,27 @@ void checkResumeBeforeStart(const TrainOptions& o, int world) {
   if (newest.empty()) return;
   const std::string saved = savedConfig(newest);
   if (saved.empty()) return;
-  const nlohmann::json current = {{"model", o.model},
-                                  {"sync_bn", o.syncBn},
-                                  {"batch", o.batch},
-                                  {"seed", o.seed},
-                                  {"optimizer", o.optimizer},
-                                  {"world", world},
-                                  {"pp", o.pp},
-                                  {"tp", o.tp},
-                                  {"zero", zeroStage(o)},
-                                  {"bucket_cap_mb", o.bucketCapMb}};
+  const std::string current = resumeConfig(o, world);
   // The workers' order: a split model's layout first, then the flags.
   if (split)
-    if (std::string why = checkpointLayoutMismatch(saved, current.dump(), newest); !why.empty())
+    if (std::string why = checkpointLayoutMismatch(saved, current, newest); !why.empty())
       throw InvalidArgument(why);
-  if (std::string why = checkpointIncompatibility(saved, current.dump(), newest); !why.empty())
+  if (std::string why = checkpointIncompatibility(saved, current, newest); !why.empty())
     throw InvalidArgument(why);
+}
+
+std::string resumeConfig(const TrainOptions& o, int world) {
+  const nlohmann::json config = {{"model", o.model},
+                                 {"sync_bn", o.syncBn},
+                                 {"batch", o.batch},
+                                 {"seed", o.seed},
+                                 {"optimizer", o.optimizer},
+                                 {"world", world},
+                                 {"pp", o.pp},
+                                 {"tp", o.tp},
+                                 {"zero", zeroStage(o)},
+                                 {"bucket_cap_mb", o.bucketCapMb}};
+  return config.dump();
 }
 
 }  // namespace gyre::train

@@ -30,6 +30,9 @@ std::string splitCheckpointDir(const std::string& dir, int rank);
 std::string unsplitCheckpointsMessage(const std::string& dir, const std::string& path);
 std::string splitCheckpointsMessage(const std::string& dir);
 
+// The part of config.json these rules read, for a run of `o` on `world` workers.
+std::string resumeConfig(const TrainOptions& o, int world);
+
 // gyre train --resume, before any worker starts: the newest complete checkpoint in
 // --checkpoint-dir (rank 0's part, for a split model) checked against this run of `world`
 // workers. InvalidArgument with the workers' message when it may not be resumed; nothing when

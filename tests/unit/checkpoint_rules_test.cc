@@ -28,16 +28,7 @@ void writeCheckpoint(const fs::path& dir, int step, const nlohmann::json& config
 }
 
 nlohmann::json configOf(const TrainOptions& o, int world) {
-  return {{"model", o.model},
-          {"sync_bn", o.syncBn},
-          {"batch", o.batch},
-          {"seed", o.seed},
-          {"optimizer", o.optimizer},
-          {"world", world},
-          {"pp", o.pp},
-          {"tp", o.tp},
-          {"zero", zeroStage(o)},
-          {"bucket_cap_mb", o.bucketCapMb}};
+  return nlohmann::json::parse(resumeConfig(o, world));
 }
 
 std::string refusal(const TrainOptions& o, int world) {
