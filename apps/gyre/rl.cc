@@ -61,21 +61,24 @@ int rl(rl::RlOptions o) {
 
 void addRl(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<rl::RlOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "rl",
-      "Distributed reinforcement learning on gyre::rt: Ape-X DQN with rollout actors in their own processes");
+  CLI::App* cmd = app.add_subcommand("rl",
+                                     "Distributed reinforcement learning on gyre::rt: Ape-X DQN or IMPALA, "
+                                     "rollout actors in their own processes");
   cmd->footer(
       "Starts the learner (rank 0) and one process per rollout actor on this host (gyre run --keep-going).\n"
-      "Each actor steps its own environment with its own epsilon and the latest published weights; the\n"
-      "learner feeds their transitions to a prioritized replay actor, trains a double DQN on n-step\n"
-      "returns and publishes its weights every --publish-every updates. A greedy evaluator measures the\n"
-      "policy being learned. Every --report-every seconds a line shows env steps/s, updates/s and the\n"
-      "mean return of the last 100 episodes (the actors', and the greedy evaluator's); the run\n"
-      "directory (default runs/rl-ALGO-ENV-TIME) gets metrics.jsonl and return.svg. An actor whose\n"
-      "process is killed is rebuilt on a live process at its next call (--actor-restarts). See "
-      "docs/rl.md.\n\n"
+      "Ape-X: each actor steps its own environment with its own epsilon and the latest published\n"
+      "weights; the learner feeds their transitions to a prioritized replay actor, trains a double DQN\n"
+      "on n-step returns and publishes its weights every --publish-every updates. IMPALA: each actor\n"
+      "unrolls its copy of the policy for --unroll steps; the learner trains the actor-critic on\n"
+      "--trajectories unrolls at a time with V-trace and publishes after every update. A greedy\n"
+      "evaluator measures the policy being learned. Every --report-every seconds a line shows env\n"
+      "steps/s, updates/s and the mean return of the last 100 episodes (the actors', and the greedy\n"
+      "evaluator's); the run directory (default runs/rl-ALGO-ENV-TIME) gets metrics.jsonl and\n"
+      "return.svg. An actor whose process is killed is rebuilt on a live process at its next call\n"
+      "(--actor-restarts). See docs/rl.md.\n\n"
       "Examples:\n"
       "  gyre rl --algo apex --env cartpole --actors 2\n"
+      "  gyre rl --algo impala --env cartpole --actors 2\n"
       "  gyre rl --env acrobot --actors 2 --target-return -100 --time-limit 300");
   rl::addRlFlags(*cmd, *o);
   cmd->callback([o, &action] { action = [o] { return rl(*o); }; });
