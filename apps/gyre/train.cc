@@ -102,13 +102,10 @@ void requireData(const std::string& dir) {
 // is valid is for the worker to check.
 void checkCheckpointDir(const train::TrainOptions& o) {
   if (o.checkpointDir.empty() || o.resume) return;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(o.checkpointDir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0 || !fs::exists(entry.path() / "manifest.json", ec)) continue;
-    usageError("--checkpoint-dir ", o.checkpointDir, " already holds checkpoints (", name,
-               ", ...): pass --resume to continue from the newest valid one, or choose another directory");
-  }
+  const std::string newest = train::newestCompleteCheckpoint(o.checkpointDir);
+  if (newest.empty()) return;
+  usageError("--checkpoint-dir ", o.checkpointDir, " already holds checkpoints (", fs::path(newest).filename().string(),
+             ", ...): pass --resume to continue from the newest valid one, or choose another directory");
 }
 
 int train(train::TrainOptions o) {

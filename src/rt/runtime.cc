@@ -296,6 +296,10 @@ class Runtime::Impl {
   std::atomic<std::uint64_t> next_{0};
   std::atomic<std::uint32_t> actorCount_{0};
   std::atomic<std::uint32_t> objectCount_{0};
+  // An object's number: this process's rank in the high 32 bits, then its count here.
+  std::uint64_t nextObjectId() {
+    return (static_cast<std::uint64_t>(o_.rank) << 32) | (objectCount_.fetch_add(1) + 1);
+  }
   detail::SharedObjects shared_;
 
   // The prefix of `rank`'s shared-memory files when it runs on this host, else "" (read from the
@@ -326,12 +330,12 @@ Runtime::Runtime(const RuntimeOptions& options) : impl_(std::make_unique<Impl>(o
 Runtime* Runtime::current() { return static_cast<Runtime*>(detail::currentContext()); }
 
 std::pair<std::uint64_t, std::shared_ptr<void>> Runtime::putBytes(Bytes value) {
-  const std::uint64_t id = (static_cast<std::uint64_t>(rank()) << 32) | (impl_->objectCount_.fetch_add(1) + 1);
+  const std::uint64_t id = impl_->nextObjectId();
   return {id, impl_->node_.putObject(id, std::move(value))};
 }
 
 ObjectRef<Buffer> Runtime::putBuffer(const void* data, std::size_t size) {
-  const std::uint64_t id = (static_cast<std::uint64_t>(rank()) << 32) | (impl_->objectCount_.fetch_add(1) + 1);
+  const std::uint64_t id = impl_->nextObjectId();
   std::shared_ptr<const detail::Segment> segment = impl_->shared_.put(id, data, size);
   std::shared_ptr<void> inNode = impl_->node_.putSegment(id, segment);
   // The owner's last reference: no reader may open the file any more; then the node forgets it.

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "gyre/errors.h"
 
@@ -78,7 +80,6 @@ class Segment {
   std::byte* at = nullptr;
   std::size_t capacity = 0;  // mapped bytes, the header included
   std::string path;
-  std::uint64_t id = 0;
   std::size_t size = 0;
 
   const std::byte* data() const { return at + kHeader; }
@@ -136,7 +137,9 @@ SharedObjects::~SharedObjects() {
   for (Segment* s : free) s->destroy();
 }
 
-const std::string& SharedObjects::prefix() const { return pool_->prefix; }
+const std::string& SharedObjects::prefix() const {
+  return pool_->prefix;
+}
 
 std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id, const void* data, std::size_t size) {
   const std::size_t need = pageRounded(kHeader + size);
@@ -183,7 +186,6 @@ std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id, const void* 
     s->at = static_cast<std::byte*>(at);
     ::flock(s->fd, LOCK_EX);
   }
-  s->id = id;
   s->size = size;
   const Header header{kMagic, id, size};
   std::memcpy(s->at, &header, sizeof header);
@@ -209,7 +211,9 @@ void SharedObjects::retire(const Segment& s) {
   }
 }
 
-Buffer SharedObjects::view(const std::shared_ptr<const Segment>& s) { return Buffer(s, s->data(), s->size); }
+Buffer SharedObjects::view(const std::shared_ptr<const Segment>& s) {
+  return Buffer(s, s->data(), s->size);
+}
 
 std::string SharedObjects::copy(const Segment& s) {
   return std::string(reinterpret_cast<const char*>(s.data()), s.size);
@@ -225,11 +229,12 @@ std::optional<Buffer> SharedObjects::open(const std::string& ownerPrefix, std::u
   while (::flock(m->fd, LOCK_SH) != 0)
     if (errno != EINTR) return std::nullopt;
   Header header{};
-  if (::pread(m->fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) || header.magic != kMagic ||
-      header.id != id)
+  if (::pread(m->fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
+      header.magic != kMagic || header.id != id)
     return std::nullopt;  // reused for another object: this one was freed
   struct stat st {};
-  if (::fstat(m->fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < kHeader + header.size) return std::nullopt;
+  if (::fstat(m->fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < kHeader + header.size)
+    return std::nullopt;
   m->length = kHeader + header.size;
   void* at = ::mmap(nullptr, m->length, PROT_READ, MAP_SHARED | MAP_POPULATE, m->fd, 0);
   if (at == MAP_FAILED) fail("cannot map " + path);

@@ -9,12 +9,9 @@
 #include "gyre/errors.h"
 
 namespace gyre::train {
-namespace {
-
 namespace fs = std::filesystem;
 
-// The newest checkpoint in `dir` that finished writing (its manifest exists), or "".
-std::string newestComplete(const fs::path& dir) {
+std::string newestCompleteCheckpoint(const std::string& dir) {
   std::string best;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
@@ -28,15 +25,12 @@ std::string newestComplete(const fs::path& dir) {
   return best;
 }
 
-// The config.json text saved in checkpoint `path`, or "".
-std::string savedConfig(const std::string& path) {
+std::string savedCheckpointConfig(const std::string& path) {
   std::ifstream in(fs::path(path) / "state.json");
   const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
   if (!state.is_object() || !state.contains("config") || !state.at("config").is_string()) return "";
   return state.at("config").get<std::string>();
 }
-
-}  // namespace
 
 std::string checkpointIncompatibility(const std::string& saved, const std::string& current,
                                       const std::string& path) {
@@ -109,13 +103,14 @@ std::string splitCheckpointsMessage(const std::string& dir) {
 void checkResumeBeforeStart(const TrainOptions& o, int world) {
   if (!o.resume || o.checkpointDir.empty() || o.elastic) return;
   const bool split = o.pp > 1 || o.tp > 1 || zeroStage(o) > 0;
-  const std::string unsplit = newestComplete(o.checkpointDir);
+  const std::string unsplit = newestCompleteCheckpoint(o.checkpointDir);
   if (split && !unsplit.empty()) throw InvalidArgument(unsplitCheckpointsMessage(o.checkpointDir, unsplit));
   if (!split && fs::exists(splitCheckpointDir(o.checkpointDir, 0)))
     throw InvalidArgument(splitCheckpointsMessage(o.checkpointDir));
-  const std::string newest = split ? newestComplete(splitCheckpointDir(o.checkpointDir, 0)) : unsplit;
+  const std::string newest =
+      split ? newestCompleteCheckpoint(splitCheckpointDir(o.checkpointDir, 0)) : unsplit;
   if (newest.empty()) return;
-  const std::string saved = savedConfig(newest);
+  const std::string saved = savedCheckpointConfig(newest);
   if (saved.empty()) return;
   const std::string current = resumeConfig(o, world);
   // The workers' order: a split model's layout first, then the flags.

@@ -23,6 +23,11 @@ std::string checkpointIncompatibility(const std::string& saved, const std::strin
 std::string checkpointLayoutMismatch(const std::string& saved, const std::string& current,
                                      const std::string& path);
 
+// The newest checkpoint in `dir` that finished writing (ckpt-<step>/manifest.json), or "".
+std::string newestCompleteCheckpoint(const std::string& dir);
+// The config.json text saved in checkpoint `path` (its state.json), or "" when unreadable.
+std::string savedCheckpointConfig(const std::string& path);
+
 // Where rank `rank` keeps its part of a split model's checkpoints: DIR/rank-<r>.
 std::string splitCheckpointDir(const std::string& dir, int rank);
 

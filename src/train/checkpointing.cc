@@ -142,7 +142,6 @@ void TrainCheckpoints::finish() {
   if (writer_) writer_->wait();
 }
 
-
 StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
                                         const std::string& config) {
   StartPoint start;
@@ -177,13 +176,10 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
                               "directory");
       if (!gyre::torch::verifyCheckpoint(it->path).empty()) continue;
       // The layout first: parts of another split would find no common step, which says less.
-      if (k == 0) {
-        std::ifstream in(std::filesystem::path(it->path) / "state.json");
-        const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
-        if (state.is_object() && state.contains("config") && state.at("config").is_string())
-          if (std::string why = checkpointLayoutMismatch(state.at("config").get<std::string>(), config, it->path); !why.empty())
+      if (k == 0)
+        if (const std::string saved = savedCheckpointConfig(it->path); !saved.empty())
+          if (std::string why = checkpointLayoutMismatch(saved, config, it->path); !why.empty())
             throw InvalidArgument(why);
-      }
       mine[k++] = it->step;
     }
     // A rank beyond the layout that saved the parts finds none of its own: the parts of rank 0 say
@@ -236,8 +232,10 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
       setAside(ahead);
       gyre::torch::LoadOptions load;
       load.accept = [&config](const gyre::torch::CheckpointState& state, const std::string& path) {
-        if (std::string why = checkpointIncompatibility(state.config, config, path); !why.empty()) throw InvalidArgument(why);
-        if (std::string why = checkpointLayoutMismatch(state.config, config, path); !why.empty()) throw InvalidArgument(why);
+        if (std::string why = checkpointIncompatibility(state.config, config, path); !why.empty())
+          throw InvalidArgument(why);
+        if (std::string why = checkpointLayoutMismatch(state.config, config, path); !why.empty())
+          throw InvalidArgument(why);
       };
       const auto loaded = gyre::torch::loadLatestCheckpoint(dir_, model, &optimizer, load);
       GYRE_ENFORCE(loaded && loaded->state.step == common, "the checkpoint of step ", common, " in ", dir_,

@@ -29,6 +29,8 @@ struct Rollout {
   MSGPACK_DEFINE(transitions, priorities, episodeReturns, envSteps, instance)
 };
 
+namespace {
+
 // A batch of transitions as tensors over its columns (no copy: they view `t`).
 struct TransitionTensors {
   ::torch::Tensor observations, next, actions, returns, discounts;
@@ -43,6 +45,8 @@ TransitionTensors tensorsOf(Transitions& t) {
           ::torch::from_blob(t.returns.data(), {n}), ::torch::from_blob(t.discounts.data(), {n})};
 }
 
+}  // namespace
+
 // A rollout actor: its environment, its ε, a copy of the Q-network (the weights of the version it
 // was last given) and the last n steps not yet made into transitions.
 class ApexActor {
@@ -54,17 +58,12 @@ class ApexActor {
         nStep_(static_cast<std::size_t>(nStep)),
         gamma_(static_cast<float>(gamma)),
         rng_(seed * 7919 + static_cast<std::uint64_t>(index)),
-        // A restarted actor starts other episodes than its first instance did.
-        episodeSeed_((seed << 20) + static_cast<std::uint64_t>(index) * 100003 +
-                     (rt::wasRestarted() ? 50021 : 0)),
+        episodeSeed_(firstEpisodeSeed(seed, index)),
         q_(makeMlp(env_->observationSize(), env_->actions(), hidden)),
-        instance_((std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
+        instance_(newInstanceId()) {}
 
   Rollout collect(WeightsRef weights, std::int64_t version, int steps) {
-    if (version != version_) {
-      loadWeights(*q_, rt::get(weights));
-      version_ = version;
-    }
+    refreshWeights(q_, version_, weights, version);
     Rollout out;
     out.instance = instance_;
     out.transitions.observationSize = env_->observationSize();

@@ -5,10 +5,10 @@
 #include <limits>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "gyre/rl/env.h"
-#include "rl/learn/nets.h"
 
 namespace gyre::rl {
 
@@ -16,6 +16,21 @@ using Clock = std::chrono::steady_clock;
 
 void setComputeThreads(int threads) {
   at::set_num_threads(threads);
+}
+
+void refreshWeights(::torch::nn::Sequential& net, std::int64_t& held, const WeightsRef& weights,
+                    std::int64_t version) {
+  if (version == held) return;
+  loadWeights(*net, rt::get(weights));
+  held = version;
+}
+
+std::uint64_t firstEpisodeSeed(std::uint64_t seed, int index) {
+  return (seed << 20) + static_cast<std::uint64_t>(index) * 100003 + (rt::wasRestarted() ? 50021 : 0);
+}
+
+std::uint64_t newInstanceId() {
+  return (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 }
 
 rt::ActorOptions rolloutPlacement(const rt::Runtime& rt, int i, const RlOptions& o) {
@@ -31,10 +46,7 @@ class Evaluator {
   Evaluator(std::string env, std::uint64_t seed, int hidden, int outputs)
       : env_(makeEnv(env)), seed_(seed), net_(makeMlp(env_->observationSize(), outputs, hidden)) {}
   double episode(WeightsRef weights, std::int64_t version) {
-    if (version != version_) {
-      loadWeights(*net_, rt::get(weights));
-      version_ = version;
-    }
+    refreshWeights(net_, version_, weights, version);
     std::vector<float> observation = env_->reset(seed_++);
     double total = 0;
     for (;;) {

@@ -13,6 +13,7 @@
 #include "gyre/rt.h"
 #include "rl/cli/options.h"
 #include "rl/learn/learners.h"
+#include "rl/learn/nets.h"
 
 namespace gyre::rl {
 
@@ -37,6 +38,17 @@ class Publisher {
   std::deque<WeightsRef> refs_;
   std::int64_t version_ = 0;
 };
+
+// In an actor: loads the learner's weights into `net` unless it holds that version already
+// (`held`), so that the object is fetched once per version.
+void refreshWeights(::torch::nn::Sequential& net, std::int64_t& held, const WeightsRef& weights,
+                    std::int64_t version);
+
+// A rollout actor's first episode seed: its own per index, and others after a rebuild.
+std::uint64_t firstEpisodeSeed(std::uint64_t seed, int index);
+
+// A number drawn per actor instance: a new one in an answer says the actor was rebuilt.
+std::uint64_t newInstanceId();
 
 // Rollout actor i: on process 1 + i mod the others (the learner is rank 0), or here when alone;
 // rebuilt on a live process up to --actor-restarts times when its process is lost.

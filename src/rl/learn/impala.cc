@@ -42,16 +42,12 @@ class ImpalaActor {
   ImpalaActor(std::string env, int index, std::uint64_t seed, int hidden)
       : env_(makeEnv(env)),
         rng_(seed * 6151 + static_cast<std::uint64_t>(index)),
-        episodeSeed_((seed << 20) + static_cast<std::uint64_t>(index) * 100003 +
-                     (rt::wasRestarted() ? 50021 : 0)),
+        episodeSeed_(firstEpisodeSeed(seed, index)),
         net_(makeMlp(env_->observationSize(), env_->actions() + 1, hidden)),
-        instance_((std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}()) {}
+        instance_(newInstanceId()) {}
 
   Trajectory unroll(WeightsRef weights, std::int64_t version, int steps) {
-    if (version != version_) {
-      loadWeights(*net_, rt::get(weights));
-      version_ = version;
-    }
+    refreshWeights(net_, version_, weights, version);
     const int actions = env_->actions();
     Trajectory t;
     t.observationSize = env_->observationSize();
