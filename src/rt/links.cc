@@ -2,6 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <condition_variable>
+
 #include "common/auth.h"
 #include "common/logging.h"
 #include "gyre/errors.h"
@@ -12,7 +15,75 @@ namespace {
 // How long the rest of a message may take once its header arrived, and a write.
 constexpr std::chrono::seconds kMessageTimeout{120};
 
+// Bursts of sends (PeerLink): a send within kBurstGap of its thread's last one, with no wait in
+// between, is queued; a queue goes out at kFlushAt sends, and a send of kLargeBytes or more takes
+// the queue out with it at once (a large payload gains nothing from waiting).
+using SteadyClock = std::chrono::steady_clock;
+constexpr auto kBurstGap = std::chrono::microseconds(20);
+constexpr std::size_t kFlushAt = 64;
+constexpr std::size_t kLargeBytes = 64 << 10;
+// How long the flusher leaves a queue to its thread (which flushes it at its next wait).
+constexpr auto kFlushDelay = std::chrono::microseconds(200);
+
+struct ThreadSends {
+  SteadyClock::time_point last{};  // this thread's last send; the epoch once it waited since
+  std::vector<std::pair<const PeerLink*, std::weak_ptr<PeerLink>>> queued;  // links it queued on
+};
+thread_local ThreadSends tSends;
+
+// Writes the queues that their threads left (a burst with no wait after it) within kFlushDelay.
+// One per process, started with the first queue; it sleeps while no queue waits.
+class Flusher {
+ public:
+  static Flusher& instance() {
+    static Flusher* flusher = new Flusher;  // never destroyed: its thread may run at exit
+    return *flusher;
+  }
+  void add(std::weak_ptr<PeerLink> link) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      links_.push_back(std::move(link));
+      if (links_.size() > 1 || !sleeping_) return;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  Flusher() { std::thread([this] { run(); }).detach(); }
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      sleeping_ = true;
+      cv_.wait(lock, [this] { return !links_.empty(); });
+      sleeping_ = false;
+      lock.unlock();
+      std::this_thread::sleep_for(kFlushDelay);
+      lock.lock();
+      std::vector<std::weak_ptr<PeerLink>> links;
+      links.swap(links_);
+      lock.unlock();
+      for (auto& w : links)
+        if (const std::shared_ptr<PeerLink> l = w.lock()) l->flush();
+      links.clear();  // a link whose last owner this was goes here, outside the lock
+      lock.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::weak_ptr<PeerLink>> links_;
+  bool sleeping_ = false;
+};
+
 }  // namespace
+
+void flushThisThread() {
+  tSends.last = {};
+  if (tSends.queued.empty()) return;
+  auto queued = std::move(tSends.queued);
+  tSends.queued.clear();
+  for (auto& [raw, weak] : queued)
+    if (const std::shared_ptr<PeerLink> l = weak.lock()) l->flush();
+}
 
 struct Server::Session {
   net::Fd fd;
@@ -149,8 +220,24 @@ PeerLink::PeerLink(int rank, const std::string& address, const std::string& secr
 }
 
 PeerLink::~PeerLink() {
+  flush();
   ::shutdown(fd_.get(), SHUT_RDWR);
   reader_.join();
+}
+
+void PeerLink::flush() {
+  std::lock_guard<std::mutex> lock(writeMu_);
+  writeQueuedLocked();
+}
+
+void PeerLink::writeQueuedLocked() {
+  if (queued_.empty()) return;
+  try {
+    wire::writeMessages(fd_.get(), queued_, Deadline::after(kMessageTimeout), name_);
+  } catch (const std::exception&) {
+    ::shutdown(fd_.get(), SHUT_RDWR);  // the reader fails what is pending, these calls included
+  }
+  queued_.clear();
 }
 
 void PeerLink::send(wire::Message request, Done done) {
@@ -165,12 +252,25 @@ void PeerLink::send(wire::Message request, Done done) {
     }
   }
   if (lost) return done({}, lost);
-  std::lock_guard<std::mutex> lock(writeMu_);
-  try {
-    wire::writeMessage(fd_.get(), request, Deadline::after(kMessageTimeout), name_);
-  } catch (const std::exception&) {
-    ::shutdown(fd_.get(), SHUT_RDWR);  // the reader fails what is pending, this call included
+  const SteadyClock::time_point now = SteadyClock::now();
+  const bool burst = now - tSends.last < kBurstGap;
+  tSends.last = now;
+  const bool large = request.payload.size() >= kLargeBytes;
+  bool remember = false, wakeFlusher = false;
+  {
+    std::lock_guard<std::mutex> lock(writeMu_);
+    queued_.push_back(std::move(request));
+    if (!burst || large || queued_.size() >= kFlushAt) {
+      writeQueuedLocked();
+    } else {
+      remember = true;
+      wakeFlusher = queued_.size() == 1;
+    }
   }
+  if (!remember) return;
+  if (std::none_of(tSends.queued.begin(), tSends.queued.end(), [this](const auto& q) { return q.first == this; }))
+    tSends.queued.emplace_back(this, weak_from_this());
+  if (wakeFlusher) Flusher::instance().add(weak_from_this());
 }
 
 void PeerLink::readLoop() {
