@@ -1,10 +1,13 @@
 #include "bench_rt.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -57,11 +60,64 @@ GYRE_RT_METHOD(RtBenchRollout, run);
 
 using Clock = std::chrono::steady_clock;
 
+// The bytes this process's network namespace has received on its interfaces but loopback
+// (/proc/net/dev): what a get() fetched from another host.
+double receivedBytes() {
+  std::ifstream in("/proc/net/dev");
+  std::string line;
+  double total = 0;
+  while (std::getline(in, line)) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(0, name.find_first_not_of(' '));
+    if (name == "lo") continue;
+    std::istringstream fields(line.substr(colon + 1));
+    double rx = 0;
+    if (fields >> rx) total += rx;
+  }
+  return total;
+}
+
+// The network namespace this process runs in ("net:[4026531840]"): a host, to tests/netns.
+std::string networkNamespace() {
+  char link[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/net", link, sizeof link - 1);
+  return n > 0 ? std::string(link, static_cast<std::size_t>(n)) : "";
+}
+
+// --across-hosts: a reader of another process's object that keeps what it read (so that the
+// readers after it on its host map the same copy).
+class RtBenchReader {
+ public:
+  // [seconds the get took, bytes this host received meanwhile]
+  std::vector<double> read(rt::ObjectRef<rt::Buffer> ref) {
+    const double before = receivedBytes();
+    const auto start = Clock::now();
+    held_ = rt::get(ref);
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    return {seconds, receivedBytes() - before, static_cast<double>(held_.size())};
+  }
+  std::string where() { return networkNamespace(); }
+  bool release() {
+    held_ = {};
+    return true;
+  }
+
+ private:
+  rt::Buffer held_;
+};
+GYRE_RT_ACTOR(RtBenchReader);
+GYRE_RT_METHOD(RtBenchReader, read);
+GYRE_RT_METHOD(RtBenchReader, where);
+GYRE_RT_METHOD(RtBenchReader, release);
+
 struct RtBenchFlags {
   double seconds = 2;  // per row
   int threads = 2;     // per process of the runtime
   int repeat = 1;      // rounds of every row; a row reports the median
   bool json = false;
+  bool acrossHosts = false;  // the ranks of a launched job: an object's gets from the other hosts
 };
 
 struct Row {
@@ -70,6 +126,7 @@ struct Row {
   double perSecond = 0;
   double target = 0;    // 0: none
   int threads = 0;      // per process; 0: --threads
+  double receivedMb = -1;  // --across-hosts: what the reader's host received; -1: not measured
 };
 
 // Calls `once` (which makes `batch` calls and waits for them) until `seconds` passed; calls/s.
@@ -208,15 +265,72 @@ std::vector<Row> measure(const RtBenchFlags& f) {
   return rows;
 }
 
+// --across-hosts, in rank 0 of a launched job: a 100 MB object put here (in shared memory), then
+// read by every other rank in turn, each keeping what it read: a rank on another host than the
+// ones before it fetches it over the network; the ranks after it on its host map that host's copy
+// and receive nothing. Each row: GB/s of the get and the MB its host received meanwhile.
+std::vector<Row> measureAcrossHosts(rt::Runtime& rt) {
+  constexpr std::size_t kBytes = std::size_t{100} << 20;
+  const double gb = static_cast<double>(kBytes) / 1e9;
+  const std::vector<char> value(kBytes, 'x');
+  std::vector<Row> rows;
+  const auto start = Clock::now();
+  const rt::ObjectRef<rt::Buffer> ref = rt.putBuffer(value.data(), kBytes);
+  rows.push_back({"put 100 MB (shared memory)", "rank 0",
+                  gb / std::chrono::duration<double>(Clock::now() - start).count(), 0});
+  std::vector<std::string> hostsSeen{networkNamespace()};
+  std::vector<rt::ActorHandle<RtBenchReader>> readers;
+  for (int r = 1; r < rt.size(); ++r) {
+    rt::ActorOptions on;
+    on.rank = r;
+    readers.push_back(rt.actorWith<RtBenchReader>(on));
+    const std::string host = readers.back().call(&RtBenchReader::where).get();
+    const bool seen = std::find(hostsSeen.begin(), hostsSeen.end(), host) != hostsSeen.end();
+    const std::vector<double> got = readers.back().call(&RtBenchReader::read, ref).get();
+    if (got.size() != 3 || got[2] != static_cast<double>(kBytes))
+      throw Error("rank " + std::to_string(r) + " read another size than the object's");
+    const std::string where = "rank " + std::to_string(r) + ", " +
+                              (host == hostsSeen.front() ? "this host"
+                               : seen                    ? "another host, its copy"
+                                                         : "another host, fetched");
+    Row row{"get 100 MB (shared memory)", where, gb / got[0], 0};
+    row.receivedMb = got[1] / 1e6;
+    rows.push_back(row);
+    if (!seen) hostsSeen.push_back(host);
+  }
+  for (const auto& reader : readers) reader.call(&RtBenchReader::release).get();
+  return rows;
+}
+
 int run(const RtBenchFlags& f) {
   std::vector<Row> rows;
+  std::unique_ptr<rt::Runtime> launched;  // --across-hosts
+  std::shared_ptr<Store> store;
   try {
+    if (f.acrossHosts) {
+      const rt::RuntimeOptions o = rt::runtimeOptionsFromEnvironment();
+      if (o.size < 2)
+        throw InvalidArgument("--across-hosts runs as the ranks of a job of 2 or more (gyre run -H a:1,b:2 -- gyre bench rt --across-hosts)");
+      launched = std::make_unique<rt::Runtime>(o);
+      store = o.store;
+      if (o.rank != 0) {  // serve rank 0's readers until it is done
+        store->get("gyre-bench-rt/done", std::chrono::minutes(10));
+        return 0;
+      }
+    }
+    struct Done {  // rank 0's last word, however it ends, so the others stop serving
+      std::shared_ptr<Store> store;
+      ~Done() {
+        if (store) store->setString("gyre-bench-rt/done", "1");
+      }
+    } done{store};
+    auto measureOnce = [&] { return f.acrossHosts ? measureAcrossHosts(*launched) : measure(f); };
     // Every row once per round; each reports its median round (the machine's speed drifts).
-    rows = measure(f);
+    rows = measureOnce();
     std::vector<std::vector<double>> values(rows.size());
     for (std::size_t i = 0; i < rows.size(); ++i) values[i].push_back(rows[i].perSecond);
     for (int r = 1; r < f.repeat; ++r) {
-      const std::vector<Row> more = measure(f);
+      const std::vector<Row> more = measureOnce();
       for (std::size_t i = 0; i < rows.size() && i < more.size(); ++i) values[i].push_back(more[i].perSecond);
     }
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -234,6 +348,7 @@ int run(const RtBenchFlags& f) {
                                         {"per_s", r.perSecond},
                                         {"target_per_s", r.target > 0 ? nlohmann::json(r.target) : nlohmann::json()},
                                         {"threads", r.threads > 0 ? r.threads : f.threads},
+                                        {"received_mb", r.receivedMb >= 0 ? nlohmann::json(r.receivedMb) : nlohmann::json()},
                                         {"repeat", f.repeat},
                                         {"hardware_threads", std::thread::hardware_concurrency()}}
                                 .dump());
@@ -241,13 +356,15 @@ int run(const RtBenchFlags& f) {
   }
   fmt::print("gyre bench rt: {} s per row, median of {} round(s), {} threads per process, {} hardware threads\n",
              f.seconds, f.repeat, f.threads, std::thread::hardware_concurrency());
-  fmt::print("{:<30} {:<24} {:>14}  {}\n", "benchmark", "where", "per second", "target");
+  fmt::print("{:<30} {:<32} {:>14}  {}\n", "benchmark", "where", "per second", "target");
   for (const Row& r : rows) {
     const bool bytes = r.name.find("100 MB") != std::string::npos;  // GB/s; the others count calls or steps
     const std::string target = bytes ? fmt::format("{:.2f} GB", r.target) : fmt::format("{:.0f}", r.target);
-    fmt::print("{:<30} {:<24} {:>14}  {}\n", r.name, r.where,
+    fmt::print("{:<30} {:<32} {:>14}  {}\n", r.name, r.where,
                bytes ? fmt::format("{:.2f} GB", r.perSecond) : fmt::format("{:.0f}", r.perSecond),
-               r.target > 0 ? fmt::format("{} {}", r.perSecond >= r.target ? "PASS" : "MISS", target) : "");
+               r.target > 0      ? fmt::format("{} {}", r.perSecond >= r.target ? "PASS" : "MISS", target)
+               : r.receivedMb >= 0 ? fmt::format("its host received {:.1f} MB", r.receivedMb)
+                                   : "");
   }
   return 0;
 }
@@ -277,6 +394,10 @@ void addBenchRt(CLI::App& bench, std::function<int()>& action) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "One JSON object per row instead of the table");
+  cmd->add_flag("--across-hosts", f->acrossHosts,
+                "Run as every rank of a launched job (gyre run -H a:1,b:2 -- gyre bench rt --across-hosts): "
+                "rank 0 puts a 100 MB object, every other rank reads it in turn; prints GB/s and the MB each "
+                "reader's host received (tests/netns/rt_hosts.sh runs it over network-namespace hosts)");
   cmd->callback([f, &action] { action = [f] { return run(*f); }; });
 }
 

@@ -78,7 +78,7 @@ class Runtime::Impl {
     o_.store->setString(resourceKey("cpus", o_.rank), std::to_string(std::llround(cpus * 1000)));
     o_.store->setString(resourceKey("memory", o_.rank), std::to_string(memory));
     o_.store->setString(hostKey(o_.rank), net::hostName());
-    o_.store->setString(sharedKey(o_.rank), shared_.prefix());
+    o_.store->setString(sharedKey(o_.rank), detail::SharedObjects::hostKey() + "/" + shared_.prefix());
     if (o_.size == 1) return;
     server_ = std::make_unique<detail::Server>(node_, o_.secret, o_.host, "gyre::rt process " + std::to_string(o_.rank));
     o_.store->setString(addressKey(o_.rank), server_->address());
@@ -302,19 +302,29 @@ class Runtime::Impl {
   }
   detail::SharedObjects shared_;
 
-  // The prefix of `rank`'s shared-memory files when it runs on this host, else "" (read from the
+  // The prefix of `rank`'s shared-memory files, and whether it runs on this host (read from the
   // store once).
-  std::string sharedPrefixOf(int rank) {
+  struct SharedPrefix {
+    std::string prefix;
+    bool here = false;
+  };
+  SharedPrefix sharedPrefixOf(int rank) {
     std::lock_guard<std::mutex> lock(sharedMu_);
     auto it = sharedPrefixes_.find(rank);
     if (it == sharedPrefixes_.end()) {
-      const bool here = o_.store->getString(hostKey(rank), o_.connectTimeout) == net::hostName();
-      it = sharedPrefixes_.emplace(rank, here ? o_.store->getString(sharedKey(rank), o_.connectTimeout) : "").first;
+      const std::string value = o_.store->getString(sharedKey(rank), o_.connectTimeout);  // "<host key>/<prefix>"
+      const std::size_t slash = value.find('/');
+      SharedPrefix p;
+      if (slash != std::string::npos) {
+        p.prefix = value.substr(slash + 1);
+        p.here = value.substr(0, slash) == detail::SharedObjects::hostKey();
+      }
+      it = sharedPrefixes_.emplace(rank, p).first;
     }
     return it->second;
   }
   std::mutex sharedMu_;
-  std::map<int, std::string> sharedPrefixes_;
+  std::map<int, SharedPrefix> sharedPrefixes_;
   std::mutex actorsMu_;
   std::map<std::uint64_t, ActorEntry> actors_;  // those created here, by id
   std::atomic<bool> closing_{false};
@@ -335,22 +345,39 @@ std::pair<std::uint64_t, std::shared_ptr<void>> Runtime::putBytes(Bytes value) {
 }
 
 ObjectRef<Buffer> Runtime::putBuffer(const void* data, std::size_t size) {
+  const std::span<const std::byte> whole(static_cast<const std::byte*>(data), size);
+  return putBuffer(std::span<const std::span<const std::byte>>(&whole, 1));
+}
+
+ObjectRef<Buffer> Runtime::putBuffer(std::span<const std::span<const std::byte>> parts) {
   const std::uint64_t id = impl_->nextObjectId();
-  std::shared_ptr<const detail::Segment> segment = impl_->shared_.put(id, data, size);
+  std::shared_ptr<const detail::Segment> segment = impl_->shared_.put(id, parts);
   std::shared_ptr<void> inNode = impl_->node_.putSegment(id, segment);
   // The owner's last reference: no reader may open the file any more; then the node forgets it.
   std::shared_ptr<void> keep(nullptr, [inNode, segment](void*) { detail::SharedObjects::retire(*segment); });
   return ObjectRef<Buffer>(id, rank(), std::move(keep));
 }
 
-Buffer Runtime::get(const ObjectRef<Buffer>& ref) {
-  if (ref.owner() == rank()) return detail::SharedObjects::view(impl_->node_.segment(ref.id()));
-  if (ref.owner() >= 0 && ref.owner() < size()) {
-    const std::string prefix = impl_->sharedPrefixOf(ref.owner());
-    if (!prefix.empty())
-      if (std::optional<Buffer> mapped = detail::SharedObjects::open(prefix, ref.id())) return *std::move(mapped);
+Buffer Runtime::get(const ObjectRef<Buffer>& ref, Access access) {
+  if (ref.owner() == rank()) {
+    std::shared_ptr<const detail::Segment> segment = impl_->node_.segment(ref.id());  // or "freed"
+    if (access == Access::kReadOnly) return detail::SharedObjects::view(segment);
+    if (std::optional<Buffer> mapped = detail::SharedObjects::open(impl_->shared_.prefix(), ref.id(), access))
+      return *std::move(mapped);
+    const Buffer view = detail::SharedObjects::view(segment);
+    return Buffer::copyOf(view.data(), view.size());
   }
-  // Another host (or freed: then the owner says so).
+  if (ref.owner() >= 0 && ref.owner() < size()) {
+    const Impl::SharedPrefix owner = impl_->sharedPrefixOf(ref.owner());
+    if (owner.here && !owner.prefix.empty()) {
+      if (std::optional<Buffer> mapped = detail::SharedObjects::open(owner.prefix, ref.id(), access))
+        return *std::move(mapped);
+    } else if (!owner.prefix.empty()) {  // another host: one copy fetched for this host's readers
+      return detail::SharedObjects::fetchOnce(owner.prefix, ref.id(), access,
+                                              [&] { return getBytes(ref.id(), ref.owner()); });
+    }
+  }
+  // Freed (the owner says so), or no shared memory.
   const Bytes bytes = getBytes(ref.id(), ref.owner());
   return Buffer::copyOf(bytes.data(), bytes.size());
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -45,12 +46,24 @@ std::string hex(std::uint64_t v) {
   throw Error("gyre::rt: shared memory: " + what + ": " + std::strerror(errno));
 }
 
-// Files of owners that no longer run (killed before they could remove them).
+constexpr const char* kCopyPrefix = "gyre-rt-c-";  // copies of other hosts' objects
+
+// Whether a file is locked by no process (then it is locked here, until fd closes).
+bool unlockedElsewhere(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0; }
+
+// Files of owners that no longer run (killed before they could remove them), and copies of other
+// hosts' objects that no process maps (their last reader was killed).
 void removeOrphans() {
   DIR* dir = ::opendir(kDir);
   if (dir == nullptr) return;
   while (const dirent* e = ::readdir(dir)) {
     const std::string name = e->d_name;
+    if (name.rfind(kCopyPrefix, 0) == 0) {
+      const int fd = ::open((kDir + name).c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0 && unlockedElsewhere(fd)) ::unlink((kDir + name).c_str());
+      if (fd >= 0) ::close(fd);
+      continue;
+    }
     if (name.rfind("gyre-rt-", 0) != 0) continue;
     const long pid = std::strtol(name.c_str() + 8, nullptr, 10);
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink((kDir + name).c_str());
@@ -58,16 +71,47 @@ void removeOrphans() {
   ::closedir(dir);
 }
 
-// A read-only mapping of another process's object, holding its shared lock while it lives.
+// A mapping of an object's file, holding a shared lock on it while it lives. A copy of another
+// host's object (`removeWhenLast`) is removed by the last reader on this host to let it go.
 struct Mapping {
   int fd = -1;
   void* at = nullptr;
   std::size_t length = 0;
+  std::string removeWhenLast;
   ~Mapping() {
     if (at != nullptr) ::munmap(at, length);
+    if (fd >= 0 && !removeWhenLast.empty() && unlockedElsewhere(fd)) {
+      struct stat mine {}, named {};
+      if (::fstat(fd, &mine) == 0 && ::stat(removeWhenLast.c_str(), &named) == 0 && mine.st_ino == named.st_ino)
+        ::unlink(removeWhenLast.c_str());
+    }
     if (fd >= 0) ::close(fd);  // and with it the lock
   }
 };
+
+// Maps the object in `m->fd` (its header says `id`; shared-locked by the caller): read-only, or
+// privately (copy on write). nullopt when the file holds another object (reused: this one was freed).
+std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Access access, const std::string& path);
+
+// An identity of this host as the runtime's processes see it: the machine (its boot id) and the
+// network namespace, so that processes in other namespaces of one machine (tests/netns' hosts)
+// count as other hosts, as they would in containers, and do not map each other's files.
+std::string computeHostKey() {
+  std::string id;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char line[64] = {};
+    if (std::fgets(line, sizeof line, f) != nullptr) id = line;
+    std::fclose(f);
+  }
+  struct stat ns {};
+  if (::stat("/proc/self/ns/net", &ns) == 0) {
+    id += '/';
+    id += std::to_string(ns.st_ino);
+  }
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : id) h = (h ^ c) * 1099511628211ull;
+  return hex(h);
+}
 
 }  // namespace
 
@@ -141,7 +185,9 @@ const std::string& SharedObjects::prefix() const {
   return pool_->prefix;
 }
 
-std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id, const void* data, std::size_t size) {
+std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id, std::span<const std::span<const std::byte>> parts) {
+  std::size_t size = 0;
+  for (const auto& part : parts) size += part.size();
   const std::size_t need = pageRounded(kHeader + size);
   const std::string path = kDir + pool_->prefix + "-" + hex(id);
   Segment* s = nullptr;
@@ -189,7 +235,11 @@ std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id, const void* 
   s->size = size;
   const Header header{kMagic, id, size};
   std::memcpy(s->at, &header, sizeof header);
-  if (size > 0) std::memcpy(s->at + kHeader, data, size);
+  std::byte* to = s->at + kHeader;
+  for (const auto& part : parts) {
+    if (!part.empty()) std::memcpy(to, part.data(), part.size());
+    to += part.size();
+  }
   ::flock(s->fd, LOCK_UN);
   std::weak_ptr<SegmentPool> pool = pool_;
   return std::shared_ptr<const Segment>(s, [pool](const Segment* done) {
@@ -219,7 +269,12 @@ std::string SharedObjects::copy(const Segment& s) {
   return std::string(reinterpret_cast<const char*>(s.data()), s.size);
 }
 
-std::optional<Buffer> SharedObjects::open(const std::string& ownerPrefix, std::uint64_t id) {
+const std::string& SharedObjects::hostKey() {
+  static const std::string key = computeHostKey();
+  return key;
+}
+
+std::optional<Buffer> SharedObjects::open(const std::string& ownerPrefix, std::uint64_t id, Access access) {
   auto m = std::make_shared<Mapping>();
   const std::string path = kDir + ownerPrefix + "-" + hex(id);
   m->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -228,6 +283,12 @@ std::optional<Buffer> SharedObjects::open(const std::string& ownerPrefix, std::u
   // file from being reused while the Buffer lives.
   while (::flock(m->fd, LOCK_SH) != 0)
     if (errno != EINTR) return std::nullopt;
+  return mapObject(std::move(m), id, access, path);
+}
+
+namespace {
+
+std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Access access, const std::string& path) {
   Header header{};
   if (::pread(m->fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
       header.magic != kMagic || header.id != id)
@@ -236,11 +297,80 @@ std::optional<Buffer> SharedObjects::open(const std::string& ownerPrefix, std::u
   if (::fstat(m->fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < kHeader + header.size)
     return std::nullopt;
   m->length = kHeader + header.size;
-  void* at = ::mmap(nullptr, m->length, PROT_READ, MAP_SHARED | MAP_POPULATE, m->fd, 0);
+  // Copy on write: a private mapping, populated read-only (populating a writable private mapping
+  // would copy every page), then made writable, so that only the pages written are copied.
+  const bool private_ = access == Access::kCopyOnWrite;
+  void* at = ::mmap(nullptr, m->length, PROT_READ, (private_ ? MAP_PRIVATE : MAP_SHARED) | MAP_POPULATE, m->fd, 0);
   if (at == MAP_FAILED) fail("cannot map " + path);
   m->at = at;
+  if (private_ && ::mprotect(at, m->length, PROT_READ | PROT_WRITE) != 0) fail("cannot make a private mapping of " + path + " writable");
   const std::byte* data = static_cast<const std::byte*>(at) + kHeader;
-  return Buffer(std::move(m), data, header.size);
+  return Buffer(std::move(m), data, header.size, private_);
+}
+
+// This host's copy of another host's object, when one is here: mapped, shared-locked, and removed
+// by the last reader here.
+std::optional<Buffer> openCopy(const std::string& path, std::uint64_t id, Access access) {
+  auto m = std::make_shared<Mapping>();
+  m->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (m->fd < 0) return std::nullopt;
+  while (::flock(m->fd, LOCK_SH) != 0)
+    if (errno != EINTR) return std::nullopt;
+  m->removeWhenLast = path;
+  return mapObject(std::move(m), id, access, path);
+}
+
+}  // namespace
+
+Buffer SharedObjects::fetchOnce(const std::string& ownerPrefix, std::uint64_t id, Access access,
+                                const std::function<std::string()>& fetch) {
+  const std::string path = std::string(kDir) + kCopyPrefix + hostKey() + "-" + ownerPrefix.substr(std::strlen("gyre-rt-")) +
+                           "-" + hex(id);
+  if (std::optional<Buffer> here = openCopy(path, id, access)) return *std::move(here);
+  // One reader of the host fetches at a time; the others wait for it and map its copy.
+  const std::string lockPath = path + ".lock";
+  const int lock = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock < 0) {  // no room for even that: a copy of this reader's own
+    const std::string bytes = fetch();
+    return Buffer::copyOf(bytes.data(), bytes.size());
+  }
+  struct Unlock {  // a waiter holding the removed file goes on: it finds the copy, or fetches
+    int fd;
+    const std::string& path;
+    ~Unlock() {
+      ::unlink(path.c_str());
+      ::close(fd);
+    }
+  } unlock{lock, lockPath};
+  while (::flock(lock, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  if (std::optional<Buffer> here = openCopy(path, id, access)) return *std::move(here);
+  const std::string bytes = fetch();  // throws when the object was freed, or its owner lost
+  // Written under a temporary name, shared-locked before anyone can see it, then renamed.
+  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
+  auto m = std::make_shared<Mapping>();
+  m->fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (m->fd < 0 || ::flock(m->fd, LOCK_SH) != 0) return Buffer::copyOf(bytes.data(), bytes.size());
+  const Header header{kMagic, id, bytes.size()};
+  std::string head(kHeader, '\0');
+  std::memcpy(head.data(), &header, sizeof header);
+  const bool written = ::pwrite(m->fd, head.data(), kHeader, 0) == static_cast<ssize_t>(kHeader) &&
+                       [&] {
+                         for (std::size_t at = 0; at < bytes.size();) {
+                           const ssize_t n = ::pwrite(m->fd, bytes.data() + at, bytes.size() - at,
+                                                      static_cast<off_t>(kHeader + at));
+                           if (n <= 0) return false;
+                           at += static_cast<std::size_t>(n);
+                         }
+                         return true;
+                       }();
+  if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {  // /dev/shm full: a private copy
+    ::unlink(temp.c_str());
+    return Buffer::copyOf(bytes.data(), bytes.size());
+  }
+  m->removeWhenLast = path;
+  std::optional<Buffer> mapped = mapObject(std::move(m), id, access, path);
+  return mapped ? *std::move(mapped) : Buffer::copyOf(bytes.data(), bytes.size());
 }
 
 }  // namespace gyre::rt::detail

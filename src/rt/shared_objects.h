@@ -13,8 +13,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "gyre/rt/buffer.h"
@@ -32,18 +34,29 @@ class SharedObjects {
   SharedObjects& operator=(const SharedObjects&) = delete;
 
   const std::string& prefix() const;  // "gyre-rt-<pid>-<n>"
-  // A new object: `size` bytes copied from `data` into shared memory. The segment goes back to
-  // the pool when the last reference to it (the owner's, or a Buffer in this process) goes.
-  std::shared_ptr<const Segment> put(std::uint64_t id, const void* data, std::size_t size);
+  // A new object: the bytes of `parts`, one after the other, copied into shared memory. The
+  // segment goes back to the pool when the last reference to it (the owner's, or a Buffer in this
+  // process) goes.
+  std::shared_ptr<const Segment> put(std::uint64_t id, std::span<const std::span<const std::byte>> parts);
   // The object was freed: its file is renamed, so that no reader opens it any more (Buffers that
   // map it, here or elsewhere, keep reading it).
   static void retire(const Segment& s);
   // A view of a segment of this process, and a copy of its bytes (for a reader on another host).
   static Buffer view(const std::shared_ptr<const Segment>& s);
   static std::string copy(const Segment& s);
-  // Object `id` of the owner whose prefix is `ownerPrefix`, mapped read-only; nullopt when there is
-  // no such file here (freed, or the owner is on another host).
-  static std::optional<Buffer> open(const std::string& ownerPrefix, std::uint64_t id);
+  // Object `id` of the owner whose prefix is `ownerPrefix`, mapped read-only (or privately, copy
+  // on write); nullopt when there is no such file here (freed, or the owner is on another host).
+  static std::optional<Buffer> open(const std::string& ownerPrefix, std::uint64_t id,
+                                    Access access = Access::kReadOnly);
+  // Object `id` of an owner on another host, fetched once per host: the first reader here calls
+  // `fetch` (its bytes) and writes them into a file of this host, which the others (those that
+  // come while a reader still maps it) map instead of fetching again; the last reader here to let
+  // it go removes it. A private copy when /dev/shm has no room. Throws what `fetch` throws.
+  static Buffer fetchOnce(const std::string& ownerPrefix, std::uint64_t id, Access access,
+                          const std::function<std::string()>& fetch);
+  // This host as the runtime's processes see it (the machine and its network namespace): two
+  // processes map each other's files only when their keys match.
+  static const std::string& hostKey();
 
  private:
   std::shared_ptr<SegmentPool> pool_;

@@ -1,7 +1,8 @@
 // Multi-host runs on one machine: network namespaces are the hosts (tests/netns/netns.sh), and
 // `gyre run` reaches them through tests/netns/netns-rsh. `gyre bench collectives --check` must
 // pass with one rank per host (TCP between hosts) and with two (shared memory inside a host, TCP
-// across), and nothing may stay behind in the hosts afterwards.
+// across), gyre::rt's objects in shared memory must be fetched once per host, and nothing may stay
+// behind in the hosts afterwards.
 //
 // Needs root (ip netns, veth, bridge, tc): where namespaces cannot be created, netns.sh exits 77
 // and every test here is skipped with its reason. Label "netns"; the suite is bounded by the
@@ -10,6 +11,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -75,24 +78,22 @@ class NetnsHosts : public ::testing::Test {
       hosts += ':';
       hosts += std::to_string(slots);
     }
+    std::vector<std::string> tool = {"bench", "collectives"};
+    tool.insert(tool.end(), benchArgs.begin(), benchArgs.end());
+    return runGyre(hosts, tool, runArgs);
+  }
+
+  // `gyre run -H HOSTS --rsh-agent netns-rsh --network-interface gy0 RUN_ARGS -- gyre TOOL_ARGS`
+  static ProgramRun runGyre(const std::string& hosts, const std::vector<std::string>& toolArgs,
+                            const std::vector<std::string>& runArgs = {}) {
     ProgramSpec spec;
     spec.argv = {GYRE_TOOL, "run"};
     spec.argv.insert(spec.argv.end(), runArgs.begin(), runArgs.end());
-    const std::vector<std::string> rest = {"-H",
-                                           hosts,
-                                           "--rsh-agent",
-                                           kScripts + "/netns-rsh",
-                                           "--network-interface",
-                                           "gy0",
-                                           "--no-tag-output",
-                                           "--timeout",
-                                           "240",
-                                           "--",
-                                           GYRE_TOOL,
-                                           "bench",
-                                           "collectives"};
+    const std::vector<std::string> rest = {"-H",           hosts,      "--rsh-agent", kScripts + "/netns-rsh",
+                                           "--network-interface", "gy0", "--no-tag-output", "--timeout",
+                                           "240",          "--",       GYRE_TOOL};
     spec.argv.insert(spec.argv.end(), rest.begin(), rest.end());
-    spec.argv.insert(spec.argv.end(), benchArgs.begin(), benchArgs.end());
+    spec.argv.insert(spec.argv.end(), toolArgs.begin(), toolArgs.end());
     spec.env = test::cleanEnvironment();
     return test::runProgram(spec, std::chrono::seconds(300));
   }
@@ -166,6 +167,26 @@ TEST_F(NetnsHosts, TwoRanksPerHostSharedMemoryInsideTcpAcross) {
   EXPECT_EQ(count(r.err, "connected to 5 peers (1 over shared memory)"), 6) << r.err;
   // Two ranks on each of three hosts: auto reduces inside the hosts first.
   EXPECT_GT(count(r.err, "allreduce auto: hierarchical for 4096 bytes on 3 hosts"), 0) << r.err;
+  EXPECT_EQ(leftovers(), "");
+}
+
+// gyre::rt's objects in shared memory across hosts: rank 0 on the first host puts 100 MB; rank 1,
+// the first reader on the second host, fetches it over the link (its host receives the 100 MB);
+// rank 2, on the same host, maps rank 1's copy and receives nothing.
+TEST_F(NetnsHosts, RtObjectsAreFetchedOncePerHost) {
+  const ProgramRun r = runGyre(host(1) + ":1," + host(2) + ":2", {"bench", "rt", "--across-hosts", "--json"});
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+  std::map<std::string, double> received;  // by where
+  std::istringstream in(r.out);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("{")) continue;
+    const auto row = nlohmann::json::parse(line);
+    if (row["received_mb"].is_number()) received[row["where"].get<std::string>()] = row["received_mb"].get<double>();
+    EXPECT_GT(row["per_s"].get<double>(), 0) << line;
+  }
+  ASSERT_EQ(received.size(), 2u) << r.out;
+  EXPECT_GE(received["rank 1, another host, fetched"], 104.8) << r.out;  // 100 MiB and the headers
+  EXPECT_LT(received["rank 2, another host, its copy"], 1.0) << r.out;
   EXPECT_EQ(leftovers(), "");
 }
 

@@ -52,6 +52,29 @@ TEST(BenchRt, MeasuresEveryRowAndPrintsJson) {
     EXPECT_EQ(rows.count({name, "2 processes"}), 1u) << name;
 }
 
+// --across-hosts runs as the ranks of a launched job; on one host every reader maps the owner's
+// file (tests/netns checks the rows of other hosts). Alone it says what it needs.
+TEST(BenchRt, AcrossHostsReadsOneObjectFromEveryRank) {
+  const test::ProgramRun r = test::runProgram(
+      {{GYRE_TOOL, "run", "-np", "3", "--no-tag-output", "--", GYRE_TOOL, "bench", "rt", "--across-hosts", "--json"},
+       test::cleanEnvironment()},
+      kTimeout);
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  std::istringstream in(r.out);
+  std::set<std::string> where;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("{")) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    EXPECT_GT(j.at("per_s").get<double>(), 0) << line;
+    where.insert(j.at("where").get<std::string>());
+  }
+  EXPECT_EQ(where, (std::set<std::string>{"rank 0", "rank 1, this host", "rank 2, this host"})) << r.out;
+  const test::ProgramRun alone =
+      test::runProgram({{GYRE_TOOL, "bench", "rt", "--across-hosts"}, test::cleanEnvironment()}, kTimeout);
+  EXPECT_EQ(alone.exitCode, 1) << alone.describe();
+  EXPECT_NE(alone.err.find("runs as the ranks of a job of 2 or more"), std::string::npos) << alone.err;
+}
+
 TEST(BenchRt, RefusesABadFlag) {
   const test::ProgramRun r =
       test::runProgram({{GYRE_TOOL, "bench", "rt", "--threads", "0"}, test::cleanEnvironment()}, kTimeout);

@@ -6,14 +6,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "gyre/rt.h"
+#include "rt/shared_objects.h"
 
 namespace gyre::rt {
 namespace rt_buffer_test {
@@ -61,7 +65,10 @@ class RtBuffers : public ::testing::Test {
     }
   }
   Runtime& rt(int r) { return *runtimes_[static_cast<std::size_t>(r)]; }
-  std::string prefixOf(int r) { return store_->getString("gyre-rt/shm/" + std::to_string(r)); }
+  std::string prefixOf(int r) {  // "<host key>/<prefix>" in the store
+    const std::string value = store_->getString("gyre-rt/shm/" + std::to_string(r));
+    return value.substr(value.find('/') + 1);
+  }
   std::shared_ptr<Store> store_;
   std::vector<std::unique_ptr<Runtime>> runtimes_;
 };
@@ -116,6 +123,66 @@ TEST_F(RtBuffers, ABufferNeverChangesThoughItsFileIsReusedOnceNobodyMapsIt) {
   EXPECT_TRUE(same(rt(0).get(next), second));
   // An empty buffer is an object too.
   EXPECT_EQ(rt(1).get(rt(0).putBuffer(nullptr, 0)).size(), 0u);
+}
+
+TEST_F(RtBuffers, ACopyOnWriteBufferIsWrittenWithoutChangingTheObject) {
+  const std::vector<unsigned char> v = pattern(1 << 20, 4);
+  const ObjectRef<Buffer> ref = rt(0).putBuffer(v.data(), v.size());
+  EXPECT_EQ(rt(0).get(ref).writableData(), nullptr);  // a read-only view
+  for (int r : {0, 1}) {
+    const Buffer mine = rt(r).get(ref, Access::kCopyOnWrite);
+    std::byte* const bytes = mine.writableData();
+    ASSERT_TRUE(bytes != nullptr);
+    EXPECT_TRUE(same(mine, v));
+    if (bytes == nullptr) return;  // (for the compiler's null-dereference analysis)
+    bytes[0] = std::byte{0xff};
+    bytes[v.size() - 1] = std::byte{0xfe};
+    EXPECT_EQ(mine.data()[0], std::byte{0xff});
+    EXPECT_TRUE(same(rt(0).get(ref), v)) << "process " << r << "'s write reached the object";
+    EXPECT_TRUE(same(rt(1).get(ref), v));
+    EXPECT_TRUE(same(rt(1 - r).get(ref, Access::kCopyOnWrite), v));
+  }
+}
+
+// Another host's object: the first reader of this host fetches it into a file that the readers
+// after it map, while one still does; the last one removes it.
+TEST(RtHostCopies, AreFetchedOncePerHostAndRemovedWithTheirLastReader) {
+  if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
+  const std::string owner = "gyre-rt-" + std::to_string(::getpid()) + "-999";
+  const std::string copies = "gyre-rt-c-" + detail::SharedObjects::hostKey() + "-" + std::to_string(::getpid()) + "-999-";
+  const std::vector<unsigned char> v = pattern(1 << 20, 5);
+  std::atomic<int> fetches{0};
+  auto fetch = [&] {
+    ++fetches;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the others arrive meanwhile
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size());
+  };
+  {
+    std::vector<Buffer> readers(4);
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < readers.size(); ++i)
+      threads.emplace_back([&, i] { readers[i] = detail::SharedObjects::fetchOnce(owner, 42, Access::kReadOnly, fetch); });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(fetches.load(), 1);
+    for (const Buffer& b : readers) EXPECT_TRUE(same(b, v));
+    EXPECT_EQ(filesOf(copies), 1);
+    // Copy on write: a reader's write stays its own.
+    const Buffer mine = detail::SharedObjects::fetchOnce(owner, 42, Access::kCopyOnWrite, fetch);
+    std::byte* const bytes = mine.writableData();
+    ASSERT_TRUE(bytes != nullptr);
+    if (bytes == nullptr) return;  // (for the compiler's null-dereference analysis)
+    bytes[0] = std::byte{0xff};
+    EXPECT_TRUE(same(readers[0], v));
+    EXPECT_EQ(fetches.load(), 1);
+  }
+  EXPECT_EQ(filesOf(copies), 0);  // the last reader removed it (and no lock file is left)
+  EXPECT_TRUE(same(detail::SharedObjects::fetchOnce(owner, 42, Access::kReadOnly, fetch), v));
+  EXPECT_EQ(fetches.load(), 2);
+  // A fetch that fails (freed, or its owner lost) leaves nothing behind.
+  EXPECT_THROW(detail::SharedObjects::fetchOnce(owner, 43, Access::kReadOnly,
+                                                []() -> std::string { throw InvalidArgument("freed"); }),
+               InvalidArgument);
+  EXPECT_EQ(filesOf(copies), 0);
 }
 
 TEST_F(RtBuffers, FilesOfADeadOwnerAreRemovedByTheNextRuntime) {

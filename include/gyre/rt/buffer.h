@@ -5,6 +5,10 @@
 //
 //   gyre::rt::ObjectRef<gyre::rt::Buffer> ref = rt.putBuffer(data, size);   // one copy, into shared memory
 //   gyre::rt::Buffer b = rt.get(ref);                                        // b.data(), b.size()
+//   gyre::rt::Buffer w = rt.get(ref, gyre::rt::Access::kCopyOnWrite);        // w.writableData()
+//
+// kCopyOnWrite maps the object privately: its pages are shared until one is written, and a write
+// changes this Buffer's page only (the object, and every other reader's bytes, stay as they were).
 #pragma once
 
 #include <cstddef>
@@ -14,21 +18,32 @@
 
 namespace gyre::rt {
 
+// How a get() of an ObjectRef<Buffer> maps the bytes.
+enum class Access {
+  kReadOnly,     // a view: no copy, not writable (writableData() is null)
+  kCopyOnWrite,  // a private mapping (or, from another host, a copy): writableData() may be written
+};
+
 class Buffer {
  public:
   Buffer() = default;
-  // A view of `size` bytes at `data`, kept valid by `keep`.
-  Buffer(std::shared_ptr<const void> keep, const std::byte* data, std::size_t size)
-      : keep_(std::move(keep)), data_(data), size_(size) {}
-  // A Buffer of its own copy of the bytes.
+  // A view of `size` bytes at `data`, kept valid by `keep`; `writable` when this Buffer's own
+  // (a copy, or a private mapping) and so may be written through writableData().
+  Buffer(std::shared_ptr<const void> keep, const std::byte* data, std::size_t size, bool writable = false)
+      : keep_(std::move(keep)), data_(data), size_(size), writable_(writable) {}
+  // A Buffer of its own copy of the bytes (writable).
   static Buffer copyOf(const void* data, std::size_t size) {
     std::shared_ptr<std::byte[]> bytes(new std::byte[size > 0 ? size : 1]);
     if (size > 0) std::memcpy(bytes.get(), data, size);
     const std::byte* at = bytes.get();
-    return Buffer(std::move(bytes), at, size);
+    return Buffer(std::move(bytes), at, size, true);
   }
 
   const std::byte* data() const { return data_; }
+  // The bytes to write into, when this Buffer is its own (Access::kCopyOnWrite); null otherwise.
+  std::byte* writableData() const { return writable_ ? const_cast<std::byte*>(data_) : nullptr; }
+  // What keeps the bytes valid: share it to hold them past this Buffer (a tensor over them).
+  const std::shared_ptr<const void>& keepAlive() const { return keep_; }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   std::span<const std::byte> bytes() const { return {data_, size_}; }
@@ -37,6 +52,7 @@ class Buffer {
   std::shared_ptr<const void> keep_;
   const std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  bool writable_ = false;
 };
 
 }  // namespace gyre::rt

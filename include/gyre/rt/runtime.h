@@ -32,7 +32,6 @@
 #include <type_traits>
 #include <typeindex>
 #include <utility>
-#include <utility>
 
 #include "gyre/rt/buffer.h"
 #include "gyre/rt/future.h"
@@ -203,10 +202,13 @@ class Runtime {
   }
   // Bytes in shared memory (buffer.h): copied once into a file of /dev/shm on this host; a get()
   // in this process or another one on this host maps it without a copy, one on another host
-  // fetches a copy. Freed as put() values are. Error when /dev/shm has no room.
+  // fetches a copy. Freed as put() values are. Error when /dev/shm has no room. With
+  // Access::kCopyOnWrite, the Buffer is a private mapping that may be written (buffer.h).
   ObjectRef<Buffer> putBuffer(const void* data, std::size_t size);
+  // The parts one after the other, in one object (copied once, never joined first).
+  ObjectRef<Buffer> putBuffer(std::span<const std::span<const std::byte>> parts);
   ObjectRef<Buffer> put(const Buffer& value) { return putBuffer(value.data(), value.size()); }
-  Buffer get(const ObjectRef<Buffer>& ref);
+  Buffer get(const ObjectRef<Buffer>& ref, Access access = Access::kReadOnly);
 
   // The Runtime whose worker thread runs the calling task or method; null on other threads.
   static Runtime* current();
