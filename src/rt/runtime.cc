@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/logging.h"
 #include "common/socket.h"
 #include "rt/deadlines.h"
 #include "rt/links.h"
@@ -209,6 +210,8 @@ class Runtime::Impl {
     int rank = 0;
     int restartsLeft = 0;
     int restarts = 0;  // times rebuilt
+    double cpus = 0;   // what it declared (ActorOptions), reserved again where it is rebuilt
+    std::int64_t memoryBytes = 0;
   };
 
   void sendCreate(std::uint64_t id, const ActorEntry& e) {
@@ -231,7 +234,16 @@ class Runtime::Impl {
     if (it == actors_.end()) return ref.rank;
     ActorEntry& e = it->second;
     if (e.rank != o_.rank && e.restartsLeft > 0 && lost(e.rank)) {
-      e.rank = spread();
+      // On a live process that holds what it declared (reserved there), the next in turn first.
+      ActorOptions needs;
+      needs.cpus = e.cpus;
+      needs.memoryBytes = e.memoryBytes;
+      try {
+        e.rank = placeActor(needs);
+      } catch (const std::exception& error) {  // its calls fail as the actor's death
+        log::warn("gyre::rt: actor ", e.name, " cannot be rebuilt: ", error.what());
+        return e.rank;
+      }
       --e.restartsLeft;
       ++e.restarts;
       sendCreate(ref.id, e);
@@ -432,7 +444,7 @@ ActorRef Runtime::createActor(const std::string& className, Bytes args, const Ac
   const ActorRef ref{(static_cast<std::uint64_t>(rank()) << 32) | (impl_->actorCount_.fetch_add(1) + 1),
                      impl_->placeActor(options), options.callTimeout, options.maxTaskRetries};
   Impl::ActorEntry entry{className, ActorHandle<void>::actorName(className, ref.id), std::move(args), ref.rank,
-                         options.maxRestarts, 0};
+                         options.maxRestarts, 0, options.cpus, options.memoryBytes};
   impl_->sendCreate(ref.id, entry);
   if (options.maxRestarts > 0) {  // kept to rebuild it
     std::lock_guard<std::mutex> lock(impl_->actorsMu_);

@@ -426,6 +426,30 @@ TEST_F(RtProcesses, ActorsArePlacedByTheResourcesTheyDeclare) {
   EXPECT_THROW(rt(0).actorWith<Counter>(negative, 0), InvalidArgument);
 }
 
+// An actor that declared resources is rebuilt where they are free, and reserves them there.
+TEST_F(RtProcesses, ARebuiltActorGoesWhereItsResourcesAreFree) {
+  start(4);  // each process offers 2 cpus
+  ActorOptions all;
+  all.cpus = 2;
+  all.rank = 1;
+  const ActorHandle<Counter> one = rt(0).actorWith<Counter>(all, 1);
+  all.rank = 2;
+  const ActorHandle<Counter> two = rt(0).actorWith<Counter>(all, 2);
+  all.rank = 3;
+  all.maxRestarts = 1;
+  const ActorHandle<Restartable> actor = rt(0).actorWith<Restartable>(all, 5);
+  EXPECT_EQ(actor.call(&Restartable::add, 1).get(), 6);
+  runtimes_[3].reset();
+  EXPECT_THROW(rt(0).task(add).options({.rank = 3}).remote(1, 1).get(std::chrono::seconds(30)), PeerLostError);
+  // Processes 1 and 2 are full: only 0 holds it.
+  EXPECT_EQ(actor.call(&Restartable::add, 1).get(std::chrono::seconds(30)), 6);
+  EXPECT_TRUE(actor.call(&Restartable::restarted).get());
+  ActorOptions more;
+  more.cpus = 1;
+  EXPECT_THROW(rt(0).actorWith<Counter>(more, 0), InvalidArgument);  // every live process is full now
+  EXPECT_EQ(one.call(&Counter::value).get() + two.call(&Counter::value).get(), 3);
+}
+
 // An object is stored once where it was put and read from any process, by a task through the
 // runtime that runs it; once the owner's last reference goes it is freed, and a borrowed
 // reference then gets a clear error everywhere.

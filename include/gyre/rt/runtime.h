@@ -88,7 +88,8 @@ struct CallOptions {
 // ::memoryBytes) less what earlier actors reserved there still holds them, and reserves them for
 // the runtime's life. InvalidArgument, naming what the processes have, when no process fits. When its process is lost, the calls in flight to it fail with ActorDiedError;
 // with restarts left (`maxRestarts`) the next call builds it again (the constructor re-run with
-// its first arguments, wasRestarted() true in it) on the next live process, and goes on there.
+// its first arguments, wasRestarted() true in it) on the next live process (one that holds its
+// `cpus` and `memoryBytes`, reserved there; if none does, its calls fail as its death), and goes on there.
 // A call in flight when the process was lost is sent again to the rebuilt actor up to
 // `maxTaskRetries` times (Ray's max_task_retries; it may then run twice), else fails.
 // `callTimeout` (0: RuntimeOptions::callTimeout) bounds each of its calls as CallOptions::timeout.
