@@ -1,6 +1,6 @@
 // libtorch tensors in gyre::rt (gyre/rt/tensor.h): as arguments and results of tasks between two
-// runtimes of this process over loopback (packed by value), and as shared objects (putTensor:
-// mapped in the owner and in the other process, copy on write).
+// runtimes of this process over loopback (packed by value), and as shared objects
+// (rt.put(tensor): mapped in the owner and in the other process, copy on write).
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -18,7 +18,7 @@ namespace rt_tensor_test {
 ::torch::Tensor twice(::torch::Tensor t) { return t * 2; }
 GYRE_RT_FUNCTION(twice);
 
-double sumOf(TensorRef ref) { return getTensor(ref).sum().item<double>(); }
+double sumOf(ObjectRef<::torch::Tensor> ref) { return get(ref).sum().item<double>(); }
 GYRE_RT_FUNCTION(sumOf);
 
 class RtTensors : public ::testing::Test {
@@ -54,9 +54,6 @@ TEST_F(RtTensors, TravelAsArgumentsAndResultsWithTheirDtypeAndShape) {
     EXPECT_EQ(y.sizes(), x.sizes());
     EXPECT_TRUE(::torch::equal(y, x * 2)) << x;
   }
-  // And as a put() value, fetched by the other process.
-  const ::torch::Tensor w = ::torch::randn({64, 8});
-  EXPECT_TRUE(::torch::equal(rt(1).get(rt(0).put(w)), w));
 }
 
 TEST_F(RtTensors, AWrongArgumentIsNamed) {
@@ -87,29 +84,31 @@ TEST_F(RtTensors, AWrongArgumentIsNamed) {
 TEST_F(RtTensors, InSharedMemoryAreReadWithoutACopyAndCopiedOnWrite) {
   if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
   const ::torch::Tensor w = ::torch::arange(3 * 1024, ::torch::kFloat32).reshape({3, 1024});
-  const TensorRef ref = putTensor(rt(0), w);
+  const ObjectRef<::torch::Tensor> ref = rt(0).put(w);
   for (int r : {0, 1}) {
-    ::torch::Tensor mine = getTensor(rt(r), ref);
+    ::torch::Tensor mine = rt(r).get(ref);
     EXPECT_EQ(mine.sizes(), w.sizes());
     EXPECT_TRUE(::torch::equal(mine, w));
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(mine.data_ptr()) % 64, 0u);
     mine.add_(1);  // this reader's pages only
-    EXPECT_TRUE(::torch::equal(getTensor(rt(1 - r), ref), w));
-    EXPECT_TRUE(::torch::equal(getTensor(rt(r), ref), w));
+    EXPECT_TRUE(::torch::equal(rt(1 - r).get(ref), w));
+    EXPECT_TRUE(::torch::equal(rt(r).get(ref), w));
   }
   EXPECT_DOUBLE_EQ(rt(0).task(sumOf).options({.rank = 1}).remote(ref).get(), w.sum().item<double>());
 }
 
 TEST_F(RtTensors, AFreedTensorOrAnotherObjectIsRefused) {
   if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
-  auto ref = std::make_unique<TensorRef>(putTensor(rt(0), ::torch::ones({4})));
-  ::torch::Tensor kept = getTensor(rt(1), *ref);
-  const TensorRef borrowed = unpack<TensorRef>(pack(*ref), "a reference");
+  auto ref = std::make_unique<ObjectRef<::torch::Tensor>>(rt(0).put(::torch::ones({4})));
+  ::torch::Tensor kept = rt(1).get(*ref);
+  const auto borrowed = unpack<ObjectRef<::torch::Tensor>>(pack(*ref), "a reference");
   ref.reset();
-  EXPECT_THROW((void)getTensor(rt(1), borrowed), InvalidArgument);
+  EXPECT_THROW((void)rt(1).get(borrowed), InvalidArgument);
   EXPECT_TRUE(::torch::equal(kept, ::torch::ones({4})));
-  const TensorRef notATensor{rt(0).putBuffer("bytes", 5)};
-  EXPECT_THROW((void)getTensor(rt(1), notATensor), InvalidArgument);
+  // A reference to other bytes, read as a tensor.
+  const ObjectRef<Buffer> bytes = rt(0).putBuffer("bytes", 5);
+  const auto notATensor = unpack<ObjectRef<::torch::Tensor>>(pack(bytes), "a reference");
+  EXPECT_THROW((void)rt(1).get(notATensor), InvalidArgument);
 }
 
 }  // namespace rt_tensor_test

@@ -18,6 +18,16 @@ namespace gyre::rt {
 
 class Runtime;
 
+// Where rt.put() keeps a value of type T. By default its MessagePack bytes, in the owner's memory;
+// a specialization with `static constexpr bool kInSharedMemory = true` and
+//   static ObjectRef<Buffer> put(Runtime&, const T&);    // T as bytes in shared memory
+//   static T get(Runtime&, const ObjectRef<Buffer>&);     // T over the bytes
+// keeps it in shared memory instead, as gyre/rt/tensor.h does for torch::Tensor.
+template <class T>
+struct SharedValue {
+  static constexpr bool kInSharedMemory = false;
+};
+
 template <class T>
 class ObjectRef {
  public:

@@ -190,16 +190,26 @@ class Runtime {
 
   // Stores `value` once, in this process, and returns a reference to it that any process of the
   // runtime can read (object_ref.h). The value lives while a copy of the reference made here does.
+  // A type whose SharedValue says so (a torch::Tensor, with gyre/rt/tensor.h) goes into shared
+  // memory, as putBuffer's bytes do.
   template <class T>
   ObjectRef<T> put(const T& value) {
-    auto [id, keep] = putBytes(pack(value));
-    return ObjectRef<T>(id, rank(), std::move(keep));
+    if constexpr (SharedValue<T>::kInSharedMemory) {
+      ObjectRef<Buffer> bytes = SharedValue<T>::put(*this, value);
+      return ObjectRef<T>(bytes.id_, bytes.owner_, std::move(bytes.keep_));
+    } else {
+      auto [id, keep] = putBytes(pack(value));
+      return ObjectRef<T>(id, rank(), std::move(keep));
+    }
   }
   // The value of `ref`: from this process's store, or fetched from its owner. InvalidArgument when
   // it was freed; PeerLostError when its owner was lost.
   template <class T>
   T get(const ObjectRef<T>& ref) {
-    return unpack<T>(getBytes(ref.id(), ref.owner()), "an ObjectRef's value");
+    if constexpr (SharedValue<T>::kInSharedMemory)
+      return SharedValue<T>::get(*this, ObjectRef<Buffer>(ref.id(), ref.owner(), nullptr));
+    else
+      return unpack<T>(getBytes(ref.id(), ref.owner()), "an ObjectRef's value");
   }
   // Bytes in shared memory (buffer.h): copied once into a file of /dev/shm on this host; a get()
   // in this process or another one on this host maps it without a copy, one on another host

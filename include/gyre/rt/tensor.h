@@ -7,13 +7,13 @@
 //   GYRE_RT_FUNCTION(scale);
 //   torch::Tensor y = rt.task(scale).remote(torch::ones({3}), 2.0).get();
 //
-// As shared objects: putTensor() copies a tensor once into shared memory (one copy, as putBuffer),
-// and getTensor() returns a tensor over the mapping: in the process that put it and in every
-// other process on the host, without a copy; from another host, fetched once. The tensor is
+// As objects: rt.put(tensor) copies it once into shared memory (as putBuffer), and rt.get(ref)
+// returns a tensor over the mapping: in the process that put it and in every other process on
+// the host, without a copy; from another host, fetched once for the host. The tensor is
 // copy-on-write: writing into it changes only the pages written, and only for this reader.
 //
-//   gyre::rt::TensorRef ref = gyre::rt::putTensor(rt, weights);
-//   rt.task(evaluate).remote(ref);   // evaluate(TensorRef r) reads gyre::rt::getTensor(r)
+//   gyre::rt::ObjectRef<torch::Tensor> ref = rt.put(weights);
+//   rt.task(evaluate).remote(ref);   // evaluate(ObjectRef<torch::Tensor> r) reads gyre::rt::get(r)
 #pragma once
 
 #include <torch/torch.h>
@@ -94,57 +94,50 @@ static_assert(sizeof(TensorHeader) % 64 == 0);
 
 }  // namespace detail
 
-// A tensor in shared memory (putTensor); passed to tasks and methods like any ObjectRef.
-struct TensorRef {
-  ObjectRef<Buffer> bytes;
-  bool valid() const { return bytes.valid(); }
-  MSGPACK_DEFINE(bytes)
-};
-
-// Copies `t` once into shared memory (a CPU copy first, for a tensor on another device).
-inline TensorRef putTensor(Runtime& rt, const ::torch::Tensor& t) {
-  const ::torch::Tensor c = detail::sendable(t);
-  if (c.dim() > detail::TensorHeader::kMaxDims)
-    throw InvalidArgument("gyre::rt: putTensor() takes at most 16 dimensions, the tensor has " + std::to_string(c.dim()));
-  detail::TensorHeader header;
-  const std::string dtype = detail::tensorDtypeName(c.scalar_type());
-  std::memcpy(header.dtype, dtype.data(), dtype.size());
-  header.dims = c.dim();
-  for (std::int64_t d = 0; d < c.dim(); ++d) header.sizes[d] = c.size(d);
-  const std::array<std::span<const std::byte>, 2> parts{
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(&header), sizeof header),
-      std::span<const std::byte>(static_cast<const std::byte*>(c.data_ptr()), c.nbytes())};
-  return TensorRef{rt.putBuffer(parts)};
-}
-
-// The tensor of `ref`, over a copy-on-write mapping of it (see above). InvalidArgument when it was
-// freed, or when the object is not a tensor.
-inline ::torch::Tensor getTensor(Runtime& rt, const TensorRef& ref) {
-  const Buffer b = rt.get(ref.bytes, Access::kCopyOnWrite);
-  detail::TensorHeader header;
-  if (b.size() < sizeof header) throw InvalidArgument("gyre::rt: getTensor() of an object that is not a tensor");
-  std::memcpy(&header, b.data(), sizeof header);
-  if (header.magic != detail::TensorHeader::kMagic || header.dims < 0 || header.dims > detail::TensorHeader::kMaxDims)
-    throw InvalidArgument("gyre::rt: getTensor() of an object that is not a tensor");
-  const c10::ScalarType type = detail::tensorDtype(std::string(header.dtype, strnlen(header.dtype, sizeof header.dtype)));
-  const std::vector<std::int64_t> sizes(header.sizes, header.sizes + header.dims);
-  if (detail::tensorBytes(sizes, type) != b.size() - sizeof header)
-    throw InvalidArgument("gyre::rt: getTensor(): the object's bytes do not match its tensor's sizes");
-  std::shared_ptr<const void> keep = b.keepAlive();
-  return ::torch::from_blob(
-      b.writableData() + sizeof header, sizes, [keep](void*) mutable { keep.reset(); },
-      ::torch::TensorOptions().dtype(type));
-}
-
-// In a task or an actor's method: the tensor of `ref`, through the runtime that runs the call.
-inline ::torch::Tensor getTensor(const TensorRef& ref) {
-  Runtime* rt = Runtime::current();
-  if (rt == nullptr)
-    throw InvalidArgument("gyre::rt::getTensor(ref) outside a task or actor method: pass the Runtime");
-  return getTensor(*rt, ref);
-}
-
 }  // namespace gyre::rt
+
+// rt.put(tensor) keeps the tensor in shared memory (object_ref.h's SharedValue): its bytes copied
+// once, after a 64-byte-aligned header; rt.get(ref) (or gyre::rt::get(ref) in a task) returns a
+// tensor over a copy-on-write mapping of them (see above). InvalidArgument when it was freed.
+template <>
+struct gyre::rt::SharedValue<at::Tensor> {
+  static constexpr bool kInSharedMemory = true;
+
+  static ObjectRef<Buffer> put(Runtime& rt, const at::Tensor& t) {
+    const ::torch::Tensor c = detail::sendable(t);
+    if (c.dim() > detail::TensorHeader::kMaxDims)
+      throw InvalidArgument("gyre::rt: put() takes tensors of at most 16 dimensions, this one has " +
+                            std::to_string(c.dim()));
+    detail::TensorHeader header;
+    const std::string dtype = detail::tensorDtypeName(c.scalar_type());
+    std::memcpy(header.dtype, dtype.data(), dtype.size());
+    header.dims = c.dim();
+    for (std::int64_t d = 0; d < c.dim(); ++d) header.sizes[d] = c.size(d);
+    const std::array<std::span<const std::byte>, 2> parts{
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(&header), sizeof header),
+        std::span<const std::byte>(static_cast<const std::byte*>(c.data_ptr()), c.nbytes())};
+    return rt.putBuffer(parts);
+  }
+
+  static at::Tensor get(Runtime& rt, const ObjectRef<Buffer>& ref) {
+    const Buffer b = rt.get(ref, Access::kCopyOnWrite);
+    detail::TensorHeader header;
+    if (b.size() < sizeof header) throw InvalidArgument("gyre::rt: get() of a tensor from an object that is not one");
+    std::memcpy(&header, b.data(), sizeof header);
+    if (header.magic != detail::TensorHeader::kMagic || header.dims < 0 ||
+        header.dims > detail::TensorHeader::kMaxDims)
+      throw InvalidArgument("gyre::rt: get() of a tensor from an object that is not one");
+    const c10::ScalarType type =
+        detail::tensorDtype(std::string(header.dtype, strnlen(header.dtype, sizeof header.dtype)));
+    const std::vector<std::int64_t> sizes(header.sizes, header.sizes + header.dims);
+    if (detail::tensorBytes(sizes, type) != b.size() - sizeof header)
+      throw InvalidArgument("gyre::rt: get() of a tensor: the object's bytes do not match its sizes");
+    std::shared_ptr<const void> keep = b.keepAlive();
+    return ::torch::from_blob(
+        b.writableData() + sizeof header, sizes, [keep](void*) mutable { keep.reset(); },
+        ::torch::TensorOptions().dtype(type));
+  }
+};
 
 // ::torch::Tensor as a MessagePack value: [dtype name, [sizes...], bin of its bytes].
 namespace msgpack {
@@ -158,7 +151,7 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
       const at::Tensor c = gyre::rt::detail::sendable(t);
       if (c.nbytes() > 0xffffffffu)
         throw gyre::InvalidArgument("gyre::rt: a tensor of " + std::to_string(c.nbytes()) +
-                                    " bytes is too large to pass by value (4 GiB at most): putTensor() it");
+                                    " bytes is too large to pass by value (4 GiB at most): rt.put() it and pass the ObjectRef");
       o.pack_array(3);
       o.pack(gyre::rt::detail::tensorDtypeName(c.scalar_type()));
       o.pack(std::vector<std::int64_t>(c.sizes().begin(), c.sizes().end()));
