@@ -380,12 +380,16 @@ void addBenchRt(CLI::App& bench, std::function<int()>& action) {
       "actor calls, and n:n async actor calls (n = 2). The runtime's processes are Runtimes of this\n"
       "process, each with --threads threads, listening on loopback: a remote call crosses an\n"
       "authenticated TCP connection with its arguments and result serialized. Rows of the targets\n"
-      "(20k sync tasks/s, 100k async tasks/s, 20k sync actor calls/s) say PASS or MISS. Then CartPole\n"
-      "env steps/s of 1, 2 and 4 rollout actors (random actions, 20,000 steps a call) over two processes.\n"
-      "See docs/benchmarks.md, \"gyre bench rt\".\n\n"
+      "(20k sync tasks/s, 100k async tasks/s, 20k sync actor calls/s) say PASS or MISS. Then put and get\n"
+      "of 100 MB (values, and bytes in shared memory) in GB/s beside memcpy, and CartPole env steps/s of\n"
+      "1, 2 and 4 rollout actors (random actions, 20,000 steps a call) over two processes.\n"
+      "With --across-hosts it runs as the ranks of a launched job instead: rank 0 puts 100 MB in shared\n"
+      "memory and every other rank gets it in turn (a host's first reader fetches it, the others map its\n"
+      "copy). See docs/benchmarks.md, \"gyre bench rt\".\n\n"
       "Examples:\n"
       "  gyre bench rt --repeat 3          # the figures in docs/benchmarks.md\n"
-      "  gyre bench rt --seconds 0.2 --json");
+      "  gyre bench rt --seconds 0.2 --json\n"
+      "  gyre run -H a:1,b:2 -- gyre bench rt --across-hosts");
   cmd->add_option("--seconds", f->seconds, "Seconds each row measures")->check(CLI::Range(0.1, 600.0))->capture_default_str();
   cmd->add_option("--threads", f->threads, "Worker threads per process of the runtime")
       ->check(CLI::Range(1, 256))
