@@ -176,18 +176,23 @@ void Server::handle(const std::shared_ptr<Session>& session, wire::Message reque
       node_.runTask(request.name, std::move(request.payload), std::move(answer));
       return;
     case wire::Type::kCreateActor: {
-      // "Counter\0Counter#0.1\0R": the class, the actor's name, the times it was built before.
+      // "Counter\0Counter#0.1\0R\0C": the class, the actor's name, the times it was built before,
+      // and how many of its calls may run at once.
       const std::size_t a = request.name.find('\0');
       const std::size_t b = a == std::string::npos ? a : request.name.find('\0', a + 1);
-      int restarts = -1;
-      if (b != std::string::npos) {
-        const std::string count = request.name.substr(b + 1);
-        if (!count.empty() && count.size() < 10 && count.find_first_not_of("0123456789") == std::string::npos)
-          restarts = std::stoi(count);
-      }
-      if (restarts < 0) throw ProtocolError("gyre::rt: an actor's creation without its name: " + request.debugString());
+      const std::size_t c = b == std::string::npos ? b : request.name.find('\0', b + 1);
+      auto count = [&](std::size_t from, std::size_t to) {  // a decimal count, else -1
+        const std::string digits = request.name.substr(from, to - from);
+        return !digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos
+                   ? std::stoi(digits)
+                   : -1;
+      };
+      const int restarts = c == std::string::npos ? -1 : count(b + 1, c);
+      const int concurrency = c == std::string::npos ? -1 : count(c + 1, request.name.size());
+      if (restarts < 0 || concurrency < 1)
+        throw ProtocolError("gyre::rt: an actor's creation without its name: " + request.debugString());
       node_.createActor(request.actor, request.name.substr(a + 1, b - a - 1), request.name.substr(0, a),
-                        std::move(request.payload), restarts);
+                        std::move(request.payload), restarts, concurrency);
       answer(pack(msgpack::type::nil_t()), nullptr);
       return;
     }

@@ -1,5 +1,7 @@
 #include "rt/local.h"
 
+#include <algorithm>
+
 #include "gyre/errors.h"
 #include "gyre/rt/future.h"
 #include "gyre/rt/registry.h"
@@ -144,15 +146,16 @@ void LocalNode::postToActor(const std::shared_ptr<Actor>& actor, std::function<v
   {
     std::lock_guard<std::mutex> lock(actor->mu);
     actor->mailbox.push_back(std::move(call));
-    if (actor->draining) return;
-    actor->draining = true;
+    if (actor->drainers >= actor->concurrency) return;
+    ++actor->drainers;
   }
   // Stopped (a call that raced with the end): its calls run here rather than never.
   if (!post([this, actor] { drain(actor); })) drain(actor);
 }
 
-// Runs the actor's calls one at a time until its mailbox is empty. A long mailbox yields the
-// worker after a batch, so that one busy actor does not hold a worker from the others.
+// Runs the actor's calls one at a time until its mailbox is empty; an actor of concurrency N has
+// up to N drains at once, each taking the next call. A long mailbox yields the worker after a
+// batch, so that one busy actor does not hold a worker from the others.
 void LocalNode::drain(const std::shared_ptr<Actor>& actor) {
   constexpr int kBatch = 64;
   for (int n = 0;; ++n) {
@@ -160,7 +163,7 @@ void LocalNode::drain(const std::shared_ptr<Actor>& actor) {
     {
       std::lock_guard<std::mutex> lock(actor->mu);
       if (actor->mailbox.empty()) {
-        actor->draining = false;
+        --actor->drainers;
         return;
       }
       if (n == kBatch) break;
@@ -188,7 +191,7 @@ void LocalNode::runTask(const std::string& function, Bytes args, Done done) {
 }
 
 void LocalNode::createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args,
-                            int restarts) {
+                            int restarts, int concurrency) {
   auto actor = std::make_shared<Actor>();
   actor->name = name;
   actor->className = className;
@@ -197,13 +200,26 @@ void LocalNode::createActor(std::uint64_t id, const std::string& name, const std
     std::lock_guard<std::mutex> lock(mu_);
     actors_[id] = actor;
   }
-  postToActor(actor, [actor, args = std::move(args)] {
-    const InActor in(actor->restarts);
-    try {
-      actor->instance = actorFactory(actor->className)(args);
-    } catch (const std::exception& e) {
-      actor->died = std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + actor->name + " died: " + e.what()));
+  // The constructor runs alone (the actor's concurrency is 1 until it returns); then up to
+  // `concurrency` calls at once, so more drains start for the calls that queued meanwhile.
+  postToActor(actor, [this, actor, concurrency, args = std::move(args)] {
+    {
+      const InActor in(actor->restarts);
+      try {
+        actor->instance = actorFactory(actor->className)(args);
+      } catch (const std::exception& e) {
+        actor->died = std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + actor->name + " died: " + e.what()));
+      }
     }
+    int more = 0;
+    {
+      std::lock_guard<std::mutex> lock(actor->mu);
+      actor->concurrency = std::max(1, concurrency);
+      more = std::max(0, std::min(actor->concurrency - actor->drainers, static_cast<int>(actor->mailbox.size())));
+      actor->drainers += more;
+    }
+    for (int i = 0; i < more; ++i)
+      if (!post([this, actor] { drain(actor); })) drain(actor);
   });
 }
 

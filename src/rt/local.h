@@ -41,9 +41,10 @@ class LocalNode {
   void runTask(const std::string& function, Bytes args, Done done);
   // Creates the actor `id` (named `name`, "Counter#0.3"); its constructor is its first call, and
   // if it throws, every call fails with ActorDiedError. `restarts`: how many times it was built
-  // before (wasRestarted() is true in this instance when it is more than 0).
+  // before (wasRestarted() is true in this instance when it is more than 0). `concurrency`: how
+  // many of its calls may run at once (1: in order, one at a time).
   void createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args,
-                   int restarts = 0);
+                   int restarts = 0, int concurrency = 1);
   void callActor(std::uint64_t id, const std::string& method, Bytes args, Done done);
 
   int threads() const { return static_cast<int>(workers_.size()); }
@@ -68,7 +69,8 @@ class LocalNode {
     int restarts = 0;
     std::mutex mu;
     std::deque<std::function<void()>> mailbox;
-    bool draining = false;
+    int drainers = 0;     // drains running or queued
+    int concurrency = 1;  // the most at once: 1 until the constructor returned
   };
 
   // Queues a job; false once the workers have stopped (the job is not run).

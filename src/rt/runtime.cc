@@ -212,16 +212,18 @@ class Runtime::Impl {
     int restarts = 0;  // times rebuilt
     double cpus = 0;   // what it declared (ActorOptions), reserved again where it is rebuilt
     std::int64_t memoryBytes = 0;
+    int maxConcurrency = 1;
   };
 
   void sendCreate(std::uint64_t id, const ActorEntry& e) {
-    if (e.rank == o_.rank) return node_.createActor(id, e.name, e.className, e.args, e.restarts);
+    if (e.rank == o_.rank) return node_.createActor(id, e.name, e.className, e.args, e.restarts, e.maxConcurrency);
     // Its calls go down the same link after the creation, so they find it; a failed creation
     // (the process lost) shows in them.
     wire::Message m;
     m.type = static_cast<std::uint8_t>(wire::Type::kCreateActor);
     m.actor = id;
-    m.name = e.className + std::string(1, '\0') + e.name + std::string(1, '\0') + std::to_string(e.restarts);
+    m.name = e.className + std::string(1, '\0') + e.name + std::string(1, '\0') + std::to_string(e.restarts) +
+             std::string(1, '\0') + std::to_string(e.maxConcurrency);
     m.payload = e.args;
     dispatch(e.rank, std::move(m), [](Bytes, std::exception_ptr) {});
   }
@@ -441,10 +443,13 @@ ActorRef Runtime::createActor(const std::string& className, Bytes args, const Ac
   detail::actorFactory(className);  // unregistered: thrown here
   if (options.maxRestarts < 0 || options.maxTaskRetries < 0)
     throw InvalidArgument("gyre::rt: ActorOptions::maxRestarts and ::maxTaskRetries must not be negative");
+  if (options.maxConcurrency < 1 || options.maxConcurrency > 1024)
+    throw InvalidArgument("gyre::rt: ActorOptions::maxConcurrency must be 1 to 1024, not " +
+                          std::to_string(options.maxConcurrency));
   const ActorRef ref{(static_cast<std::uint64_t>(rank()) << 32) | (impl_->actorCount_.fetch_add(1) + 1),
                      impl_->placeActor(options), options.callTimeout, options.maxTaskRetries};
   Impl::ActorEntry entry{className, ActorHandle<void>::actorName(className, ref.id), std::move(args), ref.rank,
-                         options.maxRestarts, 0, options.cpus, options.memoryBytes};
+                         options.maxRestarts, 0, options.cpus, options.memoryBytes, options.maxConcurrency};
   impl_->sendCreate(ref.id, entry);
   if (options.maxRestarts > 0) {  // kept to rebuild it
     std::lock_guard<std::mutex> lock(impl_->actorsMu_);

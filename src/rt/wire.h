@@ -7,8 +7,8 @@
 //   8  u64 id            16 u64 actor  24 u32 nameBytes  28 u32 zero  32 u64 payloadBytes
 // Integers little-endian (the hosts' order; gyre runs on little-endian machines). By type:
 //   kTask         name = function, payload = its packed arguments
-//   kCreateActor  name = class \0 actor name \0 times built before (decimal), actor = the id its
-//                 creator chose, payload = the constructor's arguments
+//   kCreateActor  name = class \0 actor name \0 times built before \0 calls at once (decimals),
+//                 actor = the id its creator chose, payload = the constructor's arguments
 //   kCall         name = method, actor, payload = its packed arguments
 //   kGetObject    actor = the object's id -> payload = its value
 // A response has type (request type | kResponseBit): status kOk with the packed result, or

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <future>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -109,6 +112,26 @@ class Restartable {
 GYRE_RT_ACTOR(Restartable, int);
 GYRE_RT_METHOD(Restartable, add);
 GYRE_RT_METHOD(Restartable, restarted);
+
+// meet(ms): comes in and waits up to `ms` for a second call to be inside too; returns how many
+// came in so far (2 when two calls overlapped, 1 for the first of two that ran one at a time).
+class Meeting {
+ public:
+  int meet(int ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++inside_;
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return inside_ >= 2; });
+    return inside_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int inside_ = 0;
+};
+GYRE_RT_ACTOR(Meeting);
+GYRE_RT_METHOD(Meeting, meet);
 
 // An actor whose method waits for the test's gate.
 class Waiter {
@@ -448,6 +471,28 @@ TEST_F(RtProcesses, ARebuiltActorGoesWhereItsResourcesAreFree) {
   more.cpus = 1;
   EXPECT_THROW(rt(0).actorWith<Counter>(more, 0), InvalidArgument);  // every live process is full now
   EXPECT_EQ(one.call(&Counter::value).get() + two.call(&Counter::value).get(), 3);
+}
+
+// An actor of maxConcurrency 2 runs two calls at once; by default they run one at a time. Here
+// and in another process.
+TEST_F(RtProcesses, AnActorRunsAsManyCallsAtOnceAsItDeclares) {
+  start(2);
+  for (int rank : {0, 1}) {
+    ActorOptions two = onRank(rank);
+    two.maxConcurrency = 2;
+    const ActorHandle<Meeting> both = rt(0).actorWith<Meeting>(two);
+    const Future<int> first = both.call(&Meeting::meet, 30000), second = both.call(&Meeting::meet, 30000);
+    EXPECT_EQ(first.get(std::chrono::seconds(30)), 2) << "rank " << rank;
+    EXPECT_EQ(second.get(std::chrono::seconds(30)), 2);
+    const ActorHandle<Meeting> alone = rt(0).actorWith<Meeting>(onRank(rank));
+    const Future<int> a = alone.call(&Meeting::meet, 100), b = alone.call(&Meeting::meet, 100);
+    EXPECT_EQ(a.get(std::chrono::seconds(30)), 1) << "rank " << rank;  // waited alone, then b came
+    EXPECT_EQ(b.get(std::chrono::seconds(30)), 2);
+  }
+  ActorOptions none;
+  none.maxConcurrency = 0;
+  EXPECT_EQ(errorOf([&] { rt(0).actorWith<Meeting>(none); }),
+            "gyre::rt: ActorOptions::maxConcurrency must be 1 to 1024, not 0");
 }
 
 // An object is stored once where it was put and read from any process, by a task through the

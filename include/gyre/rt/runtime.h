@@ -101,6 +101,11 @@ struct ActorOptions {
   double cpus = 0;
   std::int64_t memoryBytes = 0;
   std::chrono::milliseconds callTimeout{0};
+  // How many of its calls may run at once, on its process's worker threads (Ray's
+  // max_concurrency): 1, the default, runs them in order, one at a time; with more, they start
+  // in order and overlap, so the class guards its own state. Its constructor always runs alone,
+  // before any call.
+  int maxConcurrency = 1;
 };
 
 // In an actor's constructor or method: whether this instance was built by a restart (the process
