@@ -199,6 +199,10 @@ void Server::handle(const std::shared_ptr<Session>& session, wire::Message reque
     case wire::Type::kCall:
       node_.callActor(request.actor, request.name, std::move(request.payload), std::move(answer));
       return;
+    case wire::Type::kKillActor:
+      node_.killActor(request.actor);
+      answer(pack(msgpack::type::nil_t()), nullptr);
+      return;
     case wire::Type::kGetObject: {
       std::shared_ptr<const Bytes> value;
       try {

@@ -206,7 +206,7 @@ void LocalNode::createActor(std::uint64_t id, const std::string& name, const std
     {
       const InActor in(actor->restarts);
       try {
-        actor->instance = actorFactory(actor->className)(args);
+        if (!actor->killed.load()) actor->instance = actorFactory(actor->className)(args);
       } catch (const std::exception& e) {
         actor->died = std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + actor->name + " died: " + e.what()));
       }
@@ -223,19 +223,43 @@ void LocalNode::createActor(std::uint64_t id, const std::string& name, const std
   });
 }
 
-void LocalNode::callActor(std::uint64_t id, const std::string& method, Bytes args, Done done) {
+namespace {
+
+std::exception_ptr killedError(const std::string& name) {
+  return std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + name + " was killed"));
+}
+
+}  // namespace
+
+void LocalNode::killActor(std::uint64_t id) {
   std::shared_ptr<Actor> actor;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (const auto it = actors_.find(id); it != actors_.end()) actor = it->second;
+    const auto it = actors_.find(id);
+    if (it == actors_.end()) return;
+    actor = std::move(it->second);
+    actors_.erase(it);
+    killed_[id] = actor->name;
   }
-  if (!actor) {
-    done({}, std::make_exception_ptr(InvalidArgument("gyre::rt: no actor #" + std::to_string(id) + " lives here")));
-    return;
+  actor->killed.store(true);
+}
+
+void LocalNode::callActor(std::uint64_t id, const std::string& method, Bytes args, Done done) {
+  std::shared_ptr<Actor> actor;
+  std::exception_ptr gone;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = actors_.find(id); it != actors_.end())
+      actor = it->second;
+    else if (const auto k = killed_.find(id); k != killed_.end())
+      gone = killedError(k->second);
+    else
+      gone = std::make_exception_ptr(InvalidArgument("gyre::rt: no actor #" + std::to_string(id) + " lives here"));
   }
+  if (gone) return done({}, gone);
   postToActor(actor, [actor, method, args = std::move(args), done = std::move(done)] {
     Bytes value;
-    std::exception_ptr error = actor->died;
+    std::exception_ptr error = actor->killed.load() ? killedError(actor->name) : actor->died;
     if (!error) {
       const InActor in(actor->restarts);
       try {

@@ -3,6 +3,7 @@
 // arrive from this process (Runtime) and from the others (server.h) alike.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -46,6 +47,10 @@ class LocalNode {
   void createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args,
                    int restarts = 0, int concurrency = 1);
   void callActor(std::uint64_t id, const std::string& method, Bytes args, Done done);
+  // Ends actor `id`: its queued calls and every later one fail with ActorDiedError ("was
+  // killed"); a call already running finishes. Its instance is destroyed once no call holds it.
+  // Nothing for an actor that does not live here.
+  void killActor(std::uint64_t id);
 
   int threads() const { return static_cast<int>(workers_.size()); }
 
@@ -71,6 +76,7 @@ class LocalNode {
     std::deque<std::function<void()>> mailbox;
     int drainers = 0;     // drains running or queued
     int concurrency = 1;  // the most at once: 1 until the constructor returned
+    std::atomic<bool> killed{false};
   };
 
   // Queues a job; false once the workers have stopped (the job is not run).
@@ -85,6 +91,7 @@ class LocalNode {
   bool stopping_ = false;
   bool closed_ = false;  // a worker found the queue empty while stopping: nothing runs any more
   std::map<std::uint64_t, std::shared_ptr<Actor>> actors_;
+  std::map<std::uint64_t, std::string> killed_;  // actors killed here, by id: their names
   struct Objects {
     mutable std::mutex mu;
     std::map<std::uint64_t, std::shared_ptr<const Bytes>> values;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -159,7 +160,8 @@ class Runtime::Impl {
         case wire::Type::kTask: return node_.runTask(m.name, std::move(m.payload), std::move(done));
         case wire::Type::kCall: return node_.callActor(m.actor, m.name, std::move(m.payload), std::move(done));
         case wire::Type::kCreateActor:
-        case wire::Type::kGetObject: break;
+        case wire::Type::kGetObject:
+        case wire::Type::kKillActor: break;
       }
       throw Error("gyre::rt: dispatch of an actor's creation or an object here");
     }
@@ -253,6 +255,12 @@ class Runtime::Impl {
     return e.rank;
   }
 
+  // Gives back what an actor reserved on process `rank` (placeActor).
+  void release(int rank, double cpus, std::int64_t memoryBytes) {
+    if (cpus > 0) o_.store->add(resourceKey("used-cpus", rank), -std::llround(cpus * 1000));
+    if (memoryBytes > 0) o_.store->add(resourceKey("used-memory", rank), -memoryBytes);
+  }
+
   int placeActor(const ActorOptions& a) {
     if (a.rank >= o_.size)
       throw InvalidArgument("gyre::rt: ActorOptions::rank " + std::to_string(a.rank) + " is not a process of the " +
@@ -341,6 +349,7 @@ class Runtime::Impl {
   std::map<int, SharedPrefix> sharedPrefixes_;
   std::mutex actorsMu_;
   std::map<std::uint64_t, ActorEntry> actors_;  // those created here, by id
+  std::set<std::uint64_t> killedActors_;         // those of them killed
   std::atomic<bool> closing_{false};
   std::mutex linksMu_;  // guards slots_ (the map; each slot has its own mutex)
   std::map<int, std::shared_ptr<Slot>> slots_;
@@ -451,11 +460,43 @@ ActorRef Runtime::createActor(const std::string& className, Bytes args, const Ac
   Impl::ActorEntry entry{className, ActorHandle<void>::actorName(className, ref.id), std::move(args), ref.rank,
                          options.maxRestarts, 0, options.cpus, options.memoryBytes, options.maxConcurrency};
   impl_->sendCreate(ref.id, entry);
-  if (options.maxRestarts > 0) {  // kept to rebuild it
+  // Kept to rebuild it, or to release what it reserved when it is killed.
+  if (options.maxRestarts > 0 || options.cpus > 0 || options.memoryBytes > 0) {
     std::lock_guard<std::mutex> lock(impl_->actorsMu_);
     impl_->actors_.emplace(ref.id, std::move(entry));
   }
   return ref;
+}
+
+void Runtime::killActor(const ActorRef& ref) {
+  int where = ref.rank;
+  double cpus = 0;
+  std::int64_t memory = 0;
+  {
+    std::lock_guard<std::mutex> lock(impl_->actorsMu_);
+    if (!impl_->killedActors_.insert(ref.id).second) return;  // killed before
+    if (const auto it = impl_->actors_.find(ref.id); it != impl_->actors_.end()) {
+      where = it->second.rank;
+      cpus = it->second.cpus;
+      memory = it->second.memoryBytes;
+      impl_->actors_.erase(it);  // never rebuilt
+    }
+  }
+  if (where == rank()) {
+    impl_->node_.killActor(ref.id);
+  } else {
+    auto promise = std::make_shared<detail::Promise>();
+    wire::Message m;
+    m.type = static_cast<std::uint8_t>(wire::Type::kKillActor);
+    m.actor = ref.id;
+    impl_->dispatch(where, std::move(m), fulfil(promise));
+    const std::chrono::milliseconds timeout =
+        impl_->o_.callTimeout.count() > 0 ? impl_->o_.callTimeout : impl_->o_.connectTimeout;
+    // A lost process took the actor with it; one that does not answer in time keeps it running
+    // but gets no more calls from here that could reach it alive.
+    if (!promise->waitUntil(std::chrono::steady_clock::now() + timeout) || impl_->lost(where)) return;
+  }
+  impl_->release(where, cpus, memory);
 }
 
 std::shared_ptr<detail::Promise> Runtime::submitMethod(const ActorRef& actor, const std::string& className,

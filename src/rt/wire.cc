@@ -31,7 +31,7 @@ T get(const std::uint8_t* at) {
 
 bool knownType(std::uint8_t type) {
   const std::uint8_t request = type & static_cast<std::uint8_t>(~kResponseBit);
-  return request >= static_cast<std::uint8_t>(Type::kTask) && request <= static_cast<std::uint8_t>(Type::kGetObject);
+  return request >= static_cast<std::uint8_t>(Type::kTask) && request <= static_cast<std::uint8_t>(Type::kKillActor);
 }
 
 const char* typeName(std::uint8_t type) {
@@ -40,6 +40,7 @@ const char* typeName(std::uint8_t type) {
     case Type::kCreateActor: return "create-actor";
     case Type::kCall: return "call";
     case Type::kGetObject: return "get-object";
+    case Type::kKillActor: return "kill-actor";
   }
   return "unknown";
 }

@@ -11,6 +11,7 @@
 //                 actor = the id its creator chose, payload = the constructor's arguments
 //   kCall         name = method, actor, payload = its packed arguments
 //   kGetObject    actor = the object's id -> payload = its value
+//   kKillActor    actor = the actor's id -> nil (its calls fail from then on)
 // A response has type (request type | kResponseBit): status kOk with the packed result, or
 // kError with an encoded error (encodeError). Lengths are checked against kMaxNameBytes and
 // kMaxPayloadBytes before anything is allocated.
@@ -36,7 +37,7 @@ constexpr std::size_t kMaxNameBytes = 1024;
 constexpr std::uint64_t kMaxPayloadBytes = std::uint64_t{1} << 34;  // 16 GiB
 constexpr std::uint8_t kResponseBit = 0x80;
 
-enum class Type : std::uint8_t { kTask = 1, kCreateActor = 2, kCall = 3, kGetObject = 4 };
+enum class Type : std::uint8_t { kTask = 1, kCreateActor = 2, kCall = 3, kGetObject = 4, kKillActor = 5 };
 enum class Status : std::uint8_t { kOk = 0, kError = 1 };
 
 struct Message {

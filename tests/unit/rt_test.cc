@@ -495,6 +495,27 @@ TEST_F(RtProcesses, AnActorRunsAsManyCallsAtOnceAsItDeclares) {
             "gyre::rt: ActorOptions::maxConcurrency must be 1 to 1024, not 0");
 }
 
+// A killed actor fails its later calls with ActorDiedError and gives back what it reserved; here
+// and in another process; killing it again does nothing.
+TEST_F(RtProcesses, AKilledActorFailsItsCallsAndGivesBackItsResources) {
+  start(2);  // each process offers 2 cpus
+  for (int rank : {0, 1}) {
+    ActorOptions all = onRank(rank);
+    all.cpus = 2;
+    all.maxRestarts = 1;  // a killed actor is not rebuilt all the same
+    const ActorHandle<Counter> counter = rt(0).actorWith<Counter>(all, 3);
+    EXPECT_EQ(counter.call(&Counter::value).get(), 3);
+    EXPECT_THROW(rt(0).actorWith<Counter>(all, 0), InvalidArgument) << "rank " << rank << " is full";
+    counter.kill();
+    counter.kill();
+    EXPECT_EQ(errorOf([&] { counter.call(&Counter::value).get(std::chrono::seconds(30)); }),
+              "gyre::rt: actor " + counter.name() + " was killed");
+    const ActorHandle<Counter> next = rt(0).actorWith<Counter>(all, 4);  // its cpus are free again
+    EXPECT_EQ(next.call(&Counter::value).get(), 4);
+    next.kill();
+  }
+}
+
 // An object is stored once where it was put and read from any process, by a task through the
 // runtime that runs it; once the owner's last reference goes it is freed, and a borrowed
 // reference then gets a clear error everywhere.

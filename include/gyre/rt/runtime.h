@@ -85,8 +85,8 @@ struct CallOptions {
 // Where an actor lives: the process of rank `rank`; else one on host `host` (its name, or the
 // address it listens on); else (-1, "") the next live process in turn. An actor that declares
 // `cpus` or `memoryBytes` goes to the first of those whose offer (RuntimeOptions::cpus,
-// ::memoryBytes) less what earlier actors reserved there still holds them, and reserves them for
-// the runtime's life. InvalidArgument, naming what the processes have, when no process fits. When its process is lost, the calls in flight to it fail with ActorDiedError;
+// ::memoryBytes) less what earlier actors reserved there still holds them, and reserves them until
+// it is killed (ActorHandle::kill) or the runtime ends. InvalidArgument, naming what the processes have, when no process fits. When its process is lost, the calls in flight to it fail with ActorDiedError;
 // with restarts left (`maxRestarts`) the next call builds it again (the constructor re-run with
 // its first arguments, wasRestarted() true in it) on the next live process (one that holds its
 // `cpus` and `memoryBytes`, reserved there; if none does, its calls fail as its death), and goes on there.
@@ -155,6 +155,11 @@ class ActorHandle {
   std::string name() const { return actorName(className_, ref_.id); }
   const ActorRef& ref() const { return ref_; }
   int rank() const { return ref_.rank; }  // the process it lives in
+  // Ends the actor (Ray's ray.kill): its queued calls and every later one fail with
+  // ActorDiedError ("was killed"), a call already running finishes, it is not rebuilt, and the
+  // cpus and memory it reserved are given back. Waits for its process to confirm (up to the
+  // runtime's callTimeout, else connectTimeout). Killing it again does nothing.
+  void kill() const;
 
   static std::string actorName(const std::string& className, std::uint64_t id) {
     return className + "#" + std::to_string(id >> 32) + "." + std::to_string(id & 0xffffffffu);
@@ -235,6 +240,7 @@ class Runtime {
   ActorRef createActor(const std::string& className, Bytes args, const ActorOptions& options = {});
   std::shared_ptr<detail::Promise> submitMethod(const ActorRef& actor, const std::string& className,
                                                 const std::string& method, Bytes args);
+  void killActor(const ActorRef& actor);
 
   int rank() const;
   int size() const;
@@ -264,6 +270,11 @@ template <class... A>
 Future<R> TaskCall<R, P...>::remote(A&&... args) const {
   static_assert(sizeof...(A) == sizeof...(P), "remote(): the function takes another number of arguments");
   return Future<R>(rt_->submitTask(name_, pack(std::tuple<std::decay_t<P>...>(std::forward<A>(args)...)), options_));
+}
+
+template <class C>
+void ActorHandle<C>::kill() const {
+  rt_->killActor(ref_);
 }
 
 template <class C>
