@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -49,7 +49,9 @@ std::string hex(std::uint64_t v) {
 constexpr const char* kCopyPrefix = "gyre-rt-c-";  // copies of other hosts' objects
 
 // Whether a file is locked by no process (then it is locked here, until fd closes).
-bool unlockedElsewhere(int fd) { return ::flock(fd, LOCK_EX | LOCK_NB) == 0; }
+bool unlockedElsewhere(int fd) {
+  return ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+}
 
 // Files of owners that no longer run (killed before they could remove them), and copies of other
 // hosts' objects that no process maps (their last reader was killed).
@@ -81,8 +83,10 @@ struct Mapping {
   ~Mapping() {
     if (at != nullptr) ::munmap(at, length);
     if (fd >= 0 && !removeWhenLast.empty() && unlockedElsewhere(fd)) {
-      struct stat mine {}, named {};
-      if (::fstat(fd, &mine) == 0 && ::stat(removeWhenLast.c_str(), &named) == 0 && mine.st_ino == named.st_ino)
+      struct stat mine {};
+      struct stat named {};
+      if (::fstat(fd, &mine) == 0 && ::stat(removeWhenLast.c_str(), &named) == 0 &&
+          mine.st_ino == named.st_ino)
         ::unlink(removeWhenLast.c_str());
     }
     if (fd >= 0) ::close(fd);  // and with it the lock
@@ -91,7 +95,8 @@ struct Mapping {
 
 // Maps the object in `m->fd` (its header says `id`; shared-locked by the caller): read-only, or
 // privately (copy on write). nullopt when the file holds another object (reused: this one was freed).
-std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Access access, const std::string& path);
+std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Access access,
+                                const std::string& path);
 
 // An identity of this host as the runtime's processes see it: the machine (its boot id) and the
 // network namespace, so that processes in other namespaces of one machine (tests/netns' hosts)
@@ -185,7 +190,8 @@ const std::string& SharedObjects::prefix() const {
   return pool_->prefix;
 }
 
-std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id, std::span<const std::span<const std::byte>> parts) {
+std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id,
+                                                  std::span<const std::span<const std::byte>> parts) {
   std::size_t size = 0;
   for (const auto& part : parts) size += part.size();
   const std::size_t need = pageRounded(kHeader + size);
@@ -288,7 +294,8 @@ std::optional<Buffer> SharedObjects::open(const std::string& ownerPrefix, std::u
 
 namespace {
 
-std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Access access, const std::string& path) {
+std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Access access,
+                                const std::string& path) {
   Header header{};
   if (::pread(m->fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
       header.magic != kMagic || header.id != id)
@@ -300,12 +307,25 @@ std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Ac
   // Copy on write: a private mapping, populated read-only (populating a writable private mapping
   // would copy every page), then made writable, so that only the pages written are copied.
   const bool private_ = access == Access::kCopyOnWrite;
-  void* at = ::mmap(nullptr, m->length, PROT_READ, (private_ ? MAP_PRIVATE : MAP_SHARED) | MAP_POPULATE, m->fd, 0);
+  void* at =
+      ::mmap(nullptr, m->length, PROT_READ, (private_ ? MAP_PRIVATE : MAP_SHARED) | MAP_POPULATE, m->fd, 0);
   if (at == MAP_FAILED) fail("cannot map " + path);
   m->at = at;
-  if (private_ && ::mprotect(at, m->length, PROT_READ | PROT_WRITE) != 0) fail("cannot make a private mapping of " + path + " writable");
+  if (private_ && ::mprotect(at, m->length, PROT_READ | PROT_WRITE) != 0)
+    fail("cannot make a private mapping of " + path + " writable");
   const std::byte* data = static_cast<const std::byte*>(at) + kHeader;
   return Buffer(std::move(m), data, header.size, private_);
+}
+
+// Writes `n` bytes at `offset` of `fd`; false when the file system refuses them (full).
+bool writeAt(int fd, const char* data, std::size_t n, std::size_t offset) {
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t w = ::pwrite(fd, data + done, n - done, static_cast<off_t>(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<std::size_t>(w);
+  }
+  return true;
 }
 
 // This host's copy of another host's object, when one is here: mapped, shared-locked, and removed
@@ -324,8 +344,8 @@ std::optional<Buffer> openCopy(const std::string& path, std::uint64_t id, Access
 
 Buffer SharedObjects::fetchOnce(const std::string& ownerPrefix, std::uint64_t id, Access access,
                                 const std::function<std::string()>& fetch) {
-  const std::string path = std::string(kDir) + kCopyPrefix + hostKey() + "-" + ownerPrefix.substr(std::strlen("gyre-rt-")) +
-                           "-" + hex(id);
+  const std::string path = std::string(kDir) + kCopyPrefix + hostKey() + "-" +
+                           ownerPrefix.substr(std::strlen("gyre-rt-")) + "-" + hex(id);
   if (std::optional<Buffer> here = openCopy(path, id, access)) return *std::move(here);
   // One reader of the host fetches at a time; the others wait for it and map its copy.
   const std::string lockPath = path + ".lock";
@@ -354,16 +374,8 @@ Buffer SharedObjects::fetchOnce(const std::string& ownerPrefix, std::uint64_t id
   const Header header{kMagic, id, bytes.size()};
   std::string head(kHeader, '\0');
   std::memcpy(head.data(), &header, sizeof header);
-  const bool written = ::pwrite(m->fd, head.data(), kHeader, 0) == static_cast<ssize_t>(kHeader) &&
-                       [&] {
-                         for (std::size_t at = 0; at < bytes.size();) {
-                           const ssize_t n = ::pwrite(m->fd, bytes.data() + at, bytes.size() - at,
-                                                      static_cast<off_t>(kHeader + at));
-                           if (n <= 0) return false;
-                           at += static_cast<std::size_t>(n);
-                         }
-                         return true;
-                       }();
+  const bool written =
+      writeAt(m->fd, head.data(), kHeader, 0) && writeAt(m->fd, bytes.data(), bytes.size(), kHeader);
   if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {  // /dev/shm full: a private copy
     ::unlink(temp.c_str());
     return Buffer::copyOf(bytes.data(), bytes.size());

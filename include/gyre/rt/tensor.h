@@ -122,7 +122,8 @@ struct gyre::rt::SharedValue<at::Tensor> {
   static at::Tensor get(Runtime& rt, const ObjectRef<Buffer>& ref) {
     const Buffer b = rt.get(ref, Access::kCopyOnWrite);
     detail::TensorHeader header;
-    if (b.size() < sizeof header) throw InvalidArgument("gyre::rt: get() of a tensor from an object that is not one");
+    if (b.size() < sizeof header)
+      throw InvalidArgument("gyre::rt: get() of a tensor from an object that is not one");
     std::memcpy(&header, b.data(), sizeof header);
     if (header.magic != detail::TensorHeader::kMagic || header.dims < 0 ||
         header.dims > detail::TensorHeader::kMaxDims)
@@ -150,8 +151,9 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
     packer<Stream>& operator()(packer<Stream>& o, const at::Tensor& t) const {
       const at::Tensor c = gyre::rt::detail::sendable(t);
       if (c.nbytes() > 0xffffffffu)
-        throw gyre::InvalidArgument("gyre::rt: a tensor of " + std::to_string(c.nbytes()) +
-                                    " bytes is too large to pass by value (4 GiB at most): rt.put() it and pass the ObjectRef");
+        throw gyre::InvalidArgument(
+            "gyre::rt: a tensor of " + std::to_string(c.nbytes()) +
+            " bytes is too large to pass by value (4 GiB at most): rt.put() it and pass the ObjectRef");
       o.pack_array(3);
       o.pack(gyre::rt::detail::tensorDtypeName(c.scalar_type()));
       o.pack(std::vector<std::int64_t>(c.sizes().begin(), c.sizes().end()));
@@ -164,7 +166,8 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
   template <>
   struct convert<at::Tensor> {
     const msgpack::object& operator()(const msgpack::object& o, at::Tensor& t) const {
-      if (o.type != msgpack::type::ARRAY || o.via.array.size != 3 || o.via.array.ptr[2].type != msgpack::type::BIN)
+      if (o.type != msgpack::type::ARRAY || o.via.array.size != 3 ||
+          o.via.array.ptr[2].type != msgpack::type::BIN)
         throw msgpack::type_error();
       const auto type = gyre::rt::detail::tensorDtype(o.via.array.ptr[0].as<std::string>());
       const auto sizes = o.via.array.ptr[1].as<std::vector<std::int64_t>>();
