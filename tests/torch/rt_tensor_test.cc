@@ -11,6 +11,7 @@
 
 #include "gyre/rt.h"
 #include "gyre/rt/tensor.h"
+#include "support/rt_runtimes.h"
 
 namespace gyre::rt {
 namespace rt_tensor_test {
@@ -23,18 +24,7 @@ GYRE_RT_FUNCTION(sumOf);
 
 class RtTensors : public ::testing::Test {
  protected:
-  void SetUp() override {
-    auto store = createMemoryStore();
-    for (int r = 0; r < 2; ++r) {
-      RuntimeOptions o;
-      o.threads = 2;
-      o.rank = r;
-      o.size = 2;
-      o.store = store;
-      o.secret = "job-secret";
-      runtimes_.push_back(std::make_unique<Runtime>(o));
-    }
-  }
+  void SetUp() override { runtimes_ = test::loopbackRuntimes(2, 2, createMemoryStore()); }
   Runtime& rt(int r) { return *runtimes_[static_cast<std::size_t>(r)]; }
   std::vector<std::unique_ptr<Runtime>> runtimes_;
 };

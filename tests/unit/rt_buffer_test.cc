@@ -18,6 +18,7 @@
 
 #include "gyre/rt.h"
 #include "rt/shared_objects.h"
+#include "support/rt_runtimes.h"
 
 namespace gyre::rt {
 namespace rt_buffer_test {
@@ -53,16 +54,7 @@ class RtBuffers : public ::testing::Test {
   void SetUp() override {
     if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
     store_ = createMemoryStore();
-    for (int r = 0; r < 2; ++r) {
-      RuntimeOptions o;
-      o.threads = 2;
-      o.rank = r;
-      o.size = 2;
-      o.store = store_;
-      o.secret = "job-secret";
-      o.connectTimeout = std::chrono::milliseconds(5000);
-      runtimes_.push_back(std::make_unique<Runtime>(o));
-    }
+    runtimes_ = test::loopbackRuntimes(2, 2, store_);
   }
   Runtime& rt(int r) { return *runtimes_[static_cast<std::size_t>(r)]; }
   std::string prefixOf(int r) {  // "<host key>/<prefix>" in the store
