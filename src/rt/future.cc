@@ -93,8 +93,12 @@ bool Promise::waitUntil(std::optional<std::chrono::steady_clock::time_point> dea
   return cv_.wait_until(lock, *deadline, [this] { return ready_; });
 }
 
-bool Promise::ready() const {
+bool Promise::poll() const {
   flushThisThread();  // a caller polling ready() waits too
+  return ready();
+}
+
+bool Promise::ready() const {
   std::lock_guard<std::mutex> lock(mu_);
   return ready_;
 }

@@ -27,7 +27,7 @@ constexpr auto kFlushDelay = std::chrono::microseconds(200);
 
 struct ThreadSends {
   SteadyClock::time_point last{};  // this thread's last send; the epoch once it waited since
-  std::vector<std::pair<const PeerLink*, std::weak_ptr<PeerLink>>> queued;  // links it queued on
+  std::vector<std::weak_ptr<PeerLink>> queued;  // links it queued on
 };
 thread_local ThreadSends tSends;
 
@@ -59,13 +59,16 @@ class Flusher {
       lock.unlock();
       std::this_thread::sleep_for(kFlushDelay);
       lock.lock();
-      std::vector<std::weak_ptr<PeerLink>> links;
+      std::vector<std::weak_ptr<PeerLink>> links, busy;
       links.swap(links_);
       lock.unlock();
+      // A link another thread is writing to (a slow peer, a large payload) is tried again at the
+      // next round rather than waited for, so that it holds up no other link's queue.
       for (auto& w : links)
-        if (const std::shared_ptr<PeerLink> l = w.lock()) l->flush();
-      links.clear();  // a link whose last owner this was goes here, outside the lock
+        if (const std::shared_ptr<PeerLink> l = w.lock(); l && !l->tryFlush()) busy.push_back(w);
+      links.clear();
       lock.lock();
+      for (auto& w : busy) links_.push_back(std::move(w));
     }
   }
   std::mutex mu_;
@@ -81,7 +84,7 @@ void flushThisThread() {
   if (tSends.queued.empty()) return;
   auto queued = std::move(tSends.queued);
   tSends.queued.clear();
-  for (auto& [raw, weak] : queued)
+  for (auto& weak : queued)
     if (const std::shared_ptr<PeerLink> l = weak.lock()) l->flush();
 }
 
@@ -228,15 +231,26 @@ PeerLink::PeerLink(int rank, const std::string& address, const std::string& secr
   reader_ = std::thread([this] { readLoop(); });
 }
 
-PeerLink::~PeerLink() {
-  flush();
-  ::shutdown(fd_.get(), SHUT_RDWR);
-  reader_.join();
+PeerLink::~PeerLink() { close(); }
+
+void PeerLink::close() {
+  std::call_once(closed_, [this] {
+    flush();
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    reader_.join();
+  });
 }
 
 void PeerLink::flush() {
   std::lock_guard<std::mutex> lock(writeMu_);
   writeQueuedLocked();
+}
+
+bool PeerLink::tryFlush() {
+  std::unique_lock<std::mutex> lock(writeMu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  writeQueuedLocked();
+  return true;
 }
 
 void PeerLink::writeQueuedLocked() {
@@ -277,8 +291,9 @@ void PeerLink::send(wire::Message request, Done done) {
     }
   }
   if (!remember) return;
-  if (std::none_of(tSends.queued.begin(), tSends.queued.end(), [this](const auto& q) { return q.first == this; }))
-    tSends.queued.emplace_back(this, weak_from_this());
+  const std::weak_ptr<PeerLink> self = weak_from_this();
+  auto same = [&self](const std::weak_ptr<PeerLink>& q) { return !q.owner_before(self) && !self.owner_before(q); };
+  if (std::none_of(tSends.queued.begin(), tSends.queued.end(), same)) tSends.queued.push_back(self);
   if (wakeFlusher) Flusher::instance().add(weak_from_this());
 }
 

@@ -66,6 +66,11 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   bool alive() const { return !dead_.load(); }
   // Writes what is queued.
   void flush();
+  // Writes what is queued if no other thread is writing; false when one is (it is then tried again).
+  bool tryFlush();
+  // Writes what is queued, closes the connection and fails the calls in flight, on this thread,
+  // now (the destructor does the same when it has not). Idempotent.
+  void close();
 
  private:
   void readLoop();
@@ -82,6 +87,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   std::uint64_t nextId_ = 1;
   std::string lostWhy_;
   std::atomic<bool> dead_{false};
+  std::once_flag closed_;
   std::thread reader_;
 };
 

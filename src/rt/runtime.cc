@@ -99,6 +99,9 @@ class Runtime::Impl {
     }
     for (auto& [rank, slot] : slots) {
       std::lock_guard<std::mutex> lock(slot->mu);
+      // Closed here, its calls failed now: a flusher that still holds the link for a moment
+      // destroys an empty shell after this Impl is gone.
+      if (slot->link) slot->link->close();
       slot->link.reset();
     }
   }
@@ -328,6 +331,7 @@ class Runtime::Impl {
   // store once).
   struct SharedPrefix {
     std::string prefix;
+    std::string host;  // its SharedObjects::hostKey()
     bool here = false;
   };
   SharedPrefix sharedPrefixOf(int rank) {
@@ -339,7 +343,8 @@ class Runtime::Impl {
       SharedPrefix p;
       if (slash != std::string::npos) {
         p.prefix = value.substr(slash + 1);
-        p.here = value.substr(0, slash) == detail::SharedObjects::hostKey();
+        p.host = value.substr(0, slash);
+        p.here = p.host == detail::SharedObjects::hostKey();
       }
       it = sharedPrefixes_.emplace(rank, p).first;
     }
@@ -396,7 +401,7 @@ Buffer Runtime::get(const ObjectRef<Buffer>& ref, Access access) {
       if (std::optional<Buffer> mapped = detail::SharedObjects::open(owner.prefix, ref.id(), access))
         return *std::move(mapped);
     } else if (!owner.prefix.empty()) {  // another host: one copy fetched for this host's readers
-      return detail::SharedObjects::fetchOnce(owner.prefix, ref.id(), access,
+      return detail::SharedObjects::fetchOnce(owner.host, owner.prefix, ref.id(), access,
                                               [&] { return getBytes(ref.id(), ref.owner()); });
     }
   }

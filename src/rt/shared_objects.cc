@@ -342,9 +342,11 @@ std::optional<Buffer> openCopy(const std::string& path, std::uint64_t id, Access
 
 }  // namespace
 
-Buffer SharedObjects::fetchOnce(const std::string& ownerPrefix, std::uint64_t id, Access access,
-                                const std::function<std::string()>& fetch) {
-  const std::string path = std::string(kDir) + kCopyPrefix + hostKey() + "-" +
+Buffer SharedObjects::fetchOnce(const std::string& ownerHost, const std::string& ownerPrefix,
+                                std::uint64_t id, Access access, const std::function<std::string()>& fetch) {
+  // Named for this host, the owner's host (owners on two hosts may have the same pid), the owner
+  // and the object.
+  const std::string path = std::string(kDir) + kCopyPrefix + hostKey() + "-" + ownerHost + "-" +
                            ownerPrefix.substr(std::strlen("gyre-rt-")) + "-" + hex(id);
   if (std::optional<Buffer> here = openCopy(path, id, access)) return *std::move(here);
   // One reader of the host fetches at a time; the others wait for it and map its copy.
@@ -367,10 +369,17 @@ Buffer SharedObjects::fetchOnce(const std::string& ownerPrefix, std::uint64_t id
   if (std::optional<Buffer> here = openCopy(path, id, access)) return *std::move(here);
   const std::string bytes = fetch();  // throws when the object was freed, or its owner lost
   // Written under a temporary name, shared-locked before anyone can see it, then renamed.
-  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
+  // The name is this writer's own (another may be writing too when the lock file was replaced).
+  static std::atomic<std::uint64_t> temps{0};
+  const std::string temp =
+      path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temps.fetch_add(1));
   auto m = std::make_shared<Mapping>();
-  m->fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (m->fd < 0 || ::flock(m->fd, LOCK_SH) != 0) return Buffer::copyOf(bytes.data(), bytes.size());
+  m->fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (m->fd < 0) return Buffer::copyOf(bytes.data(), bytes.size());
+  if (::flock(m->fd, LOCK_SH) != 0) {
+    ::unlink(temp.c_str());
+    return Buffer::copyOf(bytes.data(), bytes.size());
+  }
   const Header header{kMagic, id, bytes.size()};
   std::string head(kHeader, '\0');
   std::memcpy(head.data(), &header, sizeof header);

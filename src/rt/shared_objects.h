@@ -48,12 +48,12 @@ class SharedObjects {
   // on write); nullopt when there is no such file here (freed, or the owner is on another host).
   static std::optional<Buffer> open(const std::string& ownerPrefix, std::uint64_t id,
                                     Access access = Access::kReadOnly);
-  // Object `id` of an owner on another host, fetched once per host: the first reader here calls
+  // Object `id` of an owner on another host (its hostKey() `ownerHost`), fetched once per host: the first reader here calls
   // `fetch` (its bytes) and writes them into a file of this host, which the others (those that
   // come while a reader still maps it) map instead of fetching again; the last reader here to let
   // it go removes it. A private copy when /dev/shm has no room. Throws what `fetch` throws.
-  static Buffer fetchOnce(const std::string& ownerPrefix, std::uint64_t id, Access access,
-                          const std::function<std::string()>& fetch);
+  static Buffer fetchOnce(const std::string& ownerHost, const std::string& ownerPrefix, std::uint64_t id,
+                          Access access, const std::function<std::string()>& fetch);
   // This host as the runtime's processes see it (the machine and its network namespace): two
   // processes map each other's files only when their keys match.
   static const std::string& hostKey();

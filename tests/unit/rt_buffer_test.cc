@@ -141,7 +141,8 @@ TEST_F(RtBuffers, ACopyOnWriteBufferIsWrittenWithoutChangingTheObject) {
 TEST(RtHostCopies, AreFetchedOncePerHostAndRemovedWithTheirLastReader) {
   if (!std::filesystem::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm on this machine";
   const std::string owner = "gyre-rt-" + std::to_string(::getpid()) + "-999";
-  const std::string copies = "gyre-rt-c-" + detail::SharedObjects::hostKey() + "-" + std::to_string(::getpid()) + "-999-";
+  const std::string copies =
+      "gyre-rt-c-" + detail::SharedObjects::hostKey() + "-ownerhost-" + std::to_string(::getpid()) + "-999-";
   const std::vector<unsigned char> v = pattern(1 << 20, 5);
   std::atomic<int> fetches{0};
   auto fetch = [&] {
@@ -153,13 +154,13 @@ TEST(RtHostCopies, AreFetchedOncePerHostAndRemovedWithTheirLastReader) {
     std::vector<Buffer> readers(4);
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < readers.size(); ++i)
-      threads.emplace_back([&, i] { readers[i] = detail::SharedObjects::fetchOnce(owner, 42, Access::kReadOnly, fetch); });
+      threads.emplace_back([&, i] { readers[i] = detail::SharedObjects::fetchOnce("ownerhost", owner, 42, Access::kReadOnly, fetch); });
     for (auto& t : threads) t.join();
     EXPECT_EQ(fetches.load(), 1);
     for (const Buffer& b : readers) EXPECT_TRUE(same(b, v));
     EXPECT_EQ(filesOf(copies), 1);
     // Copy on write: a reader's write stays its own.
-    const Buffer mine = detail::SharedObjects::fetchOnce(owner, 42, Access::kCopyOnWrite, fetch);
+    const Buffer mine = detail::SharedObjects::fetchOnce("ownerhost", owner, 42, Access::kCopyOnWrite, fetch);
     std::byte* const bytes = mine.writableData();
     ASSERT_TRUE(bytes != nullptr);
     if (bytes == nullptr) return;  // (for the compiler's null-dereference analysis)
@@ -168,10 +169,10 @@ TEST(RtHostCopies, AreFetchedOncePerHostAndRemovedWithTheirLastReader) {
     EXPECT_EQ(fetches.load(), 1);
   }
   EXPECT_EQ(filesOf(copies), 0);  // the last reader removed it (and no lock file is left)
-  EXPECT_TRUE(same(detail::SharedObjects::fetchOnce(owner, 42, Access::kReadOnly, fetch), v));
+  EXPECT_TRUE(same(detail::SharedObjects::fetchOnce("ownerhost", owner, 42, Access::kReadOnly, fetch), v));
   EXPECT_EQ(fetches.load(), 2);
   // A fetch that fails (freed, or its owner lost) leaves nothing behind.
-  EXPECT_THROW(detail::SharedObjects::fetchOnce(owner, 43, Access::kReadOnly,
+  EXPECT_THROW(detail::SharedObjects::fetchOnce("ownerhost", owner, 43, Access::kReadOnly,
                                                 []() -> std::string { throw InvalidArgument("freed"); }),
                InvalidArgument);
   EXPECT_EQ(filesOf(copies), 0);

@@ -80,6 +80,8 @@ class Promise {
   // Waits until set or until `deadline` (nullopt: no limit); false on the deadline.
   bool waitUntil(std::optional<std::chrono::steady_clock::time_point> deadline) const;
   bool ready() const;
+  // ready(), after writing the calls this thread queued (a caller that polls waits too).
+  bool poll() const;
   // The value's bytes; throws (a new exception of) the error. Only once ready.
   const Bytes& value() const;
   // Runs `f` once set: at once (on this thread) when it is, else on the thread that sets it.
@@ -123,7 +125,7 @@ class Future {
   explicit Future(std::shared_ptr<detail::Promise> promise) : promise_(std::move(promise)) {}
 
   bool valid() const { return promise_ != nullptr; }
-  bool ready() const { return promise_->ready(); }
+  bool ready() const { return promise_->poll(); }
 
   // Waits for the result; rethrows the call's error.
   T get() const {

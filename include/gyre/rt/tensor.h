@@ -64,14 +64,16 @@ inline c10::ScalarType tensorDtype(const std::string& name) {
 
 // The bytes `sizes` of `type` take; InvalidArgument for a negative size or an overflow.
 inline std::size_t tensorBytes(const std::vector<std::int64_t>& sizes, c10::ScalarType type) {
+  const std::size_t element = c10::elementSize(type);
+  const std::size_t most = (std::size_t{1} << 62) / element;  // elements, so that the bytes fit too
   std::size_t count = 1;
   for (const std::int64_t s : sizes) {
     if (s < 0) throw InvalidArgument("gyre::rt: a tensor with a negative size");
-    if (s != 0 && count > (std::size_t{1} << 62) / static_cast<std::size_t>(s))
+    if (s != 0 && count > most / static_cast<std::size_t>(s))
       throw InvalidArgument("gyre::rt: a tensor's sizes overflow");
     count *= static_cast<std::size_t>(s);
   }
-  return count * c10::elementSize(type);
+  return count * element;
 }
 
 // A CPU, contiguous tensor with the data of `t` (itself when it already is one).
