@@ -294,7 +294,7 @@ void PeerLink::send(wire::Message request, Done done) {
   const std::weak_ptr<PeerLink> self = weak_from_this();
   auto same = [&self](const std::weak_ptr<PeerLink>& q) { return !q.owner_before(self) && !self.owner_before(q); };
   if (std::none_of(tSends.queued.begin(), tSends.queued.end(), same)) tSends.queued.push_back(self);
-  if (wakeFlusher) Flusher::instance().add(weak_from_this());
+  if (wakeFlusher) Flusher::instance().add(self);
 }
 
 void PeerLink::readLoop() {

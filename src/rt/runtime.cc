@@ -302,12 +302,11 @@ class Runtime::Impl {
       if (milli > cpus || a.memoryBytes > memory) continue;
       // Reserve both, atomically in the store (another process may place at the same time).
       if (o_.store->add(resourceKey("used-cpus", r), milli) > cpus) {
-        o_.store->add(resourceKey("used-cpus", r), -milli);
+        release(r, a.cpus, 0);
         continue;
       }
       if (o_.store->add(resourceKey("used-memory", r), a.memoryBytes) > memory) {
-        o_.store->add(resourceKey("used-memory", r), -a.memoryBytes);
-        o_.store->add(resourceKey("used-cpus", r), -milli);
+        release(r, a.cpus, a.memoryBytes);
         continue;
       }
       return r;

@@ -46,6 +46,7 @@ std::string hex(std::uint64_t v) {
   throw Error("gyre::rt: shared memory: " + what + ": " + std::strerror(errno));
 }
 
+constexpr const char* kOwnerPrefix = "gyre-rt-";   // an owner's files: gyre-rt-<pid>-<n>-...
 constexpr const char* kCopyPrefix = "gyre-rt-c-";  // copies of other hosts' objects
 
 // Whether a file is locked by no process (then it is locked here, until fd closes).
@@ -66,8 +67,8 @@ void removeOrphans() {
       if (fd >= 0) ::close(fd);
       continue;
     }
-    if (name.rfind("gyre-rt-", 0) != 0) continue;
-    const long pid = std::strtol(name.c_str() + 8, nullptr, 10);
+    if (name.rfind(kOwnerPrefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + std::strlen(kOwnerPrefix), nullptr, 10);
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink((kDir + name).c_str());
   }
   ::closedir(dir);
@@ -96,7 +97,50 @@ struct Mapping {
 // Maps the object in `m->fd` (its header says `id`; shared-locked by the caller): read-only, or
 // privately (copy on write). nullopt when the file holds another object (reused: this one was freed).
 std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Access access,
-                                const std::string& path);
+                                const std::string& path) {
+  Header header{};
+  if (::pread(m->fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
+      header.magic != kMagic || header.id != id)
+    return std::nullopt;  // reused for another object: this one was freed
+  struct stat st {};
+  if (::fstat(m->fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < kHeader + header.size)
+    return std::nullopt;
+  m->length = kHeader + header.size;
+  // Copy on write: a private mapping, populated read-only (populating a writable private mapping
+  // would copy every page), then made writable, so that only the pages written are copied.
+  const bool private_ = access == Access::kCopyOnWrite;
+  void* at =
+      ::mmap(nullptr, m->length, PROT_READ, (private_ ? MAP_PRIVATE : MAP_SHARED) | MAP_POPULATE, m->fd, 0);
+  if (at == MAP_FAILED) fail("cannot map " + path);
+  m->at = at;
+  if (private_ && ::mprotect(at, m->length, PROT_READ | PROT_WRITE) != 0)
+    fail("cannot make a private mapping of " + path + " writable");
+  const std::byte* data = static_cast<const std::byte*>(at) + kHeader;
+  return Buffer(std::move(m), data, header.size, private_);
+}
+
+// Writes `n` bytes at `offset` of `fd`; false when the file system refuses them (full).
+bool writeAt(int fd, const char* data, std::size_t n, std::size_t offset) {
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t w = ::pwrite(fd, data + done, n - done, static_cast<off_t>(offset + done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+// This host's copy of another host's object, when one is here: mapped, shared-locked, and removed
+// by the last reader here.
+std::optional<Buffer> openCopy(const std::string& path, std::uint64_t id, Access access) {
+  auto m = std::make_shared<Mapping>();
+  m->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (m->fd < 0) return std::nullopt;
+  while (::flock(m->fd, LOCK_SH) != 0)
+    if (errno != EINTR) return std::nullopt;
+  m->removeWhenLast = path;
+  return mapObject(std::move(m), id, access, path);
+}
 
 // An identity of this host as the runtime's processes see it: the machine (its boot id) and the
 // network namespace, so that processes in other namespaces of one machine (tests/netns' hosts)
@@ -172,7 +216,7 @@ struct SegmentPool {
 
 SharedObjects::SharedObjects() : pool_(std::make_shared<SegmentPool>()) {
   static std::atomic<int> runtimes{0};
-  pool_->prefix = "gyre-rt-" + std::to_string(::getpid()) + "-" + std::to_string(runtimes.fetch_add(1));
+  pool_->prefix = kOwnerPrefix + std::to_string(::getpid()) + "-" + std::to_string(runtimes.fetch_add(1));
   removeOrphans();
 }
 
@@ -292,62 +336,12 @@ std::optional<Buffer> SharedObjects::open(const std::string& ownerPrefix, std::u
   return mapObject(std::move(m), id, access, path);
 }
 
-namespace {
-
-std::optional<Buffer> mapObject(std::shared_ptr<Mapping> m, std::uint64_t id, Access access,
-                                const std::string& path) {
-  Header header{};
-  if (::pread(m->fd, &header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
-      header.magic != kMagic || header.id != id)
-    return std::nullopt;  // reused for another object: this one was freed
-  struct stat st {};
-  if (::fstat(m->fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < kHeader + header.size)
-    return std::nullopt;
-  m->length = kHeader + header.size;
-  // Copy on write: a private mapping, populated read-only (populating a writable private mapping
-  // would copy every page), then made writable, so that only the pages written are copied.
-  const bool private_ = access == Access::kCopyOnWrite;
-  void* at =
-      ::mmap(nullptr, m->length, PROT_READ, (private_ ? MAP_PRIVATE : MAP_SHARED) | MAP_POPULATE, m->fd, 0);
-  if (at == MAP_FAILED) fail("cannot map " + path);
-  m->at = at;
-  if (private_ && ::mprotect(at, m->length, PROT_READ | PROT_WRITE) != 0)
-    fail("cannot make a private mapping of " + path + " writable");
-  const std::byte* data = static_cast<const std::byte*>(at) + kHeader;
-  return Buffer(std::move(m), data, header.size, private_);
-}
-
-// Writes `n` bytes at `offset` of `fd`; false when the file system refuses them (full).
-bool writeAt(int fd, const char* data, std::size_t n, std::size_t offset) {
-  for (std::size_t done = 0; done < n;) {
-    const ssize_t w = ::pwrite(fd, data + done, n - done, static_cast<off_t>(offset + done));
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    done += static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-// This host's copy of another host's object, when one is here: mapped, shared-locked, and removed
-// by the last reader here.
-std::optional<Buffer> openCopy(const std::string& path, std::uint64_t id, Access access) {
-  auto m = std::make_shared<Mapping>();
-  m->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (m->fd < 0) return std::nullopt;
-  while (::flock(m->fd, LOCK_SH) != 0)
-    if (errno != EINTR) return std::nullopt;
-  m->removeWhenLast = path;
-  return mapObject(std::move(m), id, access, path);
-}
-
-}  // namespace
-
 Buffer SharedObjects::fetchOnce(const std::string& ownerHost, const std::string& ownerPrefix,
                                 std::uint64_t id, Access access, const std::function<std::string()>& fetch) {
   // Named for this host, the owner's host (owners on two hosts may have the same pid), the owner
   // and the object.
   const std::string path = std::string(kDir) + kCopyPrefix + hostKey() + "-" + ownerHost + "-" +
-                           ownerPrefix.substr(std::strlen("gyre-rt-")) + "-" + hex(id);
+                           ownerPrefix.substr(std::strlen(kOwnerPrefix)) + "-" + hex(id);
   if (std::optional<Buffer> here = openCopy(path, id, access)) return *std::move(here);
   // One reader of the host fetches at a time; the others wait for it and map its copy.
   const std::string lockPath = path + ".lock";

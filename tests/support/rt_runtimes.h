@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gyre/rt.h"
@@ -13,7 +14,8 @@
 namespace gyre::test {
 
 inline std::vector<std::unique_ptr<rt::Runtime>> loopbackRuntimes(int size, int threads,
-                                                                  std::shared_ptr<Store> store) {
+                                                                  std::shared_ptr<Store> store,
+                                                                  const std::string& secret = "job-secret") {
   std::vector<std::unique_ptr<rt::Runtime>> out;
   for (int r = 0; r < size; ++r) {
     rt::RuntimeOptions o;
@@ -21,7 +23,7 @@ inline std::vector<std::unique_ptr<rt::Runtime>> loopbackRuntimes(int size, int 
     o.rank = r;
     o.size = size;
     o.store = store;
-    o.secret = "job-secret";
+    o.secret = secret;
     o.connectTimeout = std::chrono::milliseconds(5000);
     out.push_back(std::make_unique<rt::Runtime>(o));
   }

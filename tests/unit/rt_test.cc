@@ -21,6 +21,7 @@
 #include "common/socket.h"
 #include "gyre/rt.h"
 #include "rt/wire.h"
+#include "support/rt_runtimes.h"
 
 namespace gyre::rt {
 namespace rt_test {
@@ -305,17 +306,7 @@ class RtProcesses : public ::testing::Test {
  protected:
   void start(int size, const std::string& secret = "job-secret") {
     store_ = createMemoryStore();
-    runtimes_.resize(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r)
-    {
-      RuntimeOptions o = withThreads(2);
-      o.rank = r;
-      o.size = size;
-      o.store = store_;
-      o.secret = secret;
-      o.connectTimeout = std::chrono::milliseconds(5000);
-      runtimes_[static_cast<std::size_t>(r)] = std::make_unique<Runtime>(o);
-    }
+    runtimes_ = test::loopbackRuntimes(size, 2, store_, secret);
   }
   Runtime& rt(int r) { return *runtimes_[static_cast<std::size_t>(r)]; }
   std::shared_ptr<Store> store_;
