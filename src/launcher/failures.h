@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct GenerationOutcome {
   std::vector<int> answered;
   int interrupt = 0;  // SIGINT, SIGTERM or SIGHUP that stopped it
   bool timedOut = false;
+  std::uint16_t storePort = 0;  // the generation's store (the next generations use others)
   bool succeeded() const { return failures.empty() && interrupt == 0 && !timedOut; }
 };
 

@@ -42,7 +42,8 @@ class Generation {
         servers_(o_.servers) {}
 
   GenerationOutcome run() {
-    store_ = startJobStore(o_.networkInterface, anyRemote());
+    store_ = startJobStore(o_.networkInterface, anyRemote(), true, s_.usedStorePorts);
+    outcome_.storePort = store_.server->port();
     for (const ServerPlacement& p : placeServers(s_.placement, o_.servers, o_.serverHosts)) startServers(p);
     for (const HostPlacement& p : s_.placement) startAgent(p);
     supervise();

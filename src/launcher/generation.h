@@ -8,6 +8,7 @@
 // which the next generation's store and transport connections refuse.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,13 @@ struct GenerationSpec {
   std::string jobId;   // the same in every generation (GYRE_JOB_ID)
   int generation = 0;  // GYRE_RESTART_COUNT: 0 first
   int maxRestarts = 0;
-  Deadline jobDeadline = Deadline::never();  // --timeout, across generations
+  std::vector<std::uint16_t> usedStorePorts;  // earlier generations' stores: never reused
+  Deadline jobDeadline = Deadline::never();   // --timeout, across generations
 };
 
 // Runs one generation to its end and says how it ended. Workers' output goes to `output` as it
 // arrives. Throws InvalidArgument when the store cannot be placed (no address remote hosts reach).
+// The outcome's storePort is the port this generation's store listened on.
 GenerationOutcome runGeneration(const GenerationSpec& spec, OutputSink& output);
 
 }  // namespace gyre::launcher

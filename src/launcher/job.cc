@@ -54,6 +54,7 @@ class Job {
       spec.generation = static_cast<int>(outcomes_.size());
       RunMetrics::get().generationStarted(spec.generation);
       outcomes_.push_back(runGeneration(spec, *output_));
+      spec.usedStorePorts.push_back(outcomes_.back().storePort);
       RunMetrics::get().generationEnded();
       GenerationOutcome& last = outcomes_.back();
       if (!shouldRestart(last, spec.generation, o_.maxRestarts)) break;

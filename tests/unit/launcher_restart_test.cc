@@ -3,13 +3,17 @@
 // agent protocol, and the output sink's restart marker.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
+#include <vector>
 
 #include "gyre/errors.h"
 #include "launcher/agent_protocol.h"
 #include "launcher/failures.h"
+#include "launcher/job_store.h"
 #include "launcher/output.h"
 #include "support/ranks.h"
 
@@ -174,6 +178,37 @@ TEST(Restarts, TheAgentSpecCarriesTheGeneration) {
   EXPECT_THROW(decodeSpec(encodeSpec(s)), ProtocolError);
   s.restartCount = 4;  // beyond the restarts allowed
   EXPECT_THROW(decodeSpec(encodeSpec(s)), ProtocolError);
+}
+
+// A store server on a scripted port that counts how many are open at once.
+class ScriptedServer : public TcpStoreServer {
+ public:
+  ScriptedServer(std::uint16_t port, int& open, int& mostOpen) : port_(port), open_(open) {
+    mostOpen = std::max(mostOpen, ++open_);
+  }
+  ~ScriptedServer() override { --open_; }
+  std::uint16_t port() const override { return port_; }
+  std::string address() const override { return "127.0.0.1:" + std::to_string(port_); }
+  std::uint64_t refusedConnections() const override { return 0; }
+
+ private:
+  std::uint16_t port_;
+  int& open_;
+};
+
+TEST(Restarts, AGenerationsStoreIsOnNoPortAnEarlierOneUsed) {
+  // The kernel hands out 5001 (generation 0's) and 5002 (generation 1's) again before 5003.
+  const std::vector<std::uint16_t> kernel = {5001, 5002, 5001, 5003, 5004};
+  std::size_t next = 0;
+  int open = 0, mostOpen = 0;
+  auto listen = [&] { return std::make_unique<ScriptedServer>(kernel.at(next++), open, mostOpen); };
+  std::unique_ptr<TcpStoreServer> server = listenAvoiding(listen, {5001, 5002});
+  EXPECT_EQ(server->port(), 5003);
+  EXPECT_EQ(next, 4u);
+  EXPECT_EQ(mostOpen, 4) << "a refused listener was closed before the next one was opened";
+  EXPECT_EQ(open, 1) << "the refused listeners were not closed";
+  server = listenAvoiding(listen, {});
+  EXPECT_EQ(server->port(), 5004);
 }
 
 TEST(Restarts, OutputSinkMarksEachRestartInTheLogsAndStartsTheTailsAfresh) {
