@@ -42,8 +42,8 @@ std::string share(std::optional<double> value) {
 }
 
 std::string header() {
-  return fmt::format("{:<26} {:>5} {:>10} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>6} {:>6}  {}\n", "layout", "np",
-                     "samples/s", "bubble", "formula", "rss MiB", "state MiB", "activ MiB", "compute", "comm",
+  return fmt::format("{:<26} {:>5} {:>10} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>6} {:>6}  {}\n", "layout",
+                     "np", "samples/s", "bubble", "formula", "stages", "rss MiB", "state MiB", "activ MiB", "compute", "comm",
                      "wait", "balance");
 }
 
@@ -52,8 +52,9 @@ std::string row(const ParallelResult& r) {
   const RunFigures& run = f.run;
   std::string balance;
   for (int n : f.balance) balance += (balance.empty() ? "" : ",") + std::to_string(n);
-  return fmt::format("{:<26} {:>5} {:>10.0f} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>6} {:>6}  {}\n", r.config.name,
-                     r.config.world, run.samplesPerS, share(f.bubble), share(f.idealBubble),
+  return fmt::format("{:<26} {:>5} {:>10.0f} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>6} {:>6}  {}\n",
+                     r.config.name, r.config.world, run.samplesPerS, share(f.bubble), share(f.idealBubble),
+                     share(f.stageTimesBubble),
                      mib(f.peakRssBytes), mib(f.modelStateBytes), mib(f.peakActivationBytes),
                      share(run.computeShare()), share(run.communicateShare()), share(run.waitShare()), balance);
 }
@@ -74,6 +75,7 @@ nlohmann::json rowJson(const ParallelResult& r) {
           {"samples_per_s", f.run.samplesPerS},
           {"bubble", orNull(f.bubble)},
           {"ideal_bubble", orNull(f.idealBubble)},
+          {"stage_times_bubble", orNull(f.stageTimesBubble)},
           {"peak_rss_bytes", f.peakRssBytes},
           {"model_state_bytes", orNull(f.modelStateBytes)},
           {"peak_activation_bytes", orNull(f.peakActivationBytes)},
@@ -167,7 +169,8 @@ int runParallelBench(ParallelBenchFlags f) {
     fmt::print("{}\n", nlohmann::json{{"summary", true}, {"targets", targets}}.dump());
   } else {
     fmt::print("\nbubble: the share of a step a worker spent outside its stages' compute, averaged over the "
-               "workers; formula (p-1)/(m+p-1); rss: the largest worker's high-water mark; state: parameters, "
+               "workers; formula (p-1)/(m+p-1) (equal stages); stages: the bubble the measured stage times alone "
+               "make (free communication), step by step; rss: the largest worker's high-water mark; state: parameters, "
                "gradients and optimizer state of the largest worker; activ: the most activation bytes a "
                "pipeline worker held\n\n{}{}\n",
                targetsText(checks), targetsTally(checks));

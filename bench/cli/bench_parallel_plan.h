@@ -72,6 +72,8 @@ struct ParallelFigures {
   // pp > 1
   std::optional<double> bubble;
   std::optional<double> idealBubble;
+  // The bubble the measured stage times alone make (gyre train's pipeline.stage_times_bubble).
+  std::optional<double> stageTimesBubble;
   std::optional<std::int64_t> peakActivationBytes;
   std::vector<int> balance;
 };

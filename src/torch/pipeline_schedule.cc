@@ -132,6 +132,21 @@ double idealBubble(PipelineSchedule schedule, int p, int m, int v) {
   return (p - 1) / (virtualStages * m + p - 1);
 }
 
+double stageTimesBubble(const std::vector<double>& secondsPerMicroBatch, int m, int v) {
+  GYRE_ARG_CHECK(!secondsPerMicroBatch.empty() && m >= 1 && v >= 1, "stage times of ", secondsPerMicroBatch.size(),
+                 " ranks, ", m, " micro-batches, ", v, " stages per rank");
+  double sum = 0, slowest = 0;
+  for (const double t : secondsPerMicroBatch) {
+    GYRE_ARG_CHECK(std::isfinite(t) && t >= 0, "a stage time must be finite and not negative; got ", t);
+    sum += t;
+    slowest = std::max(slowest, t);
+  }
+  const double step = m * slowest + (sum - slowest) / v;
+  if (step <= 0) return 0;
+  const double p = static_cast<double>(secondsPerMicroBatch.size());
+  return 1.0 - m * sum / (p * step);
+}
+
 std::vector<int> balanceEvenly(int layers, int stages) {
   GYRE_ARG_CHECK(stages >= 1 && layers >= stages, "a model of ", layers, " layers cannot be cut into ", stages,
                  " pipeline stages: each needs at least one layer");

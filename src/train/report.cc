@@ -42,7 +42,8 @@ std::string formatEpochLine(const EpochReport& r) {
   if (r.pipeline)
     line += "  pipeline " + r.pipeline->schedule + " m=" + std::to_string(r.pipeline->microBatches) + ": bubble " +
             format("%.1f%%", 100 * r.pipeline->bubble) + " (formula " +
-            format("%.1f%%", 100 * r.pipeline->idealBubble) + ")";
+            format("%.1f%%", 100 * r.pipeline->idealBubble) + ", " +
+            format("%.1f%%", 100 * r.pipeline->stageTimesBubble) + " with the measured stages)";
   return line;
 }
 
@@ -110,6 +111,8 @@ std::string toJsonLine(const EpochReport& r) {
                      {"balance", r.pipeline->balance},
                      {"bubble", r.pipeline->bubble},
                      {"ideal_bubble", r.pipeline->idealBubble},
+                     {"stage_times_bubble", r.pipeline->stageTimesBubble},
+                     {"stage_ms", r.pipeline->stageMs},
                      {"peak_activation_bytes", r.pipeline->peakActivationBytes}};
   } else {
     j["pipeline"] = nullptr;

@@ -32,7 +32,7 @@ std::string formatEpochLine(const EpochReport& report);
 // without trailing zeros) and clock_wait_s (seconds blocked in clock(), averaged over the
 // workers), peak_rss_bytes and model_state_bytes (EpochReport's; the latter null when
 // unknown), pipeline (--pp: pp, dp, micro_batches, schedule, balance, bubble, ideal_bubble,
-// peak_activation_bytes); null for what is unknown or does not apply.
+// stage_times_bubble, stage_ms, peak_activation_bytes); null for what is unknown or does not apply.
 std::string toJsonLine(const EpochReport& report);
 
 // One line of steps.jsonl (no newline): {"step": global step from 1, "epoch": from 1, "loss": the

@@ -46,6 +46,14 @@ struct PipelineReport {
   // averaged over the ranks; and the schedule's formula for it (gyre::torch::idealBubble).
   double bubble = 0;
   double idealBubble = 0;
+  // The bubble the measured stages alone make (free communication, the schedule's order): each
+  // step's from its ranks' compute seconds (gyre::torch::stageTimesBubble), weighted by the
+  // step. What the bubble exceeds it by is the exchanges and the wake-ups; what it exceeds
+  // idealBubble by is unequal stages or cores. stageMs: each pipeline rank's compute
+  // milliseconds per micro-batch (all its stages, forward and backward), averaged over the steps
+  // and the replicas.
+  double stageTimesBubble = 0;
+  std::vector<double> stageMs;
   // The most activation bytes a rank held for its backward at once, the largest over the ranks.
   std::int64_t peakActivationBytes = 0;
 };

@@ -111,6 +111,7 @@ class Trainer {
     dataWaitS_ = 0;
     dataWaitLogged_ = 0;
     pipelineStepS_ = pipelineBusyS_ = 0;
+    pipelineStepBusyS_.clear();
     peakActivationBytes_ = 0;
   }
   // Step s's batch (this rank's share): from the epoch's loader, or, elastic, assembled here from
@@ -168,6 +169,9 @@ class Trainer {
   // EpochReport::peakRssBytes and modelStateBytes (trainer_records.cc). Collective.
   void recordMemory(EpochReport& report);
   void notePipelineStep();
+  // The epoch's stage times: each pipeline rank's compute per micro-batch, and the bubble they
+  // alone would make (gyre::torch::stageTimesBubble), step by step.
+  void stageTimesOfEpoch(PipelineReport& r);
   void recordPipelineEpoch(EpochReport& report);
   double pipelineTestAccuracy();
   // --zero 3 (trainer_sharded.cc): wraps model_ in a FullyShardedModel (before the optimizer is
@@ -267,6 +271,7 @@ class Trainer {
   std::shared_ptr<Communicator> pipeComm_, dataParallelComm_;
   std::vector<int> balance_;
   double pipelineStepS_ = 0, pipelineBusyS_ = 0;
+  std::vector<double> pipelineStepBusyS_;  // each timed step's compute seconds
   std::int64_t peakActivationBytes_ = 0;
   // Elastic mode only.
   std::optional<gyre::torch::ElasticSampler> elasticSampler_;

@@ -54,6 +54,7 @@ void Trainer::notePipelineStep() {
   const gyre::torch::PipelineStepStats& s = pipeline_->lastStep();
   pipelineStepS_ += s.seconds;
   pipelineBusyS_ += s.busySeconds;
+  pipelineStepBusyS_.push_back(s.busySeconds);
   peakActivationBytes_ = std::max(peakActivationBytes_, s.peakActivationBytes);
 }
 
@@ -68,8 +69,38 @@ void Trainer::recordPipelineEpoch(EpochReport& report) {
   const double bubble = pipelineStepS_ > 0 ? 1.0 - pipelineBusyS_ / pipelineStepS_ : 0;
   r.bubble = group_.mean({bubble})[0];
   r.idealBubble = gyre::torch::idealBubble(pipeline_->options().schedule, layout_.pp, r.microBatches, o_.virtualStages);
+  stageTimesOfEpoch(r);
   r.peakActivationBytes = static_cast<std::int64_t>(group_.max({static_cast<double>(peakActivationBytes_)})[0]);
   report.pipeline = std::move(r);
+}
+
+void Trainer::stageTimesOfEpoch(PipelineReport& r) {
+  // Every rank of a pipeline ran the same steps: each step's compute seconds of every rank, step
+  // by step, so that a core slower for a while counts in the steps it was slow.
+  const int p = layout_.pp, m = r.microBatches;
+  const std::size_t steps = pipelineStepBusyS_.size();
+  std::vector<double> all(steps * static_cast<std::size_t>(p));
+  if (steps > 0) pipeComm_->allgather(pipelineStepBusyS_.data(), all.data(), steps, {DataType::kFloat64});
+  std::vector<double> perMicroBatch(static_cast<std::size_t>(p));
+  std::vector<double> mean(static_cast<std::size_t>(p) + 1, 0.0);  // each rank's, then the bubble
+  double stepS = 0, idleS = 0;
+  for (std::size_t s = 0; s < steps; ++s) {
+    double busy = 0;
+    for (std::size_t k = 0; k < perMicroBatch.size(); ++k) {
+      perMicroBatch[k] = all[k * steps + s] / m;
+      busy += all[k * steps + s];
+      mean[k] += perMicroBatch[k] / static_cast<double>(steps);
+    }
+    const double bubble = gyre::torch::stageTimesBubble(perMicroBatch, m, o_.virtualStages);
+    const double step = busy / (p * (1 - bubble));
+    stepS += step;
+    idleS += bubble * step;
+  }
+  mean.back() = stepS > 0 ? idleS / stepS : 0;
+  mean = group_.mean(mean);  // over the replicas
+  r.stageTimesBubble = mean.back();
+  r.stageMs.clear();
+  for (int k = 0; k < p; ++k) r.stageMs.push_back(1e3 * mean[static_cast<std::size_t>(k)]);
 }
 
 double Trainer::pipelineTestAccuracy() {

@@ -81,6 +81,22 @@ TEST(PipelineSchedules, RefuseWhatTheyCannotRun) {
   EXPECT_DOUBLE_EQ(idealBubble(PipelineSchedule::kInterleaved, 2, 4, 2), 1.0 / 9);
 }
 
+TEST(PipelineSchedules, TheBubbleOfMeasuredStageTimes) {
+  // Equal stages: the formula.
+  EXPECT_DOUBLE_EQ(stageTimesBubble({0.002, 0.002}, 4), idealBubble(PipelineSchedule::kOneFOneB, 2, 4));
+  EXPECT_DOUBLE_EQ(stageTimesBubble({3, 3, 3, 3}, 8), idealBubble(PipelineSchedule::kGPipe, 4, 8));
+  EXPECT_DOUBLE_EQ(stageTimesBubble({1, 1}, 4, 2), idealBubble(PipelineSchedule::kInterleaved, 2, 4, 2));
+  // Ranks of 1 and 2 s per micro-batch, m = 4: a step of 4 × 2 + 1 = 9 s, of which the ranks
+  // compute 4 and 8: idle 5/9 and 1/9.
+  EXPECT_DOUBLE_EQ(stageTimesBubble({1, 2}, 4), (5.0 / 9 + 1.0 / 9) / 2);
+  EXPECT_DOUBLE_EQ(stageTimesBubble({2, 1}, 4), stageTimesBubble({1, 2}, 4));
+  EXPECT_DOUBLE_EQ(stageTimesBubble({5}, 3), 0.0);
+  EXPECT_DOUBLE_EQ(stageTimesBubble({0, 0}, 3), 0.0);
+  EXPECT_THROW(stageTimesBubble({}, 4), InvalidArgument);
+  EXPECT_THROW(stageTimesBubble({1, -1}, 4), InvalidArgument);
+  EXPECT_THROW(stageTimesBubble({1, 1}, 0), InvalidArgument);
+}
+
 TEST(PipelineBalance, EvenlyAndByCost) {
   EXPECT_EQ(balanceEvenly(8, 3), (std::vector<int>{3, 3, 2}));
   EXPECT_EQ(balanceByCost({1, 1, 1, 1, 4}, 2), (std::vector<int>{4, 1}));

@@ -203,7 +203,8 @@ TEST_F(PipelineCli, TheEpochReportsTheBubbleAndTheTimelineTheStages) {
                 env);
   ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
   EXPECT_TRUE(contains(r.out, "pipeline 1f1b m=4: bubble ")) << r.out;
-  EXPECT_TRUE(contains(r.out, "(formula 20.0%)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "(formula 20.0%, ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "% with the measured stages)")) << r.out;
 
   const std::vector<nlohmann::json> epochs = jsonLines(runDir + "/metrics.jsonl");
   ASSERT_EQ(epochs.size(), 1u);
@@ -216,6 +217,12 @@ TEST_F(PipelineCli, TheEpochReportsTheBubbleAndTheTimelineTheStages) {
   EXPECT_GT(p.at("bubble").get<double>(), 0);
   EXPECT_LT(p.at("bubble").get<double>(), 1);
   EXPECT_DOUBLE_EQ(p.at("ideal_bubble").get<double>(), 0.2);
+  // The measured stages' own bubble: at least the formula's (equal stages make the least), and
+  // each rank's compute per micro-batch.
+  EXPECT_GE(p.at("stage_times_bubble").get<double>(), 0.2 - 1e-9);
+  EXPECT_LT(p.at("stage_times_bubble").get<double>(), 1);
+  ASSERT_EQ(p.at("stage_ms").size(), 2u);
+  for (const auto& ms : p.at("stage_ms")) EXPECT_GT(ms.get<double>(), 0);
   EXPECT_GT(p.at("peak_activation_bytes").get<std::int64_t>(), 0);
 
   // Each rank's row holds its forwards and backwards of the 4 micro-batches, 6 steps of each.
@@ -298,6 +305,7 @@ TEST_F(PipelineCli, BenchParallelRunsEveryLayout) {
   EXPECT_EQ(rows[4].at("zero"), 3);
   EXPECT_EQ(rows[5].at("layout"), "pp=2 1f1b m=2");
   EXPECT_DOUBLE_EQ(rows[5].at("ideal_bubble").get<double>(), 1.0 / 3);
+  EXPECT_GE(rows[5].at("stage_times_bubble").get<double>(), 1.0 / 3 - 1e-9);
   EXPECT_GT(rows[5].at("peak_activation_bytes").get<double>(), 0);
   EXPECT_EQ(rows[6].at("np"), 4);
   EXPECT_EQ(rows[8].at("layout"), "dp=4 zero-3");

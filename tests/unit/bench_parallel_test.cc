@@ -101,18 +101,21 @@ TEST(BenchParallel, EpochLinesGiveTheRowsFigures) {
   EXPECT_EQ(dp->modelStateBytes, 2048);
   EXPECT_FALSE(dp->bubble);
   const std::string pipeline =
-      R"({"pp":2,"dp":1,"micro_batches":4,"schedule":"1f1b","balance":[3,3],"bubble":0.3,"ideal_bubble":0.2,"peak_activation_bytes":4096})";
+      R"({"pp":2,"dp":1,"micro_batches":4,"schedule":"1f1b","balance":[3,3],"bubble":0.3,"ideal_bubble":0.2,"stage_times_bubble":0.25,"stage_ms":[1.5,1.0],"peak_activation_bytes":4096})";
   const std::optional<ParallelFigures> a = parseParallelLine(epochLine(1000, 1, pipeline));
   ASSERT_TRUE(a);
   EXPECT_EQ(a->balance, (std::vector<int>{3, 3}));
   EXPECT_DOUBLE_EQ(*a->bubble, 0.3);
+  EXPECT_DOUBLE_EQ(*a->stageTimesBubble, 0.25);
   EXPECT_EQ(a->peakActivationBytes, 4096);
   ParallelFigures b = *a;
   b.bubble = 0.6;
+  b.stageTimesBubble = 0.45;
   b.run.seconds = 3;
   b.run.samplesPerS = 2000;
   const ParallelFigures both = combineParallel({*a, b});
   EXPECT_DOUBLE_EQ(*both.bubble, (0.3 * 1 + 0.6 * 3) / 4);  // weighted by time
+  EXPECT_DOUBLE_EQ(*both.stageTimesBubble, (0.25 * 1 + 0.45 * 3) / 4);
   EXPECT_DOUBLE_EQ(both.run.samplesPerS, (1000.0 * 1 + 2000.0 * 3) / 4);
   EXPECT_THROW(parseParallelLine(R"({"samples_per_s":1,"seconds":1,"steps":1})"), Error);  // no memory fields
 }

@@ -83,6 +83,15 @@ std::vector<PipelineAction> pipelineActions(PipelineSchedule schedule, int rank,
 // The bubble of the schedule in theory (equal stage times, B = 2F, no communication): GPipe and
 // 1F1B (p−1)/(m+p−1), interleaved (p−1)/(v·m+p−1); zero-bubble the same as 1F1B, an upper bound.
 double idealBubble(PipelineSchedule schedule, int p, int m, int v = 1);
+// The bubble the same schedule would have with these stages and free communication:
+// `secondsPerMicroBatch` holds each pipeline rank's compute seconds per micro-batch (all its v
+// stages, forward and backward), in rank order. A step then takes m times the slowest rank's
+// time, plus the others' time to fill and drain the pipe, (sum − slowest) / v; each rank is idle
+// for what its own m micro-batches leave of it; averaged over the ranks. Equal times give
+// idealBubble; unequal ones (stages of unequal cost, or cores of unequal speed) give more. For
+// zero-bubble it is 1F1B's, an upper bound, as idealBubble's is.
+// InvalidArgument for an empty list, m < 1, v < 1 or a negative or non-finite time.
+double stageTimesBubble(const std::vector<double>& secondsPerMicroBatch, int m, int v = 1);
 
 // `layers` layers into `stages` contiguous stages of as equal counts as can be (the first stages
 // take one more). InvalidArgument when there are fewer layers than stages.
