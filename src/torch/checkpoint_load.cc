@@ -70,51 +70,69 @@ std::string verifyCheckpoint(const std::string& path) {
   return detail::verifyDirectory(path);
 }
 
+namespace {
+
+// Loads the checkpoint directory `info` into `model` and `optimizer` (may be null), or returns
+// nullopt with `problem` saying why it is invalid. Throws what loadLatestCheckpoint says.
+std::optional<LoadedCheckpoint> loadValid(const CheckpointInfo& info, ::torch::nn::Module& model,
+                                          ::torch::optim::Optimizer* optimizer, const LoadOptions& options,
+                                          std::string& problem) {
+  std::map<std::string, std::string> files;
+  problem = detail::verifyDirectory(info.path, &files);
+  for (const char* name : kRequired)
+    if (problem.empty() && files.count(name) == 0) problem = std::string(detail::kManifestName) + " lists no " + name;
+  LoadedCheckpoint loaded;
+  if (problem.empty()) {
+    try {
+      loaded.state = parseState(files["state.json"]);
+      if (loaded.state.step != info.step)
+        problem = "state.json: step " + std::to_string(loaded.state.step) + " in a directory of step " +
+                  std::to_string(info.step);
+    } catch (const nlohmann::json::exception& e) {
+      problem = std::string("state.json: not what a checkpoint holds (") + e.what() + ")";
+    }
+  }
+  if (!problem.empty()) return std::nullopt;
+  if (options.accept) options.accept(loaded.state, info.path);
+  // Verified: from here on a failure means the checkpoint does not fit this model or optimizer.
+  try {
+    ::torch::serialize::InputArchive archive;
+    archive.load_from(files["model.pt"].data(), files["model.pt"].size());
+    loadInPlace(model, archive, "");
+    if (optimizer != nullptr) loadOptimizerStateBytes(*optimizer, files["optimizer.pt"], "the checkpoint's optimizer");
+  } catch (const c10::Error& e) {
+    throw InvalidArgument("checkpoint " + info.path +
+                          " does not fit this model or optimizer: " + e.what_without_backtrace());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("checkpoint " + info.path + " does not fit this model: " + e.what());
+  }
+  loaded.torchRngState = std::move(files["torch_rng.bin"]);
+  if (options.restoreRng) setTorchRngState(loaded.torchRngState);
+  loaded.path = info.path;
+  return loaded;
+}
+
+}  // namespace
+
 std::optional<LoadedCheckpoint> loadLatestCheckpoint(const std::string& dir, ::torch::nn::Module& model,
                                                      ::torch::optim::Optimizer* optimizer,
                                                      const LoadOptions& options) {
   const auto& skip = options.onSkip ? options.onSkip : printSkip;
   const std::vector<CheckpointInfo> all = listCheckpoints(dir);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    std::map<std::string, std::string> files;
-    std::string problem = detail::verifyDirectory(it->path, &files);
-    for (const char* name : kRequired)
-      if (problem.empty() && files.count(name) == 0)
-        problem = std::string(detail::kManifestName) + " lists no " + name;
-    LoadedCheckpoint loaded;
-    if (problem.empty()) {
-      try {
-        loaded.state = parseState(files["state.json"]);
-        if (loaded.state.step != it->step)
-          problem = "state.json: step " + std::to_string(loaded.state.step) + " in a directory of step " +
-                    std::to_string(it->step);
-      } catch (const nlohmann::json::exception& e) {
-        problem = std::string("state.json: not what a checkpoint holds (") + e.what() + ")";
-      }
-    }
-    if (!problem.empty()) {
-      skip(it->path, problem);
-      continue;
-    }
-    if (options.accept) options.accept(loaded.state, it->path);
-    // Verified: from here on a failure means the checkpoint does not fit this model or optimizer.
-    try {
-      ::torch::serialize::InputArchive archive;
-      archive.load_from(files["model.pt"].data(), files["model.pt"].size());
-      loadInPlace(model, archive, "");
-      if (optimizer != nullptr) loadOptimizerStateBytes(*optimizer, files["optimizer.pt"], "the checkpoint's optimizer");
-    } catch (const c10::Error& e) {
-      throw InvalidArgument("checkpoint " + it->path +
-                            " does not fit this model or optimizer: " + e.what_without_backtrace());
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument("checkpoint " + it->path + " does not fit this model: " + e.what());
-    }
-    loaded.torchRngState = std::move(files["torch_rng.bin"]);
-    if (options.restoreRng) setTorchRngState(loaded.torchRngState);
-    loaded.path = it->path;
-    return loaded;
+    std::string problem;
+    if (auto loaded = loadValid(*it, model, optimizer, options, problem)) return loaded;
+    skip(it->path, problem);
   }
   return std::nullopt;
+}
+
+LoadedCheckpoint loadCheckpoint(const CheckpointInfo& checkpoint, ::torch::nn::Module& model,
+                                ::torch::optim::Optimizer* optimizer, const LoadOptions& options) {
+  std::string problem;
+  std::optional<LoadedCheckpoint> loaded = loadValid(checkpoint, model, optimizer, options, problem);
+  if (!loaded) throw InvalidArgument("checkpoint " + checkpoint.path + " is not valid: " + problem);
+  return std::move(*loaded);
 }
 
 std::string torchRngState() {

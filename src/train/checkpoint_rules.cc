@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -71,7 +72,8 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
     return "checkpoint " + path + " holds one part of a model split over " +
            layout(was("world"), was("pp"), was("tp"), was("zero")) + "; this run has " +
            layout(b.at("world"), b.at("pp"), b.at("tp"), b.at("zero")) +
-           ": resume it on the same layout (resuming on another layout is not supported yet)";
+           ": resume it on the same layout (a checkpoint resumes on another layout only where neither "
+           "layout has --tp or --zero)";
   }
   const int zero = b.at("zero").get<int>();
   if ((zero == 1 || zero == 2) && a.value("bucket_cap_mb", nlohmann::json()) != b.at("bucket_cap_mb"))
@@ -82,15 +84,76 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
   return "";
 }
 
+namespace {
+
+// A config's value of `key`, or its default for a checkpoint saved before the key existed.
+int layoutValue(const nlohmann::json& config, const char* key) {
+  if (config.contains(key) && config.at(key).is_number_integer()) return config.at(key).get<int>();
+  return std::string_view(key) == "zero" ? 0 : 1;
+}
+
+// The config of the newest complete checkpoint of a layout's directory: of its rank-0 part when it
+// holds parts, else its own; "" when there is none.
+std::string newestConfigIn(const std::string& dir) {
+  const std::string parts = splitCheckpointDir(dir, 0);
+  const std::string newest = newestCompleteCheckpoint(fs::exists(parts) ? parts : dir);
+  return newest.empty() ? "" : savedCheckpointConfig(newest);
+}
+
+}  // namespace
+
+bool convertibleLayouts(const std::string& saved, const std::string& current) {
+  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
+  const nlohmann::json b = nlohmann::json::parse(current, nullptr, false);
+  if (!a.is_object() || !b.is_object()) return false;
+  for (const nlohmann::json* c : {&a, &b})
+    if (layoutValue(*c, "tp") != 1 || layoutValue(*c, "zero") != 0) return false;
+  // Unsplit on both sides: the plain resume takes any number of workers already.
+  if (layoutValue(a, "pp") == 1 && layoutValue(b, "pp") == 1) return false;
+  return layoutValue(a, "world") != layoutValue(b, "world") || layoutValue(a, "pp") != layoutValue(b, "pp");
+}
+
+SavedLayout savedLayoutOf(const std::string& dir) {
+  SavedLayout saved;
+  saved.config = newestConfigIn(dir);
+  if (!saved.config.empty()) {
+    saved.dir = dir;
+    return saved;
+  }
+  // The newest layout set aside (the highest step, then the latest of that step).
+  std::error_code ec;
+  std::pair<long long, int> best{-1, 0};
+  for (const fs::directory_entry& e : fs::directory_iterator(fs::path(dir) / kEarlierLayouts, ec)) {
+    long long step = -1;
+    int n = 1;
+    const std::string name = e.path().filename().string();
+    if (std::sscanf(name.c_str(), "step-%lld-%d", &step, &n) < 1 || step < 0) continue;
+    const std::string config = newestConfigIn(e.path().string());
+    if (config.empty() || std::pair{step, n} < best) continue;
+    best = {step, n};
+    saved = {e.path().string(), config, true};
+  }
+  return saved;
+}
+
+bool resumesConverted(const SavedLayout& saved, const std::string& current) {
+  if (!saved.earlier) return convertibleLayouts(saved.config, current);
+  // Set aside by a conversion: any layout without --tp and --zero reads it back.
+  const nlohmann::json a = nlohmann::json::parse(saved.config, nullptr, false);
+  const nlohmann::json b = nlohmann::json::parse(current, nullptr, false);
+  if (!a.is_object() || !b.is_object()) return false;
+  for (const nlohmann::json* c : {&a, &b})
+    if (layoutValue(*c, "tp") != 1 || layoutValue(*c, "zero") != 0) return false;
+  return true;
+}
+
 std::string splitCheckpointDir(const std::string& dir, int rank) {
   return (fs::path(dir) / ("rank-" + std::to_string(rank))).string();
 }
 
 std::string unsplitCheckpointsMessage(const std::string& dir, const std::string& path) {
   return "--checkpoint-dir " + dir + " holds checkpoints of an unsplit model (" + path +
-         ", ...): resume them without --pp, --tp and --zero (resuming on another layout is not supported "
-         "yet), or "
-         "choose another directory";
+         ", ...): resume them without --tp and --zero (with or without --pp), or choose another directory";
 }
 
 std::string splitCheckpointsMessage(const std::string& dir) {
@@ -103,6 +166,12 @@ std::string splitCheckpointsMessage(const std::string& dir) {
 void checkResumeBeforeStart(const TrainOptions& o, int world) {
   if (!o.resume || o.checkpointDir.empty() || o.elastic) return;
   const bool split = o.pp > 1 || o.tp > 1 || zeroStage(o) > 0;
+  // A layout the workers convert the checkpoint to: only the flags must match.
+  if (const SavedLayout saved = savedLayoutOf(o.checkpointDir); resumesConverted(saved, resumeConfig(o, world))) {
+    if (std::string why = checkpointIncompatibility(saved.config, resumeConfig(o, world), saved.dir); !why.empty())
+      throw InvalidArgument(why);
+    return;
+  }
   const std::string unsplit = newestCompleteCheckpoint(o.checkpointDir);
   if (split && !unsplit.empty()) throw InvalidArgument(unsplitCheckpointsMessage(o.checkpointDir, unsplit));
   if (!split && fs::exists(splitCheckpointDir(o.checkpointDir, 0)))

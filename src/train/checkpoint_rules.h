@@ -19,9 +19,31 @@ std::string checkpointIncompatibility(const std::string& saved, const std::strin
 
 // A split model's parts fit only the layout that saved them: the same workers, --pp, --tp and
 // --zero (and so the same replicas and shards), and with --zero 1 and 2 the same buckets. "" when
-// they match.
+// they match. (The workers convert what convertibleLayouts accepts before this is asked.)
 std::string checkpointLayoutMismatch(const std::string& saved, const std::string& current,
                                      const std::string& path);
+
+// Whether a run whose config is `current` (the trainer's config.json) resumes a checkpoint saved
+// with `saved` (its config) by converting it: another world or --pp, at least one of them a
+// pipeline, and neither has --tp or --zero.
+bool convertibleLayouts(const std::string& saved, const std::string& current);
+
+// Where a conversion moves the checkpoints of the layout it converted: DIR/earlier-layouts/step-<S>/.
+inline constexpr const char* kEarlierLayouts = "earlier-layouts";
+
+// The checkpoints a resume from DIR starts from: DIR's own (its parts under DIR/rank-<r>/, or its
+// ckpt-*), or, when DIR holds no complete one, those of the newest layout a conversion set aside
+// (earlier: the run that converted them stopped before it saved its own).
+struct SavedLayout {
+  std::string dir;     // DIR, or DIR/earlier-layouts/step-<S>; "" when there is none
+  std::string config;  // the newest complete checkpoint's config (of rank 0's part)
+  bool earlier = false;
+};
+SavedLayout savedLayoutOf(const std::string& dir);
+
+// Whether a run whose config is `current` resumes `saved` by converting it: convertibleLayouts,
+// or any layout without --tp and --zero for checkpoints set aside.
+bool resumesConverted(const SavedLayout& saved, const std::string& current);
 
 // The newest checkpoint in `dir` that finished writing (ckpt-<step>/manifest.json), or "".
 std::string newestCompleteCheckpoint(const std::string& dir);

@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
+#include "train/checkpoint_relayout.h"
 #include "train/checkpoint_rules.h"
 
 namespace gyre::train {
@@ -55,9 +57,12 @@ bool TrainCheckpoints::due(std::int64_t step) const {
 }
 
 StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
-                                   const std::string& config) {
+                                   const std::string& config, ::torch::nn::Sequential whole) {
   StartPoint start;
   if (!enabled()) return start;
+  if (o_.resume && whole)
+    if (const SavedLayout saved = savedLayoutOf(o_.checkpointDir); resumesConverted(saved, config))
+      return startConverted(whole, optimizer, saved, config);
   if (split_) return startSplit(model, optimizer, config);
   std::vector<std::int64_t> head = {kFresh, 0, 0, 0};
   std::string message;
@@ -251,6 +256,55 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
   writer_ = std::make_unique<gyre::torch::Checkpointer>(gyre::torch::CheckpointOptions{dir_, o_.keepLast});
   lastSaved_ = start.step;
   return start;
+}
+
+StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::torch::optim::Optimizer& optimizer,
+                                            const SavedLayout& saved, const std::string& config) {
+  // Every rank loads; then worker 0 moves the old layout aside; each step is agreed on, so that a
+  // refusal anywhere stops every rank and no rank saves before the old layout is out of the way.
+  std::int64_t code = kResumed;
+  std::string message;
+  auto agree = [&] {
+    std::int64_t worst = code;
+    if (comm_) comm_->allreduce(&worst, &worst, 1, {DataType::kInt64, ReduceOp::kMax});
+    if (worst <= kResumed) return;
+    const std::string why = code == worst ? message : "another rank cannot resume from " + o_.checkpointDir;
+    if (worst == kRefused) throw InvalidArgument(why);
+    throw Error(why);
+  };
+  ConvertedStart loaded;
+  try {
+    loaded = loadOnThisLayout(o_, saved, config, whole, optimizer);
+  } catch (const InvalidArgument& e) {
+    code = kRefused;
+    message = e.what();
+  } catch (const std::exception& e) {
+    code = kFailed;
+    message = e.what();
+  }
+  agree();
+  std::string movedTo = saved.dir;  // already aside
+  if (rank_ == 0 && !saved.earlier) {
+    try {
+      movedTo = moveEarlierLayout(o_.checkpointDir, loaded.step);
+    } catch (const std::exception& e) {
+      code = kFailed;
+      message = e.what();
+    }
+  }
+  agree();
+  if (rank_ == 0) {
+    const nlohmann::json s = nlohmann::json::parse(saved.config);
+    std::printf("resumed a checkpoint of %d worker(s) with --pp %d on this layout; %s %s\n", s.value("world", 1),
+                s.value("pp", 1), saved.earlier ? "it was set aside in" : "its checkpoints are now in",
+                movedTo.c_str());
+    std::fflush(stdout);
+  }
+  // As start() and startSplit(): a split model's every rank saves its part, an unsplit one rank 0.
+  if (split_ || rank_ == 0)
+    writer_ = std::make_unique<gyre::torch::Checkpointer>(gyre::torch::CheckpointOptions{dir_, o_.keepLast});
+  lastSaved_ = loaded.step;
+  return {loaded.step, loaded.epoch, loaded.index, loaded.path};
 }
 
 std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep) {

@@ -16,6 +16,7 @@
 
 #include "gyre/communicator.h"
 #include "gyre/torch/checkpoint.h"
+#include "train/checkpoint_rules.h"
 #include "train/trainer.h"
 
 namespace gyre::train {
@@ -43,9 +44,11 @@ class TrainCheckpoints {
   // generator state. Without resume it only checks that the directory holds no complete
   // checkpoint. Throws InvalidArgument on every rank when rank 0 refuses (a checkpoint without
   // resume, one of another model, global batch or seed) and gyre::Error when it fails.
-  // `config` is this run's config.json.
-  StartPoint start(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
-                   const std::string& config);
+  // `config` is this run's config.json. `whole`, when given, is the whole model (every layout
+  // without --tp builds it): with it, a checkpoint of another layout that checkpoint_relayout.h
+  // converts resumes too, every rank loading it into `whole` and `optimizer`.
+  StartPoint start(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer, const std::string& config,
+                   ::torch::nn::Sequential whole = nullptr);
 
   // Rank 0 snapshots and starts writing; the other ranks do nothing (nullopt). Throws the
   // previous write's SystemError.
@@ -59,6 +62,9 @@ class TrainCheckpoints {
  private:
   // A split model's start: every rank its own part.
   StartPoint startSplit(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer, const std::string& config);
+  // A checkpoint of another layout (checkpoint_relayout.h): every rank loads it.
+  StartPoint startConverted(::torch::nn::Sequential whole, ::torch::optim::Optimizer& optimizer,
+                            const SavedLayout& saved, const std::string& config);
   TrainOptions o_;
   std::shared_ptr<Communicator> comm_;
   int rank_;

@@ -142,7 +142,8 @@ std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr) {
   return j.dump();
 }
 
-std::string configJson(const TrainOptions& o, int world, double lr, int torchThreads) {
+std::string configJson(const TrainOptions& o, int world, double lr, int torchThreads,
+                       const std::vector<int>& stageLayers) {
   nlohmann::ordered_json j;
   j["gyre_version"] = kVersion;
   j["model"] = o.model;
@@ -158,6 +159,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
     j["micro_batches"] = microBatchesOf(o);
     j["schedule"] = o.schedule;
     j["balance"] = o.balance;
+    j["stage_layers"] = stageLayers;
     j["recompute"] = o.recompute;
   }
   j["lr"] = o.lr;

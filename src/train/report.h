@@ -48,6 +48,9 @@ std::vector<std::uint64_t> trimTrailingZeros(std::vector<std::uint64_t> histogra
 std::string formatStaleness(const std::vector<std::uint64_t>& histogram);
 
 // The options and what they resolved to in this world, as pretty-printed JSON.
-std::string configJson(const TrainOptions& options, int world, double lr, int torchThreads);
+// `stageLayers`: with --pp, the layers of each stage as the run cut them (stage_layers; a
+// checkpoint of a pipeline needs them to resume on another layout).
+std::string configJson(const TrainOptions& options, int world, double lr, int torchThreads,
+                       const std::vector<int>& stageLayers = {});
 
 }  // namespace gyre::train

@@ -121,7 +121,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
                              : fsdp_   ? fsdp_->parameters()
                                        : model_->parameters(),
                              lr_);
-  config_ = configJson(o_, world_, lr_, torchThreads_);
+  config_ = configJson(o_, world_, lr_, torchThreads_, balance_);
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
   } else if (group_.comm() && !fsdp_ && ((layout_.pp == 1 && layout_.tp == 1) || layout_.dp > 1)) {

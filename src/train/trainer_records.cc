@@ -22,7 +22,10 @@
 namespace gyre::train::detail {
 
 void Trainer::resume() {
-  start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_);
+  // The whole model lets a checkpoint of another layout resume (not with --tp, whose model_ is a
+  // share, nor --zero 3, whose parameters are shards).
+  const bool whole = layout_.tp == 1 && !fsdp_;
+  start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, whole ? model_ : nullptr);
   globalStep_ = start_.step;
   // The flags rule from the restored step on: the rate is set at every step, the others here.
   applyOptimizerFlags(o_, *optimizer_);

@@ -177,6 +177,7 @@ TEST_F(PipelineCli, ASplitModelResumesFromEveryRanksPart) {
     test::expectClose(savedParameters(path(name + "-split"), "vit", shape),
                       savedParameters(path(name + "-whole"), "vit", shape), 0, name);
 
+    if (name == "pp2") continue;  // a pipeline's resumes on another layout (the test below)
     std::vector<std::string> other = {"--epochs", "1", "--max-steps", "12", "--batch", "96", "--threads", "1",
                                       "--checkpoint-dir", ckpt, "--resume", "--np", "4"};
     other.insert(other.end(), layout.begin() + 2, layout.end());
@@ -191,6 +192,51 @@ TEST_F(PipelineCli, ASplitModelResumesFromEveryRanksPart) {
     EXPECT_EQ(whole2.exitCode, 2) << whole2.describe();
     EXPECT_TRUE(contains(whole2.err, "holds checkpoints of a split model")) << whole2.err;
   }
+}
+
+// A pipeline's checkpoint resumes on another layout, and an unsplit one on a pipeline: stopped at
+// step 4 on 2 workers with --pp 2, resumed on 1 worker to step 8, then on 3 workers with --pp 3
+// stopped before saving, then on 4 workers with --pp 4 (other cuts): the run's losses and final
+// parameters are the uninterrupted run's up to float rounding. Each conversion moves the earlier
+// layout's checkpoints aside, where a resume finds them until the new layout saves; --tp is refused.
+TEST_F(PipelineCli, APipelinesCheckpointResumesOnAnotherLayout) {
+  const std::vector<std::string> vit = {"--model", "vit", "--vit-width", "32", "--vit-heads", "4", "--vit-depth", "2",
+                                        "--no-eval"};
+  auto with = [&vit](std::vector<std::string> flags) {
+    flags.insert(flags.end(), vit.begin(), vit.end());
+    return flags;
+  };
+  ASSERT_FALSE(train("whole", with({"--np", "2", "--pp", "2"})).is_null());
+  const std::string ckpt = path("ckpt");
+  const std::vector<std::string> saving = {"--checkpoint-dir", ckpt, "--checkpoint-every", "4"};
+  auto phase = [&](std::vector<std::string> layout, std::vector<std::string> more) {
+    layout.insert(layout.end(), saving.begin(), saving.end());
+    layout.insert(layout.end(), more.begin(), more.end());
+    return with(layout);
+  };
+  train("split", phase({"--np", "2", "--pp", "2"}, {"--stop-at-step", "4"}));
+  train("split", phase({"--np", "1"}, {"--resume", "--stop-at-step", "8"}));
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/earlier-layouts/step-4/rank-1/ckpt-000000000004")) << ckpt;
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/ckpt-000000000008")) << ckpt;
+  // Converted to 3 stages and stopped before it saved: the step-8 checkpoint, set aside, is still
+  // the one to resume.
+  train("split", phase({"--np", "3", "--pp", "3"}, {"--resume", "--stop-at-step", "8"}));
+  ASSERT_FALSE(train("split", phase({"--np", "4", "--pp", "4"}, {"--resume"})).is_null());
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/earlier-layouts/step-8/ckpt-000000000008")) << ckpt;
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/rank-3/ckpt-000000000012")) << ckpt;
+
+  const std::vector<double> want = stepLosses(path("whole")), got = stepLosses(path("split"));
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s + 1;
+  const VitOptions shape{.depth = 2, .width = 32, .heads = 4};
+  test::expectClose(savedParameters(path("split"), "vit", shape), savedParameters(path("whole"), "vit", shape), 1e-4,
+                    "resumed on two other layouts");
+
+  std::vector<std::string> tp = {"--epochs", "1", "--max-steps", "12", "--batch", "96", "--threads", "1",
+                                 "--checkpoint-dir", ckpt, "--resume", "--np", "2", "--tp", "2"};
+  const test::ProgramRun refused = gyreTrain(with(tp));
+  EXPECT_EQ(refused.exitCode, 2) << refused.describe();
+  EXPECT_TRUE(contains(refused.err, "resume it on the same layout")) << refused.err;
 }
 
 TEST_F(PipelineCli, TheEpochReportsTheBubbleAndTheTimelineTheStages) {

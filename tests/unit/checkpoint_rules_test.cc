@@ -59,9 +59,75 @@ TEST(CheckpointRules, AnUnsplitRunResumesOnAnyWorldWithTheSameFlags) {
   TrainOptions fresh = adam;
   fresh.resume = false;
   EXPECT_EQ(refusal(fresh, 2), "");  // not resuming: another check's business
+  TrainOptions pipeline = o;
+  pipeline.pp = 2;
+  EXPECT_EQ(refusal(pipeline, 2), "");  // the workers convert it
   TrainOptions split = o;
-  split.pp = 2;
+  split.tp = 2;
   EXPECT_EQ(refusal(split, 2), unsplitCheckpointsMessage(dir.path(), dir.path() + "/ckpt-000000000008"));
+}
+
+TEST(CheckpointRules, APipelinesCheckpointIsConvertedToAnotherLayoutWithoutTpOrZero) {
+  TrainOptions pp2;
+  pp2.pp = 2;
+  TrainOptions tp2 = pp2, zero1 = pp2, one;
+  tp2.tp = 2;
+  zero1.zero = 1;
+  const std::string saved = resumeConfig(pp2, 2);
+  EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(pp2, 2)));  // the same layout: no conversion
+  EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(pp2, 4)));   // another number of replicas
+  EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(one, 1)));
+  EXPECT_TRUE(convertibleLayouts(resumeConfig(one, 3), saved));
+  EXPECT_FALSE(convertibleLayouts(resumeConfig(one, 1), resumeConfig(one, 3)));  // unsplit: the plain resume
+  EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(tp2, 4)));
+  EXPECT_FALSE(convertibleLayouts(resumeConfig(zero1, 2), resumeConfig(one, 1)));
+  EXPECT_FALSE(convertibleLayouts("", saved));
+  // Before a worker starts: only the flags must match.
+  test::TempDir dir;
+  pp2.checkpointDir = dir.path();
+  pp2.resume = true;
+  writeCheckpoint(splitCheckpointDir(dir.path(), 0), 8, configOf(pp2, 2));
+  writeCheckpoint(splitCheckpointDir(dir.path(), 1), 8, configOf(pp2, 2));
+  EXPECT_EQ(savedLayoutOf(dir.path()).config, configOf(pp2, 2).dump());
+  EXPECT_EQ(savedLayoutOf(dir.path()).dir, dir.path());
+  EXPECT_FALSE(savedLayoutOf(dir.path()).earlier);
+  TrainOptions onOne = pp2;
+  onOne.pp = 1;
+  EXPECT_EQ(refusal(onOne, 1), "");
+  EXPECT_EQ(refusal(pp2, 4), "");
+  onOne.seed = pp2.seed + 1;
+  EXPECT_NE(refusal(onOne, 1).find("was saved by a run with --seed"), std::string::npos) << refusal(onOne, 1);
+  TrainOptions withTp = pp2;
+  withTp.tp = 2;
+  EXPECT_NE(refusal(withTp, 4).find("resume it on the same layout"), std::string::npos) << refusal(withTp, 4);
+}
+
+TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
+  test::TempDir dir;
+  TrainOptions pp2;
+  pp2.pp = 2;
+  pp2.checkpointDir = dir.path();
+  pp2.resume = true;
+  const fs::path aside = fs::path(dir.path()) / kEarlierLayouts;
+  writeCheckpoint(aside / "step-4" / "rank-0", 4, configOf(pp2, 2));
+  writeCheckpoint(aside / "step-8", 8, configOf(pp2, 1));
+  writeCheckpoint(aside / "step-8-2" / "rank-0", 8, configOf(pp2, 4));
+  fs::create_directories(splitCheckpointDir(dir.path(), 0));  // the converting run's, still empty
+  const SavedLayout saved = savedLayoutOf(dir.path());
+  EXPECT_TRUE(saved.earlier);
+  EXPECT_EQ(saved.dir, (aside / "step-8-2").string());
+  EXPECT_EQ(saved.config, configOf(pp2, 4).dump());
+  // Even the layout that saved it converts it back (its parts are no longer where it looks).
+  EXPECT_TRUE(resumesConverted(saved, resumeConfig(pp2, 4)));
+  EXPECT_EQ(refusal(pp2, 4), "");
+  TrainOptions zero1 = pp2;
+  zero1.pp = 1;
+  zero1.zero = 1;
+  EXPECT_FALSE(resumesConverted(saved, resumeConfig(zero1, 2)));
+  // Once the new layout has saved, its own checkpoints are the ones.
+  writeCheckpoint(splitCheckpointDir(dir.path(), 0), 12, configOf(pp2, 2));
+  EXPECT_FALSE(savedLayoutOf(dir.path()).earlier);
+  EXPECT_EQ(savedLayoutOf(dir.path()).dir, dir.path());
 }
 
 TEST(CheckpointRules, ASplitRunResumesOnlyOnItsLayout) {

@@ -157,6 +157,11 @@ std::optional<LoadedCheckpoint> loadLatestCheckpoint(const std::string& dir, ::t
                                                      ::torch::optim::Optimizer* optimizer,
                                                      const LoadOptions& options = {});
 
+// Loads one checkpoint directory of listCheckpoints, as loadLatestCheckpoint would; throws
+// InvalidArgument when it is not valid (naming why) or does not fit.
+LoadedCheckpoint loadCheckpoint(const CheckpointInfo& checkpoint, ::torch::nn::Module& model,
+                                ::torch::optim::Optimizer* optimizer, const LoadOptions& options = {});
+
 // The default CPU generator's state as bytes, and setting it back (e.g. on the ranks that did not
 // load the checkpoint themselves). setTorchRngState throws InvalidArgument for bytes of the wrong
 // size.
