@@ -41,6 +41,30 @@ void setAside(const std::vector<std::string>& invalid) {
   }
 }
 
+// Runs `step` on this rank; a refusal (InvalidArgument) or failure becomes its code and message.
+void attemptOnStart(const std::function<void()>& step, std::int64_t& code, std::string& message) {
+  try {
+    step();
+  } catch (const InvalidArgument& e) {
+    code = kRefused;
+    message = e.what();
+  } catch (const std::exception& e) {
+    code = kFailed;
+    message = e.what();
+  }
+}
+
+// Every rank learns whether one refused (kRefused: InvalidArgument) or failed (kFailed: Error);
+// then each throws, with its own message or one that points at the rank that has it.
+void agreeOnStart(Communicator* comm, std::int64_t code, const std::string& message, const std::string& dir) {
+  std::int64_t worst = code;
+  if (comm) comm->allreduce(&worst, &worst, 1, {DataType::kInt64, ReduceOp::kMax});
+  if (worst <= kResumed) return;
+  const std::string why = code == worst ? message : "another rank cannot resume from " + dir;
+  if (worst == kRefused) throw InvalidArgument(why);
+  throw Error(why);
+}
+
 }  // namespace
 
 TrainCheckpoints::TrainCheckpoints(const TrainOptions& options, std::shared_ptr<Communicator> comm)
@@ -155,18 +179,7 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
   std::vector<std::int64_t> mine(kSteps, -1);
   std::int64_t code = kFresh;
   std::string message;
-  // Runs `step` on this rank; a refusal or failure becomes this rank's code and message.
-  auto attempt = [&](const std::function<void()>& step) {
-    try {
-      step();
-    } catch (const InvalidArgument& e) {
-      code = kRefused;
-      message = e.what();
-    } catch (const std::exception& e) {
-      code = kFailed;
-      message = e.what();
-    }
-  };
+  auto attempt = [&](const std::function<void()>& step) { attemptOnStart(step, code, message); };
   attempt([&] {
     for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(o_.checkpointDir))
       if (c.complete)
@@ -195,14 +208,7 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
                             std::to_string(rank_) + ": it was saved by fewer workers (resume it on the same layout)");
   });
   // Every rank learns whether one refused, and where they all stand.
-  auto agree = [&] {
-    std::int64_t worst = code;
-    if (comm_) comm_->allreduce(&worst, &worst, 1, {DataType::kInt64, ReduceOp::kMax});
-    if (worst <= kResumed) return;
-    const std::string why = code == worst ? message : "another rank cannot resume from " + o_.checkpointDir;
-    if (worst == kRefused) throw InvalidArgument(why);
-    throw Error(why);
-  };
+  auto agree = [&] { agreeOnStart(comm_.get(), code, message, o_.checkpointDir); };
   agree();
   const int world = comm_ ? comm_->size() : 1;
   std::vector<std::int64_t> all(kSteps * static_cast<std::size_t>(world), -1);
@@ -264,34 +270,13 @@ StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::tor
   // refusal anywhere stops every rank and no rank saves before the old layout is out of the way.
   std::int64_t code = kResumed;
   std::string message;
-  auto agree = [&] {
-    std::int64_t worst = code;
-    if (comm_) comm_->allreduce(&worst, &worst, 1, {DataType::kInt64, ReduceOp::kMax});
-    if (worst <= kResumed) return;
-    const std::string why = code == worst ? message : "another rank cannot resume from " + o_.checkpointDir;
-    if (worst == kRefused) throw InvalidArgument(why);
-    throw Error(why);
-  };
+  auto agree = [&] { agreeOnStart(comm_.get(), code, message, o_.checkpointDir); };
   ConvertedStart loaded;
-  try {
-    loaded = loadOnThisLayout(o_, saved, config, whole, optimizer);
-  } catch (const InvalidArgument& e) {
-    code = kRefused;
-    message = e.what();
-  } catch (const std::exception& e) {
-    code = kFailed;
-    message = e.what();
-  }
+  attemptOnStart([&] { loaded = loadOnThisLayout(o_, saved, config, whole, optimizer); }, code, message);
   agree();
   std::string movedTo = saved.dir;  // already aside
-  if (rank_ == 0 && !saved.earlier) {
-    try {
-      movedTo = moveEarlierLayout(o_.checkpointDir, loaded.step);
-    } catch (const std::exception& e) {
-      code = kFailed;
-      message = e.what();
-    }
-  }
+  if (rank_ == 0 && !saved.earlier)
+    attemptOnStart([&] { movedTo = moveEarlierLayout(o_.checkpointDir, loaded.step); }, code, message);
   agree();
   if (rank_ == 0) {
     const nlohmann::json s = nlohmann::json::parse(saved.config);
