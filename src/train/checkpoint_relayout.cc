@@ -129,6 +129,14 @@ ConvertedStart loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved,
   return start;
 }
 
+void removeEmptyParts(const std::string& dir) {
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("rank-", 0) == 0 && e.is_directory() && fs::is_empty(e.path(), ec)) fs::remove(e.path(), ec);
+  }
+}
+
 std::string moveEarlierLayout(const std::string& dir, std::int64_t step) {
   fs::path target = fs::path(dir) / kEarlierLayouts / ("step-" + std::to_string(step));
   for (int n = 2; fs::exists(target); ++n)

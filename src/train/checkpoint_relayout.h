@@ -39,4 +39,8 @@ ConvertedStart loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved,
 // DIR/earlier-layouts/step-<step>/; returns where they went. Throws SystemError.
 std::string moveEarlierLayout(const std::string& dir, std::int64_t step);
 
+// Removes DIR's empty rank-<r> directories: those a converted run made and stopped before it
+// saved into (left, they would hide DIR's own checkpoints from the next resume's rules).
+void removeEmptyParts(const std::string& dir);
+
 }  // namespace gyre::train

@@ -92,11 +92,12 @@ int layoutValue(const nlohmann::json& config, const char* key) {
   return std::string_view(key) == "zero" ? 0 : 1;
 }
 
-// The config of the newest complete checkpoint of a layout's directory: of its rank-0 part when it
-// holds parts, else its own; "" when there is none.
+// The config of the newest complete checkpoint of a layout's directory, its rank-0 part's or its
+// own (ckpt-<step> names sort by step); "" when there is none.
 std::string newestConfigIn(const std::string& dir) {
-  const std::string parts = splitCheckpointDir(dir, 0);
-  const std::string newest = newestCompleteCheckpoint(fs::exists(parts) ? parts : dir);
+  std::string newest = newestCompleteCheckpoint(splitCheckpointDir(dir, 0));
+  const std::string own = newestCompleteCheckpoint(dir);
+  if (newest.empty() || (!own.empty() && fs::path(own).filename() > fs::path(newest).filename())) newest = own;
   return newest.empty() ? "" : savedCheckpointConfig(newest);
 }
 

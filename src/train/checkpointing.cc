@@ -275,8 +275,16 @@ StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::tor
   attemptOnStart([&] { loaded = loadOnThisLayout(o_, saved, config, whole, optimizer); }, code, message);
   agree();
   std::string movedTo = saved.dir;  // already aside
-  if (rank_ == 0 && !saved.earlier)
-    attemptOnStart([&] { movedTo = moveEarlierLayout(o_.checkpointDir, loaded.step); }, code, message);
+  if (rank_ == 0)
+    attemptOnStart(
+        [&] {
+          if (saved.earlier) {
+            removeEmptyParts(o_.checkpointDir);
+          } else {
+            movedTo = moveEarlierLayout(o_.checkpointDir, loaded.step);
+          }
+        },
+        code, message);
   agree();
   if (rank_ == 0) {
     const nlohmann::json s = nlohmann::json::parse(saved.config);

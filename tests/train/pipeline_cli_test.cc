@@ -196,7 +196,8 @@ TEST_F(PipelineCli, ASplitModelResumesFromEveryRanksPart) {
 
 // A pipeline's checkpoint resumes on another layout, and an unsplit one on a pipeline: stopped at
 // step 4 on 2 workers with --pp 2, resumed on 1 worker to step 8, then on 3 workers with --pp 3
-// stopped before saving, then on 4 workers with --pp 4 (other cuts): the run's losses and final
+// stopped before saving, on 1 worker to step 10, then on 4 workers with --pp 4 (other cuts): the
+// run's losses and final
 // parameters are the uninterrupted run's up to float rounding. Each conversion moves the earlier
 // layout's checkpoints aside, where a resume finds them until the new layout saves; --tp is refused.
 TEST_F(PipelineCli, APipelinesCheckpointResumesOnAnotherLayout) {
@@ -221,8 +222,14 @@ TEST_F(PipelineCli, APipelinesCheckpointResumesOnAnotherLayout) {
   // Converted to 3 stages and stopped before it saved: the step-8 checkpoint, set aside, is still
   // the one to resume.
   train("split", phase({"--np", "3", "--pp", "3"}, {"--resume", "--stop-at-step", "8"}));
-  ASSERT_FALSE(train("split", phase({"--np", "4", "--pp", "4"}, {"--resume"})).is_null());
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/earlier-layouts/step-8/ckpt-000000000008")) << ckpt;
+  // Back on 1 worker to step 10 (the 3-stage run's empty directories must not hide its save)...
+  train("split", phase({"--np", "1"}, {"--resume", "--stop-at-step", "10"}));
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/ckpt-000000000010")) << ckpt;
+  EXPECT_FALSE(std::filesystem::exists(ckpt + "/rank-0")) << ckpt;
+  // ...and on 4 stages from there to step 12.
+  ASSERT_FALSE(train("split", phase({"--np", "4", "--pp", "4"}, {"--resume"})).is_null());
+  EXPECT_TRUE(std::filesystem::exists(ckpt + "/earlier-layouts/step-10/ckpt-000000000010")) << ckpt;
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/rank-3/ckpt-000000000012")) << ckpt;
 
   const std::vector<double> want = stepLosses(path("whole")), got = stepLosses(path("split"));

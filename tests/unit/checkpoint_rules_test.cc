@@ -128,6 +128,12 @@ TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
   writeCheckpoint(splitCheckpointDir(dir.path(), 0), 12, configOf(pp2, 2));
   EXPECT_FALSE(savedLayoutOf(dir.path()).earlier);
   EXPECT_EQ(savedLayoutOf(dir.path()).dir, dir.path());
+  EXPECT_EQ(savedLayoutOf(dir.path()).config, configOf(pp2, 2).dump());
+  // The newest of DIR's own and its parts' counts.
+  TrainOptions one = pp2;
+  one.pp = 1;
+  writeCheckpoint(dir.path(), 16, configOf(one, 1));
+  EXPECT_EQ(savedLayoutOf(dir.path()).config, configOf(one, 1).dump());
 }
 
 TEST(CheckpointRules, ASplitRunResumesOnlyOnItsLayout) {
