@@ -129,26 +129,20 @@ ConvertedStart loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved,
   return start;
 }
 
-void removeEmptyParts(const std::string& dir) {
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("rank-", 0) == 0 && e.is_directory() && fs::is_empty(e.path(), ec)) fs::remove(e.path(), ec);
-  }
-}
-
-std::string moveEarlierLayout(const std::string& dir, std::int64_t step) {
-  fs::path target = fs::path(dir) / kEarlierLayouts / ("step-" + std::to_string(step));
-  for (int n = 2; fs::exists(target); ++n)
-    target = fs::path(dir) / kEarlierLayouts / ("step-" + std::to_string(step) + "-" + std::to_string(n));
+std::string moveAside(const std::string& dir, const std::string& name) {
+  fs::path target = fs::path(dir) / kEarlierLayouts / name;
+  for (int n = 2; fs::exists(target); ++n) target = fs::path(dir) / kEarlierLayouts / (name + "-" + std::to_string(n));
   std::error_code ec;
   fs::create_directories(target, ec);
   if (ec) throw SystemError("cannot create " + target.string() + ": " + ec.message());
+  std::vector<fs::path> moving;  // listed first: the directory changes as they go
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("rank-", 0) != 0 && name.rfind("ckpt-", 0) != 0) continue;
-    fs::rename(e.path(), target / name, ec);
-    if (ec) throw SystemError("cannot move " + e.path().string() + " to " + target.string() + ": " + ec.message());
+    const std::string entry = e.path().filename().string();
+    if (entry.rfind("rank-", 0) == 0 || entry.rfind("ckpt-", 0) == 0) moving.push_back(e.path());
+  }
+  for (const fs::path& from : moving) {
+    fs::rename(from, target / from.filename(), ec);
+    if (ec) throw SystemError("cannot move " + from.string() + " to " + target.string() + ": " + ec.message());
   }
   return target.string();
 }

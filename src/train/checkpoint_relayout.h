@@ -35,12 +35,11 @@ struct ConvertedStart {
 ConvertedStart loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
                                 ::torch::nn::Sequential model, ::torch::optim::Optimizer& optimizer);
 
-// Moves the saved layout's checkpoints (DIR/rank-* or DIR/ckpt-*) to
-// DIR/earlier-layouts/step-<step>/; returns where they went. Throws SystemError.
-std::string moveEarlierLayout(const std::string& dir, std::int64_t step);
-
-// Removes DIR's empty rank-<r> directories: those a converted run made and stopped before it
-// saved into (left, they would hide DIR's own checkpoints from the next resume's rules).
-void removeEmptyParts(const std::string& dir);
+// Moves DIR's checkpoints (DIR/rank-* and DIR/ckpt-*) to DIR/earlier-layouts/NAME/ (NAME-2, ...
+// when that exists) and returns where they went: "step-<S>" for a layout just converted (a later
+// resume looks there until the new layout saves), "unfinished-after-step-<S>" for what a
+// converted run left before it saved a step every part finished (never resumed from). Throws
+// SystemError.
+std::string moveAside(const std::string& dir, const std::string& name);
 
 }  // namespace gyre::train

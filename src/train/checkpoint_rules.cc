@@ -1,6 +1,7 @@
 #include "train/checkpoint_rules.h"
 
 #include <algorithm>
+#include <vector>
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
@@ -92,10 +93,39 @@ int layoutValue(const nlohmann::json& config, const char* key) {
   return std::string_view(key) == "zero" ? 0 : 1;
 }
 
-// The config of the newest complete checkpoint of a layout's directory, its rank-0 part's or its
-// own (ckpt-<step> names sort by step); "" when there is none.
+// The names of `dir`'s complete checkpoints (ckpt-<step> with a manifest), newest first.
+std::vector<std::string> completeCheckpoints(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0 && name.size() > 5 && name.find_first_not_of("0123456789", 5) == std::string::npos &&
+        fs::exists(e.path() / "manifest.json", ec))
+      names.push_back(name);
+  }
+  std::sort(names.rbegin(), names.rend());
+  return names;
+}
+
+// The config of the newest checkpoint of a layout's directory that is complete: its own (DIR/ckpt-*)
+// or its parts' (DIR/rank-<r>/ckpt-*, of a step every rank of the layout that saved it finished;
+// names sort by step); "" when there is none.
 std::string newestConfigIn(const std::string& dir) {
-  std::string newest = newestCompleteCheckpoint(splitCheckpointDir(dir, 0));
+  std::string newest;
+  for (const std::string& name : completeCheckpoints(splitCheckpointDir(dir, 0))) {
+    const std::string path = (fs::path(splitCheckpointDir(dir, 0)) / name).string();
+    const std::string config = savedCheckpointConfig(path);
+    const nlohmann::json c = nlohmann::json::parse(config, nullptr, false);
+    const int world = c.is_object() ? layoutValue(c, "world") : 1;
+    bool everywhere = true;
+    std::error_code ec;
+    for (int r = 1; r < world && everywhere; ++r)
+      everywhere = fs::exists(fs::path(splitCheckpointDir(dir, r)) / name / "manifest.json", ec);
+    if (everywhere) {
+      newest = path;
+      break;
+    }
+  }
   const std::string own = newestCompleteCheckpoint(dir);
   if (newest.empty() || (!own.empty() && fs::path(own).filename() > fs::path(newest).filename())) newest = own;
   return newest.empty() ? "" : savedCheckpointConfig(newest);
@@ -111,7 +141,10 @@ bool convertibleLayouts(const std::string& saved, const std::string& current) {
     if (layoutValue(*c, "tp") != 1 || layoutValue(*c, "zero") != 0) return false;
   // Unsplit on both sides: the plain resume takes any number of workers already.
   if (layoutValue(a, "pp") == 1 && layoutValue(b, "pp") == 1) return false;
-  return layoutValue(a, "world") != layoutValue(b, "world") || layoutValue(a, "pp") != layoutValue(b, "pp");
+  if (layoutValue(a, "world") != layoutValue(b, "world") || layoutValue(a, "pp") != layoutValue(b, "pp")) return true;
+  // The same workers and stages, cut elsewhere (another --balance or --virtual-stages): each
+  // rank's part no longer holds the layers it gets.
+  return a.contains("stage_layers") && b.contains("stage_layers") && a.at("stage_layers") != b.at("stage_layers");
 }
 
 SavedLayout savedLayoutOf(const std::string& dir) {
@@ -148,6 +181,11 @@ bool resumesConverted(const SavedLayout& saved, const std::string& current) {
   return true;
 }
 
+std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside) {
+  return "--checkpoint-dir " + dir + " holds no checkpoint of its own, only one a conversion set aside (" + aside +
+         "): resume it without --tp and --zero (it was not saved with them)";
+}
+
 std::string splitCheckpointDir(const std::string& dir, int rank) {
   return (fs::path(dir) / ("rank-" + std::to_string(rank))).string();
 }
@@ -168,11 +206,13 @@ void checkResumeBeforeStart(const TrainOptions& o, int world) {
   if (!o.resume || o.checkpointDir.empty() || o.elastic) return;
   const bool split = o.pp > 1 || o.tp > 1 || zeroStage(o) > 0;
   // A layout the workers convert the checkpoint to: only the flags must match.
-  if (const SavedLayout saved = savedLayoutOf(o.checkpointDir); resumesConverted(saved, resumeConfig(o, world))) {
-    if (std::string why = checkpointIncompatibility(saved.config, resumeConfig(o, world), saved.dir); !why.empty())
+  const SavedLayout layout = savedLayoutOf(o.checkpointDir);
+  if (resumesConverted(layout, resumeConfig(o, world))) {
+    if (std::string why = checkpointIncompatibility(layout.config, resumeConfig(o, world), layout.dir); !why.empty())
       throw InvalidArgument(why);
     return;
   }
+  if (layout.earlier) throw InvalidArgument(setAsideOnlyMessage(o.checkpointDir, layout.dir));
   const std::string unsplit = newestCompleteCheckpoint(o.checkpointDir);
   if (split && !unsplit.empty()) throw InvalidArgument(unsplitCheckpointsMessage(o.checkpointDir, unsplit));
   if (!split && fs::exists(splitCheckpointDir(o.checkpointDir, 0)))

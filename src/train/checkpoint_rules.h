@@ -24,8 +24,9 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
                                      const std::string& path);
 
 // Whether a run whose config is `current` (the trainer's config.json) resumes a checkpoint saved
-// with `saved` (its config) by converting it: another world or --pp, at least one of them a
-// pipeline, and neither has --tp or --zero.
+// with `saved` (its config) by converting it: another world or --pp (or the same ones with the
+// stages cut elsewhere: stage_layers), at least one of them a pipeline, and neither has --tp or
+// --zero.
 bool convertibleLayouts(const std::string& saved, const std::string& current);
 
 // Where a conversion moves the checkpoints of the layout it converted: DIR/earlier-layouts/step-<S>/.
@@ -44,6 +45,8 @@ SavedLayout savedLayoutOf(const std::string& dir);
 // Whether a run whose config is `current` resumes `saved` by converting it: convertibleLayouts,
 // or any layout without --tp and --zero for checkpoints set aside.
 bool resumesConverted(const SavedLayout& saved, const std::string& current);
+// The refusal of a run with --tp or --zero when DIR holds only set-aside checkpoints.
+std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside);
 
 // The newest checkpoint in `dir` that finished writing (ckpt-<step>/manifest.json), or "".
 std::string newestCompleteCheckpoint(const std::string& dir);

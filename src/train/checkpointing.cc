@@ -84,9 +84,29 @@ StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::O
                                    const std::string& config, ::torch::nn::Sequential whole) {
   StartPoint start;
   if (!enabled()) return start;
-  if (o_.resume && whole)
-    if (const SavedLayout saved = savedLayoutOf(o_.checkpointDir); resumesConverted(saved, config))
-      return startConverted(whole, optimizer, saved, config);
+  if (o_.resume && whole) {
+    // Worker 0 decides, so that every rank takes the same path (a shared file system may show
+    // the ranks different states for a moment): convert, refuse, or the plain start.
+    enum : std::int64_t { kPlain = 0, kConvert = 1, kSetAsideOnly = 2 };
+    SavedLayout saved;
+    std::int64_t how = kPlain;
+    if (rank_ == 0) {
+      saved = savedLayoutOf(o_.checkpointDir);
+      how = resumesConverted(saved, config) ? kConvert : saved.earlier ? kSetAsideOnly : kPlain;
+    }
+    if (comm_) {
+      comm_->broadcast(&how, 1, {DataType::kInt64, 0});
+      if (how != kPlain) {
+        broadcastString(*comm_, saved.dir);
+        broadcastString(*comm_, saved.config);
+        std::int64_t earlier = saved.earlier ? 1 : 0;
+        comm_->broadcast(&earlier, 1, {DataType::kInt64, 0});
+        saved.earlier = earlier != 0;
+      }
+    }
+    if (how == kSetAsideOnly) throw InvalidArgument(setAsideOnlyMessage(o_.checkpointDir, saved.dir));
+    if (how == kConvert) return startConverted(whole, optimizer, saved, config);
+  }
   if (split_) return startSplit(model, optimizer, config);
   std::vector<std::int64_t> head = {kFresh, 0, 0, 0};
   std::string message;
@@ -279,9 +299,14 @@ StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::tor
     attemptOnStart(
         [&] {
           if (saved.earlier) {
-            removeEmptyParts(o_.checkpointDir);
+            // What DIR holds is a layout's unfinished start (no step every part saved): aside too.
+            moveAside(o_.checkpointDir, "unfinished-after-step-" + std::to_string(loaded.step));
           } else {
-            movedTo = moveEarlierLayout(o_.checkpointDir, loaded.step);
+            movedTo = moveAside(o_.checkpointDir, "step-" + std::to_string(loaded.step));
+            // The checkpoint resumed from is there now.
+            loaded.path = (std::filesystem::path(movedTo) /
+                           std::filesystem::path(loaded.path).lexically_relative(o_.checkpointDir))
+                              .string();
           }
         },
         code, message);

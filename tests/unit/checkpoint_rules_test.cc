@@ -82,6 +82,12 @@ TEST(CheckpointRules, APipelinesCheckpointIsConvertedToAnotherLayoutWithoutTpOrZ
   EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(tp2, 4)));
   EXPECT_FALSE(convertibleLayouts(resumeConfig(zero1, 2), resumeConfig(one, 1)));
   EXPECT_FALSE(convertibleLayouts("", saved));
+  // The same workers and stages cut elsewhere: each part no longer holds its rank's layers.
+  nlohmann::json cut = nlohmann::json::parse(saved), other = cut;
+  cut["stage_layers"] = {3, 3};
+  other["stage_layers"] = {2, 4};
+  EXPECT_TRUE(convertibleLayouts(cut.dump(), other.dump()));
+  EXPECT_FALSE(convertibleLayouts(cut.dump(), cut.dump()));
   // Before a worker starts: only the flags must match.
   test::TempDir dir;
   pp2.checkpointDir = dir.path();
@@ -111,7 +117,8 @@ TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
   const fs::path aside = fs::path(dir.path()) / kEarlierLayouts;
   writeCheckpoint(aside / "step-4" / "rank-0", 4, configOf(pp2, 2));
   writeCheckpoint(aside / "step-8", 8, configOf(pp2, 1));
-  writeCheckpoint(aside / "step-8-2" / "rank-0", 8, configOf(pp2, 4));
+  for (int r = 0; r < 4; ++r) writeCheckpoint(aside / "step-8-2" / ("rank-" + std::to_string(r)), 8, configOf(pp2, 4));
+  writeCheckpoint(aside / "step-12" / "rank-0", 12, configOf(pp2, 2));  // rank 1 never finished it
   fs::create_directories(splitCheckpointDir(dir.path(), 0));  // the converting run's, still empty
   const SavedLayout saved = savedLayoutOf(dir.path());
   EXPECT_TRUE(saved.earlier);
@@ -124,8 +131,12 @@ TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
   zero1.pp = 1;
   zero1.zero = 1;
   EXPECT_FALSE(resumesConverted(saved, resumeConfig(zero1, 2)));
-  // Once the new layout has saved, its own checkpoints are the ones.
+  EXPECT_EQ(refusal(zero1, 2), setAsideOnlyMessage(dir.path(), (aside / "step-8-2").string()));
+  // A step that only some of the new layout's parts finished is not one yet.
   writeCheckpoint(splitCheckpointDir(dir.path(), 0), 12, configOf(pp2, 2));
+  EXPECT_TRUE(savedLayoutOf(dir.path()).earlier);
+  // Once every part of the new layout has saved, its own checkpoints are the ones.
+  writeCheckpoint(splitCheckpointDir(dir.path(), 1), 12, configOf(pp2, 2));
   EXPECT_FALSE(savedLayoutOf(dir.path()).earlier);
   EXPECT_EQ(savedLayoutOf(dir.path()).dir, dir.path());
   EXPECT_EQ(savedLayoutOf(dir.path()).config, configOf(pp2, 2).dump());
