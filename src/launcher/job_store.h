@@ -26,12 +26,12 @@ struct JobStore {
 // without, remoteCandidates is left empty then (hosts that may turn up later: --elastic's
 // discovery). The port is none of `usedPorts` (earlier generations' stores: the kernel may hand
 // a closed port out again, and a fresh rendezvous means a fresh address too).
+JobStore startJobStore(const std::string& networkInterface, bool anyRemote, bool requireRemote = true,
+                       const std::vector<std::uint16_t>& usedPorts = {});
+
 // Calls `listen` until the server it returns is on none of `usedPorts`, and returns that one; the
 // others stay open until then (so the kernel hands out another port each time).
 std::unique_ptr<TcpStoreServer> listenAvoiding(const std::function<std::unique_ptr<TcpStoreServer>()>& listen,
                                                const std::vector<std::uint16_t>& usedPorts);
-
-JobStore startJobStore(const std::string& networkInterface, bool anyRemote, bool requireRemote = true,
-                       const std::vector<std::uint16_t>& usedPorts = {});
 
 }  // namespace gyre::launcher

@@ -4,7 +4,6 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -27,27 +26,20 @@ std::vector<std::string> partDirs(const std::string& dir, int pp) {
   return out;
 }
 
-// The newest step whose checkpoint is complete and valid in every one of `dirs`.
-std::optional<std::int64_t> newestStepOfEveryPart(const std::vector<std::string>& dirs) {
-  std::map<std::int64_t, std::size_t> parts;  // step -> parts that have it complete
+// The checkpoints of the newest step that is complete and valid in every one of `dirs`, in their
+// order; empty when there is none.
+std::vector<gyre::torch::CheckpointInfo> newestStepOfEveryPart(const std::vector<std::string>& dirs) {
+  std::map<std::int64_t, std::vector<gyre::torch::CheckpointInfo>> byStep;  // the parts that finished it
   for (const std::string& d : dirs)
     for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(d))
-      if (c.complete) ++parts[c.step];
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-    if (it->second != dirs.size()) continue;
-    bool valid = true;
-    for (const std::string& d : dirs)
-      for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(d))
-        if (c.step == it->first && !gyre::torch::verifyCheckpoint(c.path).empty()) valid = false;
-    if (valid) return it->first;
+      if (c.complete) byStep[c.step].push_back(c);
+  for (auto it = byStep.rbegin(); it != byStep.rend(); ++it) {
+    const std::vector<gyre::torch::CheckpointInfo>& parts = it->second;
+    if (parts.size() == dirs.size() &&
+        std::all_of(parts.begin(), parts.end(), [](const auto& c) { return gyre::torch::verifyCheckpoint(c.path).empty(); }))
+      return parts;
   }
-  return std::nullopt;
-}
-
-gyre::torch::CheckpointInfo checkpointOf(const std::string& dir, std::int64_t step) {
-  for (const gyre::torch::CheckpointInfo& c : gyre::torch::listCheckpoints(dir))
-    if (c.step == step) return c;
-  GYRE_THROW(Error, "checkpoint of step ", step, " vanished from ", dir);
+  return {};
 }
 
 std::vector<::torch::Tensor> parametersOf(const std::vector<::torch::nn::Sequential>& stages) {
@@ -67,8 +59,8 @@ std::vector<::torch::Tensor> tensorsOf(const std::vector<::torch::nn::Sequential
 
 }  // namespace
 
-ConvertedStart loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
-                                ::torch::nn::Sequential model, ::torch::optim::Optimizer& optimizer) {
+StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
+                            ::torch::nn::Sequential model, ::torch::optim::Optimizer& optimizer) {
   const nlohmann::json config = nlohmann::json::parse(saved.config);
   // Another model would not even cut into the saved stages: say what differs first.
   if (std::string why = checkpointIncompatibility(saved.config, current, saved.dir); !why.empty())
@@ -82,8 +74,8 @@ ConvertedStart loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved,
     balance = config.at("stage_layers").get<std::vector<int>>();
   }
   const std::vector<std::string> dirs = partDirs(saved.dir, pp);
-  const std::optional<std::int64_t> step = newestStepOfEveryPart(dirs);
-  GYRE_USAGE_CHECK(step.has_value(), "--checkpoint-dir ", o.checkpointDir, " (", saved.dir, ")",
+  const std::vector<gyre::torch::CheckpointInfo> parts = newestStepOfEveryPart(dirs);
+  GYRE_USAGE_CHECK(!parts.empty(), "--checkpoint-dir ", o.checkpointDir, " (", saved.dir, ")",
                    ": no step has a valid checkpoint of every part that its layout saved (", dirs.size(),
                    " part(s)), so it cannot be resumed on another layout");
 
@@ -98,16 +90,16 @@ ConvertedStart loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved,
   std::vector<std::pair<::torch::Tensor, ::torch::Tensor>> trained;  // (the model's tensor, its value)
   // libtorch keys an optimizer's state by the parameter's TensorImpl address, as text.
   std::unordered_map<std::string, std::unique_ptr<::torch::optim::OptimizerParamState>> states;
-  ConvertedStart start;
+  StartPoint start;
   std::string rng;
   for (int r = 0; r < static_cast<int>(dirs.size()); ++r) {
     const std::vector<::torch::nn::Sequential> stages =
         pp > 1 ? gyre::torch::stagesOf(model, balance, r, pp) : std::vector<::torch::nn::Sequential>{model};
-    const std::shared_ptr<::torch::optim::Optimizer> part = makeOptimizer(o, parametersOf(stages), o.lr);
+    const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, parametersOf(stages), o.lr);
     const gyre::torch::LoadedCheckpoint loaded =
-        gyre::torch::loadCheckpoint(checkpointOf(dirs[static_cast<std::size_t>(r)], *step), *model, part.get(), load);
+        gyre::torch::loadCheckpoint(parts[static_cast<std::size_t>(r)], *model, partOptimizer.get(), load);
     for (const ::torch::Tensor& t : tensorsOf(stages)) trained.emplace_back(t, t.detach().clone());
-    for (auto& [key, state] : part->state()) states[key] = state->clone();
+    for (auto& [key, state] : partOptimizer->state()) states[key] = state->clone();
     if (r == 0) {
       start = {loaded.state.step, loaded.state.sampler.epoch, loaded.state.sampler.index, loaded.path};
       rng = loaded.torchRngState;

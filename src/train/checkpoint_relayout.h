@@ -13,27 +13,23 @@
 
 #include <torch/torch.h>
 
-#include <cstdint>
 #include <string>
 
 #include "train/checkpoint_rules.h"  // SavedLayout
+#include "train/checkpointing.h"     // StartPoint
 #include "train/options.h"
 
 namespace gyre::train {
-
-struct ConvertedStart {
-  std::int64_t step = 0, epoch = 0, index = 0;
-  std::string path;  // the first part's directory
-};
 
 // Loads the newest step of which every part of one replica is valid into `model` (the whole model,
 // as every layout without --tp builds it) and `optimizer` (over any of its parameters: each gets
 // its own state, from the part that trained it), and sets the generator from the first part.
 // `saved` is savedLayoutOf's. Throws InvalidArgument when no step has every part valid, a
 // checkpoint was saved with other flags (checkpointIncompatibility), or a pipeline's checkpoint
-// does not say how its stages were cut (saved by a gyre before 0.12).
-ConvertedStart loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
-                                ::torch::nn::Sequential model, ::torch::optim::Optimizer& optimizer);
+// does not say how its stages were cut (saved before checkpoints recorded stage_layers).
+// Returns where training starts, its path the first part's directory.
+StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
+                            ::torch::nn::Sequential model, ::torch::optim::Optimizer& optimizer);
 
 // Moves DIR's checkpoints (DIR/rank-* and DIR/ckpt-*) to DIR/earlier-layouts/NAME/ (NAME-2, ...
 // when that exists) and returns where they went: "step-<S>" for a layout just converted (a later

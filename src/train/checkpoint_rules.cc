@@ -1,30 +1,40 @@
 #include "train/checkpoint_rules.h"
 
 #include <algorithm>
-#include <vector>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <vector>
 
 #include "gyre/errors.h"
 
 namespace gyre::train {
 namespace fs = std::filesystem;
 
-std::string newestCompleteCheckpoint(const std::string& dir) {
-  std::string best;
+namespace {
+
+// The names of `dir`'s complete checkpoints (ckpt-<step> with a manifest), newest first (the
+// names sort by step).
+std::vector<std::string> completeCheckpoints(const std::string& dir) {
+  std::vector<std::string> names;
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) != 0 || name.size() == 5 ||
-        name.find_first_not_of("0123456789", 5) != std::string::npos ||
-        !fs::exists(e.path() / "manifest.json", ec))
-      continue;
-    if (best.empty() || name > fs::path(best).filename().string()) best = e.path().string();
+    if (name.rfind("ckpt-", 0) == 0 && name.size() > 5 && name.find_first_not_of("0123456789", 5) == std::string::npos &&
+        fs::exists(e.path() / "manifest.json", ec))
+      names.push_back(name);
   }
-  return best;
+  std::sort(names.rbegin(), names.rend());
+  return names;
+}
+
+}  // namespace
+
+std::string newestCompleteCheckpoint(const std::string& dir) {
+  const std::vector<std::string> names = completeCheckpoints(dir);
+  return names.empty() ? "" : (fs::path(dir) / names.front()).string();
 }
 
 std::string savedCheckpointConfig(const std::string& path) {
@@ -93,18 +103,11 @@ int layoutValue(const nlohmann::json& config, const char* key) {
   return std::string_view(key) == "zero" ? 0 : 1;
 }
 
-// The names of `dir`'s complete checkpoints (ckpt-<step> with a manifest), newest first.
-std::vector<std::string> completeCheckpoints(const std::string& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0 && name.size() > 5 && name.find_first_not_of("0123456789", 5) == std::string::npos &&
-        fs::exists(e.path() / "manifest.json", ec))
-      names.push_back(name);
-  }
-  std::sort(names.rbegin(), names.rend());
-  return names;
+// Both configs readable and neither with --tp or --zero: the layouts a conversion can join.
+bool neitherTpNorZero(const nlohmann::json& a, const nlohmann::json& b) {
+  for (const nlohmann::json* c : {&a, &b})
+    if (!c->is_object() || layoutValue(*c, "tp") != 1 || layoutValue(*c, "zero") != 0) return false;
+  return true;
 }
 
 // The config of the newest checkpoint of a layout's directory that is complete: its own (DIR/ckpt-*)
@@ -136,9 +139,7 @@ std::string newestConfigIn(const std::string& dir) {
 bool convertibleLayouts(const std::string& saved, const std::string& current) {
   const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
   const nlohmann::json b = nlohmann::json::parse(current, nullptr, false);
-  if (!a.is_object() || !b.is_object()) return false;
-  for (const nlohmann::json* c : {&a, &b})
-    if (layoutValue(*c, "tp") != 1 || layoutValue(*c, "zero") != 0) return false;
+  if (!neitherTpNorZero(a, b)) return false;
   // Unsplit on both sides: the plain resume takes any number of workers already.
   if (layoutValue(a, "pp") == 1 && layoutValue(b, "pp") == 1) return false;
   if (layoutValue(a, "world") != layoutValue(b, "world") || layoutValue(a, "pp") != layoutValue(b, "pp")) return true;
@@ -173,12 +174,8 @@ SavedLayout savedLayoutOf(const std::string& dir) {
 bool resumesConverted(const SavedLayout& saved, const std::string& current) {
   if (!saved.earlier) return convertibleLayouts(saved.config, current);
   // Set aside by a conversion: any layout without --tp and --zero reads it back.
-  const nlohmann::json a = nlohmann::json::parse(saved.config, nullptr, false);
-  const nlohmann::json b = nlohmann::json::parse(current, nullptr, false);
-  if (!a.is_object() || !b.is_object()) return false;
-  for (const nlohmann::json* c : {&a, &b})
-    if (layoutValue(*c, "tp") != 1 || layoutValue(*c, "zero") != 0) return false;
-  return true;
+  return neitherTpNorZero(nlohmann::json::parse(saved.config, nullptr, false),
+                          nlohmann::json::parse(current, nullptr, false));
 }
 
 std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside) {

@@ -291,7 +291,7 @@ StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::tor
   std::int64_t code = kResumed;
   std::string message;
   auto agree = [&] { agreeOnStart(comm_.get(), code, message, o_.checkpointDir); };
-  ConvertedStart loaded;
+  StartPoint loaded;
   attemptOnStart([&] { loaded = loadOnThisLayout(o_, saved, config, whole, optimizer); }, code, message);
   agree();
   std::string movedTo = saved.dir;  // already aside
@@ -322,7 +322,7 @@ StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::tor
   if (split_ || rank_ == 0)
     writer_ = std::make_unique<gyre::torch::Checkpointer>(gyre::torch::CheckpointOptions{dir_, o_.keepLast});
   lastSaved_ = loaded.step;
-  return {loaded.step, loaded.epoch, loaded.index, loaded.path};
+  return loaded;
 }
 
 std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep) {

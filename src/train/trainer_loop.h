@@ -110,7 +110,7 @@ class Trainer {
     if (ps_) ps_->resetTiming();
     dataWaitS_ = 0;
     dataWaitLogged_ = 0;
-    pipelineStepS_ = pipelineBusyS_ = 0;
+    pipelineStepS_ = 0;
     pipelineStepBusyS_.clear();
     peakActivationBytes_ = 0;
   }
@@ -265,12 +265,12 @@ class Trainer {
     std::vector<::torch::Tensor> state;  // model_'s parameters, then its buffers
   };
   std::vector<EvalSnapshot> evalSnapshots_;
-  // --pp > 1 only: this rank's stages, the groups, how the layers were cut, and the epoch's sums of
-  // the steps' seconds and compute seconds (their bubble), the most activation bytes held.
+  // --pp > 1 only: this rank's stages, the groups, how the layers were cut, the epoch's sum of the
+  // steps' seconds and each step's compute seconds (their bubble), the most activation bytes held.
   std::unique_ptr<gyre::torch::Pipeline> pipeline_;
   std::shared_ptr<Communicator> pipeComm_, dataParallelComm_;
   std::vector<int> balance_;
-  double pipelineStepS_ = 0, pipelineBusyS_ = 0;
+  double pipelineStepS_ = 0;
   std::vector<double> pipelineStepBusyS_;  // each timed step's compute seconds
   std::int64_t peakActivationBytes_ = 0;
   // Elastic mode only.

@@ -2,6 +2,7 @@
 // the bubble of each epoch, evaluation through the pipeline and the whole model gathered at the
 // end. The step itself is Trainer::forwardBackward's call of Pipeline::step.
 #include <algorithm>
+#include <numeric>
 
 #include "common/check.h"
 #include "train/trainer_loop.h"
@@ -53,7 +54,6 @@ void Trainer::splitMesh() {
 void Trainer::notePipelineStep() {
   const gyre::torch::PipelineStepStats& s = pipeline_->lastStep();
   pipelineStepS_ += s.seconds;
-  pipelineBusyS_ += s.busySeconds;
   pipelineStepBusyS_.push_back(s.busySeconds);
   peakActivationBytes_ = std::max(peakActivationBytes_, s.peakActivationBytes);
 }
@@ -66,7 +66,8 @@ void Trainer::recordPipelineEpoch(EpochReport& report) {
   r.microBatches = pipeline_->options().microBatches;
   r.schedule = o_.schedule;
   r.balance = balance_;
-  const double bubble = pipelineStepS_ > 0 ? 1.0 - pipelineBusyS_ / pipelineStepS_ : 0;
+  const double busyS = std::accumulate(pipelineStepBusyS_.begin(), pipelineStepBusyS_.end(), 0.0);
+  const double bubble = pipelineStepS_ > 0 ? 1.0 - busyS / pipelineStepS_ : 0;
   r.bubble = group_.mean({bubble})[0];
   r.idealBubble = gyre::torch::idealBubble(pipeline_->options().schedule, layout_.pp, r.microBatches, o_.virtualStages);
   stageTimesOfEpoch(r);
