@@ -14,4 +14,7 @@ target_compile_options(gyre_warnings INTERFACE
   ${_gyre_null_deref} -Wimplicit-fallthrough
   $<$<CXX_COMPILER_ID:Clang,AppleClang>:-Wthread-safety>
   $<$<BOOL:${GYRE_THREAD_SAFETY}>:-Werror=thread-safety>
-  $<$<BOOL:${GYRE_WERROR}>:-Werror>)
+  $<$<BOOL:${GYRE_WERROR}>:-Werror>
+  # In a unity build GCC sees each file as included, not as the main file, and warns of
+  # anonymous-namespace types in members as if they were in a header.
+  $<$<AND:$<BOOL:${GYRE_UNITY}>,$<CXX_COMPILER_ID:GNU>>:-Wno-subobject-linkage>)

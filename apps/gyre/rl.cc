@@ -20,11 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kWorker = "gyre_rl_worker";
+constexpr const char* kRlWorker = "gyre_rl_worker";
 
 int rl(rl::RlOptions o) {
   rl::validateRlOptions(o);
-  const std::string worker = (fs::path(launcher::selfExecutable()).parent_path() / kWorker).string();
+  const std::string worker = (fs::path(launcher::selfExecutable()).parent_path() / kRlWorker).string();
   if (::access(worker.c_str(), X_OK) != 0)
     throw Error("this gyre was built without the learners: " + worker +
                 " is missing (install libtorch-dev, then configure and build again; see docs/rl.md)");

@@ -30,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kWorker = "gyre_train_worker";
+constexpr const char* kTrainWorker = "gyre_train_worker";
 constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";
 
 // A run whose config.json names a straggler (--straggler-factor above 1) measured no one's real
@@ -113,7 +113,7 @@ int train(train::TrainOptions o) {
   train::checkWorld(o, o.np);
   // Worker 0 serves the metrics; a port in use stops us here, before anything starts.
   if (o.metricsPort > 0) metrics::checkPortFree("0.0.0.0", o.metricsPort, "--metrics-port");
-  const std::string worker = (fs::path(launcher::selfExecutable()).parent_path() / kWorker).string();
+  const std::string worker = (fs::path(launcher::selfExecutable()).parent_path() / kTrainWorker).string();
   if (::access(worker.c_str(), X_OK) != 0)
     throw Error("this gyre was built without the trainer: " + worker +
                 " is missing (install libtorch-dev and libopenblas0-pthread, then configure and build again; "

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "bench_lists.h"
 #include "gyre/errors.h"
 #include "usage_error.h"
 
@@ -62,16 +63,7 @@ std::vector<std::string> ParallelConfig::flags(const std::string& balance) const
 }
 
 std::vector<int> parseMicroBatchList(const std::string& text) {
-  std::vector<int> out;
-  for (const std::string& part : splitCommas(text)) {
-    const std::optional<int> m = parseCount(part, kMaxMicroBatches);
-    requireArg(m.has_value(), "--micro-batches '", text, "': expected counts between 1 and ", kMaxMicroBatches,
-               " separated by commas, like 1,2,4,8,16");
-    requireArg(std::find(out.begin(), out.end(), *m) == out.end(), "--micro-batches '", text, "': ", *m,
-               " is given twice");
-    out.push_back(*m);
-  }
-  return out;
+  return parseCountList(text, "--micro-batches", "counts", kMaxMicroBatches, "1,2,4,8,16");
 }
 
 std::vector<std::string> parseScheduleList(const std::string& text) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench_child.h"
+#include "bench_lists.h"
 #include "bench_ps_launched.h"
 #include "bench_ps_plan.h"
 #include "bench_ps_report.h"

@@ -7,6 +7,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "bench_lists.h"
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
@@ -14,19 +15,6 @@
 
 namespace gyre::app {
 namespace {
-
-constexpr int kMaxCount = 64;
-
-std::vector<std::string> splitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return parts;
-    start = comma + 1;
-  }
-}
 
 // A whole decimal number without sign or spaces, or nullopt.
 std::optional<std::uint64_t> parseDigits(const std::string& text) {
@@ -58,20 +46,6 @@ bool runsAccuracy(PsBenchPart part) {
   return part != PsBenchPart::kThroughput;
 }
 
-std::vector<int> parseCountList(const std::string& text, const std::string& flag) {
-  std::vector<int> counts;
-  for (const std::string& part : splitCommas(text)) {
-    const std::optional<std::uint64_t> n = parseDigits(part);
-    requireArg(n && *n >= 1 && *n <= kMaxCount, flag, " '", text, "': expected counts between 1 and ",
-               kMaxCount, " separated by commas, like 1,2,4");
-    const int count = static_cast<int>(*n);
-    requireArg(std::find(counts.begin(), counts.end(), count) == counts.end(), flag, " '", text, "': ", count,
-               " is given twice");
-    counts.push_back(count);
-  }
-  return counts;
-}
-
 std::uint64_t parseSizeWithSuffix(const std::string& text, const std::string& flag) {
   std::string digits = text;
   std::uint64_t unit = 1;
@@ -87,8 +61,8 @@ std::uint64_t parseSizeWithSuffix(const std::string& text, const std::string& fl
 
 void validate(const ThroughputSettings& s) {
   requireArg(!s.servers.empty(), "--servers: nothing to run");
-  requireArg(s.workers >= 1 && s.workers <= kMaxCount, "--workers must be between 1 and ", kMaxCount,
-             " (got ", s.workers, ")");
+  requireArg(s.workers >= 1 && s.workers <= kMaxBenchCount, "--workers must be between 1 and ",
+             kMaxBenchCount, " (got ", s.workers, ")");
   requireArg(s.floats >= 64, "--floats ", s.floats, " is too small: the model needs at least 64 floats");
   requireArg(s.floats <= (std::uint64_t{1} << 28), "--floats ", s.floats,
              " is too large: at most 256M floats (1 GiB per copy)");
@@ -154,14 +128,15 @@ bool isPsMode(const std::string& mode) {
 void validate(const AccuracySettings& s) {
   requireArg(s.model == "mlp" || s.model == "cnn", "--model '", s.model, "': expected mlp or cnn");
   requireArg(!s.modes.empty(), "--modes: nothing to run");
-  requireArg(s.np >= 1 && s.np <= kMaxCount, "--np must be between 1 and ", kMaxCount, " (got ", s.np, ")");
+  requireArg(s.np >= 1 && s.np <= kMaxBenchCount, "--np must be between 1 and ", kMaxBenchCount, " (got ",
+             s.np, ")");
   requireArg(s.target > 0 && s.target <= 1, "--target is a test accuracy in (0, 1] (got ", s.target, ")");
   requireArg(s.epochs >= 1, "--epochs must be at least 1 (got ", s.epochs, ")");
   requireArg(s.maxSteps >= 0, "--max-steps must not be negative (got ", s.maxSteps, ")");
   requireArg(s.batch >= 1 && s.batch % s.np == 0, "--batch ", s.batch,
              " is the global batch and must be a positive multiple of --np ", s.np);
-  requireArg(s.servers >= 1 && s.servers <= kMaxCount, "--train-servers must be between 1 and ", kMaxCount,
-             " (got ", s.servers, ")");
+  requireArg(s.servers >= 1 && s.servers <= kMaxBenchCount, "--train-servers must be between 1 and ",
+             kMaxBenchCount, " (got ", s.servers, ")");
   requireArg(s.stragglerFactor >= 1 && s.stragglerFactor <= 100,
              "--straggler-factor must be in [1, 100] (got ", s.stragglerFactor, "); 1 runs no straggler");
   requireArg(!hasStragglerRuns(s) || (s.stragglerRank >= 0 && s.stragglerRank < s.np), "--straggler-rank ",

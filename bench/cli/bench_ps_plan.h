@@ -35,8 +35,6 @@ struct ThroughputSettings {
   bool replicate = true;            // ps::TableSpec::replicate (--no-replication: false)
 };
 
-// "1,2,4" -> {1, 2, 4}: each 1 to 64, none twice. Throws InvalidArgument naming `flag`.
-std::vector<int> parseCountList(const std::string& text, const std::string& flag);
 // "4M" (4 * 2^20), "512K" (512 * 2^10), "1000". Throws InvalidArgument naming `flag`.
 std::uint64_t parseSizeWithSuffix(const std::string& text, const std::string& flag);
 // Throws InvalidArgument.

@@ -7,33 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "bench_lists.h"
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "usage_error.h"
 
 namespace gyre::app {
-std::vector<std::string> splitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    parts.push_back(text.substr(start, comma - start));
-    if (comma == std::string::npos) return parts;
-    start = comma + 1;
-  }
-}
-
-std::optional<int> parseCount(const std::string& text, int max) {
-  int value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end || value < 1 || value > max) return std::nullopt;
-  return value;
-}
-
 namespace {
-
-constexpr int kMaxCount = 64;  // workers or threads per process: a typo guard, not a limit of gyre
 
 // The throughput goals for global batch 128 (docs/benchmarks.md).
 struct ModelTargets {
@@ -89,16 +69,7 @@ std::string TrainConfig::label() const {
 }
 
 std::vector<int> parseWorldList(const std::string& text) {
-  std::vector<int> worlds;
-  for (const std::string& part : splitCommas(text)) {
-    const std::optional<int> w = parseCount(part, kMaxCount);
-    requireArg(w.has_value(), "--np '", text, "': expected worker counts between 1 and ", kMaxCount,
-               " separated by commas, like 1,2");
-    requireArg(std::find(worlds.begin(), worlds.end(), *w) == worlds.end(), "--np '", text, "': ", *w,
-               " is given twice");
-    worlds.push_back(*w);
-  }
-  return worlds;
+  return parseCountList(text, "--np", "worker counts", kMaxBenchCount, "1,2");
 }
 
 std::vector<std::string> parseModelList(const std::string& text) {
@@ -120,11 +91,11 @@ std::vector<ThreadPair> parseThreadsGrid(const std::string& text) {
     const std::size_t colon = part.find(':');
     std::optional<int> torch, blas;
     if (colon != std::string::npos) {
-      torch = parseCount(part.substr(0, colon), kMaxCount);
-      blas = parseCount(part.substr(colon + 1), kMaxCount);
+      torch = parseCount(part.substr(0, colon), kMaxBenchCount);
+      blas = parseCount(part.substr(colon + 1), kMaxBenchCount);
     }
     requireArg(torch && blas, "--threads-grid '", text,
-               "': expected `default` or TORCH:BLAS thread pairs (each 1 to ", kMaxCount,
+               "': expected `default` or TORCH:BLAS thread pairs (each 1 to ", kMaxBenchCount,
                ") separated by commas, like 1:1,1:2,2:2");
     const ThreadPair pair{*torch, *blas};
     requireArg(std::find(grid.begin(), grid.end(), pair) == grid.end(), "--threads-grid '", text, "': ", part,

@@ -55,11 +55,6 @@ struct TrainBenchSettings {
   bool ddp = false;
 };
 
-// "a,b,c" -> {"a", "b", "c"} (empty parts kept).
-std::vector<std::string> splitCommas(const std::string& text);
-// A whole decimal integer in [1, max], or nullopt.
-std::optional<int> parseCount(const std::string& text, int max);
-
 // "1,2" -> {1, 2}. Throws InvalidArgument unless every entry is an integer in [1, 64] and none
 // repeats.
 std::vector<int> parseWorldList(const std::string& text);

@@ -28,6 +28,10 @@ class Deadline {
   Clock::time_point at_;
 };
 
+inline double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
 inline double secondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }

@@ -31,7 +31,7 @@
 namespace gyre::launcher {
 namespace {
 
-constexpr int kPollMs = 50;
+constexpr int kAgentPollMs = 50;
 
 Event makeEvent(Event::Kind kind, std::string text = "") {
   Event e;
@@ -196,7 +196,7 @@ class Agent {
     bool open = true;
     while (!line && open && !deadline.expired() && interruptSignal() == 0) {
       pollfd p{in_, POLLIN, 0};
-      if (poll(&p, 1, kPollMs) <= 0) continue;
+      if (poll(&p, 1, kAgentPollMs) <= 0) continue;
       open = reader.readFrom(in_, [&](const std::string& text, char) {
         if (!line) line = text;
       });
@@ -395,7 +395,7 @@ class Agent {
         if (w->out.valid()) fds.push_back({w->out.get(), POLLIN, 0});
         if (w->err.valid()) fds.push_back({w->err.get(), POLLIN, 0});
       }
-      poll(fds.data(), fds.size(), kPollMs);
+      poll(fds.data(), fds.size(), kAgentPollMs);
       for (auto& w : workers_) {
         relay(*w, w->out, w->outLines, false);
         relay(*w, w->err, w->errLines, true);

@@ -61,6 +61,8 @@ class AgentPool {
   // Starts an agent for `place` and writes `spec` to it. Throws InvalidArgument when the rsh
   // agent cannot be found.
   AgentHandle& start(const HostPlacement& place, const AgentSpec& spec);
+  // How long a job's loop waits in read() before it looks at its deadlines, signals and store.
+  static constexpr int kPollMs = 50;
   // Reads what the agents sent, waiting up to waitMs for the first byte.
   void read(int waitMs);
   // The agents that exited since the last call, each after what it sent last was read (bounded:

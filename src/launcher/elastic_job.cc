@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -28,14 +27,7 @@ namespace {
 
 using Ms = std::chrono::milliseconds;
 
-constexpr int kPollMs = 50;
-
 using numbers::millis;
-
-int totalSlots(const std::vector<HostSlots>& hosts) {
-  return std::accumulate(hosts.begin(), hosts.end(), 0,
-                         [](int n, const HostSlots& h) { return n + h.slots; });
-}
 
 void checkOptions(const RunOptions& o) {
   GYRE_USAGE_CHECK(
@@ -276,7 +268,7 @@ class ElasticJob {
 
   void supervise() {
     while (true) {
-      agents_.read(kPollMs);
+      agents_.read(AgentPool::kPollMs);
       reapAgents();
       if (!stopping_) {
         if (const int sig = interruptSignal()) {

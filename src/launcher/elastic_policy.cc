@@ -1,9 +1,9 @@
 #include "launcher/elastic_policy.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "common/check.h"
+#include "common/clock.h"
 
 namespace gyre::launcher {
 namespace {
@@ -14,15 +14,6 @@ std::string workers(int n) {
 
 std::string idList(const std::vector<int>& ids) {
   return ids.empty() ? "none" : rankList(ids);
-}
-
-int totalSlots(const std::vector<HostSlots>& hosts) {
-  return std::accumulate(hosts.begin(), hosts.end(), 0,
-                         [](int n, const HostSlots& h) { return n + h.slots; });
-}
-
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
 }
 
 }  // namespace

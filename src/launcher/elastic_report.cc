@@ -7,10 +7,6 @@ namespace {
 
 constexpr std::size_t kStoryLines = 20;
 
-void say(const std::string& line) {
-  std::fprintf(stderr, "gyre run: %s\n", line.c_str());
-}
-
 // The cause of a failed job, as job.cc reports it: its line, where its output is, what followed.
 int reportCause(const std::vector<Failure>& fatal, const OutputSink& output) {
   const Failure& cause = fatal.front();

@@ -20,7 +20,6 @@ using Ms = std::chrono::milliseconds;
 // Failures that arrive this soon after the first are weighed together: a worker killed by a
 // signal is reported before the peers that failed because they lost it.
 constexpr Ms kFailureWindow{200};
-constexpr int kPollMs = 50;
 
 struct RankState {
   bool started = false;
@@ -274,7 +273,7 @@ class Generation {
   void supervise() {
     startDeadline_ = Clock::now() + numbers::millis(o_.startTimeoutS) + Ms(5000);
     while (true) {
-      agents_.read(kPollMs);
+      agents_.read(AgentPool::kPollMs);
       reapAgents();
       if (!stopping_) {
         if (const int sig = interruptSignal()) {

@@ -48,6 +48,12 @@ HostSlots parseEntry(const std::string& entry, const std::string& where, bool* h
 
 }  // namespace
 
+int totalSlots(const std::vector<HostSlots>& hosts) {
+  int n = 0;
+  for (const HostSlots& h : hosts) n += h.slots;
+  return n;
+}
+
 std::vector<HostSlots> parseHostList(const std::string& list) {
   std::vector<HostSlots> hosts;
   std::stringstream in(list);

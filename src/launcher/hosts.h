@@ -20,6 +20,9 @@ std::vector<HostSlots> parseHostList(const std::string& list);
 // "host N"; `#` starts a comment; blank lines are skipped. `source` names the file in errors.
 std::vector<HostSlots> parseHostfile(const std::string& text, const std::string& source);
 
+// The slots of every host together.
+int totalSlots(const std::vector<HostSlots>& hosts);
+
 // True for names that mean this host: localhost, loopback addresses, and this host's name.
 bool isLocalHost(const std::string& name);
 

@@ -8,6 +8,10 @@
 
 namespace gyre::launcher {
 
+void say(const std::string& line) {
+  std::fprintf(stderr, "gyre run: %s\n", line.c_str());
+}
+
 OutputSink::OutputSink(int worldSize, bool tag, const std::string& outputDir, std::size_t tailLines)
     : tag_(tag), dir_(outputDir), tailLines_(tailLines), tails_(worldSize), partial_(worldSize) {
   // Workers' lines appear as they come, also when the launcher's output is a file or a pipe.

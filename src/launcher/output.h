@@ -13,6 +13,9 @@
 
 namespace gyre::launcher {
 
+// A line of the launcher's own, on its stderr: "gyre run: LINE".
+void say(const std::string& line);
+
 class OutputSink {
  public:
   // Creates outputDir (and its parents) when not empty, and the logs of ranks 0 .. worldSize - 1;

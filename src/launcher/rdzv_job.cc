@@ -37,7 +37,6 @@ using Ms = std::chrono::milliseconds;
 using Bytes = std::vector<std::uint8_t>;
 using rendezvous::EtcdKeyValue;
 
-constexpr int kPollMs = 50;
 constexpr Ms kEtcdEvery{100};                  // reads of the job's keys
 // A dead node's keys are gone this long after its last renewal. Renewals come every second from
 // a thread of their own with a client of their own, so a slow etcd member (2 s at most before the
@@ -52,10 +51,6 @@ Bytes bytes(const std::string& s) {
 
 std::string text(const Bytes& b) {
   return std::string(b.begin(), b.end());
-}
-
-void say(const std::string& line) {
-  std::fprintf(stderr, "gyre run: %s\n", line.c_str());
 }
 
 // "launch/exit/12" -> 12 (the part after the last '/'); -1 when it is not a number.
@@ -528,7 +523,7 @@ class RdzvJob {
 
   void supervise() {
     while (true) {
-      agents_.read(kPollMs);
+      agents_.read(AgentPool::kPollMs);
       reapAgents();
       const Clock::time_point now = Clock::now();
       if (!stopping_) {

@@ -16,7 +16,6 @@ namespace gyre::rendezvous {
 namespace {
 
 using nlohmann::json;
-using Bytes = EtcdClient::Bytes;
 
 std::string base64(const std::string& raw) {
   std::string out(4 * ((raw.size() + 2) / 3), '\0');
@@ -27,7 +26,7 @@ std::string base64(const std::string& raw) {
   return out;
 }
 
-std::string base64(const Bytes& raw) {
+std::string base64(const EtcdClient::Bytes& raw) {
   return base64(std::string(raw.begin(), raw.end()));
 }
 
@@ -70,7 +69,7 @@ std::string prefixEnd(std::string prefix) {
   return prefix;
 }
 
-json putRequest(const std::string& key, const Bytes& value, std::int64_t lease) {
+json putRequest(const std::string& key, const EtcdClient::Bytes& value, std::int64_t lease) {
   json put = {{"key", base64(key)}, {"value", base64(value)}};
   if (lease != 0) put["lease"] = std::to_string(lease);
   return put;

@@ -6,20 +6,19 @@
 #include <algorithm>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
 #include "torch/bucket_layout.h"
 #include "torch/distributed_optimizer_impl.h"
 #include "torch/gradient_compression.h"
-#include "torch/parameter_check.h"
 #include "torch/optimizer_bytes.h"
+#include "torch/parameter_check.h"
 #include "torch/shard_optimizer.h"
 
 namespace gyre::torch {
 namespace {
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // n rounded up to a multiple of `step`.
 std::int64_t roundUp(std::int64_t n, std::int64_t step) { return (n + step - 1) / step * step; }

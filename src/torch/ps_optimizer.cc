@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "gyre/errors.h"
 
@@ -16,8 +17,6 @@ namespace gyre::torch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 void checkParameter(const ::torch::Tensor& param, std::size_t index) {
   GYRE_USAGE_CHECK(param.defined(), "PSOptimizer: parameter ", index, " is undefined");

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/files.h"
 #include "gyre/init.h"
@@ -50,10 +51,6 @@ int setTorchThreads(const TrainOptions& o) {
       o.threads > 0 ? o.threads : static_cast<int>(config::getInt(processEnvironment(), "GYRE_NUM_THREADS"));
   if (threads > 0) ::torch::set_num_threads(threads);
   return ::torch::get_num_threads();
-}
-
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "support/jobs.h"
 #include "support/programs.h"
 
 namespace gyre {
@@ -27,7 +28,7 @@ using test::ProgramSpec;
 
 constexpr int kHosts = 3;
 constexpr int kSkip = 77;
-const std::string kScripts = GYRE_NETNS_DIR;
+const std::string kScripts = test::sourceDir() + "/tests/netns";
 
 ProgramRun script(const std::vector<std::string>& args,
                   std::chrono::seconds timeout = std::chrono::seconds(60)) {
@@ -87,11 +88,19 @@ class NetnsHosts : public ::testing::Test {
   static ProgramRun runGyre(const std::string& hosts, const std::vector<std::string>& toolArgs,
                             const std::vector<std::string>& runArgs = {}) {
     ProgramSpec spec;
-    spec.argv = {GYRE_TOOL, "run"};
+    spec.argv = {test::gyreTool(), "run"};
     spec.argv.insert(spec.argv.end(), runArgs.begin(), runArgs.end());
-    const std::vector<std::string> rest = {"-H",           hosts,      "--rsh-agent", kScripts + "/netns-rsh",
-                                           "--network-interface", "gy0", "--no-tag-output", "--timeout",
-                                           "240",          "--",       GYRE_TOOL};
+    const std::vector<std::string> rest = {"-H",
+                                           hosts,
+                                           "--rsh-agent",
+                                           kScripts + "/netns-rsh",
+                                           "--network-interface",
+                                           "gy0",
+                                           "--no-tag-output",
+                                           "--timeout",
+                                           "240",
+                                           "--",
+                                           test::gyreTool()};
     spec.argv.insert(spec.argv.end(), rest.begin(), rest.end());
     spec.argv.insert(spec.argv.end(), toolArgs.begin(), toolArgs.end());
     spec.env = test::cleanEnvironment();

@@ -10,17 +10,18 @@
 
 #include "common/auth.h"
 #include "gyre/store.h"
+#include "support/jobs.h"
 #include "support/programs.h"
 
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 using test::ProgramRun;
 using test::ProgramSpec;
 
-constexpr auto kTimeout = std::chrono::seconds(150);
+constexpr auto kBenchTimeout = std::chrono::seconds(150);
 
 // One data row of the human table.
 struct TableRow {
@@ -58,7 +59,7 @@ std::vector<ProgramSpec> launchedRanks(int size, const std::string& storeAddress
   std::vector<ProgramSpec> ranks;
   for (int rank = 0; rank < size; ++rank) {
     ProgramSpec spec;
-    spec.argv = {GYRE_TOOL, "bench", "collectives"};
+    spec.argv = {test::gyreTool(), "bench", "collectives"};
     spec.argv.insert(spec.argv.end(), args.begin(), args.end());
     spec.env = test::cleanEnvironment();
     spec.env["GYRE_RANK"] = std::to_string(rank);
@@ -77,7 +78,7 @@ std::vector<ProgramSpec> launchedRanks(int size, const std::string& storeAddress
 class BenchUnderALauncher : public ::testing::Test {
  protected:
   std::vector<ProgramRun> run(int size, const std::vector<std::string>& args) {
-    return test::runPrograms(launchedRanks(size, server_->address(), secret_, args), kTimeout);
+    return test::runPrograms(launchedRanks(size, server_->address(), secret_, args), kBenchTimeout);
   }
 
   const std::string secret_ = auth::generateSecret();
@@ -131,7 +132,7 @@ TEST_F(BenchUnderALauncher, JsonLinesOverTcp) {
 // rank alone shows it.
 TEST_F(BenchUnderALauncher, RefusesAnNpOtherThanTheJobSize) {
   auto ranks = launchedRanks(3, server_->address(), secret_, {"--np", "2"});
-  const ProgramRun r = test::runProgram(ranks[1], kTimeout);
+  const ProgramRun r = test::runProgram(ranks[1], kBenchTimeout);
   EXPECT_EQ(r.exitCode, 2) << r.describe();
   EXPECT_NE(r.err.find("--np 2 does not match the 3 ranks that gyre started"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
@@ -139,7 +140,7 @@ TEST_F(BenchUnderALauncher, RefusesAnNpOtherThanTheJobSize) {
 
 TEST_F(BenchUnderALauncher, RefusesTheMpiBaseline) {
   auto ranks = launchedRanks(2, server_->address(), secret_, {"--baseline", "mpi"});
-  const ProgramRun r = test::runProgram(ranks[0], kTimeout);
+  const ProgramRun r = test::runProgram(ranks[0], kBenchTimeout);
   EXPECT_EQ(r.exitCode, 2) << r.describe();
   EXPECT_NE(r.err.find("--baseline mpi is not available when gyre starts the ranks"), std::string::npos)
       << r.err;
@@ -147,10 +148,10 @@ TEST_F(BenchUnderALauncher, RefusesTheMpiBaseline) {
 
 TEST(BenchWithoutALauncher, StartsItsOwnRanks) {
   ProgramSpec spec;
-  spec.argv = {GYRE_TOOL, "bench",   "collectives", "--np",     "2", "--check",   "--max-bytes",
-               "16K",     "--iters", "3",           "--warmup", "1", "--timeout", "120"};
+  spec.argv = {test::gyreTool(), "bench", "collectives", "--np", "2",         "--check", "--max-bytes", "16K",
+               "--iters",        "3",     "--warmup",    "1",    "--timeout", "120"};
   spec.env = test::cleanEnvironment();
-  const ProgramRun r = test::runProgram(spec, kTimeout);
+  const ProgramRun r = test::runProgram(spec, kBenchTimeout);
   ASSERT_EQ(r.exitCode, 0) << r.describe();
   EXPECT_NE(r.out.find("np=2 op=allreduce"), std::string::npos) << r.out;
   const auto rows = tableRows(r.out);

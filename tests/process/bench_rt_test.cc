@@ -9,20 +9,19 @@
 #include <utility>
 #include <vector>
 
+#include "support/jobs.h"
 #include "support/programs.h"
 
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
-
-constexpr auto kTimeout = std::chrono::seconds(120);
+#ifdef GYRE_TEST_HAS_TOOL
 
 TEST(BenchRt, MeasuresEveryRowAndPrintsJson) {
   const test::ProgramRun r =
-      test::runProgram({{GYRE_TOOL, "bench", "rt", "--seconds", "0.1", "--threads", "1", "--json"},
+      test::runProgram({{test::gyreTool(), "bench", "rt", "--seconds", "0.1", "--threads", "1", "--json"},
                         test::cleanEnvironment()},
-                       kTimeout);
+                       test::kJobTimeout);
   ASSERT_EQ(r.exitCode, 0) << r.describe();
   std::istringstream in(r.out);
   std::set<std::pair<std::string, std::string>> rows;
@@ -55,10 +54,10 @@ TEST(BenchRt, MeasuresEveryRowAndPrintsJson) {
 // --across-hosts runs as the ranks of a launched job; on one host every reader maps the owner's
 // file (tests/netns checks the rows of other hosts). Alone it says what it needs.
 TEST(BenchRt, AcrossHostsReadsOneObjectFromEveryRank) {
-  const test::ProgramRun r = test::runProgram(
-      {{GYRE_TOOL, "run", "-np", "3", "--no-tag-output", "--", GYRE_TOOL, "bench", "rt", "--across-hosts", "--json"},
-       test::cleanEnvironment()},
-      kTimeout);
+  const test::ProgramRun r = test::runProgram({{test::gyreTool(), "run", "-np", "3", "--no-tag-output", "--",
+                                                test::gyreTool(), "bench", "rt", "--across-hosts", "--json"},
+                                               test::cleanEnvironment()},
+                                              test::kJobTimeout);
   ASSERT_EQ(r.exitCode, 0) << r.describe();
   std::istringstream in(r.out);
   std::set<std::string> where;
@@ -69,20 +68,20 @@ TEST(BenchRt, AcrossHostsReadsOneObjectFromEveryRank) {
     where.insert(j.at("where").get<std::string>());
   }
   EXPECT_EQ(where, (std::set<std::string>{"rank 0", "rank 1, this host", "rank 2, this host"})) << r.out;
-  const test::ProgramRun alone =
-      test::runProgram({{GYRE_TOOL, "bench", "rt", "--across-hosts"}, test::cleanEnvironment()}, kTimeout);
+  const test::ProgramRun alone = test::runProgram(
+      {{test::gyreTool(), "bench", "rt", "--across-hosts"}, test::cleanEnvironment()}, test::kJobTimeout);
   EXPECT_EQ(alone.exitCode, 1) << alone.describe();
   EXPECT_NE(alone.err.find("runs as the ranks of a job of 2 or more"), std::string::npos) << alone.err;
 }
 
 TEST(BenchRt, RefusesABadFlag) {
-  const test::ProgramRun r =
-      test::runProgram({{GYRE_TOOL, "bench", "rt", "--threads", "0"}, test::cleanEnvironment()}, kTimeout);
+  const test::ProgramRun r = test::runProgram(
+      {{test::gyreTool(), "bench", "rt", "--threads", "0"}, test::cleanEnvironment()}, test::kJobTimeout);
   EXPECT_EQ(r.exitCode, 2) << r.describe();
   EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

@@ -26,24 +26,16 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 using test::ProgramRun;
 using test::readFile;
 
-constexpr auto kTimeout = std::chrono::seconds(120);
-
-ProgramRun gyreRun(std::vector<std::string> args) {
-  args.insert(args.begin(), {GYRE_TOOL, "run"});
-  return test::runProgram({args, test::cleanEnvironment()}, kTimeout);
-}
+using test::contains;
+using test::gyreRun;
 
 std::string member() {
   return test::binDir() + "/gyre_elastic_member";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 // Waits (at most a minute) until the file holds `part`.
@@ -266,12 +258,13 @@ TEST(GyreRunElastic, WorksAcrossHostsThroughTheRshAgent) {
 
 TEST(GyreRunElastic, CtrlCStopsEveryWorkerAndTellsTheStory) {
   test::TempDir dir;
-  std::string script = std::string(GYRE_TOOL) + " run --elastic -np 2 --min-np 1 --max-np 2 -- " + member() +
-                       " " + dir.path() + " & pid=$!\n";
+  std::string script = test::gyreTool() + " run --elastic -np 2 --min-np 1 --max-np 2 -- " + member() + " " +
+                       dir.path() + " & pid=$!\n";
   script += "for i in $(seq 600); do grep -q 'epoch 1 ' " + dir.path() +
             "/member.1 2>/dev/null && break; sleep 0.05; " +
             "done\nkill -INT $pid; wait $pid; echo \"launcher exit $?\"\n";
-  const ProgramRun run = test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
+  const ProgramRun run =
+      test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, test::kJobTimeout);
   EXPECT_FALSE(run.timedOut) << run.describe();
   EXPECT_TRUE(contains(run.out, "launcher exit 130")) << run.out << run.describe();
   EXPECT_TRUE(contains(run.err, "gyre run: interrupted by SIGINT (Interrupt); stopped every worker\n"))
@@ -317,7 +310,7 @@ TEST(GyreRunElastic, RefusesBadFlags) {
   }
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

@@ -10,6 +10,7 @@
 #include "gyre/errors.h"
 #include "gyre/init.h"
 #include "info_system.h"
+#include "support/jobs.h"
 
 namespace gyre::app::info {
 namespace {
@@ -90,7 +91,7 @@ TEST(RunCommand, OutputIsBoundedAndTheEnvironmentAdjusted) {
 
 // Runs the built tool with a knob set, as a user would.
 CommandResult runGyreInfo(std::vector<std::string> extra) {
-  std::vector<std::string> argv{GYRE_TOOL, "info"};
+  std::vector<std::string> argv{test::gyreTool(), "info"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   CommandOptions options;
   options.timeout = milliseconds(30000);

@@ -16,7 +16,7 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-constexpr int kRanks = 3;
+constexpr int kLaunchRanks = 3;
 
 std::uint16_t freePort() {
   net::Fd probe = net::listenOn("127.0.0.1", 0);
@@ -52,10 +52,10 @@ void initAndReduce(int rank, const Env& env) {
   auto world = init();
   ASSERT_NE(world, nullptr);
   EXPECT_EQ(world->rank(), rank);
-  EXPECT_EQ(world->size(), kRanks);
+  EXPECT_EQ(world->size(), kLaunchRanks);
   float value = static_cast<float>(rank + 1);
   world->allreduce(&value, &value, 1);
-  EXPECT_EQ(value, kRanks * (kRanks + 1) / 2.0f);
+  EXPECT_EQ(value, kLaunchRanks * (kLaunchRanks + 1) / 2.0f);
   world->barrier();
 }
 
@@ -63,12 +63,12 @@ TEST(LaunchProcesses, InitWithTorchrunVariables) {
   const std::string port = std::to_string(freePort());
   const std::string secret = auth::generateSecret();
   test::runProcesses(
-      kRanks,
+      kLaunchRanks,
       [&](int rank) {
         initAndReduce(rank, {{"RANK", std::to_string(rank)},
-                             {"WORLD_SIZE", std::to_string(kRanks)},
+                             {"WORLD_SIZE", std::to_string(kLaunchRanks)},
                              {"LOCAL_RANK", std::to_string(rank)},
-                             {"LOCAL_WORLD_SIZE", std::to_string(kRanks)},
+                             {"LOCAL_WORLD_SIZE", std::to_string(kLaunchRanks)},
                              {"MASTER_ADDR", "127.0.0.1"},
                              {"MASTER_PORT", port},
                              {"GYRE_SECRET", secret}});
@@ -80,13 +80,13 @@ TEST(LaunchProcesses, InitWithSlurmVariables) {
   const std::string port = std::to_string(freePort());
   const std::string jobId = std::to_string(getpid());  // the same in every rank
   test::runProcesses(
-      kRanks,
+      kLaunchRanks,
       [&](int rank) {
         initAndReduce(rank, {{"SLURM_PROCID", std::to_string(rank)},
-                             {"SLURM_NTASKS", std::to_string(kRanks)},
+                             {"SLURM_NTASKS", std::to_string(kLaunchRanks)},
                              {"SLURM_LOCALID", std::to_string(rank)},
                              {"SLURM_NODEID", "0"},
-                             {"SLURM_STEP_TASKS_PER_NODE", std::to_string(kRanks)},
+                             {"SLURM_STEP_TASKS_PER_NODE", std::to_string(kLaunchRanks)},
                              {"SLURM_STEP_NODELIST", "localhost"},
                              {"SLURM_JOB_ID", jobId},
                              {"MASTER_PORT", port}});  // no GYRE_SECRET: derived from the job id
@@ -99,12 +99,12 @@ TEST(LaunchProcesses, InitWithSingleHostOpenMpiVariablesUsesAFileStore) {
   const std::string path = "/tmp/gyre-" + std::to_string(getuid()) + "-" + jobId + ".store";
   std::filesystem::remove(path);
   test::runProcesses(
-      kRanks,
+      kLaunchRanks,
       [&](int rank) {
         initAndReduce(rank, {{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
-                             {"OMPI_COMM_WORLD_SIZE", std::to_string(kRanks)},
+                             {"OMPI_COMM_WORLD_SIZE", std::to_string(kLaunchRanks)},
                              {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank)},
-                             {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(kRanks)},
+                             {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(kLaunchRanks)},
                              {"OMPI_MCA_ess_base_jobid", jobId},
                              {"OMPI_MCA_orte_precondition_transports", "0123456789abcdef-fedcba9876543210"}});
       },
@@ -117,12 +117,12 @@ TEST(LaunchProcesses, InitWithGyreVariablesAndAFileStore) {
   test::TempDir dir;
   const std::string secret = auth::generateSecret();
   test::runProcesses(
-      kRanks,
+      kLaunchRanks,
       [&](int rank) {
         initAndReduce(rank, {{"GYRE_RANK", std::to_string(rank)},
-                             {"GYRE_WORLD_SIZE", std::to_string(kRanks)},
+                             {"GYRE_WORLD_SIZE", std::to_string(kLaunchRanks)},
                              {"GYRE_LOCAL_RANK", std::to_string(rank)},
-                             {"GYRE_LOCAL_SIZE", std::to_string(kRanks)},
+                             {"GYRE_LOCAL_SIZE", std::to_string(kLaunchRanks)},
                              {"GYRE_STORE_ADDR", "file:" + dir.path() + "/job.store"},
                              {"GYRE_SECRET", secret},
                              {"GYRE_TRANSPORT", "tcp"}});

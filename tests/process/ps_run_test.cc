@@ -17,16 +17,11 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 using test::ProgramRun;
 
-constexpr auto kTimeout = std::chrono::seconds(120);
-
-ProgramRun gyreRun(std::vector<std::string> args) {
-  args.insert(args.begin(), {GYRE_TOOL, "run"});
-  return test::runProgram({args, test::cleanEnvironment()}, kTimeout);
-}
+using test::gyreRun;
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
@@ -129,15 +124,15 @@ TEST(GyreRunServers, BadValuesAreRefused) {
 
 TEST(GyreRunServers, WorkersAndServersOutsideSuchAJobSayWhy) {
   ProgramRun run =
-      test::runProgram({{test::binDir() + "/gyre_ps_check"}, test::cleanEnvironment()}, kTimeout);
+      test::runProgram({{test::binDir() + "/gyre_ps_check"}, test::cleanEnvironment()}, test::kJobTimeout);
   EXPECT_EQ(run.exitCode, 1) << run.describe();
   EXPECT_TRUE(has(run.err, "not started by gyre run --servers")) << run.err;
-  run = test::runProgram({{GYRE_TOOL, "ps-server"}, test::cleanEnvironment()}, kTimeout);
+  run = test::runProgram({{test::gyreTool(), "ps-server"}, test::cleanEnvironment()}, test::kJobTimeout);
   EXPECT_EQ(run.exitCode, 2) << run.describe();
   EXPECT_TRUE(has(run.err, "gyre ps-server: invalid environment: GYRE_PS_SERVERS is not set")) << run.err;
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

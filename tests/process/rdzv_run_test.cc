@@ -22,15 +22,12 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
+using test::contains;
 using test::ProgramRun;
 
-constexpr auto kTimeout = std::chrono::seconds(180);
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+constexpr auto kRdzvTimeout = std::chrono::seconds(180);
 
 class RdzvRun : public ::testing::Test {
  protected:
@@ -43,7 +40,7 @@ class RdzvRun : public ::testing::Test {
   // One node of job `job`: `gyre run --rdzv ... -np 1 --min-np 1 --max-np 2` of the counter.
   // `mark` goes into its --output-dir, so that the test can find the node's process.
   test::ProgramSpec node(const std::string& job, const std::string& mark, int steps) const {
-    return {{GYRE_TOOL,
+    return {{test::gyreTool(),
              "run",
              "--rdzv",
              cluster_->url(job),
@@ -90,7 +87,7 @@ class RdzvRun : public ::testing::Test {
 TEST_F(RdzvRun, TwoNodesTrainOneJobAndItsKeysAreDeletedAtTheEnd) {
   start(1);
   const std::vector<ProgramRun> runs =
-      test::runPrograms({node("job", "a", 150), node("job", "b", 150)}, kTimeout);
+      test::runPrograms({node("job", "a", 150), node("job", "b", 150)}, kRdzvTimeout);
   int leaders = 0;
   for (const ProgramRun& run : runs) {
     EXPECT_FALSE(run.timedOut);
@@ -108,12 +105,12 @@ TEST_F(RdzvRun, TwoNodesTrainOneJobAndItsKeysAreDeletedAtTheEnd) {
 
 TEST_F(RdzvRun, TheJobSurvivesItsLeaderNodeAndAnEtcdMemberKilledTogether) {
   start(3);
-  auto a = test::startProgram(node("job", "a", 300), kTimeout);
+  auto a = test::startProgram(node("job", "a", 300), kRdzvTimeout);
   // A leads (it starts alone); then B joins, and both train.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!client().get("/job/launch/leader") && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  auto b = test::startProgram(node("job", "b", 300), kTimeout);
+  auto b = test::startProgram(node("job", "b", 300), kRdzvTimeout);
   ASSERT_TRUE(waitForMembership("job", 2));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const std::vector<std::string> nodeA = test::processesWith(dir_.path() + "/a");
@@ -137,7 +134,7 @@ TEST_F(RdzvRun, TheJobSurvivesItsLeaderNodeAndAnEtcdMemberKilledTogether) {
 
 TEST_F(RdzvRun, CtrlCOnTheLastNodeEndsTheJobAndTheNextRunStartsAfresh) {
   start(1);
-  auto run = test::startProgram(node("job", "a", 100000), kTimeout);
+  auto run = test::startProgram(node("job", "a", 100000), kRdzvTimeout);
   ASSERT_TRUE(waitForMembership("job", 1));
   const std::vector<std::string> nodeA = test::processesWith(dir_.path() + "/a");
   ASSERT_EQ(nodeA.size(), 1u);
@@ -147,7 +144,7 @@ TEST_F(RdzvRun, CtrlCOnTheLastNodeEndsTheJobAndTheNextRunStartsAfresh) {
   EXPECT_TRUE(contains(stopped.err, "interrupted by SIGINT")) << stopped.err;
   EXPECT_EQ(test::processesWith("gyre_elastic_counter 100000").size(), 0u);
   // The job under this path ended: a new one starts there from nothing.
-  const ProgramRun again = test::runProgram(node("job", "b", 20), kTimeout);
+  const ProgramRun again = test::runProgram(node("job", "b", 20), kRdzvTimeout);
   EXPECT_EQ(again.exitCode, 0) << again.describe();
   EXPECT_TRUE(contains(test::readFile(dir_.path() + "/b/rank.0.log"), "done at step 20, sum 20.000000"));
   EXPECT_EQ(client().list("/job/").size(), 0u);
@@ -156,12 +153,13 @@ TEST_F(RdzvRun, CtrlCOnTheLastNodeEndsTheJobAndTheNextRunStartsAfresh) {
 TEST(RdzvRunErrors, GyreRdzvLeavesJobsWithoutElasticAlone) {
   test::Environment env = test::cleanEnvironment();
   env["GYRE_RDZV"] = "etcd://127.0.0.1:1/job";
-  const ProgramRun run = test::runProgram({{GYRE_TOOL, "run", "-np", "1", "--", "true"}, env}, kTimeout);
+  const ProgramRun run =
+      test::runProgram({{test::gyreTool(), "run", "-np", "1", "--", "true"}, env}, kRdzvTimeout);
   EXPECT_EQ(run.exitCode, 0) << run.describe();
-  const ProgramRun elastic = test::runProgram({{GYRE_TOOL, "run", "--elastic", "--min-np", "1", "--max-np",
-                                                "1", "--start-timeout", "1", "--", "true"},
+  const ProgramRun elastic = test::runProgram({{test::gyreTool(), "run", "--elastic", "--min-np", "1",
+                                                "--max-np", "1", "--start-timeout", "1", "--", "true"},
                                                env},
-                                              kTimeout);
+                                              kRdzvTimeout);
   EXPECT_EQ(elastic.exitCode, 1) << elastic.describe();  // it names the unreachable etcd
   EXPECT_TRUE(contains(elastic.err, "--rdzv etcd://127.0.0.1:1/job: cannot reach etcd")) << elastic.err;
 }
@@ -169,10 +167,10 @@ TEST(RdzvRunErrors, GyreRdzvLeavesJobsWithoutElasticAlone) {
 TEST(RdzvRunErrors, AnEtcdThatCannotBeReachedIsAClearErrorWithinTheStartTimeout) {
   const auto start = std::chrono::steady_clock::now();
   const ProgramRun run =
-      test::runProgram({{GYRE_TOOL, "run", "--rdzv", "etcd://127.0.0.1:1/job", "--elastic", "--min-np", "1",
-                         "--max-np", "1", "--start-timeout", "2", "--", "true"},
+      test::runProgram({{test::gyreTool(), "run", "--rdzv", "etcd://127.0.0.1:1/job", "--elastic", "--min-np",
+                         "1", "--max-np", "1", "--start-timeout", "2", "--", "true"},
                         test::cleanEnvironment()},
-                       kTimeout);
+                       kRdzvTimeout);
   EXPECT_EQ(run.exitCode, 1) << run.describe();
   EXPECT_TRUE(
       contains(run.err, "--rdzv etcd://127.0.0.1:1/job: cannot reach etcd within 2000 ms (127.0.0.1:1: "))
@@ -182,9 +180,9 @@ TEST(RdzvRunErrors, AnEtcdThatCannotBeReachedIsAClearErrorWithinTheStartTimeout)
 
 TEST(RdzvRunErrors, WrongFlagsExit2NamingTheProblem) {
   const auto gyreRun = [](std::vector<std::string> args) {
-    args.insert(args.begin(), {GYRE_TOOL, "run"});
+    args.insert(args.begin(), {test::gyreTool(), "run"});
     args.insert(args.end(), {"--", "true"});
-    return test::runProgram({args, test::cleanEnvironment()}, kTimeout);
+    return test::runProgram({args, test::cleanEnvironment()}, kRdzvTimeout);
   };
   ProgramRun r = gyreRun({"--rdzv", "etcd://127.0.0.1:1/job"});
   EXPECT_EQ(r.exitCode, 2);
@@ -201,7 +199,7 @@ TEST(RdzvRunErrors, WrongFlagsExit2NamingTheProblem) {
   EXPECT_TRUE(contains(r.err, "an etcd address starts with etcd://")) << r.err;
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "support/jobs.h"
 #include "support/programs.h"
 #include "support/ranks.h"
 #include "support/report_runs.h"
@@ -19,14 +20,12 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
-
-constexpr auto kTimeout = std::chrono::seconds(120);
+#ifdef GYRE_TEST_HAS_TOOL
 
 test::ProgramRun chromium(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"/bin/bash", std::string(GYRE_SOURCE_DIR) + "/tests/browser/chromium.sh"};
+  std::vector<std::string> argv = {"/bin/bash", test::sourceDir() + "/tests/browser/chromium.sh"};
   argv.insert(argv.end(), args.begin(), args.end());
-  return test::runProgram({argv, test::cleanEnvironment()}, kTimeout);
+  return test::runProgram({argv, test::cleanEnvironment()}, test::kJobTimeout);
 }
 
 std::string attribute(const std::string& tag, const std::string& name) {
@@ -47,10 +46,10 @@ TEST(ReportBrowser, ThePageRendersEveryFigureInChromiumWithoutConsoleErrors) {
       << "{\"op\":\"allreduce\",\"algo\":\"ring\",\"np\":2,\"dtype\":\"float32\",\"transport\":\"auto\","
          "\"bytes\":1048576,\"busbw_GBps\":4.5,\"mpi_busbw_GBps\":5.0}\n";
   const test::ProgramRun report =
-      test::runProgram({{GYRE_TOOL, "report", d + "/np1", d + "/np2", d + "/np4", d + "/ps", "--bench",
+      test::runProgram({{test::gyreTool(), "report", d + "/np1", d + "/np2", d + "/np4", d + "/ps", "--bench",
                          d + "/coll.jsonl", "-o", d + "/out/report.html"},
                         test::cleanEnvironment()},
-                       kTimeout);
+                       test::kJobTimeout);
   ASSERT_EQ(report.exitCode, 0) << report.describe();
   // 4 loss/accuracy, throughput, step split, speedup, efficiency, 3 heat maps, staleness, busbw.
   EXPECT_NE(report.out.find("/out/report.html: 13 figures"), std::string::npos) << report.out;
@@ -94,19 +93,20 @@ TEST(ReportBrowser, ThePageRendersEveryFigureInChromiumWithoutConsoleErrors) {
 
 TEST(ReportBrowser, ADirectoryWithoutARunIsAnErrorNamingTheFilesLookedFor) {
   test::TempDir dir;
-  const test::ProgramRun run =
-      test::runProgram({{GYRE_TOOL, "report", dir.path()}, test::cleanEnvironment()}, kTimeout);
+  const test::ProgramRun run = test::runProgram(
+      {{test::gyreTool(), "report", dir.path()}, test::cleanEnvironment()}, test::kJobTimeout);
   EXPECT_EQ(run.exitCode, 2) << run.describe();
   EXPECT_NE(
       run.err.find(dir.path() + ": holds no run of gyre train: looked for metrics.jsonl and steps.jsonl"),
       std::string::npos)
       << run.err;
-  const test::ProgramRun none = test::runProgram({{GYRE_TOOL, "report"}, test::cleanEnvironment()}, kTimeout);
+  const test::ProgramRun none =
+      test::runProgram({{test::gyreTool(), "report"}, test::cleanEnvironment()}, test::kJobTimeout);
   EXPECT_EQ(none.exitCode, 2) << none.describe();
   EXPECT_NE(none.err.find("give at least one run directory"), std::string::npos) << none.err;
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

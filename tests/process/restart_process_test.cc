@@ -24,7 +24,7 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 using test::fakeRsh;
 using test::processesWith;
@@ -32,12 +32,7 @@ using test::ProgramRun;
 using test::readFile;
 using test::uniqueSleep;
 
-constexpr auto kTimeout = std::chrono::seconds(120);
-
-ProgramRun gyreRun(std::vector<std::string> args, test::Environment env = test::cleanEnvironment()) {
-  args.insert(args.begin(), {GYRE_TOOL, "run"});
-  return test::runProgram({args, env}, kTimeout);
-}
+using test::gyreRun;
 
 std::string restartCheck() {
   return test::binDir() + "/gyre_restart_check";
@@ -256,12 +251,12 @@ TEST(GyreRunRestarts, AFailureThatWouldRecurIsNotRestarted) {
 // The shell starts `gyre run ARGS` in the background, waits (at most a minute) for every file of
 // `ready` to exist, sends SIGINT and reports the launcher's exit status.
 ProgramRun interruptWhenReady(const std::vector<std::string>& args, const std::vector<std::string>& ready) {
-  std::string script = std::string(GYRE_TOOL) + " run";
+  std::string script = test::gyreTool() + " run";
   for (const auto& a : args) script += " '" + a + "'";
   script += " & pid=$!\nfor i in $(seq 1200); do ";
   for (const auto& file : ready) script += "[ -e " + file + " ] && ";
   script += "break; sleep 0.05; done\nkill -INT $pid; wait $pid; echo \"launcher exit $?\"\n";
-  return test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
+  return test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, test::kJobTimeout);
 }
 
 TEST(GyreRunRestarts, CtrlCWhileTheNextGenerationStartsStopsEverything) {

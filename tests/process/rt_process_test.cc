@@ -9,12 +9,11 @@
 #include <vector>
 
 #include "gyre/store.h"
+#include "support/jobs.h"
 #include "support/programs.h"
 
 namespace gyre {
 namespace {
-
-#ifdef GYRE_RT_CHECK
 
 TEST(RtProcess, KilledProcessesFailTheirCallsRestartTheirActorsAndRetryTheirTasks) {
   const std::string secret = "rt-process-test-secret";
@@ -22,7 +21,7 @@ TEST(RtProcess, KilledProcessesFailTheirCallsRestartTheirActorsAndRetryTheirTask
   std::vector<test::ProgramSpec> ranks;
   for (int rank = 0; rank < 4; ++rank) {
     test::ProgramSpec spec;
-    spec.argv = {GYRE_RT_CHECK};
+    spec.argv = {test::binDir() + "/gyre_rt_check"};
     spec.env = test::cleanEnvironment();
     spec.env["GYRE_RANK"] = std::to_string(rank);
     spec.env["GYRE_WORLD_SIZE"] = "4";
@@ -46,8 +45,6 @@ TEST(RtProcess, KilledProcessesFailTheirCallsRestartTheirActorsAndRetryTheirTask
     EXPECT_NE(driver.out.find(line), std::string::npos) << "missing: " << line << "\n" << driver.out;
   for (int rank = 1; rank < 4; ++rank) EXPECT_EQ(runs[static_cast<std::size_t>(rank)].signal, 9) << runs[static_cast<std::size_t>(rank)].describe();
 }
-
-#endif  // GYRE_RT_CHECK
 
 }  // namespace
 }  // namespace gyre

@@ -14,7 +14,7 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 // Starts argv[3:] and, while it runs, fetches http://127.0.0.1:PORT/metrics for each port of
 // argv[1] (comma-separated) until the launcher's says 2 workers run and each server's has its
@@ -55,7 +55,7 @@ TEST(GyreRunMetrics, TheLauncherAndEachParameterServerServeTheirFigures) {
   const int p = std::stoi(port.out);
   const std::string ports = std::to_string(p) + "," + std::to_string(p + 1) + "," + std::to_string(p + 2);
   const test::ProgramRun run = test::runProgram(
-      {{"/usr/bin/python3", "-c", kScraper, ports, GYRE_TOOL, "run", "-np", "2", "--servers", "2",
+      {{"/usr/bin/python3", "-c", kScraper, ports, test::gyreTool(), "run", "-np", "2", "--servers", "2",
         "--metrics-port", std::to_string(p), "--", test::binDir() + "/gyre_ps_check", "150", "20"},
        test::cleanEnvironment()},
       std::chrono::seconds(120));
@@ -94,7 +94,7 @@ TEST(GyreRunMetrics, APortInUseStopsGyreRunBeforeAnyWorkerStarts) {
       "s = socket.socket(); s.bind(('0.0.0.0', 0)); s.listen(); port = str(s.getsockname()[1])\n"
       "r = subprocess.run([a.replace('PORT', port) for a in sys.argv[1:]], capture_output=True, text=True)\n"
       "sys.stdout.write(port + '\\n'); sys.stderr.write(r.stderr); sys.exit(r.returncode)\n";
-  const test::ProgramRun run = test::runProgram({{"/usr/bin/python3", "-c", hold, GYRE_TOOL, "run",
+  const test::ProgramRun run = test::runProgram({{"/usr/bin/python3", "-c", hold, test::gyreTool(), "run",
                                                   "--metrics-port", "PORT", "--", "/usr/bin/touch", marker},
                                                  test::cleanEnvironment()},
                                                 std::chrono::seconds(60));
@@ -107,7 +107,7 @@ TEST(GyreRunMetrics, APortInUseStopsGyreRunBeforeAnyWorkerStarts) {
   EXPECT_FALSE(std::filesystem::exists(marker)) << "a worker ran";
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

@@ -20,22 +20,17 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 using test::fakeRsh;
 using test::processesWith;
 using test::ProgramRun;
 using test::uniqueSleep;
 
-constexpr auto kTimeout = std::chrono::seconds(120);
-
-ProgramRun gyreRun(std::vector<std::string> args, test::Environment env = test::cleanEnvironment()) {
-  args.insert(args.begin(), {GYRE_TOOL, "run"});
-  return test::runProgram({args, env}, kTimeout);
-}
+using test::gyreRun;
 
 ProgramRun shell(const std::string& script) {
-  return test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
+  return test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, test::kJobTimeout);
 }
 
 // Every worker starts two long sleeps: one in its process group, one escaping it with setsid
@@ -181,7 +176,7 @@ TEST(GyreRun, KeepGoingOutlivesAServerAndEndsWithRankZero) {
 // Ctrl-C: the shell sends SIGINT to the launcher once every worker has started.
 void interruptTest(const std::vector<std::string>& hostArgs, const test::TempDir& dir) {
   const std::string sleep = uniqueSleep();
-  std::string script = std::string(GYRE_TOOL) + " run";
+  std::string script = test::gyreTool() + " run";
   for (const auto& a : hostArgs) script += " '" + a + "'";
   script += " -- /bin/sh -c '" + startLeftovers(sleep, dir.path()) + "exec sleep " + sleep + "' & pid=$!\n";
   script += "for i in $(seq 600); do [ -e " + dir.path() + "/started.0 ] && [ -e " + dir.path() +
@@ -238,7 +233,7 @@ TEST(GyreRun, AStoreThatCannotBeReachedIsNamed) {
   env["GYRE_SECRET"] = "s";
   env["GYRE_STORE_ADDR"] = "127.0.0.1:1";
   env["GYRE_START_TIMEOUT_MS"] = "500";
-  const ProgramRun run = test::runProgram({{test::binDir() + "/gyre_init_check"}, env}, kTimeout);
+  const ProgramRun run = test::runProgram({{test::binDir() + "/gyre_init_check"}, env}, test::kJobTimeout);
   EXPECT_NE(run.exitCode, 0);
   EXPECT_NE(run.err.find("rank 1 of 2 on host"), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("127.0.0.1:1"), std::string::npos) << run.err;

@@ -21,7 +21,7 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 using test::ProgramRun;
 using Clock = std::chrono::steady_clock;
@@ -71,7 +71,7 @@ TEST_F(SlurmRun, GyreRunInsideSbatchTakesTheAllocationAndStartsItsWorkersAsAStep
   std::string output;
   const ProgramRun run =
       batch({"-n", "3"},
-            std::string(GYRE_TOOL) +
+            test::gyreTool() +
                 " run -- /bin/sh -c 'echo worker $GYRE_RANK of $GYRE_WORLD_SIZE step $SLURM_STEP_ID'",
             &output);
   ASSERT_EQ(run.exitCode, 0) << run.describe() << test::readFile(output);
@@ -81,13 +81,13 @@ TEST_F(SlurmRun, GyreRunInsideSbatchTakesTheAllocationAndStartsItsWorkersAsAStep
 
   // And a real job: the ranks meet through gyre run's store, not Slurm's derived port.
   const ProgramRun check =
-      batch({"-n", "2"}, std::string(GYRE_TOOL) + " run -- " + test::binDir() + "/gyre_init_check", &output);
+      batch({"-n", "2"}, test::gyreTool() + " run -- " + test::binDir() + "/gyre_init_check", &output);
   ASSERT_EQ(check.exitCode, 0) << check.describe() << test::readFile(output);
   EXPECT_EQ(lines(test::readFile(output), "of 2 ok (launcher gyre").size(), 2u) << test::readFile(output);
 
   // More workers than the allocation's tasks: refused, saying where the slots came from.
-  const ProgramRun tooMany = batch(
-      {"-n", "2"}, std::string(GYRE_TOOL) + " run -np 3 -- " + test::binDir() + "/gyre_init_check", &output);
+  const ProgramRun tooMany =
+      batch({"-n", "2"}, test::gyreTool() + " run -np 3 -- " + test::binDir() + "/gyre_init_check", &output);
   EXPECT_NE(tooMany.exitCode, 0) << tooMany.describe();
   EXPECT_NE(test::readFile(output).find("-np 3 asks for more workers than the 2 tasks of Slurm job "),
             std::string::npos)
@@ -100,7 +100,7 @@ TEST_F(SlurmRun, ScancelStopsEveryWorkerWithinFiveSeconds) {
   const std::string tag = dir() + "/scancel-tag";
   const ProgramRun submit =
       slurm("sbatch", {"--parsable", "-n", "2", "--output", dir() + "/scancel.out", "--wrap",
-                       std::string(GYRE_TOOL) + " run -- " + test::binDir() +
+                       test::gyreTool() + " run -- " + test::binDir() +
                            "/gyre_tune_trial --x 0.3 --iterations 100000 --sleep-ms 100 --tag " + tag});
   ASSERT_EQ(submit.exitCode, 0) << submit.describe();
   const std::string job = submit.out.substr(0, submit.out.find_first_of(";\n"));
@@ -142,10 +142,10 @@ TEST_F(SlurmRun, AKilledWorkerFailsTheOthersWithTheErrorItGivesUnderGyreRun) {
   const ProgramRun srun = slurm("srun", {"-n", "3", test::binDir() + "/gyre_peer_loss_check", "1"});
   EXPECT_NE(srun.exitCode, 0) << srun.describe();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(60));
-  const ProgramRun local =
-      test::runProgram({{GYRE_TOOL, "run", "-np", "3", "--", test::binDir() + "/gyre_peer_loss_check", "1"},
-                        test::cleanEnvironment()},
-                       std::chrono::seconds(120));
+  const ProgramRun local = test::runProgram(
+      {{test::gyreTool(), "run", "-np", "3", "--", test::binDir() + "/gyre_peer_loss_check", "1"},
+       test::cleanEnvironment()},
+      std::chrono::seconds(120));
   EXPECT_EQ(local.exitCode, 137) << local.describe();
   for (const ProgramRun* run : {&srun, &local}) {
     const std::vector<std::string> survivors = lines(run->out, lost);
@@ -155,8 +155,8 @@ TEST_F(SlurmRun, AKilledWorkerFailsTheOthersWithTheErrorItGivesUnderGyreRun) {
   EXPECT_NE(srun.err.find("task 1: Killed"), std::string::npos) << srun.err;
 
   std::string output;
-  const ProgramRun inside = batch(
-      {"-n", "3"}, std::string(GYRE_TOOL) + " run -- " + test::binDir() + "/gyre_peer_loss_check 1", &output);
+  const ProgramRun inside =
+      batch({"-n", "3"}, test::gyreTool() + " run -- " + test::binDir() + "/gyre_peer_loss_check 1", &output);
   EXPECT_NE(inside.exitCode, 0) << inside.describe();
   const std::string out = test::readFile(output);
   EXPECT_NE(out.find(" was killed by SIGKILL (Killed) after "), std::string::npos) << out;
@@ -179,7 +179,7 @@ TEST_F(SlurmRun, AnUnreachableSlurmIsAnErrorNamingTheCommand) {
   e["SLURM_TASKS_PER_NODE"] = "2";
   const auto start = Clock::now();
   const ProgramRun run = test::runProgram(
-      {{GYRE_TOOL, "run", "--start-timeout", "20", "--", test::binDir() + "/gyre_init_check"}, e},
+      {{test::gyreTool(), "run", "--start-timeout", "20", "--", test::binDir() + "/gyre_init_check"}, e},
       std::chrono::seconds(120));
   EXPECT_EQ(run.exitCode, 1) << run.describe();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(60));
@@ -191,7 +191,7 @@ TEST_F(SlurmRun, AnUnreachableSlurmIsAnErrorNamingTheCommand) {
       << run.err;
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

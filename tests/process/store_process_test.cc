@@ -19,7 +19,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr int kRanks = 4;
+constexpr int kStoreRanks = 4;
 constexpr int kAdds = 200;
 
 // What every rank does against a shared store: count, publish, wait for all, read all.
@@ -27,20 +27,20 @@ void exercise(Store& store, int rank) {
   // Start the adds together, so that they contend.
   store.setString("ready/" + std::to_string(rank), "1");
   std::vector<std::string> ready;
-  for (int r = 0; r < kRanks; ++r) ready.push_back("ready/" + std::to_string(r));
+  for (int r = 0; r < kStoreRanks; ++r) ready.push_back("ready/" + std::to_string(r));
   store.wait(ready, seconds(30));
   for (int i = 0; i < kAdds; ++i) store.add("counter", 1);
   store.setString("rank/" + std::to_string(rank), "pid " + std::to_string(getpid()));
   store.add("arrived", 1);
   std::vector<std::string> keys;
-  for (int r = 0; r < kRanks; ++r) keys.push_back("rank/" + std::to_string(r));
+  for (int r = 0; r < kStoreRanks; ++r) keys.push_back("rank/" + std::to_string(r));
   store.wait(keys, seconds(30));
-  for (int r = 0; r < kRanks; ++r)
+  for (int r = 0; r < kStoreRanks; ++r)
     EXPECT_EQ(store.getString("rank/" + std::to_string(r), seconds(1)).substr(0, 4), "pid ");
   // Each rank adds only after publishing, so once every rank is visible, "arrived" keeps rising
-  // to kRanks; the counter total is checked once every rank has finished its adds.
-  while (store.add("arrived", 0) < kRanks) std::this_thread::sleep_for(milliseconds(5));
-  EXPECT_EQ(store.add("counter", 0), kRanks * kAdds);
+  // to kStoreRanks; the counter total is checked once every rank has finished its adds.
+  while (store.add("arrived", 0) < kStoreRanks) std::this_thread::sleep_for(milliseconds(5));
+  EXPECT_EQ(store.add("counter", 0), kStoreRanks * kAdds);
   EXPECT_EQ(store.compareSet("leader", {}, Store::Bytes{static_cast<std::uint8_t>(rank)}).size(), 1u);
 }
 
@@ -48,14 +48,14 @@ TEST(StoreProcesses, FileStoreAcrossProcesses) {
   test::TempDir dir;
   const std::string path = dir.path() + "/job.store";
   test::runProcesses(
-      kRanks,
+      kStoreRanks,
       [&](int rank) {
         auto store = createFileStore(path);  // opened after fork: each process has its own lock
         exercise(*store, rank);
       },
       seconds(120));
   auto store = createFileStore(path);
-  EXPECT_EQ(store->add("counter", 0), kRanks * kAdds);
+  EXPECT_EQ(store->add("counter", 0), kStoreRanks * kAdds);
   EXPECT_EQ(store->getString("leader", seconds(1)).size(), 1u);
 }
 
@@ -67,7 +67,7 @@ TEST(StoreProcesses, TcpStoreHostedByRankZero) {
   }
   const std::string address = "127.0.0.1:" + std::to_string(port);
   test::runProcesses(
-      kRanks,
+      kStoreRanks,
       [&](int rank) {
         std::shared_ptr<Store> store;
         if (rank == 0) {
@@ -79,7 +79,7 @@ TEST(StoreProcesses, TcpStoreHostedByRankZero) {
         store->add("done", 1);
         // The host keeps serving until every rank is done with the store.
         if (rank == 0)
-          while (store->add("done", 0) < kRanks) std::this_thread::sleep_for(milliseconds(5));
+          while (store->add("done", 0) < kStoreRanks) std::this_thread::sleep_for(milliseconds(5));
       },
       seconds(120));
 }

@@ -5,6 +5,7 @@
 
 #include "common/socket.h"
 #include "info_system.h"
+#include "support/jobs.h"
 #include "support/ranks.h"
 
 namespace gyre {
@@ -52,8 +53,8 @@ CommandResult runUnderTorchrun(const std::vector<std::string>& args) {
   std::vector<std::string> argv{"torchrun"};
   argv.insert(argv.end(), args.begin(), args.end());
   const test::TempDir logs;  // torchrun's per-worker log files, removed afterwards
-  argv.insert(argv.end(),
-              {"--log_dir", logs.path(), "--redirects", "1", "--tee", "1", "--no_python", GYRE_INIT_CHECK});
+  argv.insert(argv.end(), {"--log_dir", logs.path(), "--redirects", "1", "--tee", "1", "--no_python",
+                           test::binDir() + "/gyre_init_check"});
   CommandOptions options;
   options.timeout = kJobTimeout;
   options.setEnv = {{"GYRE_SECRET", "torchrun-process-test-secret"},

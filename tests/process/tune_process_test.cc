@@ -24,11 +24,10 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 using Json = nlohmann::json;
 
-constexpr auto kTimeout = std::chrono::seconds(120);
 const std::vector<std::string> kGrid = {"--param", "x=grid:0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9", "--param",
                                         "y=grid:0,2,4"};
 
@@ -37,12 +36,12 @@ std::string trialProgram() {
 }
 
 test::ProgramRun tune(std::vector<std::string> args, const std::vector<std::string>& command = {}) {
-  args.insert(args.begin(), {GYRE_TOOL, "tune", "--progress", "off"});
+  args.insert(args.begin(), {test::gyreTool(), "tune", "--progress", "off"});
   if (!command.empty()) {
     args.push_back("--");
     args.insert(args.end(), command.begin(), command.end());
   }
-  return test::runProgram({args, test::cleanEnvironment()}, kTimeout);
+  return test::runProgram({args, test::cleanEnvironment()}, test::kJobTimeout);
 }
 
 // The summary line that --json prints last.
@@ -170,13 +169,13 @@ TEST(GyreTune, TheTunerKilledMidExperimentResumesWithoutLosingAResult) {
   // rung 3. The tuner is SIGKILLed once results.jsonl holds 6; its trials die with it.
   const std::string results = exp + "/results.jsonl";
   const std::string script =
-      std::string(GYRE_TOOL) + " tune --progress off --param x=grid:0.1,0.2,0.3,0.4,0.5,0.6 " +
+      test::gyreTool() + " tune --progress off --param x=grid:0.1,0.2,0.3,0.4,0.5,0.6 " +
       "--max-t 9 --scheduler asha --slots 2 --metric score --dir " + exp + " -- " + trialProgram() +
       " --x {x} --sleep-ms 40 --tag " + exp + "/trialtag & pid=$!; while kill -0 $pid && " + "[ \"$(cat " +
       results + " 2>/dev/null | wc -l)\" -lt 6 ]; do sleep 0.02; done; " +
       "kill -9 $pid && wait $pid; [ $? = 137 ]";
   const test::ProgramRun killed =
-      test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
+      test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, test::kJobTimeout);
   ASSERT_EQ(killed.exitCode, 0) << killed.describe();
   const auto before = resultsOf(exp);
   ASSERT_GE(before.size(), 6u);
@@ -252,14 +251,14 @@ TEST(GyreTune, TpeSearchesAndAnInterruptedTunerStopsItsTrialsAndResumes) {
   const std::string exp = dir.path() + "/tpe";
   // SIGINT once 4 results are in: the tuner stops every run, says how to resume, exits 130.
   const std::string script =
-      std::string(GYRE_TOOL) + " tune --progress off --search tpe --tpe-startup 4 " +
+      test::gyreTool() + " tune --progress off --search tpe --tpe-startup 4 " +
       "--param x=uniform:0:1 --param y=quniform:0:4:1 --samples 16 --max-t 3 --slots 2 " +
       "--metric score --json --dir " + exp + " -- " + trialProgram() +
       " --x {x} --y {y} --sleep-ms 60 --tag " + exp + "/trialtag & pid=$!; while kill -0 $pid && " +
       "[ \"$(cat " + exp + "/results.jsonl 2>/dev/null | wc -l)\" -lt 4 ]; do sleep 0.02; " +
       "done; kill -INT $pid; wait $pid; echo \"exit $?\"";
   const test::ProgramRun interrupted =
-      test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
+      test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, test::kJobTimeout);
   EXPECT_NE(interrupted.out.find("exit 130"), std::string::npos) << interrupted.describe();
   EXPECT_NE(interrupted.err.find("gyre tune --resume " + exp + "` finishes the experiment"),
             std::string::npos)
@@ -304,7 +303,7 @@ TEST(GyreTune, AThousandNoOpTrialsFinish) {
   EXPECT_EQ(summaryOf(run).at("terminated"), samples);
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

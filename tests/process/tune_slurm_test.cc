@@ -22,18 +22,18 @@
 namespace gyre {
 namespace {
 
-#ifdef GYRE_TOOL
+#ifdef GYRE_TEST_HAS_TOOL
 
 using Json = nlohmann::json;
-constexpr auto kTimeout = std::chrono::seconds(180);
+constexpr auto kSlurmTimeout = std::chrono::seconds(180);
 
 class TuneSlurm : public test::SlurmTest {
  protected:
   static test::ProgramRun tune(std::vector<std::string> args, const std::vector<std::string>& command) {
-    args.insert(args.begin(), {GYRE_TOOL, "tune", "--progress", "off", "--slurm"});
+    args.insert(args.begin(), {test::gyreTool(), "tune", "--progress", "off", "--slurm"});
     args.push_back("--");
     args.insert(args.end(), command.begin(), command.end());
-    return test::runProgram({args, env()}, kTimeout);
+    return test::runProgram({args, env()}, kSlurmTimeout);
   }
   static Json summaryOf(const test::ProgramRun& run) {
     std::istringstream in(run.out);
@@ -82,10 +82,10 @@ TEST_F(TuneSlurm, AFailedJobIsRetriedAndAnUnreachableSlurmIsAClearError) {
   test::Environment e = test::cleanEnvironment();
   e["SLURM_CONF"] = dead;
   const test::ProgramRun bad =
-      test::runProgram({{GYRE_TOOL, "tune", "--slurm", "--param", "x=grid:0.3", "--dir", dir() + "/dead",
-                         "--", test::binDir() + "/gyre_tune_trial"},
+      test::runProgram({{test::gyreTool(), "tune", "--slurm", "--param", "x=grid:0.3", "--dir",
+                         dir() + "/dead", "--", test::binDir() + "/gyre_tune_trial"},
                         e},
-                       kTimeout);
+                       kSlurmTimeout);
   EXPECT_EQ(bad.exitCode, 1) << bad.describe();
   EXPECT_NE(bad.err.find("Slurm is not reachable: `'sinfo' '-h' '-o' '%P %C'` failed"), std::string::npos)
       << bad.err;
@@ -95,18 +95,19 @@ TEST_F(TuneSlurm, AFailedJobIsRetriedAndAnUnreachableSlurmIsAClearError) {
 // before it starts anything and finishes the experiment.
 TEST_F(TuneSlurm, ResumingAfterTheTunerWasKilledCancelsTheJobsItLeft) {
   const std::string exp = dir() + "/killed";
-  const std::string script = std::string(GYRE_TOOL) + " tune --progress off --slurm --param x=grid:0.2,0.3 " +
+  const std::string script = test::gyreTool() + " tune --progress off --slurm --param x=grid:0.2,0.3 " +
                              "--max-t 20 --metric score --dir " + exp + " -- " + test::binDir() +
                              "/gyre_tune_trial --x {x} --sleep-ms 500 & pid=$!; while kill -0 $pid && " +
                              "[ \"$(cat " + exp +
                              "/results.jsonl 2>/dev/null | wc -l)\" -lt 2 ]; do sleep 0.05; " +
                              "done; kill -9 $pid; wait $pid; exit 0";
   test::Environment e = env();
-  const test::ProgramRun killed = test::runProgram({{"/bin/sh", "-c", script}, e}, kTimeout);
+  const test::ProgramRun killed = test::runProgram({{"/bin/sh", "-c", script}, e}, kSlurmTimeout);
   ASSERT_EQ(killed.exitCode, 0) << killed.describe();
   EXPECT_NE(squeue().find("gyre-tune-"), std::string::npos) << "the jobs should outlive the tuner";
   const test::ProgramRun resumed = test::runProgram(
-      {{GYRE_TOOL, "tune", "--progress", "off", "--slurm", "--resume", exp, "--json"}, e}, kTimeout);
+      {{test::gyreTool(), "tune", "--progress", "off", "--slurm", "--resume", exp, "--json"}, e},
+      kSlurmTimeout);
   ASSERT_EQ(resumed.exitCode, 0) << resumed.describe();
   EXPECT_NE(resumed.err.find("gyre tune: cancelling 2 Slurm jobs an earlier tuner of this experiment left"),
             std::string::npos)
@@ -115,7 +116,7 @@ TEST_F(TuneSlurm, ResumingAfterTheTunerWasKilledCancelsTheJobsItLeft) {
   EXPECT_EQ(squeue(), "");
 }
 
-#endif  // GYRE_TOOL
+#endif  // GYRE_TEST_HAS_TOOL
 
 }  // namespace
 }  // namespace gyre

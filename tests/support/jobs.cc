@@ -18,6 +18,15 @@ std::string sourceDir() {
   return GYRE_SOURCE_DIR;
 }
 
+std::string gyreTool() {
+  return binDir() + "/gyre";
+}
+
+ProgramRun gyreRun(std::vector<std::string> args, const Environment& env, std::chrono::seconds timeout) {
+  args.insert(args.begin(), {gyreTool(), "run"});
+  return runProgram({args, env}, timeout);
+}
+
 std::string findOnPath(const std::string& name) {
   if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
   const char* path = std::getenv("PATH");

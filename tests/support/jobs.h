@@ -19,8 +19,17 @@ namespace gyre::test {
 
 // The folder the build puts its programs in (build/bin: gyre, gyre_collective_check, ...).
 std::string binDir();
-// gyre's source tree (its scripts and examples), for tests built without their own define.
+// gyre's source tree (its scripts, docs and examples).
 std::string sourceDir();
+// The gyre tool of this build: binDir() + "/gyre".
+std::string gyreTool();
+
+// How long a test gives a small job under `gyre run` before it kills it and fails.
+inline constexpr std::chrono::seconds kJobTimeout{120};
+
+// `gyre run ARGS` with exactly `env` as its environment, killed after `timeout`.
+ProgramRun gyreRun(std::vector<std::string> args, const Environment& env = cleanEnvironment(),
+                   std::chrono::seconds timeout = kJobTimeout);
 
 // The full path of `name` on PATH, or empty when it is not there.
 std::string findOnPath(const std::string& name);

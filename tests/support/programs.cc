@@ -156,4 +156,8 @@ std::future<ProgramRun> startProgram(ProgramSpec program, std::chrono::seconds t
                     [program = std::move(program), timeout] { return runProgram(program, timeout); });
 }
 
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 }  // namespace gyre::test

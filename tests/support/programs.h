@@ -47,4 +47,7 @@ std::future<ProgramRun> startProgram(ProgramSpec program, std::chrono::seconds t
 // The whole contents of the file at `path` (bytes as they are); empty when it cannot be read.
 std::string readFile(const std::string& path);
 
+// True when `part` occurs in `text`.
+bool contains(const std::string& text, const std::string& part);
+
 }  // namespace gyre::test

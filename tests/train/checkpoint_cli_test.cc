@@ -23,7 +23,6 @@
 namespace gyre::train {
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(600);
 using cli::contains;
 using cli::gyreTool;
 using cli::haveData;
@@ -31,8 +30,8 @@ using cli::haveTrainer;
 using cli::jsonLines;
 
 // cli::checkpointedRun with a warm-up before the cosine schedule.
-test::ProgramRun gyreTrain(const std::string& runDir, const std::string& checkpointDir, int np,
-                           std::vector<std::string> more = {}, const std::string& batch = "64") {
+test::ProgramRun trainWithCheckpoints(const std::string& runDir, const std::string& checkpointDir, int np,
+                                      std::vector<std::string> more = {}, const std::string& batch = "64") {
   more.insert(more.begin(), {"--warmup-epochs", "0.5"});
   return cli::checkpointedRun(runDir, checkpointDir, np, more, batch);
 }
@@ -55,7 +54,7 @@ TEST_F(CheckpointCli, BadFlagsExit2) {
   for (const Case& c : cases) {
     std::vector<std::string> argv = {gyreTool(), "train", "--np", "1"};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
-    const test::ProgramRun r = test::runProgram({argv, test::cleanEnvironment()}, kTimeout);
+    const test::ProgramRun r = test::runProgram({argv, test::cleanEnvironment()}, cli::kTrainTimeout);
     EXPECT_EQ(r.exitCode, 2) << c.args.front() << ": " << r.describe();
     EXPECT_TRUE(contains(r.err, c.message)) << "expected '" << c.message << "' in:\n" << r.err;
   }
@@ -63,7 +62,7 @@ TEST_F(CheckpointCli, BadFlagsExit2) {
 
 TEST_F(CheckpointCli, StoppedAndResumedRunMatchesAnUninterruptedOne) {
   if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  const test::ProgramRun whole = gyreTrain(path("whole"), path("whole-ckpt"), 2);
+  const test::ProgramRun whole = trainWithCheckpoints(path("whole"), path("whole-ckpt"), 2);
   ASSERT_EQ(whole.exitCode, 0) << whole.describe() << "\nstdout:\n" << whole.out;
   EXPECT_TRUE(contains(whole.out, "checkpoint at step 5: ")) << whole.out;
   EXPECT_TRUE(contains(whole.out, "training stalled")) << whole.out;
@@ -74,17 +73,18 @@ TEST_F(CheckpointCli, StoppedAndResumedRunMatchesAnUninterruptedOne) {
   EXPECT_EQ(kept[2].step, 24);
 
   // Stopped in the middle of epoch 2 (step 17 = its 5th step), then resumed in the same directories.
-  const test::ProgramRun first = gyreTrain(path("cut"), path("cut-ckpt"), 2, {"--stop-at-step", "17"});
+  const test::ProgramRun first =
+      trainWithCheckpoints(path("cut"), path("cut-ckpt"), 2, {"--stop-at-step", "17"});
   ASSERT_EQ(first.exitCode, 0) << first.describe() << "\nstdout:\n" << first.out;
   EXPECT_TRUE(contains(first.out, "stopped after step 17")) << first.out;
   EXPECT_EQ(gyre::torch::listCheckpoints(path("cut-ckpt")).back().step, 17);
 
-  const test::ProgramRun again = gyreTrain(path("cut"), path("cut-ckpt"), 2);
+  const test::ProgramRun again = trainWithCheckpoints(path("cut"), path("cut-ckpt"), 2);
   EXPECT_EQ(again.exitCode, 2) << "an existing checkpoint directory needs --resume: " << again.describe();
   EXPECT_TRUE(contains(again.err, "pass --resume")) << again.err;
 
   const auto resumeBegin = std::chrono::steady_clock::now();
-  const test::ProgramRun resumed = gyreTrain(path("cut"), path("cut-ckpt"), 2, {"--resume"});
+  const test::ProgramRun resumed = trainWithCheckpoints(path("cut"), path("cut-ckpt"), 2, {"--resume"});
   const double resumeWall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - resumeBegin).count();
   ASSERT_EQ(resumed.exitCode, 0) << resumed.describe() << "\nstdout:\n" << resumed.out;
@@ -120,9 +120,10 @@ TEST_F(CheckpointCli, StoppedAndResumedRunMatchesAnUninterruptedOne) {
 
 TEST_F(CheckpointCli, OneWorkerRunContinuesOnTwo) {
   if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  const test::ProgramRun whole = gyreTrain(path("whole"), path("whole-ckpt"), 1);
+  const test::ProgramRun whole = trainWithCheckpoints(path("whole"), path("whole-ckpt"), 1);
   ASSERT_EQ(whole.exitCode, 0) << whole.describe();
-  const test::ProgramRun first = gyreTrain(path("grow"), path("grow-ckpt"), 1, {"--stop-at-step", "7"});
+  const test::ProgramRun first =
+      trainWithCheckpoints(path("grow"), path("grow-ckpt"), 1, {"--stop-at-step", "7"});
   ASSERT_EQ(first.exitCode, 0) << first.describe();
   // The newest checkpoint (step 7) gets a flipped byte: the resume reports it, moves it aside and
   // continues from step 5.
@@ -135,7 +136,7 @@ TEST_F(CheckpointCli, OneWorkerRunContinuesOnTwo) {
     f.seekp(4000);
     f.put(static_cast<char>(c ^ 0x5a));
   }
-  const test::ProgramRun resumed = gyreTrain(path("grow"), path("grow-ckpt"), 2, {"--resume"});
+  const test::ProgramRun resumed = trainWithCheckpoints(path("grow"), path("grow-ckpt"), 2, {"--resume"});
   ASSERT_EQ(resumed.exitCode, 0) << resumed.describe() << "\nstdout:\n" << resumed.out;
   EXPECT_TRUE(contains(resumed.err, "gyre: skipping checkpoint " + newest + ": model.pt: corrupted (CRC32C "))
       << resumed.err;
@@ -167,7 +168,8 @@ TEST_F(CheckpointCli, OneWorkerRunContinuesOnTwo) {
   EXPECT_EQ(metrics[0].at("steps"), 7);
 
   // Another global batch cannot continue this run.
-  const test::ProgramRun other = gyreTrain(path("grow"), path("grow-ckpt"), 2, {"--resume"}, "128");
+  const test::ProgramRun other =
+      trainWithCheckpoints(path("grow"), path("grow-ckpt"), 2, {"--resume"}, "128");
   EXPECT_EQ(other.exitCode, 2) << other.describe();
   EXPECT_TRUE(contains(other.err, "--batch 64, this run has --batch 128")) << other.err;
 }

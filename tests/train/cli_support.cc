@@ -11,9 +11,6 @@
 
 namespace gyre::train::cli {
 
-std::string gyreTool() {
-  return test::binDir() + "/gyre";
-}
 std::string trainWorker() {
   return test::binDir() + "/gyre_train_worker";
 }
@@ -24,10 +21,6 @@ bool haveTrainer() {
 
 bool haveData() {
   return std::filesystem::exists(std::string(gyre::data::kFashionMnistDir) + "/train-images-idx3-ubyte.gz");
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 std::vector<std::string> lines(const std::string& path) {
@@ -42,6 +35,11 @@ std::vector<nlohmann::json> jsonLines(const std::string& path) {
   std::vector<nlohmann::json> out;
   for (const std::string& line : lines(path)) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+test::ProgramRun gyreTrain(std::vector<std::string> args, test::Environment env) {
+  args.insert(args.begin(), {gyreTool(), "train"});
+  return test::runProgram({std::move(args), std::move(env)}, kTrainTimeout);
 }
 
 test::ProgramRun checkpointedRun(const std::string& runDir, const std::string& checkpointDir, int np,
@@ -72,7 +70,7 @@ test::ProgramRun checkpointedRun(const std::string& runDir, const std::string& c
                                    "--checkpoint-every",
                                    "5"};
   argv.insert(argv.end(), more.begin(), more.end());
-  return test::runProgram({argv, test::cleanEnvironment()}, std::chrono::seconds(600));
+  return test::runProgram({argv, test::cleanEnvironment()}, kTrainTimeout);
 }
 
 }  // namespace gyre::train::cli

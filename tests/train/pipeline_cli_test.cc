@@ -24,16 +24,11 @@
 namespace gyre::train {
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(600);
 using cli::contains;
 using cli::gyreTool;
+using cli::gyreTrain;
 using cli::haveData;
 using cli::jsonLines;
-
-test::ProgramRun gyreTrain(std::vector<std::string> args, test::Environment env = test::cleanEnvironment()) {
-  args.insert(args.begin(), {gyreTool(), "train"});
-  return test::runProgram({std::move(args), std::move(env)}, kTimeout);
-}
 
 std::vector<double> stepLosses(const std::string& runDir) {
   std::vector<double> out;
@@ -339,11 +334,11 @@ TEST_F(PipelineCli, AModelTooBigForOneWorkerTrainsShardedOverFour) {
 // gyre bench parallel's smallest run: every layout runs and reports its figures, the pipeline's
 // rows their bubble and activations; the summary names the targets it could measure.
 TEST_F(PipelineCli, BenchParallelRunsEveryLayout) {
-  const test::ProgramRun r = test::runProgram(
-      {{gyreTool(), "bench", "parallel", "--model", "mlp", "--schedule", "1f1b", "--micro-batches", "2", "--steps", "6",
-        "--skip", "1", "--json"},
-       test::cleanEnvironment()},
-      kTimeout);
+  const test::ProgramRun r =
+      test::runProgram({{gyreTool(), "bench", "parallel", "--model", "mlp", "--schedule", "1f1b",
+                         "--micro-batches", "2", "--steps", "6", "--skip", "1", "--json"},
+                        test::cleanEnvironment()},
+                       cli::kTrainTimeout);
   ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
   std::vector<nlohmann::json> rows;
   std::istringstream in(r.out);

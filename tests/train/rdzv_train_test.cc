@@ -22,7 +22,7 @@ namespace {
 
 constexpr int kSteps = 300;
 constexpr int kCommitEvery = 10;
-constexpr auto kTimeout = std::chrono::seconds(300);
+constexpr auto kRdzvTimeout = std::chrono::seconds(300);
 
 class RdzvTrain : public TrainerTest {
  protected:
@@ -94,16 +94,16 @@ class RdzvTrain : public TrainerTest {
 
 TEST_F(RdzvTrain, TheJobSurvivesItsFirstNodeAndAnEtcdMemberWithEveryStepTrainedOnce) {
   // Undisturbed: both nodes from the start to the end.
-  for (const test::ProgramRun& run : test::runPrograms({node("calm", "a"), node("calm", "b")}, kTimeout))
+  for (const test::ProgramRun& run : test::runPrograms({node("calm", "a"), node("calm", "b")}, kRdzvTimeout))
     ASSERT_EQ(run.exitCode, 0) << run.describe();
   const double calm = accuracy("calm");
   ASSERT_GT(calm, 0.5);
 
   rendezvous::EtcdClient etcd(rendezvous::parseEtcdUrl(cluster_->url("x")).endpoints,
                               std::chrono::seconds(10));
-  auto a = test::startProgram(node("storm", "a"), kTimeout);
+  auto a = test::startProgram(node("storm", "a"), kRdzvTimeout);
   ASSERT_TRUE(waitFor([&] { return etcd.get("/storm/launch/leader").has_value(); }));
-  auto b = test::startProgram(node("storm", "b"), kTimeout);
+  auto b = test::startProgram(node("storm", "b"), kRdzvTimeout);
   // Mid-training, with both nodes' workers in the job: past step 100 of 300.
   const auto store = connectEtcdStore(cluster_->url("storm"), std::chrono::seconds(10));
   ASSERT_TRUE(waitFor([&] {

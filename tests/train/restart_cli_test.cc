@@ -23,7 +23,6 @@
 namespace gyre::train {
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(600);
 using cli::contains;
 using cli::gyreTool;
 using cli::haveData;
@@ -37,8 +36,8 @@ std::string harness() {
       .string();
 }
 
-test::ProgramRun gyreTrain(const std::string& runDir, const std::string& checkpointDir,
-                           std::vector<std::string> more = {}) {
+test::ProgramRun trainTwoWorkers(const std::string& runDir, const std::string& checkpointDir,
+                                 std::vector<std::string> more = {}) {
   return cli::checkpointedRun(runDir, checkpointDir, 2, more);
 }
 
@@ -59,7 +58,7 @@ TEST_F(RestartCli, BadFlagsExit2) {
   for (const Case& c : cases) {
     std::vector<std::string> argv = {gyreTool(), "train"};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
-    const test::ProgramRun r = test::runProgram({argv, test::cleanEnvironment()}, kTimeout);
+    const test::ProgramRun r = test::runProgram({argv, test::cleanEnvironment()}, cli::kTrainTimeout);
     EXPECT_EQ(r.exitCode, 2) << c.args.front() << ": " << r.describe();
     EXPECT_TRUE(contains(r.err, c.message)) << "expected '" << c.message << "' in:\n" << r.err;
   }
@@ -67,15 +66,15 @@ TEST_F(RestartCli, BadFlagsExit2) {
 
 TEST_F(RestartCli, KilledWorkerIsRestartedAndTheRunEndsAsWithoutTheFault) {
   if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  const test::ProgramRun clean = gyreTrain(path("clean"), path("clean-ckpt"));
+  const test::ProgramRun clean = trainTwoWorkers(path("clean"), path("clean-ckpt"));
   ASSERT_EQ(clean.exitCode, 0) << clean.describe() << "\nstdout:\n" << clean.out;
 
   // Rank 1 dies by SIGKILL right after step 19 (epoch 2's 7th step); the newest checkpoint is
   // step 15's, so the restart loses steps 16 to 19. (Rank 0 writes checkpoints in the background:
   // should step 15's still be in flight when rank 0 is stopped, the restart resumes from step 10.)
   const test::ProgramRun faulty =
-      gyreTrain(path("faulty"), path("faulty-ckpt"),
-                {"--max-restarts", "1", "--fault-at-step", "19", "--fault-rank", "1"});
+      trainTwoWorkers(path("faulty"), path("faulty-ckpt"),
+                      {"--max-restarts", "1", "--fault-at-step", "19", "--fault-rank", "1"});
   const std::string all = faulty.out + faulty.err;
   ASSERT_EQ(faulty.exitCode, 0) << faulty.describe() << "\nstdout:\n" << faulty.out;
   const std::string injected =
@@ -116,10 +115,10 @@ TEST_F(RestartCli, KilledWorkerIsRestartedAndTheRunEndsAsWithoutTheFault) {
 
 TEST_F(RestartCli, FirstGenerationStillRefusesACheckpointDirectoryInUse) {
   if (!haveData()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  const test::ProgramRun first = gyreTrain(path("run"), path("ckpt"), {"--stop-at-step", "5"});
+  const test::ProgramRun first = trainTwoWorkers(path("run"), path("ckpt"), {"--stop-at-step", "5"});
   ASSERT_EQ(first.exitCode, 0) << first.describe();
   // Restarts resume by themselves, but the first generation is a fresh start unless --resume.
-  const test::ProgramRun again = gyreTrain(path("run"), path("ckpt"), {"--max-restarts", "2"});
+  const test::ProgramRun again = trainTwoWorkers(path("run"), path("ckpt"), {"--max-restarts", "2"});
   EXPECT_EQ(again.exitCode, 2) << again.describe();
   EXPECT_TRUE(contains(again.err, "pass --resume")) << again.err;
 }
@@ -153,7 +152,7 @@ TEST_F(RestartCli, HarnessPassesWithOneSeed) {
                                                 "--timeout",
                                                 "300"},
                                                test::cleanEnvironment()},
-                                              kTimeout);
+                                              cli::kTrainTimeout);
   EXPECT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
   EXPECT_TRUE(contains(r.out, "summary: 1 faults injected, 1 survived")) << r.out;
   EXPECT_TRUE(contains(r.out, "fault injection: ok")) << r.out;

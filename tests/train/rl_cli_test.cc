@@ -20,7 +20,7 @@ namespace {
 using train::cli::contains;
 using train::cli::jsonLines;
 
-constexpr auto kTimeout = std::chrono::seconds(300);
+constexpr auto kRlTimeout = std::chrono::seconds(300);
 
 std::string rlWorker() {
   return (std::filesystem::path(train::cli::gyreTool()).parent_path() / "gyre_rl_worker").string();
@@ -33,7 +33,7 @@ class RlCli : public ::testing::Test {
   }
   test::ProgramRun rl(std::vector<std::string> args) {
     args.insert(args.begin(), {train::cli::gyreTool(), "rl"});
-    return test::runProgram({std::move(args), test::cleanEnvironment()}, kTimeout);
+    return test::runProgram({std::move(args), test::cleanEnvironment()}, kRlTimeout);
   }
 };
 

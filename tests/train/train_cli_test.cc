@@ -27,9 +27,9 @@
 namespace gyre::train {
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(600);
 using cli::contains;
 using cli::gyreTool;
+using cli::gyreTrain;
 using cli::haveData;
 using cli::haveTrainer;
 using cli::lines;
@@ -37,12 +37,7 @@ const auto worker = cli::trainWorker;
 
 test::ProgramRun run(std::vector<std::string> argv) {
   // No GYRE_* variable of the test's own environment reaches the job.
-  return test::runProgram({std::move(argv), test::cleanEnvironment()}, kTimeout);
-}
-
-test::ProgramRun gyreTrain(std::vector<std::string> args) {
-  args.insert(args.begin(), {gyreTool(), "train"});
-  return run(std::move(args));
+  return test::runProgram({std::move(argv), test::cleanEnvironment()}, cli::kTrainTimeout);
 }
 
 class TrainCli : public ::testing::Test {

@@ -18,7 +18,6 @@
 namespace gyre::train {
 namespace {
 
-constexpr auto kTimeout = std::chrono::seconds(600);
 using cli::contains;
 using cli::gyreTool;
 using cli::jsonLines;
@@ -33,7 +32,7 @@ class TuneCli : public cli::TrainerTest {
   test::ProgramRun tune(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {gyreTool(), "tune", "--progress", "off"};
     argv.insert(argv.end(), args.begin(), args.end());
-    return test::runProgram({argv, test::cleanEnvironment()}, kTimeout);
+    return test::runProgram({argv, test::cleanEnvironment()}, cli::kTrainTimeout);
   }
   static nlohmann::json summary(const test::ProgramRun& run) {
     std::istringstream in(run.out);
@@ -93,7 +92,7 @@ TEST_F(TuneCli, AKilledTrialWorkerIsRetriedAndTheBestIsTheSame) {
             "while kill -0 $pid && [ ! -s $m ]; do sleep 0.05; done; " +
             "pkill -9 -f '[g]yre_train_worker.*" + path("killed") + "/trials/0' ; wait $pid";
   const test::ProgramRun b =
-      test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, kTimeout);
+      test::runProgram({{"/bin/sh", "-c", script}, test::cleanEnvironment()}, cli::kTrainTimeout);
   ASSERT_EQ(b.exitCode, 0) << b.describe();
   EXPECT_TRUE(contains(b.out, "trial 0 failed: run ")) << b.out;
   const nlohmann::json sa = summary(a), sb = summary(b);

@@ -19,7 +19,7 @@ namespace {
 using test::FakeJob;
 using Bytes = std::vector<std::uint8_t>;
 
-constexpr std::uint8_t kUnwritten = 0xEE;  // pattern() never produces it
+constexpr std::uint8_t kUnwrittenByte = 0xEE;  // pattern() never produces it
 
 std::size_t largeBytes() {
   const char* quick = std::getenv("GYRE_TEST_QUICK");
@@ -79,7 +79,7 @@ TEST_P(BroadcastTest, EveryRankGetsTheRootsBytes) {
         const BroadcastFn fn = algorithm;  // clang before 16 cannot capture a structured binding
         job.run([&](Context& c, int r) {
           auto& b = buf[static_cast<std::size_t>(r)];
-          b = r == root ? pattern(n, root) : Bytes(n, kUnwritten);
+          b = r == root ? pattern(n, root) : Bytes(n, kUnwrittenByte);
           fn(c, b.data(), n, root);
         });
         const Bytes want = pattern(n, root);
@@ -102,7 +102,7 @@ bool checkAllgatherv(FakeJob& job, const std::vector<std::size_t>& bytes,
   std::vector<Bytes> out(static_cast<std::size_t>(p));
   job.run([&](Context& c, int r) {
     const auto i = static_cast<std::size_t>(r);
-    out[i].assign(total, kUnwritten);
+    out[i].assign(total, kUnwrittenByte);
     const Bytes mine = pattern(bytes[i], r);
     if (inPlace) {
       std::copy(mine.begin(), mine.end(), out[i].begin() + static_cast<std::ptrdiff_t>(offsets[i]));
@@ -111,7 +111,7 @@ bool checkAllgatherv(FakeJob& job, const std::vector<std::size_t>& bytes,
     allgathervRing(c, mine.data(), out[i].data(), bytes, offsets);
   });
   for (int r = 0; r < p; ++r) {
-    Bytes want(total, kUnwritten);
+    Bytes want(total, kUnwrittenByte);
     for (int b = 0; b < p; ++b) {
       const Bytes block = pattern(bytes[static_cast<std::size_t>(b)], b);
       std::copy(block.begin(), block.end(),
@@ -171,7 +171,7 @@ TEST_P(GatherScatterTest, RootCollectsAndDealsBlocks) {
         const std::string what = "p=" + std::to_string(p) + " root=" + std::to_string(root) +
                                  " bytes=" + std::to_string(n) + (inPlace ? " in place" : "");
         const auto rootAt = static_cast<std::size_t>(root) * n;
-        Bytes all(n * size, kUnwritten);
+        Bytes all(n * size, kUnwrittenByte);
         job.run([&](Context& c, int r) {
           const Bytes mine = pattern(n, r);
           if (r != root) return gatherLinear(c, mine.data(), nullptr, n, root);
@@ -187,11 +187,11 @@ TEST_P(GatherScatterTest, RootCollectsAndDealsBlocks) {
         job.run([&](Context& c, int r) {
           auto& mine = got[static_cast<std::size_t>(r)];
           if (r != root) {
-            mine.assign(n, kUnwritten);
+            mine.assign(n, kUnwrittenByte);
             return scatterLinear(c, nullptr, mine.data(), n, root);
           }
           mine = all;  // the root's input: block r for rank r
-          Bytes own(n, kUnwritten);
+          Bytes own(n, kUnwrittenByte);
           scatterLinear(c, mine.data(), inPlace ? mine.data() + rootAt : own.data(), n, root);
           if (!inPlace) std::copy(own.begin(), own.end(), mine.begin() + static_cast<std::ptrdiff_t>(rootAt));
         });
@@ -236,7 +236,7 @@ TEST_P(AlltoallvTest, EveryBlockReachesItsRank) {
         total += bytes(s, r);
       }
       auto& o = out[static_cast<std::size_t>(r)];
-      o.assign(total, kUnwritten);
+      o.assign(total, kUnwrittenByte);
       alltoallvPairwise(c, in.data(), sendBytes, sendOffsets, o.data(), recvBytes, recvOffsets);
     });
     for (int r = 0; r < p; ++r) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "bench_lists.h"
 #include "bench_ps_plan.h"
 #include "bench_ps_report.h"
 #include "gyre/errors.h"

@@ -5,12 +5,13 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gyre/errors.h"
+#include "support/jobs.h"
 
 namespace gyre::config {
 namespace {
@@ -173,7 +174,7 @@ TEST(Config, LauncherSetKnobsAreMarked) {
 
 // docs/configuration.md shows the table as formatMarkdown() prints it.
 TEST(Config, DocumentationHoldsTheTable) {
-  std::ifstream in(std::string(GYRE_SOURCE_DIR) + "/docs/configuration.md");
+  std::ifstream in(test::sourceDir() + "/docs/configuration.md");
   ASSERT_TRUE(in) << "docs/configuration.md is missing";
   std::ostringstream text;
   text << in.rdbuf();
@@ -186,7 +187,7 @@ TEST(Config, DocumentationHoldsTheTable) {
 // with a GYRE_ name (the table's typed getters read an Env built once from the environment).
 TEST(Config, NoSourceReadsAGyreVariableOutsideTheTable) {
   namespace fs = std::filesystem;
-  const fs::path root = GYRE_SOURCE_DIR;
+  const fs::path root = test::sourceDir();
   ASSERT_TRUE(fs::is_directory(root / "src")) << root;
   std::vector<std::string> offenders;
   std::size_t scanned = 0;

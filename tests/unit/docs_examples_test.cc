@@ -6,11 +6,13 @@
 #include <sstream>
 #include <string>
 
+#include "support/jobs.h"
+
 namespace gyre {
 namespace {
 
 std::string read(const std::string& relative) {
-  std::ifstream in(std::string(GYRE_SOURCE_DIR) + "/" + relative);
+  std::ifstream in(test::sourceDir() + "/" + relative);
   std::stringstream text;
   text << in.rdbuf();
   return text.str();

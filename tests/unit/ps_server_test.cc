@@ -22,7 +22,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr char kSecret[] = "ps-server-test-secret";
+constexpr char kServerTestSecret[] = "ps-server-test-secret";
 
 struct Response {
   Header header;
@@ -39,7 +39,7 @@ std::span<const std::uint8_t> bytesOf(const std::vector<float>& v) {
   return {reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(float)};
 }
 
-net::Fd authenticatedSocket(const std::string& address, const std::string& secret = kSecret) {
+net::Fd authenticatedSocket(const std::string& address, const std::string& secret = kServerTestSecret) {
   const auto [host, port] = net::splitHostPort(address);
   net::Fd fd = net::connectTo(host, port, Deadline::after(seconds(5)));
   auth::handshakeAsClient(fd.get(), secret, kPsAuthContext, Deadline::after(seconds(5)));
@@ -141,7 +141,7 @@ ServerOptions serverOptions(int index, int numServers, milliseconds timeout = mi
   ServerOptions o;
   o.index = index;
   o.numServers = numServers;
-  o.secret = kSecret;
+  o.secret = kServerTestSecret;
   o.timeout = timeout;
   return o;
 }
@@ -492,7 +492,8 @@ TEST(PsServer, AFloodOfIdleConnectionsCostsNoThreadsAndWorkersGetIn) {
   EXPECT_LE(test::threadCount(), threadsBefore + 2);
   const auto [host, port] = net::splitHostPort(server->address());
   const auto begin = std::chrono::steady_clock::now();
-  net::Fd fd = auth::connectAuthenticated(host, port, kSecret, kPsAuthContext, Deadline::after(seconds(5)));
+  net::Fd fd =
+      auth::connectAuthenticated(host, port, kServerTestSecret, kPsAuthContext, Deadline::after(seconds(5)));
   EXPECT_LT(std::chrono::steady_clock::now() - begin, seconds(2));
   EXPECT_TRUE(waitForRefused(*server, 20));
 }

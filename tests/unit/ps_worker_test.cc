@@ -15,7 +15,7 @@
 namespace gyre::ps {
 namespace {
 
-constexpr char kSecret[] = "ps-worker-test-secret";
+constexpr char kWorkerTestSecret[] = "ps-worker-test-secret";
 
 struct Cluster {
   std::vector<std::unique_ptr<Server>> servers;
@@ -26,7 +26,7 @@ struct Cluster {
       ServerOptions o;
       o.index = i;
       o.numServers = n;
-      o.secret = kSecret;
+      o.secret = kWorkerTestSecret;
       o.timeout = timeout;
       servers.push_back(Server::start(o));
       addresses.push_back(servers.back()->address());
@@ -39,7 +39,7 @@ struct Cluster {
     o.workerId = id;
     o.numWorkers = workers;
     o.servers = addresses;
-    o.secret = kSecret;
+    o.secret = kWorkerTestSecret;
     o.timeout = timeout;
     return Worker::connect(o, spec);
   }

@@ -1,0 +1,43 @@
+#include "bench_lists.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "common/check.h"
+
+namespace gyre::app {
+
+std::vector<std::string> splitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
+
+std::optional<int> parseCount(const std::string& text, int max) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end || value < 1 || value > max) return std::nullopt;
+  return value;
+}
+
+std::vector<int> parseCountList(const std::string& text, const std::string& flag, const std::string& what,
+                                int max, const std::string& example) {
+  std::vector<int> counts;
+  for (const std::string& part : splitCommas(text)) {
+    const std::optional<int> n = parseCount(part, max);
+    GYRE_USAGE_CHECK(n.has_value(), flag, " '", text, "': expected ", what, " between 1 and ", max,
+                     " separated by commas, like ", example);
+    GYRE_USAGE_CHECK(std::find(counts.begin(), counts.end(), *n) == counts.end(), flag, " '", text, "': ", *n,
+                     " is given twice");
+    counts.push_back(*n);
+  }
+  return counts;
+}
+
+}  // namespace gyre::app
