@@ -1,50 +1,73 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds gyre and runs every test:
-#   1. Release build (warnings are errors when CI=true; the libtorch targets as unity builds,
-#      GYRE_UNITY_TORCH): the ctest suite's libtorch, trainer and
-#      mpirun tests (labels torch, train, mpi; the whole suite when the asan stage does not run,
-#      which runs the rest under the sanitizers), the Python package's pytest tests (tests/python), short `gyre bench collectives --check`, `gyre bench train` and `gyre bench ps` runs, so the
-#      benchmarks never rot, the mlp's convergence check (scripts/check-convergence.sh) and a few seeds
-#      of the fault-injection harness in restart and elastic mode (scripts/fault-injection.py,
+# Installs the dependencies, builds gyre and runs every test. Three stages, each one a build and
+# the tests that build finds defects with:
+#   1. release: the Release build (GCC; warnings are errors when CI=true): the ctest suite's
+#      libtorch, trainer and mpirun tests (labels torch, train, mpi; the whole suite when the asan
+#      stage does not run, which runs the rest under the sanitizers), the Python package's pytest
+#      tests (tests/python), short `gyre bench collectives --check`, `gyre bench train` and
+#      `gyre bench ps` runs, so the benchmarks never rot, the mlp's convergence check
+#      (scripts/check-convergence.sh), the install check (scripts/check-install.sh), a few seeds of
+#      the fault-injection harness in restart and elastic mode (scripts/fault-injection.py,
 #      docs/fault-tolerance.md, docs/elastic.md), and a connection flood held on every port of a
 #      starting and training job (scripts/flood-test.py).
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer build of the communication core and the
+#   2. asan: AddressSanitizer + UndefinedBehaviorSanitizer build of the communication core and the
 #      tool (without libtorch, which is not built with the sanitizers) with clang, which makes it
 #      the thread-safety analysis build too (-Werror=thread-safety: a GYRE_GUARDED_BY member
 #      used without its mutex fails it): the whole suite but the jobs under mpirun (label mpi:
 #      OpenMPI's own allocations make LeakSanitizer fail every rank), and one bench run.
-#   3. ThreadSanitizer build (of the two test programs it runs): the threaded tests (ctest -L threads) and gyre_torch's in-process
-#      tests (-L torch; the trainer's, -L train, are not built there), libtorch's own reports suppressed by
-#      tests/tsan-libtorch.supp.
+#   3. tsan: ThreadSanitizer build (of the two test programs it runs): the threaded tests (ctest -L
+#      threads) and gyre_torch's in-process tests (-L torch; the trainer's, -L train, are not
+#      built there), libtorch's own reports suppressed by tests/tsan-libtorch.supp.
 # Sanitizer runs set GYRE_TEST_QUICK=1, which tests use to shrink their largest sizes.
+#
+# Tiers: `scripts/run-tests.sh` (what CI runs) leaves out the tests listed in tests/full-tier.txt,
+# each of which repeats what a cheaper test or stage already proves (the file says which);
+# `scripts/run-tests.sh --full` runs them too. Run --full before changing the area a listed test
+# covers (docs/testing.md).
+#
 # Counts: each build and each command (bench, convergence, fault injection) is one check that
 # passes or fails; each ctest test passes, fails or is skipped, as ctest's JUnit report
 # (BUILD_DIR/ctest-STAGE.xml) says. A skipped test (GTEST_SKIP(): ctest's SKIP_REGULAR_EXPRESSION,
 # tests/CMakeLists.txt; or a disabled test) is neither a pass nor a failure: the summary lists each
 # with its reason (the GTEST_SKIP() message), and each failed test by name. The summary gives each
-# check's counts and duration in seconds, then the total time, and the last line is
-# "N passed, N failed, N skipped" over every run; exits non-zero if anything failed.
+# check's counts and duration in seconds, each stage's seconds, then the total time, and the last
+# line is "N passed, N failed, N skipped" over every run; exits non-zero if anything failed.
 #
 # Output: each step's heading gives the seconds since the start; builds and ctest write their
 # whole output to BUILD_DIR/build.log and BUILD_DIR/ctest-STAGE.log and show only what failed
-# (compiler errors, failed tests with their output) and their counts.
-# Time budget: GYRE_TIME_BUDGET_S (default 5100 when CI=true, else none). Past it, the remaining
-# checks do not start (each counted as a failure, "not run: past the time budget"), ctest stops
-# starting tests (--stop-time) and a build is stopped, so that the summary, with every check's
-# duration, is printed before CI's own limit cuts the run off.
+# (compiler errors, failed tests with their output) and their counts; each build says how many
+# of its compilations the compiler cache served.
+# Time budget: GYRE_TIME_BUDGET_S (default 4500 when CI=true, else none), counted from the start.
+# When it runs out, the check running then is stopped and fails, named with its stage (a ctest
+# stage names the tests it stopped and counts those it did not start as one failure), and the
+# checks left do not start (each counted as a failure, "not run: past the time budget"), so the
+# summary comes out well before CI's own limit (5400 s) cuts the run off.
+# Compiler cache: ccache's own (~/.cache/ccache, or CCACHE_DIR), shared by every checkout of this
+# machine, so CI's fresh clone builds from what a developer's build left (CMakeLists.txt).
 # Environment: GYRE_JOBS (build parallelism, default nproc), GYRE_TEST_STAGES (default
 # "release asan tsan"), GYRE_BUILD_DIR (default build; the others go to
-# ${GYRE_BUILD_DIR}-asan and -tsan), CCACHE_DIR (default .cache/ccache in the repository).
+# ${GYRE_BUILD_DIR}-asan and -tsan).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
+FULL=0
+for arg in "$@"; do
+  case $arg in
+    --full) FULL=1 ;;
+    -h | --help)
+      echo "usage: scripts/run-tests.sh [--full]  (--full: also the tests of tests/full-tier.txt)"
+      exit 0
+      ;;
+    *)
+      echo "run-tests: unknown argument '$arg' (--full)" >&2
+      exit 2
+      ;;
+  esac
+done
+
 scripts/install-deps.sh
 
-export CCACHE_DIR="${CCACHE_DIR:-$ROOT/.cache/ccache}"
-export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
-# The libtorch files compile against a precompiled torch.h; ccache caches them only with these.
-export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 JOBS="${GYRE_JOBS:-$(nproc)}"
 STAGES="${GYRE_TEST_STAGES:-release asan tsan}"
 B="${GYRE_BUILD_DIR:-build}"
@@ -52,7 +75,7 @@ WERROR=OFF
 BUDGET="${GYRE_TIME_BUDGET_S:-}"
 if [ "${CI:-}" = "true" ]; then
   WERROR=ON
-  BUDGET="${BUDGET:-5100}"
+  BUDGET="${BUDGET:-4500}"
 fi
 
 passed=0
@@ -63,6 +86,8 @@ TARGETS=()       # what build() builds; empty: everything
 summary=()
 skip_list=()  # "STAGE: TEST: reason", for the summary
 fail_list=()  # "STAGE: TEST (why)", or the check's name
+stage_list=()  # "STAGE: N s"
+STAGE=""      # the stage running now, for the messages of the time budget
 start_all=$SECONDS
 
 note() { printf '\n=== [%d s] %s\n' "$((SECONDS - start_all))" "$*"; }
@@ -86,8 +111,32 @@ past_budget() {
   if [ "$(left)" -gt 0 ]; then return 1; fi
   note "$1: not run, past the time budget of $BUDGET s"
   record "$1" 0 1 0 0
-  fail_list+=("$1: not run, past the time budget of $BUDGET s (GYRE_TIME_BUDGET_S)")
+  fail_list+=("$STAGE: $1: not run, past the time budget of $BUDGET s (GYRE_TIME_BUDGET_S)")
   return 0
+}
+
+# out_of_budget: true when the time budget has run out.
+out_of_budget() { [ "$(left)" -le 0 ]; }
+
+# full_tier_excludes STAGE: the ctest regular expression of the tests tests/full-tier.txt lists for
+# ctest stage STAGE (release, asan, tsan, tsan-torch), or nothing.
+full_tier_excludes() {
+  local stage regex rest alternatives=()
+  while read -r stage regex rest; do
+    [ "$stage" = "$1" ] && alternatives+=("$regex")
+  done < <(grep -v -E '^[[:space:]]*(#|$)' tests/full-tier.txt)
+  local IFS='|'
+  echo "${alternatives[*]}"
+}
+
+# cache_stats: "HITS MISSES" of the compiler cache since it was last zeroed; "- -" without ccache.
+cache_stats() {
+  if ! command -v ccache >/dev/null; then
+    echo "- -"
+    return
+  fi
+  ccache --print-stats 2>/dev/null | awk '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" {h += $2}
+    $1 == "cache_miss" {m += $2} END {print h + 0, m + 0}'
 }
 
 # record NAME PASSED FAILED SKIPPED SECONDS
@@ -105,14 +154,17 @@ build() {
   shift
   past_budget "build $dir" && return 1
   note "build $dir ($*)"
-  local t0=$SECONDS log="$dir/build.log"
+  local t0=$SECONDS log="$dir/build.log" hits misses
   mkdir -p "$dir"
+  if command -v ccache >/dev/null; then ccache -z >/dev/null 2>&1 || true; fi
   # The whole output goes to the log; on a failure, its errors and last lines are shown here.
   local rc=0
   { cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGYRE_WERROR="$WERROR" "$@" &&
     timeout "$(left)" cmake --build "$dir" -j "$JOBS" ${TARGETS[@]:+--target "${TARGETS[@]}"}; } >"$log" 2>&1 || rc=$?
+  read -r hits misses <<<"$(cache_stats)"
   if [ "$rc" -eq 0 ]; then
-    echo "built $dir in $((SECONDS - t0)) s ($(grep -c -E '^\[[0-9]+/[0-9]+\] ' "$log") steps; log: $log)"
+    echo "built $dir in $((SECONDS - t0)) s ($(grep -c -E '^\[[0-9]+/[0-9]+\] ' "$log") steps, $hits compilations from the" \
+      "compiler cache and $misses compiled; log: $log)"
     record "build $dir" 1 0 0 $((SECONDS - t0))
     return 0
   fi
@@ -120,23 +172,29 @@ build() {
   grep -E -A4 'error:|FAILED:' "$log" | head -n 150 || true
   tail -n 20 "$log"
   record "build $dir" 0 1 0 $((SECONDS - t0))
-  fail_list+=("build $dir (log: $log)")
+  if [ "$rc" -eq 124 ] && out_of_budget; then
+    fail_list+=("$STAGE: build $dir: stopped when the time budget of $BUDGET s ran out (GYRE_TIME_BUDGET_S; log: $log)")
+  else
+    fail_list+=("$STAGE: build $dir (log: $log)")
+  fi
   return 1
 }
 
-# junit_counts STAGE FILE LOG: reads ctest's JUnit report (and ctest's output in LOG, for why a
+# junit_counts STAGE FILE LOG [OUT_OF_BUDGET]: reads ctest's JUnit report (and ctest's output in LOG, for why a
 # test failed: Failed, Timeout, SEGFAULT...). Prints "PASSED FAILED SKIPPED", then one
 # line per skipped test ("skip<TAB>STAGE: TEST: reason") and per failed one ("fail<TAB>STAGE: TEST
 # (why)"). Skipped: ctest's SKIP_REGULAR_EXPRESSION or SKIP_RETURN_CODE matched, or the test is
 # disabled; any other test that did not run (executable missing, fixture failed) failed. The
 # reason is GTEST_SKIP()'s message (the lines after "FILE:LINE: Skipped"), else the output's
-# last line. Exits non-zero when the file cannot be read or holds no test.
+# last line. With OUT_OF_BUDGET = 1 (the time budget ran out during the run), the tests ctest did
+# not start count as one failure that says how many they were, and the ones it stopped are named
+# as such. Exits non-zero when the file cannot be read or holds no test.
 junit_counts() {
-  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'  # standard library only
+  /usr/bin/python3 - "$1" "$2" "$3" "${4:-0}" <<'PY'  # standard library only
 import re, sys
 import xml.etree.ElementTree as ET
 
-stage, path, log = sys.argv[1:4]
+stage, path, log, out_of_budget = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 cases = list(ET.parse(path).getroot().iter("testcase"))
 if not cases:
     sys.exit(f"{path}: no test ran")
@@ -167,6 +225,7 @@ def reason(out, ctest_message):
 
 counts = {"pass": 0, "fail": 0, "skip": 0}
 notes = []
+not_started = 0
 for case in cases:
     name, status = case.get("name", "?"), case.get("status", "")
     out = case.findtext("system-out") or ""
@@ -180,12 +239,19 @@ for case in cases:
     elif status == "notrun" and message.startswith("SKIP_"):
         counts["skip"] += 1
         notes.append(f"skip\t{stage}: {name}: {reason(out, message)}")
+    elif out_of_budget and status == "notrun":
+        not_started += 1
     else:
         failure = case.find("failure")
         why = (failure.get("message") if failure is not None else "") or (
             f"did not run: {message}" if message else listed.get(name, "failed"))
+        if out_of_budget and why == "Timeout":
+            why = "stopped when the time budget ran out"
         counts["fail"] += 1
         notes.append(f"fail\t{stage}: {name} ({why})")
+if not_started:
+    counts["fail"] += 1
+    notes.append(f"fail\t{stage}: {not_started} tests not started: the time budget ran out (GYRE_TIME_BUDGET_S)")
 print(counts["pass"], counts["fail"], counts["skip"])
 print("\n".join(notes))
 PY
@@ -210,17 +276,24 @@ run_ctest() {
   shift 2
   past_budget "ctest $name" && return
   note "ctest $name"
-  local log junit t0=$SECONDS rc=0 stop=()
+  local log junit t0=$SECONDS rc=0 stop=() exclude=() excluded=""
   log="$dir/ctest-$name.log"
   junit="$(cd "$dir" && pwd)/ctest-$name.xml"
   rm -f "$junit"
   if [ -n "$BUDGET" ]; then stop=(--stop-time "$(date -d "+$(left) seconds" +%H:%M:%S)"); fi
+  if [ "$FULL" -eq 0 ]; then excluded=$(full_tier_excludes "$name"); fi
+  if [ -n "$excluded" ]; then
+    exclude=(-E "$excluded")
+    echo "leaving out the --full tier's tests (tests/full-tier.txt): $excluded"
+  fi
   # The whole output goes to the log; here, all but the lines of tests that started and passed.
-  (cd "$dir" && $CTEST_PREFIX ctest --output-on-failure -j2 --output-junit "$junit" "${stop[@]}" "$@") >"$log" 2>&1 ||
-    rc=$?
+  (cd "$dir" && $CTEST_PREFIX ctest --output-on-failure -j2 --output-junit "$junit" "${stop[@]}" "${exclude[@]}" "$@") \
+    >"$log" 2>&1 || rc=$?
   grep -v -E '^ +Start +[0-9]+: |Test +#[0-9]+: .* Passed +[0-9.]+ sec$' "$log" || true
   local report counts kind text pass fails skips
-  if ! report=$(junit_counts "$name" "$junit" "$log"); then
+  local budget_out=0
+  if out_of_budget; then budget_out=1; fi
+  if ! report=$(junit_counts "$name" "$junit" "$log" "$budget_out"); then
     echo "ctest $name: no readable JUnit report (exit code $rc); counted as one failure"
     record "ctest $name" 0 1 0 $((SECONDS - t0))
     fail_list+=("$name: no readable report from ctest (exit code $rc)")
@@ -232,6 +305,9 @@ run_ctest() {
   if [ "$rc" -ne 0 ] && [ "$fails" -eq 0 ]; then
     fails=1
     fail_list+=("$name: ctest exited with code $rc")
+  fi
+  if [ "$budget_out" -eq 1 ]; then
+    echo "ctest $name: the time budget of $BUDGET s ran out during this run (GYRE_TIME_BUDGET_S)"
   fi
   record "ctest $name" "$pass" "$fails" "$skips" $((SECONDS - t0))
   echo "ctest $name took $((SECONDS - t0)) s: $pass passed, $fails failed, $skips skipped"
@@ -247,7 +323,18 @@ run_pytest() {
   local t0=$SECONDS junit report pass fails skips kind text
   junit="$(cd "$dir" && pwd)/pytest.xml"
   rm -f "$junit"
-  GYRE_BUILD_DIR="$dir" timeout "$(left_at_most 900)" /usr/bin/python3 -m pytest -v -rs --junitxml="$junit" tests/python || true
+  local rc=0
+  GYRE_BUILD_DIR="$dir" timeout "$(left_at_most 900)" /usr/bin/python3 -m pytest -v -rs --junitxml="$junit" tests/python ||
+    rc=$?
+  if [ "$rc" -eq 124 ]; then
+    if out_of_budget; then
+      fail_list+=("$STAGE: pytest $name: stopped when the time budget of $BUDGET s ran out (GYRE_TIME_BUDGET_S)")
+    else
+      fail_list+=("$STAGE: pytest $name: stopped after its 900 s limit")
+    fi
+    record "pytest $name" 0 1 0 $((SECONDS - t0))
+    return
+  fi
   if ! report=$(/usr/bin/python3 - "$name" "$junit" <<'PY'
 import sys
 import xml.etree.ElementTree as ET
@@ -289,12 +376,19 @@ run_cmd() {
   shift
   past_budget "$name" && return
   note "$name: $*"
-  local t0=$SECONDS
-  if timeout "$(left_at_most 600)" "$@"; then
+  local t0=$SECONDS rc=0
+  timeout "$(left_at_most 600)" "$@" || rc=$?
+  if [ "$rc" -eq 0 ]; then
     record "$name" 1 0 0 $((SECONDS - t0))
   else
     record "$name" 0 1 0 $((SECONDS - t0))
-    fail_list+=("$name")
+    if [ "$rc" -eq 124 ] && out_of_budget; then
+      fail_list+=("$STAGE: $name: stopped when the time budget of $BUDGET s ran out (GYRE_TIME_BUDGET_S)")
+    elif [ "$rc" -eq 124 ]; then
+      fail_list+=("$STAGE: $name: stopped after its 600 s limit")
+    else
+      fail_list+=("$STAGE: $name (exit code $rc)")
+    fi
   fi
 }
 
@@ -325,9 +419,12 @@ bench_smoke() {
 }
 
 for stage in $STAGES; do
+  STAGE=$stage
+  stage_t0=$SECONDS
+  note "stage $stage"
   case $stage in
     release)
-      if build "$B" -DGYRE_UNITY_TORCH=ON; then
+      if build "$B" -DGYRE_WITH_MPI=ON -DGYRE_WITH_PYTHON=ON; then
         # The asan stage runs every test but those of libtorch (not built there) and mpirun (label
         # mpi) under the sanitizers, at the same optimisation; this stage runs those, or the whole
         # suite when that stage does not run.
@@ -383,7 +480,7 @@ for stage in $STAGES; do
       # Only the two test programs it runs (not the process tests, which are not run here).
       TARGETS=(gyre_unit_tests gyre_torch_tests)
       tsan_built=0
-      build "$B-tsan" -DGYRE_SANITIZE=thread -DGYRE_BUILD_APPS=OFF -DGYRE_WITH_TORCH=ON -DGYRE_UNITY_TORCH=ON &&
+      build "$B-tsan" -DGYRE_SANITIZE=thread -DGYRE_BUILD_APPS=OFF -DGYRE_WITH_TORCH=ON &&
         tsan_built=1
       TARGETS=()
       if [ "$tsan_built" -eq 1 ]; then
@@ -402,10 +499,14 @@ for stage in $STAGES; do
       ;;
     *) echo "run-tests: unknown stage '$stage' (release, asan, tsan)" >&2; record "stage $stage" 0 1 0 0 ;;
   esac
+  stage_list+=("$(printf '%-10s %6d s' "$stage" $((SECONDS - stage_t0)))")
+  echo "stage $stage took $((SECONDS - stage_t0)) s"
 done
 
 note "summary"
 printf '%s\n' "${summary[@]}"
+echo "stages:"
+printf '  %s\n' "${stage_list[@]}"
 if [ "${#skip_list[@]}" -gt 0 ]; then
   echo "skipped (${#skip_list[@]}):"
   printf '  %s\n' "${skip_list[@]}"
