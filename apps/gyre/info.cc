@@ -9,8 +9,8 @@
 
 #include "common/config.h"
 #include "gyre/version.h"
-#include "info_report.h"
-#include "process.h"
+#include "info/info_report.h"
+#include "launcher/process.h"
 
 extern char** environ;
 
@@ -43,7 +43,7 @@ std::future<info::LauncherStatus> probeLauncher(std::string name, std::vector<st
                                                 std::string note) {
   return std::async(std::launch::async,
                     [name = std::move(name), versionArgs = std::move(versionArgs), note = std::move(note)] {
-                      info::LauncherStatus status{name, findExecutable(name), "", note};
+                      info::LauncherStatus status{name, launcher::findExecutable(name), "", note};
                       if (status.path.empty() || versionArgs.empty()) return status;
                       std::vector<std::string> argv{status.path};
                       argv.insert(argv.end(), versionArgs.begin(), versionArgs.end());
@@ -64,7 +64,7 @@ std::future<info::LauncherStatus> probeLauncher(std::string name, std::vector<st
 info::Report gatherReport() {
   info::Report r;
   r.version = kVersion;
-  r.executable = selfExecutable();
+  r.executable = launcher::selfExecutable();
 #ifdef GYRE_WITH_MPI
   r.mpiTransport = true;
 #endif
@@ -75,7 +75,7 @@ info::Report gatherReport() {
   r.launchers.push_back({"gyre run", r.executable, "", "(this executable)"});
 
   const std::string dir = r.executable.substr(0, r.executable.rfind('/'));
-  r.mpiBenchmark = findExecutable(dir + "/gyre_mpi_bench");
+  r.mpiBenchmark = launcher::findExecutable(dir + "/gyre_mpi_bench");
   r.multiarch = info::multiarchTriple();
   r.torch = info::probeTorch(environmentValue("CMAKE_PREFIX_PATH"));
   r.blas = info::probeBlas(info::blasSoname(r.torch.needed));

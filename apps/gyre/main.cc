@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   if (!action) return 0;
   try {
     // A malformed GYRE_* value stops every command but `gyre info`, which shows it marked.
-    if (!app.got_subcommand("info")) gyre::config::checkEnvironment(gyre::processEnvironment());
+    if (!app.got_subcommand("info")) gyre::config::checkEnvironment(gyre::config::processEnvironment());
     return action();
   } catch (const gyre::InvalidArgument& e) {
     fmt::print(stderr, "gyre: invalid argument: {}\n", e.what());

@@ -79,7 +79,7 @@ int serve() {
   try {
     const std::unique_ptr<ps::Server> server = ps::Server::fromEnvironment();
     std::unique_ptr<metrics::Server> endpoint;
-    const auto env = processEnvironment();
+    const auto env = config::processEnvironment();
     if (config::isSet(env, "GYRE_PS_METRICS_PORT_BASE")) {
       const int port = static_cast<int>(config::getInt(env, "GYRE_PS_METRICS_PORT_BASE")) + server->index();
       const ps::Server& s = *server;

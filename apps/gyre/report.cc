@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "report/figures.h"
 #include "report/page.h"
 #include "report/run_data.h"
-#include "usage_error.h"
 
 namespace gyre::app {
 namespace {
@@ -24,7 +24,7 @@ struct ReportFlags {
 };
 
 int runReport(const ReportFlags& f) {
-  requireArg(!f.runs.empty() || !f.bench.empty(), "give at least one run directory (or --bench FILE)");
+  GYRE_USAGE_CHECK(!f.runs.empty() || !f.bench.empty(), "give at least one run directory (or --bench FILE)");
   std::vector<report::Run> runs;
   for (const std::string& dir : f.runs) runs.push_back(report::loadRun(dir));
   std::vector<report::BenchSeries> bench;
@@ -46,7 +46,7 @@ int runReport(const ReportFlags& f) {
   const std::filesystem::path parent = std::filesystem::path(output).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  requireArg(!ec, "-o ", output, ": cannot make ", parent.string(), ": ", ec.message());
+  GYRE_USAGE_CHECK(!ec, "-o ", output, ": cannot make ", parent.string(), ": ", ec.message());
   const std::vector<report::Figure> figures = report::figures(runs, bench);
   const report::Written w = report::write(output, title, runs, figures, !f.noPng);
   fmt::print("{}: {} figure{}\n", w.html, figures.size(), figures.size() == 1 ? "" : "s");

@@ -49,7 +49,7 @@ int rl(rl::RlOptions o) {
   // The actors step without pause, so with more processes than cores a learner that spins while
   // it waits for its replay takes the cycles the replay needs to answer (Ape-X's updates/s fell
   // from 1,290 to 1,070 on 2 cores with 3 processes). A value the user set wins.
-  if (o.actors + 1 > launcher::usableCores() && !config::isSet(processEnvironment(), "GYRE_SPIN_US"))
+  if (o.actors + 1 > launcher::usableCores() && !config::isSet(config::processEnvironment(), "GYRE_SPIN_US"))
     run.exports.emplace_back("GYRE_SPIN_US", "0");
   run.program = {worker};
   const std::vector<std::string> arguments = rl::rlWorkerArguments(o);

@@ -8,13 +8,13 @@
 #include <optional>
 #include <sstream>
 
+#include "common/check.h"
 #include "common/config.h"
 #include "gyre/init.h"
 #include "launcher/agent.h"
 #include "launcher/agent_protocol.h"
 #include "launcher/job.h"
 #include "launcher/slurm_allocation.h"
-#include "usage_error.h"
 
 namespace gyre::app {
 namespace {
@@ -52,27 +52,27 @@ struct RunFlags {
 
 launcher::RunOptions toOptions(const RunFlags& f) {
   launcher::RunOptions o;
-  requireArg(f.hosts.empty() || f.hostfile.empty(), "give -H or --hostfile, not both");
+  GYRE_USAGE_CHECK(f.hosts.empty() || f.hostfile.empty(), "give -H or --hostfile, not both");
   if (!f.hosts.empty()) o.hosts = launcher::parseHostList(f.hosts);
   if (!f.hostfile.empty()) {
     std::ifstream in(f.hostfile);
-    requireArg(in.good(), "--hostfile: cannot read ", f.hostfile);
+    GYRE_USAGE_CHECK(in.good(), "--hostfile: cannot read ", f.hostfile);
     std::stringstream text;
     text << in.rdbuf();
     o.hosts = launcher::parseHostfile(text.str(), f.hostfile);
   }
   o.np = f.np;
   o.rshAgent = launcher::splitCommandLine(f.rshAgent);
-  requireArg(!o.rshAgent.empty(), "--rsh-agent is empty");
+  GYRE_USAGE_CHECK(!o.rshAgent.empty(), "--rsh-agent is empty");
   if (f.hosts.empty() && f.hostfile.empty() && f.discoveryScript.empty()) {
-    if (const auto allocation = launcher::slurmAllocation(processEnvironment())) {
+    if (const auto allocation = launcher::slurmAllocation(config::processEnvironment())) {
       o.hosts = allocation->nodes;
       int slots = 0;
       for (const auto& node : o.hosts) slots += node.slots;
-      requireArg(f.np <= slots, "-np ", f.np, " asks for more workers than the ", slots,
-                 " tasks of Slurm job ", allocation->jobId, " (SLURM_TASKS_PER_NODE=",
-                 allocation->tasksPerNode.empty() ? "unset: 1 a node" : allocation->tasksPerNode,
-                 "); ask sbatch or salloc for them (-n, --ntasks-per-node), or give -H");
+      GYRE_USAGE_CHECK(f.np <= slots, "-np ", f.np, " asks for more workers than the ", slots,
+                       " tasks of Slurm job ", allocation->jobId, " (SLURM_TASKS_PER_NODE=",
+                       allocation->tasksPerNode.empty() ? "unset: 1 a node" : allocation->tasksPerNode,
+                       "); ask sbatch or salloc for them (-n, --ntasks-per-node), or give -H");
       if (!f.rshAgentGiven) {
         o.rshAgent = launcher::srunAgentCommand();
         o.srunAgents = true;
@@ -80,7 +80,7 @@ launcher::RunOptions toOptions(const RunFlags& f) {
     }
   }
   o.networkInterface = f.networkInterface;
-  requireArg(!(f.tagOutput && f.noTagOutput), "give --tag-output or --no-tag-output, not both");
+  GYRE_USAGE_CHECK(!(f.tagOutput && f.noTagOutput), "give --tag-output or --no-tag-output, not both");
   if (f.tagOutput || f.noTagOutput) o.tagOutput = f.tagOutput;
   o.outputDir = f.outputDir;
   o.timeoutS = f.timeoutS;
@@ -89,25 +89,25 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   o.maxRestarts = f.maxRestarts;
   o.keepGoing = f.keepGoing;  // checked by runJob
   o.servers = f.servers;  // checked by runJob
-  requireArg(f.metricsPort >= 0 && f.metricsPort <= 65535,
-             "--metrics-port must be a port in [0, 65535]; got ", f.metricsPort);
+  GYRE_USAGE_CHECK(f.metricsPort >= 0 && f.metricsPort <= 65535,
+                   "--metrics-port must be a port in [0, 65535]; got ", f.metricsPort);
   o.metricsPort = f.metricsPort;
   if (!f.serverHosts.empty()) {
     std::stringstream list(f.serverHosts);
     for (std::string host; std::getline(list, host, ',');) o.serverHosts.push_back(host);
     if (f.serverHosts.back() == ',') o.serverHosts.push_back("");  // refused by runJob, as is an empty name
   }
-  requireArg(f.elastic || f.elasticOnlyGiven.empty(), f.elasticOnlyGiven.empty() ? "" : f.elasticOnlyGiven[0],
-             " needs --elastic");
-  requireArg(f.discoveryScript.empty() || (f.hosts.empty() && f.hostfile.empty()),
-             "give --host-discovery-script or -H/--hostfile, not both");
+  GYRE_USAGE_CHECK(f.elastic || f.elasticOnlyGiven.empty(),
+                   f.elasticOnlyGiven.empty() ? "" : f.elasticOnlyGiven[0], " needs --elastic");
+  GYRE_USAGE_CHECK(f.discoveryScript.empty() || (f.hosts.empty() && f.hostfile.empty()),
+                   "give --host-discovery-script or -H/--hostfile, not both");
   for (const std::string& name : f.elasticOnlyGiven)
-    requireArg((name != "--min-np" || f.minNp >= 1) && (name != "--max-np" || f.maxNp >= 1), name,
-               " must be at least 1");
-  requireArg(f.rdzv.empty() || f.elastic, "--rdzv needs --elastic, with --min-np and --max-np");
+    GYRE_USAGE_CHECK((name != "--min-np" || f.minNp >= 1) && (name != "--max-np" || f.maxNp >= 1), name,
+                     " must be at least 1");
+  GYRE_USAGE_CHECK(f.rdzv.empty() || f.elastic, "--rdzv needs --elastic, with --min-np and --max-np");
   o.rdzv = f.rdzv;
   // GYRE_RDZV, exported for a shell's elastic jobs, leaves its other jobs alone.
-  if (o.rdzv.empty() && f.elastic) o.rdzv = config::getString(processEnvironment(), "GYRE_RDZV");
+  if (o.rdzv.empty() && f.elastic) o.rdzv = config::getString(config::processEnvironment(), "GYRE_RDZV");
   o.elastic = f.elastic;
   o.minNp = f.minNp;
   o.maxNp = f.maxNp;
@@ -117,18 +117,19 @@ launcher::RunOptions toOptions(const RunFlags& f) {
   for (const std::string& x : f.exports) {
     const auto eq = x.find('=');
     const std::string name = x.substr(0, eq);
-    requireArg(!name.empty(), "-x '", x, "': expected NAME or NAME=VALUE");
+    GYRE_USAGE_CHECK(!name.empty(), "-x '", x, "': expected NAME or NAME=VALUE");
     if (eq != std::string::npos) {
       o.exports.emplace_back(name, x.substr(eq + 1));
     } else {
       const char* value = std::getenv(name.c_str());
-      requireArg(value != nullptr, "-x ", name, ": the variable is not set here; give -x ", name, "=VALUE");
+      GYRE_USAGE_CHECK(value != nullptr, "-x ", name, ": the variable is not set here; give -x ", name,
+                       "=VALUE");
       o.exports.emplace_back(name, value);
     }
   }
   o.remoteGyre = f.gyrePath;
   o.program = f.program;
-  requireArg(!o.program.empty(), "no program given: gyre run [options] -- PROGRAM [ARGS...]");
+  GYRE_USAGE_CHECK(!o.program.empty(), "no program given: gyre run [options] -- PROGRAM [ARGS...]");
   return o;
 }
 
@@ -261,8 +262,8 @@ void addRun(CLI::App& app, std::function<int()>& action) {
     f->rshAgentGiven = rshOption->count() > 0;
     action = [f, npGiven] {
       // Inside, 0 means "not given" (every slot); a 0 the user typed is an error, not that.
-      requireArg(!npGiven || f->np >= 1, "-np must be an integer of at least 1; got ", f->np,
-                 " (leave it out for every slot of the hosts)");
+      GYRE_USAGE_CHECK(!npGiven || f->np >= 1, "-np must be an integer of at least 1; got ", f->np,
+                       " (leave it out for every slot of the hosts)");
       return launcher::runJob(toOptions(*f));
     };
   });

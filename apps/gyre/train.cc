@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
 #include "launcher/agent.h"
@@ -23,7 +24,7 @@
 #include "train/checkpoint_rules.h"
 #include "train/layout.h"
 #include "train/options.h"  // the flags, shared with the worker (no libtorch)
-#include "usage_error.h"
+#include "train/records.h"
 
 namespace gyre::app {
 namespace {
@@ -65,20 +66,20 @@ std::optional<Reference> findReference(const fs::path& runDir, const std::string
     std::string line, last;
     while (std::getline(in, line))
       if (!line.empty()) last = line;
-    const nlohmann::json j = nlohmann::json::parse(last, nullptr, false);
-    if (!j.is_object() || slowedOnPurpose(entry.path())) continue;
+    std::optional<train::EpochRecord> e;
     try {
-      if (j.at("world") != 1 || j.value("plain", false) || j.at("model") != model || j.at("batch") != batch ||
-          j.at("torch_threads") != threads || !j.at("samples_per_s").is_number() ||
-          j.at("samples_per_s").get<double>() <= 0)  // an epoch recorded after a restart, not timed
-        continue;
-      const fs::file_time_type time = fs::last_write_time(metrics, ec);
-      if (best && time <= bestTime) continue;
-      best = Reference{j.at("samples_per_s").get<double>(), entry.path().string()};
-      bestTime = time;
-    } catch (const nlohmann::json::exception&) {
+      e = train::parseEpochRecord(last);
+    } catch (const Error&) {
       continue;  // not one of ours
     }
+    if (!e || slowedOnPurpose(entry.path())) continue;
+    if (e->world != 1 || e->plain || e->model != model || e->batch != batch || e->torchThreads != threads ||
+        e->samplesPerS <= 0)  // an epoch recorded after a restart, not timed
+      continue;
+    const fs::file_time_type time = fs::last_write_time(metrics, ec);
+    if (best && time <= bestTime) continue;
+    best = Reference{e->samplesPerS, entry.path().string()};
+    bestTime = time;
   }
   return best;
 }
@@ -104,8 +105,10 @@ void checkCheckpointDir(const train::TrainOptions& o) {
   if (o.checkpointDir.empty() || o.resume) return;
   const std::string newest = train::newestCompleteCheckpoint(o.checkpointDir);
   if (newest.empty()) return;
-  usageError("--checkpoint-dir ", o.checkpointDir, " already holds checkpoints (", fs::path(newest).filename().string(),
-             ", ...): pass --resume to continue from the newest valid one, or choose another directory");
+  GYRE_USAGE_ERROR(
+      "--checkpoint-dir ", o.checkpointDir, " already holds checkpoints (",
+      fs::path(newest).filename().string(),
+      ", ...): pass --resume to continue from the newest valid one, or choose another directory");
 }
 
 int train(train::TrainOptions o) {

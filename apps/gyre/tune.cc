@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "common/check.h"
 #include "gyre/errors.h"
 #include "launcher/agent.h"
 #include "launcher/hosts.h"
@@ -16,7 +17,6 @@
 #include "tune/runner.h"
 #include "tune/space_file.h"
 #include "tune/trial_command.h"
-#include "usage_error.h"
 
 namespace gyre::app {
 namespace {
@@ -51,7 +51,7 @@ void checkTrainArgs(const std::vector<std::string>& args) {
   for (const std::string own : {"--epochs", "--np", "--threads", "--run-dir", "--checkpoint-dir", "--resume",
                                 "--progress", "--keep-last"})
     for (const std::string& a : args)
-      requireArg(
+      GYRE_USAGE_CHECK(
           a != own && a.rfind(own + "=", 0) != 0, a,
           " is set by gyre tune for each trial (--max-t/--epochs, --np and --threads are gyre tune's own)");
   CLI::App check{"gyre train"};
@@ -65,7 +65,7 @@ void checkTrainArgs(const std::vector<std::string>& args) {
   try {
     check.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    usageError("gyre tune passes unknown options on to gyre train, which refuses them: ", e.what());
+    GYRE_USAGE_ERROR("gyre tune passes unknown options on to gyre train, which refuses them: ", e.what());
   }
   train::validateOptions(o);
 }
@@ -87,8 +87,8 @@ tune::ExperimentSpec buildSpec(const TuneFlags& f, const std::vector<std::string
   if (!f.spaceFile.empty()) spec.space = tune::loadSpaceFile(f.spaceFile);
   for (const std::string& p : f.params)
     spec.space.add(tune::parseParam(p, "--param " + p.substr(0, p.find('='))));
-  requireArg(!spec.space.params.empty(),
-             "give the search space: --param NAME=DIST:ARGS (repeated) or --space FILE");
+  GYRE_USAGE_CHECK(!spec.space.params.empty(),
+                   "give the search space: --param NAME=DIST:ARGS (repeated) or --space FILE");
   spec.search = f.search;
   spec.scheduler = f.scheduler;
   spec.scheduler.mutations = splitList(f.mutations);
@@ -105,8 +105,8 @@ tune::ExperimentSpec buildSpec(const TuneFlags& f, const std::vector<std::string
     checkTrainArgs(trainArgs);
     for (const tune::Param& p : spec.space.params) {
       const std::string flag = tune::trainFlag(p.name);
-      requireArg(flag != "--np" && flag != "--epochs" && flag != "--threads", p.where, ": ", p.name,
-                 " is gyre tune's own (--np, --max-t, --threads)");
+      GYRE_USAGE_CHECK(flag != "--np" && flag != "--epochs" && flag != "--threads", p.where, ": ", p.name,
+                       " is gyre tune's own (--np, --max-t, --threads)");
       // Every value the parameter can take must be one gyre train accepts.
       std::vector<std::string> probe = trainArgs;
       probe.push_back(flag);
@@ -115,27 +115,28 @@ tune::ExperimentSpec buildSpec(const TuneFlags& f, const std::vector<std::string
       try {
         checkTrainArgs(probe);
       } catch (const InvalidArgument& e) {
-        usageError(p.where, ": parameter ", p.name, " is not a gyre train flag it can set (", e.what(), ")");
+        GYRE_USAGE_ERROR(p.where, ": parameter ", p.name, " is not a gyre train flag it can set (", e.what(),
+                         ")");
       }
       // Named mutations are checked below; without any, pbt mutates every parameter.
-      requireArg(
+      GYRE_USAGE_CHECK(
           f.scheduler.name != "pbt" || !spec.scheduler.mutations.empty() || !tune::fixedOnResume(p.name),
           p.where, ": pbt would mutate ", p.name,
           ", which a gyre train checkpoint cannot change on resume; name the parameters to mutate with "
           "--pbt-mutate (e.g. --pbt-mutate lr,momentum)");
     }
     for (const std::string& m : spec.scheduler.mutations)
-      requireArg(
+      GYRE_USAGE_CHECK(
           !tune::fixedOnResume(m), "--pbt-mutate ", m,
           ": a gyre train checkpoint cannot change it on resume (model, batch, seed, optimizer, sync-bn)");
   } else {
     if (!trainArgs.empty())
-      usageError("gyre train flags (", trainArgs.front(),
-                 ") are for built-in trials; a command after -- gets its options itself");
-    requireArg(!launcher::findExecutable(command.front()).empty(), "the trial command ", command.front(),
-               " is not found (not an executable file, nor on PATH)");
+      GYRE_USAGE_ERROR("gyre train flags (", trainArgs.front(),
+                       ") are for built-in trials; a command after -- gets its options itself");
+    GYRE_USAGE_CHECK(!launcher::findExecutable(command.front()).empty(), "the trial command ",
+                     command.front(), " is not found (not an executable file, nor on PATH)");
   }
-  requireArg(f.mode == "max" || f.mode == "min", "--mode must be max or min; got ", f.mode);
+  GYRE_USAGE_CHECK(f.mode == "max" || f.mode == "min", "--mode must be max or min; got ", f.mode);
   // Both fail here rather than in the loop.
   tune::makeSearcher(spec.search, spec.space);
   tune::makeScheduler(spec.scheduler, spec.space);
@@ -150,10 +151,11 @@ int tuneMain(const TuneFlags& f, const std::vector<std::string>& trainArgs,
   if (!f.resume.empty()) {
     for (const char* flag : {"--param", "--space", "--samples", "--search", "--scheduler", "--metric",
                              "--mode", "--np", "--max-t", "--dir"})
-      requireArg(cmd.count(flag) == 0, flag, " cannot change on --resume: the experiment keeps its own (",
-                 f.resume, "/experiment.json)");
-    requireArg(trainArgs.empty() && command.empty(),
-               "--resume takes the experiment as it was: no train flags or command");
+      GYRE_USAGE_CHECK(cmd.count(flag) == 0, flag,
+                       " cannot change on --resume: the experiment keeps its own (", f.resume,
+                       "/experiment.json)");
+    GYRE_USAGE_CHECK(trainArgs.empty() && command.empty(),
+                     "--resume takes the experiment as it was: no train flags or command");
     dir = fs::absolute(f.resume).string();
     spec = tune::ExperimentFiles(dir).loadSpec();
   } else {
@@ -166,9 +168,9 @@ int tuneMain(const TuneFlags& f, const std::vector<std::string>& trainArgs,
       throw Error("this gyre was built without the trainer (" + worker +
                   " is missing): built-in trials need it; give a command after -- instead");
   }
-  requireArg(f.hosts.empty() || f.slots == 0, "give --slots (this host) or -H (other hosts), not both");
-  requireArg(!f.slurm || f.hosts.empty(), "give --slurm or -H, not both");
-  requireArg(f.slurm || f.partition.empty(), "--partition is for --slurm");
+  GYRE_USAGE_CHECK(f.hosts.empty() || f.slots == 0, "give --slots (this host) or -H (other hosts), not both");
+  GYRE_USAGE_CHECK(!f.slurm || f.hosts.empty(), "give --slurm or -H, not both");
+  GYRE_USAGE_CHECK(f.slurm || f.partition.empty(), "--partition is for --slurm");
   std::unique_ptr<tune::Executor> executor;
   if (f.slurm) {
     tune::SlurmOptions so;
@@ -181,8 +183,8 @@ int tuneMain(const TuneFlags& f, const std::vector<std::string>& trainArgs,
   } else {
     executor = tune::makeLocalExecutor(f.slots > 0 ? f.slots : std::max(1, launcher::usableCores()), gyre);
   }
-  requireArg(spec.np <= executor->freeSlots(), "--np ", spec.np, " is more than one run can have (",
-             executor->describe(), "): no trial could start");
+  GYRE_USAGE_CHECK(spec.np <= executor->freeSlots(), "--np ", spec.np, " is more than one run can have (",
+                   executor->describe(), "): no trial could start");
   const tune::ExperimentFiles files(dir);
   if (f.resume.empty()) files.create(spec);
   launcher::installInterruptHandlers();

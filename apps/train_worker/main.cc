@@ -25,12 +25,12 @@ namespace {
 // GYRE_RESTART_COUNT (docs/configuration.md), set by gyre run in every worker; 0 when unset.
 int restartCount() {
   return static_cast<int>(
-      gyre::config::getOptionalInt(gyre::processEnvironment(), "GYRE_RESTART_COUNT").value_or(0));
+      gyre::config::getOptionalInt(gyre::config::processEnvironment(), "GYRE_RESTART_COUNT").value_or(0));
 }
 
 // GYRE_RANK, for the one warning only rank 0 prints; 0 when unset (a world of one).
 std::int64_t rankFromEnvironment() {
-  return gyre::config::getOptionalInt(gyre::processEnvironment(), "GYRE_RANK").value_or(0);
+  return gyre::config::getOptionalInt(gyre::config::processEnvironment(), "GYRE_RANK").value_or(0);
 }
 
 // --memory-limit-mb: this process's RLIMIT_DATA (its heap and private writable mappings).
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   try {
     o.restartCount = restartCount();
     // Under `gyre run --elastic`: train through gyre::elastic::run, as worker GYRE_ELASTIC_ID.
-    const auto env = gyre::processEnvironment();
+    const auto env = gyre::config::processEnvironment();
     o.elastic = gyre::config::getBool(env, "GYRE_ELASTIC");
     if (o.elastic) o.workerId = static_cast<int>(gyre::config::getOptionalInt(env, "GYRE_ELASTIC_ID").value_or(-1));
     if (o.restartCount > 0 && !o.checkpointDir.empty()) o.resume = true;

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "common/clock.h"
-#include "process.h"
+#include "launcher/process.h"
 
 namespace gyre::app {
 
@@ -18,7 +18,7 @@ ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>&
                         const std::filesystem::path& log, double timeoutS) {
   const int logFd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (logFd < 0) throw Error("cannot write " + log.string());
-  ChildSpec spec;
+  launcher::ChildSpec spec;
   spec.name = name;
   spec.path = argv.at(0);
   spec.argv = argv;
@@ -26,17 +26,17 @@ ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>&
   spec.stderrFd = logFd;
   spec.ownProcessGroup = true;  // stopping it stops its workers (and servers) too
   const auto start = Clock::now();
-  SuperviseResult result;
+  launcher::SuperviseResult result;
   {
-    ProcessGroup group;
+    launcher::ProcessGroup group;
     group.spawn(spec);
     ::close(logFd);
     const auto limit = std::chrono::milliseconds(static_cast<long>(timeoutS * 1000));
-    result = supervise(group, -1, Deadline::after(limit), "", [](const std::string&) {});
+    result = launcher::supervise(group, -1, Deadline::after(limit), "", [](const std::string&) {});
   }
   ChildRun run;
   run.wallS = secondsSince(start);
-  if (interruptSignal() != 0) throw RunFailed(name + ": " + result.error, result.exitCode);
+  if (launcher::interruptSignal() != 0) throw RunFailed(name + ": " + result.error, result.exitCode);
   run.ok = result.ok;
   if (!run.ok) {
     run.error = run.wallS >= timeoutS ? fmt::format("did not finish within {} s; stopped it", timeoutS)

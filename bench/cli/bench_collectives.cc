@@ -13,11 +13,12 @@
 #include "bench_worker.h"
 #include "common/auth.h"
 #include "common/check.h"
+#include "common/config.h"
 #include "common/logging.h"
 #include "gyre/init.h"
 #include "gyre/store.h"
+#include "launcher/process.h"
 #include "mpi_baseline.h"
-#include "process.h"
 
 namespace gyre::app {
 namespace {
@@ -26,7 +27,7 @@ namespace {
 int runBench(const BenchOptions& o, const std::vector<std::string>& args) {
   validate(o);
   benchCommunicatorOptions(o, "");  // the knobs, checked once here rather than on every rank
-  installInterruptHandlers();
+  launcher::installInterruptHandlers();
   const Deadline deadline = Deadline::after(std::chrono::seconds(o.timeoutS));
   const BenchOp op = parseBenchOp(o.op);
 
@@ -38,9 +39,9 @@ int runBench(const BenchOptions& o, const std::vector<std::string>& args) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) GYRE_THROW(SystemError, "pipe2 failed");
 
-  ProcessGroup group;
+  launcher::ProcessGroup group;
   for (int rank = 0; rank < o.np; ++rank) {
-    ChildSpec spec;
+    launcher::ChildSpec spec;
     spec.name = "rank " + std::to_string(rank);
     spec.path = "/proc/self/exe";
     spec.argv = {"gyre"};
@@ -59,16 +60,17 @@ int runBench(const BenchOptions& o, const std::vector<std::string>& args) {
   printer.header();
   std::size_t rows = 0;
   std::size_t failedChecks = 0;
-  const SuperviseResult result = supervise(group, fds[0], deadline, "", [&](const std::string& line) {
-    BenchRow row = rowFromJson(nlohmann::json::parse(line));
-    if (mpi) {
-      const auto it = mpi->timeUs.find(row.bytes);
-      if (it != mpi->timeUs.end()) row.mpiTimeUs = it->second;
-    }
-    if (row.checkOk && !*row.checkOk) ++failedChecks;
-    printer.row(row);
-    ++rows;
-  });
+  const launcher::SuperviseResult result =
+      launcher::supervise(group, fds[0], deadline, "", [&](const std::string& line) {
+        BenchRow row = rowFromJson(nlohmann::json::parse(line));
+        if (mpi) {
+          const auto it = mpi->timeUs.find(row.bytes);
+          if (it != mpi->timeUs.end()) row.mpiTimeUs = it->second;
+        }
+        if (row.checkOk && !*row.checkOk) ++failedChecks;
+        printer.row(row);
+        ++rows;
+      });
   close(fds[0]);
   if (!result.ok) {
     fmt::print(stderr, "gyre bench: {}\n", result.error);
@@ -92,7 +94,7 @@ LaunchInfo detectLaunchQuietly() {
   const log::Level level = log::level();
   log::setLevel(log::Level::kError);
   try {
-    LaunchInfo job = detectLaunch(processEnvironment());
+    LaunchInfo job = detectLaunch(config::processEnvironment());
     log::setLevel(level);
     return job;
   } catch (...) {

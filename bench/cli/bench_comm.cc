@@ -12,10 +12,11 @@
 
 #include "bench_child.h"
 #include "bench_comm_plan.h"
+#include "common/check.h"
+#include "common/config.h"
 #include "gyre/errors.h"
 #include "gyre/init.h"
-#include "process.h"
-#include "usage_error.h"
+#include "launcher/process.h"
 
 namespace gyre::app {
 namespace {
@@ -37,7 +38,7 @@ CommRow runOne(const CommSettings& s, const CommRun& run, const fs::path& dir) {
   if (ec) throw Error("cannot create the run directory " + dir.string() + ": " + ec.message());
   // What an earlier run in the same --run-root left must not pass for this run's figures.
   for (const char* name : {"eval.jsonl", "metrics.jsonl"}) fs::remove(dir / name, ec);
-  const std::string self = selfExecutable();
+  const std::string self = launcher::selfExecutable();
   const std::string worker = (fs::path(self).parent_path() / "gyre_train_worker").string();
   std::vector<std::string> argv = {self};
   for (std::string& arg : commRunArguments(s, run, worker, dir.string())) argv.push_back(std::move(arg));
@@ -63,15 +64,17 @@ int runCommBench(CommBenchFlags f) {
   s.compressions = parseCompressionList(f.compressions);
   s.algorithms = parseAlgorithmList(f.algorithms);
   validate(s);
-  const std::string worker = (fs::path(selfExecutable()).parent_path() / "gyre_train_worker").string();
-  requireArg(::access(worker.c_str(), X_OK) == 0, "gyre bench comm trains with ", worker,
-             ", which is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker)");
-  requireArg(
-      detectLaunch(processEnvironment()).launcher == "none",
+  const std::string worker =
+      (fs::path(launcher::selfExecutable()).parent_path() / "gyre_train_worker").string();
+  GYRE_USAGE_CHECK(
+      ::access(worker.c_str(), X_OK) == 0, "gyre bench comm trains with ", worker,
+      ", which is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker)");
+  GYRE_USAGE_CHECK(
+      detectLaunch(config::processEnvironment()).launcher == "none",
       "gyre bench comm starts its own jobs: run it outside any launcher (gyre run, mpirun, srun, torchrun)");
   const RunRoot runRoot(f.runRoot, "gyre bench comm");
   const fs::path& root = runRoot.path();
-  installInterruptHandlers();
+  launcher::installInterruptHandlers();
   const std::vector<CommRun> runs = planCommRuns(s);
   if (!f.json) fmt::print("{}", commHeader(s));
   std::fflush(stdout);

@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <sstream>
 
+#include "common/check.h"
 #include "common/compression_spec.h"
 #include "gyre/errors.h"
 #include "gyre/types.h"
-#include "usage_error.h"
+#include "train/records.h"
 
 namespace gyre::app {
 namespace {
@@ -17,12 +18,12 @@ std::vector<std::string> splitList(const std::string& text, const std::string& f
   std::vector<std::string> items;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
-    requireArg(!item.empty(), flag, " '", text, "': an empty item");
-    requireArg(std::find(items.begin(), items.end(), item) == items.end(), flag, " '", text, "': ", item,
-               " twice");
+    GYRE_USAGE_CHECK(!item.empty(), flag, " '", text, "': an empty item");
+    GYRE_USAGE_CHECK(std::find(items.begin(), items.end(), item) == items.end(), flag, " '", text,
+                     "': ", item, " twice");
     items.push_back(item);
   }
-  requireArg(!items.empty(), flag, " needs at least one item");
+  GYRE_USAGE_CHECK(!items.empty(), flag, " needs at least one item");
   return items;
 }
 
@@ -45,26 +46,27 @@ std::vector<std::string> parseAlgorithmList(const std::string& text) {
   std::vector<std::string> items;
   for (const std::string& item : splitList(text, "--algorithms")) {
     const std::string name(toString(parseAllreduceAlgorithm(item)));
-    requireArg(std::find(items.begin(), items.end(), name) == items.end(), "--algorithms '", text,
-               "': ", name, " twice");
+    GYRE_USAGE_CHECK(std::find(items.begin(), items.end(), name) == items.end(), "--algorithms '", text,
+                     "': ", name, " twice");
     items.push_back(name);
   }
   return items;
 }
 
 void validate(const CommSettings& s) {
-  requireArg(!s.compressions.empty() && !s.algorithms.empty(), "nothing to run");
-  requireArg(s.model == "mlp" || s.model == "cnn", "--model ", s.model, ": mlp or cnn");
-  requireArg(s.np == 0 || s.np >= 2, "--np ", s.np, ": gradients travel between at least 2 workers");
-  requireArg(s.epochs >= 1 && s.maxSteps >= 0 && s.batch >= 1,
-             "--epochs, --batch must be at least 1 and "
-             "--max-steps at least 0");
-  requireArg(s.target > 0 && s.target <= 1, "--target ", s.target, " is not an accuracy in (0, 1]");
-  requireArg(s.evalEvery >= 1, "--eval-every ", s.evalEvery, ": at least 1 (the time to --target needs it)");
-  requireArg(s.threads >= 1, "--threads ", s.threads, ": at least 1");
-  requireArg(s.runTimeoutS > 0, "--run-timeout must be positive");
-  requireArg(!s.hosts.empty() || (s.rshAgent.empty() && s.networkInterface.empty()),
-             "--rsh-agent and --network-interface are for runs on --hosts");
+  GYRE_USAGE_CHECK(!s.compressions.empty() && !s.algorithms.empty(), "nothing to run");
+  GYRE_USAGE_CHECK(s.model == "mlp" || s.model == "cnn", "--model ", s.model, ": mlp or cnn");
+  GYRE_USAGE_CHECK(s.np == 0 || s.np >= 2, "--np ", s.np, ": gradients travel between at least 2 workers");
+  GYRE_USAGE_CHECK(s.epochs >= 1 && s.maxSteps >= 0 && s.batch >= 1,
+                   "--epochs, --batch must be at least 1 and "
+                   "--max-steps at least 0");
+  GYRE_USAGE_CHECK(s.target > 0 && s.target <= 1, "--target ", s.target, " is not an accuracy in (0, 1]");
+  GYRE_USAGE_CHECK(s.evalEvery >= 1, "--eval-every ", s.evalEvery,
+                   ": at least 1 (the time to --target needs it)");
+  GYRE_USAGE_CHECK(s.threads >= 1, "--threads ", s.threads, ": at least 1");
+  GYRE_USAGE_CHECK(s.runTimeoutS > 0, "--run-timeout must be positive");
+  GYRE_USAGE_CHECK(!s.hosts.empty() || (s.rshAgent.empty() && s.networkInterface.empty()),
+                   "--rsh-agent and --network-interface are for runs on --hosts");
 }
 
 std::string CommRun::label() const {
@@ -131,9 +133,10 @@ CommRow parseCommRun(const CommSettings& s, const CommRun& run, const std::vecto
   double bytes = 0;
   int epochs = 0;
   for (const std::string& line : metricsLines) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || !j.contains("bytes_per_step") || !j.at("bytes_per_step").is_number()) continue;
-    bytes += j.at("bytes_per_step").get<double>();
+    const std::optional<train::EpochRecord> e =
+        train::parseEpochRecord(line);  // parseMetricsLines checked them
+    if (!e || e->bytesPerStep <= 0) continue;
+    bytes += e->bytesPerStep;
     ++epochs;
   }
   if (epochs == 0) throw Error("the run's metrics.jsonl has no bytes_per_step");

@@ -15,9 +15,9 @@
 
 #include "bench_report.h"
 #include "bench_worker.h"
+#include "common/check.h"
 #include "gyre/communicator.h"
 #include "gyre/errors.h"
-#include "usage_error.h"
 
 namespace gyre::app {
 namespace {
@@ -64,10 +64,11 @@ void pinKnobsToFlags(const BenchOptions& o) {
 }  // namespace
 
 int runLaunchedBench(BenchOptions o, bool npGiven, const LaunchInfo& job) {
-  requireArg(!npGiven || o.np == job.size, "--np ", o.np, " does not match the ", job.size, " ranks that ",
-             job.launcher, " started; leave --np out under a launcher");
-  requireArg(o.baseline != "mpi", "--baseline mpi is not available when ", job.launcher,
-             " starts the ranks: run `gyre bench collectives --np N --baseline mpi` outside any launcher");
+  GYRE_USAGE_CHECK(!npGiven || o.np == job.size, "--np ", o.np, " does not match the ", job.size,
+                   " ranks that ", job.launcher, " started; leave --np out under a launcher");
+  GYRE_USAGE_CHECK(
+      o.baseline != "mpi", "--baseline mpi is not available when ", job.launcher,
+      " starts the ranks: run `gyre bench collectives --np N --baseline mpi` outside any launcher");
   o.np = job.size;
   validate(o);
   pinKnobsToFlags(o);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "usage_error.h"
+#include "common/check.h"
 
 namespace gyre::app {
 namespace {
@@ -43,7 +43,7 @@ BenchOp parseBenchOp(const std::string& name) {
     if (name == n) return op;
   std::string choices;
   for (const auto& [n, op] : kOps) choices += (choices.empty() ? "" : ", ") + std::string(n);
-  usageError("unknown op '", name, "'; expected one of: ", choices);
+  GYRE_USAGE_ERROR("unknown op '", name, "'; expected one of: ", choices);
 }
 
 const char* toString(BenchOp op) {
@@ -68,8 +68,8 @@ std::vector<std::string> algorithmsToRun(BenchOp op, const std::string& algo) {
     return {std::string(toString(parseBroadcastAlgorithm(algo)))};
   }
   const std::string fixed = fixedAlgorithm(op);
-  requireArg(algo == "auto" || algo == "all" || algo == fixed, "--algo ", algo, " does not apply to ",
-             toString(op), ": it has one algorithm (", fixed, "); use auto");
+  GYRE_USAGE_CHECK(algo == "auto" || algo == "all" || algo == fixed, "--algo ", algo, " does not apply to ",
+                   toString(op), ": it has one algorithm (", fixed, "); use auto");
   return {fixed};
 }
 
@@ -79,16 +79,16 @@ void validate(const BenchOptions& o) {
   parseDataType(o.dtype);
   parseReduceOp(o.redop);
   parseTransport(o.transport);
-  requireArg(o.np >= 1 && o.np <= 1024, "--np must be in [1, 1024], not ", o.np);
-  requireArg(o.minBytes <= o.maxBytes, "--min-bytes (", o.minBytes, ") exceeds --max-bytes (", o.maxBytes,
-             ")");
-  requireArg(o.minBytes >= 1 || op == BenchOp::kBarrier, "--min-bytes must be at least 1");
-  requireArg(o.maxBytes <= (16ull << 30), "--max-bytes must be at most 16 GiB");
-  requireArg(o.stepFactor >= 2, "--step-factor must be at least 2, not ", o.stepFactor);
-  requireArg(o.iters >= 0 && o.warmup >= 0, "--iters and --warmup must not be negative");
-  requireArg(o.timeoutS > 0 && o.opTimeoutS > 0, "time-outs must be positive");
-  requireArg(o.baseline.empty() || o.baseline == "mpi" || o.baseline == "none",
-             "--baseline must be mpi or none, not ", o.baseline);
+  GYRE_USAGE_CHECK(o.np >= 1 && o.np <= 1024, "--np must be in [1, 1024], not ", o.np);
+  GYRE_USAGE_CHECK(o.minBytes <= o.maxBytes, "--min-bytes (", o.minBytes, ") exceeds --max-bytes (",
+                   o.maxBytes, ")");
+  GYRE_USAGE_CHECK(o.minBytes >= 1 || op == BenchOp::kBarrier, "--min-bytes must be at least 1");
+  GYRE_USAGE_CHECK(o.maxBytes <= (16ull << 30), "--max-bytes must be at most 16 GiB");
+  GYRE_USAGE_CHECK(o.stepFactor >= 2, "--step-factor must be at least 2, not ", o.stepFactor);
+  GYRE_USAGE_CHECK(o.iters >= 0 && o.warmup >= 0, "--iters and --warmup must not be negative");
+  GYRE_USAGE_CHECK(o.timeoutS > 0 && o.opTimeoutS > 0, "time-outs must be positive");
+  GYRE_USAGE_CHECK(o.baseline.empty() || o.baseline == "mpi" || o.baseline == "none",
+                   "--baseline must be mpi or none, not ", o.baseline);
 }
 
 std::vector<std::uint64_t> sweepSizes(const BenchOptions& o, BenchOp op) {

@@ -13,9 +13,10 @@
 #include "bench_child.h"
 #include "bench_parallel_plan.h"
 #include "bench_train_report.h"
+#include "common/check.h"
+#include "common/config.h"
 #include "gyre/init.h"
-#include "process.h"
-#include "usage_error.h"
+#include "launcher/process.h"
 
 namespace gyre::app {
 namespace {
@@ -95,12 +96,31 @@ ParallelResult runOne(const ParallelBenchFlags& f, const ParallelConfig& c, cons
   if (ec) throw Error("cannot create the run directory " + dir.string() + ": " + ec.message());
   const EpochSplit split = splitSteps(s.steps, c.batch > 0 ? c.batch : s.globalBatch);
   // Every layout through gyre run, one alone too: the same threads (1 for libtorch and OpenBLAS).
-  std::vector<std::string> argv = {selfExecutable(), "run", "--np", std::to_string(c.world), "--threads", "1",
-                                   "--no-tag-output", "--", worker, "--model", s.model, "--epochs",
-                                   std::to_string(split.epochs), "--max-steps", std::to_string(split.stepsPerEpoch),
-                                   "--batch", std::to_string(c.batch > 0 ? c.batch : s.globalBatch),
-                                   "--skip-steps", std::to_string(s.skip),
-                                   "--threads", "1", "--no-eval", "--json", "--progress", "off"};
+  std::vector<std::string> argv = {launcher::selfExecutable(),
+                                   "run",
+                                   "--np",
+                                   std::to_string(c.world),
+                                   "--threads",
+                                   "1",
+                                   "--no-tag-output",
+                                   "--",
+                                   worker,
+                                   "--model",
+                                   s.model,
+                                   "--epochs",
+                                   std::to_string(split.epochs),
+                                   "--max-steps",
+                                   std::to_string(split.stepsPerEpoch),
+                                   "--batch",
+                                   std::to_string(c.batch > 0 ? c.batch : s.globalBatch),
+                                   "--skip-steps",
+                                   std::to_string(s.skip),
+                                   "--threads",
+                                   "1",
+                                   "--no-eval",
+                                   "--json",
+                                   "--progress",
+                                   "off"};
   for (std::string& flag : c.flags(s.balance)) argv.push_back(std::move(flag));
   const fs::path log = dir / "gyre-run.log";
   const ChildRun child = runLoggedChild("gyre bench parallel: " + c.name, argv, log, f.timeoutS);
@@ -117,16 +137,20 @@ int runParallelBench(ParallelBenchFlags f) {
   s.schedules = parseScheduleList(f.schedules);
   s.microBatches = parseMicroBatchList(f.microBatches);
   validate(s);
-  requireArg(f.timeoutS > 0, "--timeout must be positive");
-  requireArg(f.repeat >= 1 && f.repeat <= 100, "--repeat must be between 1 and 100 (got ", f.repeat, ")");
-  const std::string worker = (fs::path(selfExecutable()).parent_path() / "gyre_train_worker").string();
-  requireArg(::access(worker.c_str(), X_OK) == 0, "gyre bench parallel trains with ", worker,
-             ", which is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker)");
-  requireArg(detectLaunch(processEnvironment()).launcher == "none",
-             "gyre bench parallel starts its own jobs: run it outside any launcher (gyre run, mpirun, srun, "
-             "torchrun)");
+  GYRE_USAGE_CHECK(f.timeoutS > 0, "--timeout must be positive");
+  GYRE_USAGE_CHECK(f.repeat >= 1 && f.repeat <= 100, "--repeat must be between 1 and 100 (got ", f.repeat,
+                   ")");
+  const std::string worker =
+      (fs::path(launcher::selfExecutable()).parent_path() / "gyre_train_worker").string();
+  GYRE_USAGE_CHECK(
+      ::access(worker.c_str(), X_OK) == 0, "gyre bench parallel trains with ", worker,
+      ", which is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker)");
+  GYRE_USAGE_CHECK(
+      detectLaunch(config::processEnvironment()).launcher == "none",
+      "gyre bench parallel starts its own jobs: run it outside any launcher (gyre run, mpirun, srun, "
+      "torchrun)");
   const RunRoot runRoot(f.runRoot, "gyre bench parallel");
-  installInterruptHandlers();
+  launcher::installInterruptHandlers();
   const std::vector<ParallelConfig> plan = planParallel(s);
   if (!f.json) {
     fmt::print("model {}: global batch {}, {} steps per run ({} untimed), 1 thread per worker, balance {}, the "

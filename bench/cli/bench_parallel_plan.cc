@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_lists.h"
+#include "common/check.h"
 #include "gyre/errors.h"
-#include "usage_error.h"
 
 namespace gyre::app {
 
@@ -69,31 +69,34 @@ std::vector<int> parseMicroBatchList(const std::string& text) {
 std::vector<std::string> parseScheduleList(const std::string& text) {
   std::vector<std::string> out;
   for (const std::string& part : splitCommas(text)) {
-    requireArg(part == "gpipe" || part == "1f1b" || part == "zero-bubble" || part == "interleaved", "--schedule '",
-               text, "': unknown schedule '", part,
-               "'; expected gpipe, 1f1b, zero-bubble or interleaved, separated by commas");
-    requireArg(std::find(out.begin(), out.end(), part) == out.end(), "--schedule '", text, "': ", part,
-               " is given twice");
+    GYRE_USAGE_CHECK(part == "gpipe" || part == "1f1b" || part == "zero-bubble" || part == "interleaved",
+                     "--schedule '", text, "': unknown schedule '", part,
+                     "'; expected gpipe, 1f1b, zero-bubble or interleaved, separated by commas");
+    GYRE_USAGE_CHECK(std::find(out.begin(), out.end(), part) == out.end(), "--schedule '", text, "': ", part,
+                     " is given twice");
     out.push_back(part);
   }
   return out;
 }
 
 void validate(const ParallelBenchSettings& s) {
-  requireArg(s.model == "mlp" || s.model == "cnn" || s.model == "vit", "--model '", s.model,
-             "': expected mlp, cnn or vit");
-  requireArg(s.globalBatch >= 1 && s.globalBatch % 2 == 0, "--batch ", s.globalBatch,
-             " must divide evenly between 2 replicas");
-  requireArg(s.steps >= 1 && s.skip >= 0 && s.skip < s.steps, "--skip ", s.skip, " leaves none of --steps ",
-             s.steps, " to time");
-  requireArg(!s.schedules.empty() && !s.microBatches.empty(), "no schedule or micro-batch count to run");
+  GYRE_USAGE_CHECK(s.model == "mlp" || s.model == "cnn" || s.model == "vit", "--model '", s.model,
+                   "': expected mlp, cnn or vit");
+  GYRE_USAGE_CHECK(s.globalBatch >= 1 && s.globalBatch % 2 == 0, "--batch ", s.globalBatch,
+                   " must divide evenly between 2 replicas");
+  GYRE_USAGE_CHECK(s.steps >= 1 && s.skip >= 0 && s.skip < s.steps, "--skip ", s.skip,
+                   " leaves none of --steps ", s.steps, " to time");
+  GYRE_USAGE_CHECK(!s.schedules.empty() && !s.microBatches.empty(),
+                   "no schedule or micro-batch count to run");
   const int most = *std::max_element(s.microBatches.begin(), s.microBatches.end());
-  requireArg(s.globalBatch / 2 >= most, "--batch ", s.globalBatch, " leaves ", s.globalBatch / 2,
-             " samples per replica at dp = 2 x pp = 2, fewer than --micro-batches ", most);
-  requireArg(s.balance == "even" || s.balance == "time", "--balance '", s.balance, "': expected even or time");
-  requireArg(s.virtualStages >= 2 && s.virtualStages <= 64, "--virtual-stages must be between 2 and 64");
-  requireArg(s.wideWidth >= 8 && s.wideWidth % 8 == 0 && s.wideBatch >= 2 && s.wideBatch % 2 == 0,
-             "the wide vit needs a width that 8 heads divide and an even batch");
+  GYRE_USAGE_CHECK(s.globalBatch / 2 >= most, "--batch ", s.globalBatch, " leaves ", s.globalBatch / 2,
+                   " samples per replica at dp = 2 x pp = 2, fewer than --micro-batches ", most);
+  GYRE_USAGE_CHECK(s.balance == "even" || s.balance == "time", "--balance '", s.balance,
+                   "': expected even or time");
+  GYRE_USAGE_CHECK(s.virtualStages >= 2 && s.virtualStages <= 64,
+                   "--virtual-stages must be between 2 and 64");
+  GYRE_USAGE_CHECK(s.wideWidth >= 8 && s.wideWidth % 8 == 0 && s.wideBatch >= 2 && s.wideBatch % 2 == 0,
+                   "the wide vit needs a width that 8 heads divide and an even batch");
 }
 
 std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
@@ -138,25 +141,25 @@ std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
 }
 
 std::optional<ParallelFigures> parseParallelLine(const std::string& line) {
-  const std::optional<RunFigures> run = parseEpochLine(line);
-  if (!run) return std::nullopt;
-  const nlohmann::json j = nlohmann::json::parse(line);
+  std::optional<train::EpochRecord> e;
   try {
-    ParallelFigures f;
-    f.run = *run;
-    f.peakRssBytes = j.at("peak_rss_bytes").get<std::int64_t>();
-    if (!j.at("model_state_bytes").is_null()) f.modelStateBytes = j.at("model_state_bytes").get<std::int64_t>();
-    if (const nlohmann::json& p = j.at("pipeline"); !p.is_null()) {
-      f.bubble = p.at("bubble").get<double>();
-      f.idealBubble = p.at("ideal_bubble").get<double>();
-      f.stageTimesBubble = p.at("stage_times_bubble").get<double>();
-      f.peakActivationBytes = p.at("peak_activation_bytes").get<std::int64_t>();
-      f.balance = p.at("balance").get<std::vector<int>>();
-    }
-    return f;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("unexpected epoch line ({}): {}", e.what(), line));
+    e = train::parseEpochRecord(line);
+  } catch (const Error& x) {
+    throw Error(fmt::format("unexpected epoch line: {}", x.what()));
   }
+  if (!e) return std::nullopt;
+  ParallelFigures f;
+  f.run = figuresOf(*e);
+  f.peakRssBytes = e->peakRssBytes;
+  f.modelStateBytes = e->modelStateBytes;
+  if (const auto& p = e->pipeline) {
+    f.bubble = p->bubble;
+    f.idealBubble = p->idealBubble;
+    f.stageTimesBubble = p->stageTimesBubble;
+    f.peakActivationBytes = p->peakActivationBytes;
+    f.balance = p->balance;
+  }
+  return f;
 }
 
 ParallelFigures combineParallel(const std::vector<ParallelFigures>& epochs) {

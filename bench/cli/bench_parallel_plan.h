@@ -78,8 +78,8 @@ struct ParallelFigures {
   std::vector<int> balance;
 };
 
-// One line the worker printed: its epoch figures when it is a JSON object with samples_per_s;
-// nullopt for any other line. Throws Error for an epoch object with a missing or mistyped field.
+// One line the worker printed: its epoch's figures when it is an epoch record (train/records.h);
+// nullopt for any other line. Throws Error for a record with a mistyped field.
 std::optional<ParallelFigures> parseParallelLine(const std::string& line);
 // The epochs of one run together: samples/s over the summed time, memory the largest, the
 // bubble weighted by each epoch's time.

@@ -19,12 +19,13 @@
 #include "bench_ps_plan.h"
 #include "bench_ps_report.h"
 #include "bench_ps_throughput.h"
+#include "common/check.h"
 #include "common/clock.h"
+#include "common/config.h"
 #include "gyre/errors.h"
 #include "gyre/init.h"
-#include "info_system.h"
-#include "process.h"
-#include "usage_error.h"
+#include "info/info_system.h"
+#include "launcher/process.h"
 
 namespace gyre::app {
 namespace {
@@ -127,21 +128,23 @@ int runLaunchedThroughput(const PsBenchFlags& f, const PsMachine& m) {
 // Under `gyre run --servers S` the job fixes the servers and the workers: a --servers list or a
 // --workers that disagrees is refused rather than silently ignored.
 void checkLaunchedFlags(const PsBenchFlags& f, PsBenchPart part) {
-  requireArg(
+  GYRE_USAGE_CHECK(
       part == PsBenchPart::kThroughput,
       "under gyre run --servers (GYRE_PS_SERVERS is set) gyre bench ps measures the throughput with the "
       "job's servers: pass --part throughput (the accuracy part starts its own jobs: run it outside gyre "
       "run)");
   const int jobServers = launchedServerCount();
   if (f.serversGiven) {
-    requireArg(f.servers.find(',') == std::string::npos, "--servers '", f.servers,
-               "': under gyre run --servers the job has a fixed number of servers (", jobServers,
-               "); give one value or none, and run one job per number of servers (tests/netns/ps_bound.sh)");
-    requireArg(f.throughput.servers == std::vector<int>{jobServers}, "--servers ", f.servers,
-               " disagrees with the job's ", jobServers, " servers (gyre run --servers ", jobServers, ")");
+    GYRE_USAGE_CHECK(
+        f.servers.find(',') == std::string::npos, "--servers '", f.servers,
+        "': under gyre run --servers the job has a fixed number of servers (", jobServers,
+        "); give one value or none, and run one job per number of servers (tests/netns/ps_bound.sh)");
+    GYRE_USAGE_CHECK(f.throughput.servers == std::vector<int>{jobServers}, "--servers ", f.servers,
+                     " disagrees with the job's ", jobServers, " servers (gyre run --servers ", jobServers,
+                     ")");
   }
-  requireArg(!f.workersGiven,
-             "--workers: under gyre run --servers the workers are the job's ranks (gyre run -np/-H)");
+  GYRE_USAGE_CHECK(!f.workersGiven,
+                   "--workers: under gyre run --servers the workers are the job's ranks (gyre run -np/-H)");
 }
 
 // ---- part 2 ------------------------------------------------------------------------------------
@@ -155,7 +158,7 @@ AccuracyRow runOne(const AccuracySettings& s, const AccuracyRun& run, const fs::
   if (ec) throw Error("cannot create the run directory " + dir.string() + ": " + ec.message());
   // What an earlier run in the same --run-root left must not pass for this run's figures.
   for (const char* name : {"eval.jsonl", "metrics.jsonl"}) fs::remove(dir / name, ec);
-  std::vector<std::string> argv = {selfExecutable()};
+  std::vector<std::string> argv = {launcher::selfExecutable()};
   for (std::string& arg : trainArguments(s, run, dir.string())) argv.push_back(std::move(arg));
   const ChildRun child =
       runLoggedChild("gyre train " + run.label(), argv, dir / "gyre-train.log", s.runTimeoutS);
@@ -186,13 +189,14 @@ AccuracyRow runOne(const AccuracySettings& s, const AccuracyRun& run, const fs::
 
 // What part 2 needs before anything runs. Throws InvalidArgument.
 void checkCanTrain() {
-  const std::string worker = (fs::path(selfExecutable()).parent_path() / "gyre_train_worker").string();
-  requireArg(::access(worker.c_str(), X_OK) == 0, "the time-to-accuracy part runs gyre train, whose worker ",
-             worker,
-             " is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker), or pass "
-             "--part throughput");
-  requireArg(
-      detectLaunch(processEnvironment()).launcher == "none",
+  const std::string worker =
+      (fs::path(launcher::selfExecutable()).parent_path() / "gyre_train_worker").string();
+  GYRE_USAGE_CHECK(
+      ::access(worker.c_str(), X_OK) == 0, "the time-to-accuracy part runs gyre train, whose worker ", worker,
+      " is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker), or pass "
+      "--part throughput");
+  GYRE_USAGE_CHECK(
+      detectLaunch(config::processEnvironment()).launcher == "none",
       "gyre bench ps starts its own training jobs: run it outside any launcher (gyre run, mpirun, srun, "
       "torchrun)");
 }
@@ -265,7 +269,7 @@ int runPsBench(PsBenchFlags f) {
   if (runsThroughput(part))
     if (const int code = runThroughput(f, m); code != 0) return code;
   if (!runsAccuracy(part)) return 0;
-  installInterruptHandlers();
+  launcher::installInterruptHandlers();
   try {
     return runAccuracy(f, m);
   } catch (const RunFailed& e) {

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "common/check.h"
 #include "common/config.h"
 #include "gyre/communicator.h"
 #include "gyre/init.h"
 #include "gyre/ps.h"
 #include "gyre/work.h"
-#include "usage_error.h"
 
 namespace gyre::app {
 namespace {
@@ -67,13 +67,14 @@ class StopVotes {
 }  // namespace
 
 bool launchedWithServers() {
-  return config::isSet(processEnvironment(), "GYRE_PS_SERVERS");
+  return config::isSet(config::processEnvironment(), "GYRE_PS_SERVERS");
 }
 
 int launchedServerCount() {
-  const std::optional<std::int64_t> n = config::getOptionalInt(processEnvironment(), "GYRE_PS_SERVERS");
-  requireArg(n.has_value(), "GYRE_PS_SERVERS is not set: not a worker of gyre run --servers");
-  requireArg(*n <= 64, "GYRE_PS_SERVERS=", *n, ": the benchmark runs at most 64 servers");
+  const std::optional<std::int64_t> n =
+      config::getOptionalInt(config::processEnvironment(), "GYRE_PS_SERVERS");
+  GYRE_USAGE_CHECK(n.has_value(), "GYRE_PS_SERVERS is not set: not a worker of gyre run --servers");
+  GYRE_USAGE_CHECK(*n <= 64, "GYRE_PS_SERVERS=", *n, ": the benchmark runs at most 64 servers");
   return static_cast<int>(*n);
 }
 

@@ -11,7 +11,6 @@
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
-#include "usage_error.h"
 
 namespace gyre::app {
 namespace {
@@ -23,20 +22,13 @@ std::optional<std::uint64_t> parseDigits(const std::string& text) {
   return std::stoull(text);
 }
 
-double numberField(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  if (!v.is_number())
-    throw nlohmann::json::type_error::create(302, std::string(key) + " is not a number", &j);
-  return v.get<double>();
-}
-
 }  // namespace
 
 PsBenchPart parsePsBenchPart(const std::string& text) {
   if (text == "throughput") return PsBenchPart::kThroughput;
   if (text == "accuracy") return PsBenchPart::kAccuracy;
   if (text == "all") return PsBenchPart::kAll;
-  usageError("--part '", text, "': expected throughput, accuracy or all");
+  GYRE_USAGE_ERROR("--part '", text, "': expected throughput, accuracy or all");
 }
 
 bool runsThroughput(PsBenchPart part) {
@@ -54,31 +46,32 @@ std::uint64_t parseSizeWithSuffix(const std::string& text, const std::string& fl
   if (!digits.empty() && (digits.back() == 'G' || digits.back() == 'g')) unit = 1u << 30;
   if (unit > 1) digits.pop_back();
   const std::optional<std::uint64_t> n = parseDigits(digits);
-  requireArg(n.has_value() && *n <= (std::uint64_t{1} << 40) / unit, flag, " '", text,
-             "': expected a count like 4M (4 x 2^20), 512K (512 x 2^10) or 100000");
+  GYRE_USAGE_CHECK(n.has_value() && *n <= (std::uint64_t{1} << 40) / unit, flag, " '", text,
+                   "': expected a count like 4M (4 x 2^20), 512K (512 x 2^10) or 100000");
   return *n * unit;
 }
 
 void validate(const ThroughputSettings& s) {
-  requireArg(!s.servers.empty(), "--servers: nothing to run");
-  requireArg(s.workers >= 1 && s.workers <= kMaxBenchCount, "--workers must be between 1 and ",
-             kMaxBenchCount, " (got ", s.workers, ")");
-  requireArg(s.floats >= 64, "--floats ", s.floats, " is too small: the model needs at least 64 floats");
-  requireArg(s.floats <= (std::uint64_t{1} << 28), "--floats ", s.floats,
-             " is too large: at most 256M floats (1 GiB per copy)");
+  GYRE_USAGE_CHECK(!s.servers.empty(), "--servers: nothing to run");
+  GYRE_USAGE_CHECK(s.workers >= 1 && s.workers <= kMaxBenchCount, "--workers must be between 1 and ",
+                   kMaxBenchCount, " (got ", s.workers, ")");
+  GYRE_USAGE_CHECK(s.floats >= 64, "--floats ", s.floats,
+                   " is too small: the model needs at least 64 floats");
+  GYRE_USAGE_CHECK(s.floats <= (std::uint64_t{1} << 28), "--floats ", s.floats,
+                   " is too large: at most 256M floats (1 GiB per copy)");
   for (int servers : s.servers)
-    requireArg(static_cast<std::uint64_t>(servers) <= s.floats, "--servers ", servers, " exceeds --floats ",
-               s.floats);
+    GYRE_USAGE_CHECK(static_cast<std::uint64_t>(servers) <= s.floats, "--servers ", servers,
+                     " exceeds --floats ", s.floats);
   try {
     ps::Mode::parse(s.mode);
   } catch (const InvalidArgument&) {
-    usageError("--mode '", s.mode, "': expected bsp, asp or ssp:S (S >= 0 steps)");
+    GYRE_USAGE_ERROR("--mode '", s.mode, "': expected bsp, asp or ssp:S (S >= 0 steps)");
   }
-  requireArg(s.steps >= 0, "--steps must not be negative (got ", s.steps, ")");
-  requireArg(s.steps > 0 || (s.seconds > 0 && s.seconds <= 3600), "--seconds must be in (0, 3600] (got ",
-             s.seconds, ")");
-  requireArg(s.warmup >= 0, "--warmup must not be negative (got ", s.warmup, ")");
-  requireArg(s.timeoutS > 0, "--op-timeout must be positive (got ", s.timeoutS, ")");
+  GYRE_USAGE_CHECK(s.steps >= 0, "--steps must not be negative (got ", s.steps, ")");
+  GYRE_USAGE_CHECK(s.steps > 0 || (s.seconds > 0 && s.seconds <= 3600),
+                   "--seconds must be in (0, 3600] (got ", s.seconds, ")");
+  GYRE_USAGE_CHECK(s.warmup >= 0, "--warmup must not be negative (got ", s.warmup, ")");
+  GYRE_USAGE_CHECK(s.timeoutS > 0, "--op-timeout must be positive (got ", s.timeoutS, ")");
 }
 
 std::vector<std::size_t> throughputKeySizes(std::uint64_t total) {
@@ -112,10 +105,10 @@ std::vector<std::string> parseTrainModes(const std::string& text) {
       } catch (const InvalidArgument&) {
       }
     }
-    requireArg(ok, "--modes '", text, "': unknown mode '", mode,
-               "'; expected allreduce, ps:bsp, ps:asp or ps:ssp:S (S >= 0), separated by commas");
-    requireArg(std::find(modes.begin(), modes.end(), mode) == modes.end(), "--modes '", text, "': ", mode,
-               " is given twice");
+    GYRE_USAGE_CHECK(ok, "--modes '", text, "': unknown mode '", mode,
+                     "'; expected allreduce, ps:bsp, ps:asp or ps:ssp:S (S >= 0), separated by commas");
+    GYRE_USAGE_CHECK(std::find(modes.begin(), modes.end(), mode) == modes.end(), "--modes '", text,
+                     "': ", mode, " is given twice");
     modes.push_back(mode);
   }
   return modes;
@@ -126,26 +119,29 @@ bool isPsMode(const std::string& mode) {
 }
 
 void validate(const AccuracySettings& s) {
-  requireArg(s.model == "mlp" || s.model == "cnn", "--model '", s.model, "': expected mlp or cnn");
-  requireArg(!s.modes.empty(), "--modes: nothing to run");
-  requireArg(s.np >= 1 && s.np <= kMaxBenchCount, "--np must be between 1 and ", kMaxBenchCount, " (got ",
-             s.np, ")");
-  requireArg(s.target > 0 && s.target <= 1, "--target is a test accuracy in (0, 1] (got ", s.target, ")");
-  requireArg(s.epochs >= 1, "--epochs must be at least 1 (got ", s.epochs, ")");
-  requireArg(s.maxSteps >= 0, "--max-steps must not be negative (got ", s.maxSteps, ")");
-  requireArg(s.batch >= 1 && s.batch % s.np == 0, "--batch ", s.batch,
-             " is the global batch and must be a positive multiple of --np ", s.np);
-  requireArg(s.servers >= 1 && s.servers <= kMaxBenchCount, "--train-servers must be between 1 and ",
-             kMaxBenchCount, " (got ", s.servers, ")");
-  requireArg(s.stragglerFactor >= 1 && s.stragglerFactor <= 100,
-             "--straggler-factor must be in [1, 100] (got ", s.stragglerFactor, "); 1 runs no straggler");
-  requireArg(!hasStragglerRuns(s) || (s.stragglerRank >= 0 && s.stragglerRank < s.np), "--straggler-rank ",
-             s.stragglerRank, " is not a rank of the ", s.np, " workers (0 to ", s.np - 1, ")");
-  requireArg(s.evalEvery >= 1, "--eval-every must be at least 1 (got ", s.evalEvery, ")");
-  requireArg(s.runTimeoutS > 0, "--run-timeout must be positive (got ", s.runTimeoutS, ")");
-  requireArg(s.threads >= 0, "--threads must not be negative (got ", s.threads, ")");
-  requireArg(!s.lr || *s.lr > 0, "--lr must be positive");
-  requireArg(!s.momentum || *s.momentum >= 0, "--momentum must not be negative");
+  GYRE_USAGE_CHECK(s.model == "mlp" || s.model == "cnn", "--model '", s.model, "': expected mlp or cnn");
+  GYRE_USAGE_CHECK(!s.modes.empty(), "--modes: nothing to run");
+  GYRE_USAGE_CHECK(s.np >= 1 && s.np <= kMaxBenchCount, "--np must be between 1 and ", kMaxBenchCount,
+                   " (got ", s.np, ")");
+  GYRE_USAGE_CHECK(s.target > 0 && s.target <= 1, "--target is a test accuracy in (0, 1] (got ", s.target,
+                   ")");
+  GYRE_USAGE_CHECK(s.epochs >= 1, "--epochs must be at least 1 (got ", s.epochs, ")");
+  GYRE_USAGE_CHECK(s.maxSteps >= 0, "--max-steps must not be negative (got ", s.maxSteps, ")");
+  GYRE_USAGE_CHECK(s.batch >= 1 && s.batch % s.np == 0, "--batch ", s.batch,
+                   " is the global batch and must be a positive multiple of --np ", s.np);
+  GYRE_USAGE_CHECK(s.servers >= 1 && s.servers <= kMaxBenchCount, "--train-servers must be between 1 and ",
+                   kMaxBenchCount, " (got ", s.servers, ")");
+  GYRE_USAGE_CHECK(s.stragglerFactor >= 1 && s.stragglerFactor <= 100,
+                   "--straggler-factor must be in [1, 100] (got ", s.stragglerFactor,
+                   "); 1 runs no straggler");
+  GYRE_USAGE_CHECK(!hasStragglerRuns(s) || (s.stragglerRank >= 0 && s.stragglerRank < s.np),
+                   "--straggler-rank ", s.stragglerRank, " is not a rank of the ", s.np, " workers (0 to ",
+                   s.np - 1, ")");
+  GYRE_USAGE_CHECK(s.evalEvery >= 1, "--eval-every must be at least 1 (got ", s.evalEvery, ")");
+  GYRE_USAGE_CHECK(s.runTimeoutS > 0, "--run-timeout must be positive (got ", s.runTimeoutS, ")");
+  GYRE_USAGE_CHECK(s.threads >= 0, "--threads must not be negative (got ", s.threads, ")");
+  GYRE_USAGE_CHECK(!s.lr || *s.lr > 0, "--lr must be positive");
+  GYRE_USAGE_CHECK(!s.momentum || *s.momentum >= 0, "--momentum must not be negative");
 }
 
 bool hasStragglerRuns(const AccuracySettings& s) {
@@ -194,13 +190,8 @@ std::optional<EvalPoint> parseEvalLine(const std::string& line) {
   if (line.find_first_not_of(" \t\r") == std::string::npos) return std::nullopt;
   const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   try {
-    if (!j.is_object()) throw Error("not a JSON object");
-    EvalPoint p;
-    p.step = static_cast<long>(numberField(j, "step"));
-    p.timeS = numberField(j, "time_s");
-    p.testAcc = numberField(j, "test_acc");
-    return p;
-  } catch (const std::exception& e) {
+    return train::evalRecordFromJson(j);
+  } catch (const Error& e) {
     throw Error(fmt::format("unexpected eval.jsonl line ({}): {}", e.what(), line));
   }
 }
@@ -209,15 +200,15 @@ TimeToAccuracy timeToAccuracy(const std::vector<EvalPoint>& points, double targe
   TimeToAccuracy t;
   t.evals = points.size();
   for (const EvalPoint& p : points) {
-    t.bestAcc = std::max(t.bestAcc, p.testAcc);
-    if (!t.reached && p.testAcc >= target) {
+    t.bestAcc = std::max(t.bestAcc, p.testAccuracy);
+    if (!t.reached && p.testAccuracy >= target) {
       t.reached = true;
       t.step = p.step;
       t.timeS = p.timeS;
     }
   }
   if (!points.empty()) {
-    t.finalAcc = points.back().testAcc;
+    t.finalAcc = points.back().testAccuracy;
     t.lastStep = points.back().step;
     t.lastTimeS = points.back().timeS;
   }
@@ -238,29 +229,24 @@ RunTotals parseMetricsLines(const std::vector<std::string>& lines) {
   RunTotals t;
   double samples = 0;
   for (const std::string& line : lines) {
-    if (line.empty() || line.front() != '{') continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("samples_per_s")) continue;
+    std::optional<train::EpochRecord> e;
     try {
-      const double seconds = numberField(j, "seconds");
-      samples += numberField(j, "samples_per_s") * seconds;
-      t.seconds += seconds;
-      if (j.contains("steps")) t.steps += static_cast<long>(numberField(j, "steps"));
-      const auto acc = j.find("test_accuracy");
-      if (acc != j.end() && acc->is_number()) t.testAcc = acc->get<double>();
-      const auto staleness = j.find("staleness");
-      if (staleness != j.end() && staleness->is_array()) {
-        const auto counts = staleness->get<std::vector<std::uint64_t>>();
-        if (t.staleness.size() < counts.size()) t.staleness.resize(counts.size(), 0);
-        for (std::size_t k = 0; k < counts.size(); ++k) t.staleness[k] += counts[k];
-        t.hasStaleness = true;
-      }
-      if (j.contains("clock_wait_s") && j["clock_wait_s"].is_number())
-        t.clockWaitS += numberField(j, "clock_wait_s");
-      ++t.epochs;
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(fmt::format("unexpected metrics.jsonl line ({}): {}", e.what(), line));
+      e = train::parseEpochRecord(line);
+    } catch (const Error& x) {
+      throw Error(fmt::format("unexpected metrics.jsonl line: {}", x.what()));
     }
+    if (!e) continue;
+    samples += e->samplesPerS * e->seconds;
+    t.seconds += e->seconds;
+    t.steps += e->steps;
+    if (e->testAccuracy) t.testAcc = e->testAccuracy;
+    if (e->staleness) {
+      if (t.staleness.size() < e->staleness->size()) t.staleness.resize(e->staleness->size(), 0);
+      for (std::size_t k = 0; k < e->staleness->size(); ++k) t.staleness[k] += (*e->staleness)[k];
+      t.hasStaleness = true;
+    }
+    if (e->clockWaitS) t.clockWaitS += *e->clockWaitS;
+    ++t.epochs;
   }
   t.samplesPerS = t.seconds > 0 ? samples / t.seconds : 0;
   return t;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gyre/ps.h"
+#include "train/records.h"
 
 namespace gyre::app {
 
@@ -91,13 +92,9 @@ std::vector<AccuracyRun> planAccuracyRuns(const AccuracySettings& s);
 std::vector<std::string> trainArguments(const AccuracySettings& s, const AccuracyRun& run,
                                         const std::string& runDir);
 
-// One line of a run's eval.jsonl: {"step": 50, "time_s": 3.2, "test_acc": 0.81}.
-struct EvalPoint {
-  long step = 0;
-  double timeS = 0;
-  double testAcc = 0;
-};
-// nullopt for a blank line; throws Error for anything else that is not such an object.
+// One line of a run's eval.jsonl (train/records.h).
+using EvalPoint = train::EvalRecord;
+// nullopt for a blank line; throws Error for anything else that is not such a record.
 std::optional<EvalPoint> parseEvalLine(const std::string& line);
 
 struct TimeToAccuracy {
@@ -138,8 +135,8 @@ struct RunTotals {
   double clockWaitS = 0;
   std::size_t epochs = 0;
 };
-// Blank lines and lines that are not JSON objects with samples_per_s are skipped; throws Error
-// for such an object with a mistyped field.
+// The epoch records of a run's metrics.jsonl together; other lines are skipped (train/records.h,
+// parseEpochRecord); throws Error for a record with a mistyped field.
 RunTotals parseMetricsLines(const std::vector<std::string>& lines);
 
 }  // namespace gyre::app

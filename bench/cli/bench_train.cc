@@ -16,10 +16,10 @@
 #include "bench_train_report.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/config.h"
 #include "gyre/init.h"
-#include "info_system.h"
-#include "process.h"
-#include "usage_error.h"
+#include "info/info_system.h"
+#include "launcher/process.h"
 
 namespace gyre::app {
 namespace {
@@ -47,22 +47,23 @@ struct TrainBenchFlags {
 };
 
 std::string besideGyre(const std::string& name) {
-  const std::string self = selfExecutable();
+  const std::string self = launcher::selfExecutable();
   return self.substr(0, self.rfind('/') + 1) + name;
 }
 
 std::string locateWorker(const TrainBenchFlags& f) {
   if (!f.worker.empty()) {
     const std::string found =
-        findExecutable(f.worker.find('/') == std::string::npos ? "./" + f.worker : f.worker);
-    requireArg(!found.empty(), "--worker ", f.worker, " is not an executable file");
+        launcher::findExecutable(f.worker.find('/') == std::string::npos ? "./" + f.worker : f.worker);
+    GYRE_USAGE_CHECK(!found.empty(), "--worker ", f.worker, " is not an executable file");
     return found;
   }
   const std::string beside = besideGyre("gyre_train_worker");
-  requireArg(!findExecutable(beside).empty(), "gyre bench train needs gyre_train_worker, which is not at ",
-             beside,
-             " (it is built only when CMake finds libtorch: install libtorch-dev, re-run cmake, build target "
-             "gyre_train_worker) or pass --worker PATH");
+  GYRE_USAGE_CHECK(
+      !launcher::findExecutable(beside).empty(), "gyre bench train needs gyre_train_worker, which is not at ",
+      beside,
+      " (it is built only when CMake finds libtorch: install libtorch-dev, re-run cmake, build target "
+      "gyre_train_worker) or pass --worker PATH");
   return beside;
 }
 
@@ -74,7 +75,7 @@ std::string findTorchPython(const TrainBenchFlags& f, std::string& why) {
   const std::string probe =
       "import numpy, torch, torch.distributed as d; assert d.is_gloo_available(), 'no gloo'";
   for (const std::string& python : candidates) {
-    const std::string path = findExecutable(python);
+    const std::string path = launcher::findExecutable(python);
     if (path.empty()) {
       why += fmt::format("{}{}: not found", why.empty() ? "" : "; ", python);
       continue;
@@ -88,7 +89,7 @@ std::string findTorchPython(const TrainBenchFlags& f, std::string& why) {
     if (const auto nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
     why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", path, last);
   }
-  requireArg(f.python.empty(), "--python ", f.python, " cannot run the DDP baseline: ", why);
+  GYRE_USAGE_CHECK(f.python.empty(), "--python ", f.python, " cannot run the DDP baseline: ", why);
   return "";
 }
 
@@ -109,7 +110,7 @@ class TrainBench {
 
   // Runs `c` once and returns its figures; throws RunFailed.
   RunFigures runOnce(const TrainConfig& c) {
-    ChildSpec spec;
+    launcher::ChildSpec spec;
     spec.name = fmt::format("{} {} (world {})", c.model, c.label(), c.world);
     spec.env = threadEnvironment(c.threads);
     spec.ownProcessGroup = true;  // stopping it stops gyre run's workers or DDP's processes too
@@ -119,12 +120,12 @@ class TrainBench {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) GYRE_THROW(SystemError, "pipe2 failed");
     spec.stdoutFd = fds[1];  // stderr stays ours: the workers' errors show as they happen
-    ProcessGroup group;
+    launcher::ProcessGroup group;
     group.spawn(spec);
     close(fds[1]);
     // The JSON epoch lines are kept; the worker's human lines (its epoch summary) are not shown.
     std::vector<RunFigures> epochs;
-    const SuperviseResult result = supervise(
+    const launcher::SuperviseResult result = launcher::supervise(
         group, fds[0], Deadline::after(std::chrono::milliseconds(static_cast<long>(f_.timeoutS * 1000))), "",
         [&](const std::string& line) {
           if (std::optional<RunFigures> e = parseEpochLine(line)) epochs.push_back(*e);
@@ -156,9 +157,9 @@ class TrainBench {
       return argv;
     }
     if (c.runner == TrainRunner::kGyre && c.world > 1) {
-      argv = {selfExecutable(),        "run",       "--np",
-              std::to_string(c.world), "--threads", std::to_string(c.threads.torch),
-              "--no-tag-output",       "--"};
+      argv = {launcher::selfExecutable(), "run",       "--np",
+              std::to_string(c.world),    "--threads", std::to_string(c.threads.torch),
+              "--no-tag-output",          "--"};
     }
     argv.push_back(worker_);
     if (c.runner == TrainRunner::kPlain) argv.emplace_back("--plain");
@@ -201,11 +202,12 @@ int runTrainBench(const TrainBenchFlags& f) {
   s.plainThreads = parseThreadsGrid(f.threadsGrid);
   s.ddp = f.baseline == "ddp";
   validate(s);
-  requireArg(f.repeat >= 1, "--repeat must be at least 1 (got ", f.repeat, ")");
-  requireArg(f.timeoutS > 0, "--timeout must be positive");
-  requireArg(detectLaunch(processEnvironment()).launcher == "none",
-             "gyre bench train starts its own workers: run it outside any launcher (gyre run, mpirun, srun, "
-             "torchrun)");
+  GYRE_USAGE_CHECK(f.repeat >= 1, "--repeat must be at least 1 (got ", f.repeat, ")");
+  GYRE_USAGE_CHECK(f.timeoutS > 0, "--timeout must be positive");
+  GYRE_USAGE_CHECK(
+      detectLaunch(config::processEnvironment()).launcher == "none",
+      "gyre bench train starts its own workers: run it outside any launcher (gyre run, mpirun, srun, "
+      "torchrun)");
   TrainReportContext ctx;
   ctx.repeat = f.repeat;
   ctx.pick = parsePick(f.pick);
@@ -220,8 +222,8 @@ int runTrainBench(const TrainBenchFlags& f) {
   std::string python, ddpScript, ddpSkip;
   if (s.ddp) {
     ddpScript = besideGyre("gyre_ddp_train.py");
-    requireArg(std::filesystem::exists(ddpScript), "--baseline ddp needs ", ddpScript,
-               ", which the build copies there from bench/ddp_train.py (build target gyre)");
+    GYRE_USAGE_CHECK(std::filesystem::exists(ddpScript), "--baseline ddp needs ", ddpScript,
+                     ", which the build copies there from bench/ddp_train.py (build target gyre)");
     std::string why;
     python = findTorchPython(f, why);
     if (python.empty()) {
@@ -236,7 +238,7 @@ int runTrainBench(const TrainBenchFlags& f) {
                "warning: the machine is busy (load average {:.2f} on {} cores): the figures will be low "
                "and noisy; run nothing else meanwhile, or raise --repeat\n",
                ctx.loadAverage, ctx.usableCores);
-  installInterruptHandlers();
+  launcher::installInterruptHandlers();
   TrainBench bench(f, worker, python, ddpScript);
 
   std::vector<TargetCheck> checks;

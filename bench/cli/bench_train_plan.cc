@@ -10,7 +10,7 @@
 #include "bench_lists.h"
 #include "common/check.h"
 #include "gyre/errors.h"
-#include "usage_error.h"
+#include "train/records.h"
 
 namespace gyre::app {
 namespace {
@@ -36,12 +36,6 @@ const ConfigResult* find(const std::vector<ConfigResult>& results, TrainRunner r
       return &r;
   }
   return nullptr;
-}
-
-// A count that may be absent or null (the worker prints null for an unset OPENBLAS_NUM_THREADS).
-int countOrZero(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<int>() : 0;
 }
 
 std::string threadsText(const ThreadPair& t) {
@@ -75,10 +69,10 @@ std::vector<int> parseWorldList(const std::string& text) {
 std::vector<std::string> parseModelList(const std::string& text) {
   std::vector<std::string> models;
   for (const std::string& m : splitCommas(text)) {
-    requireArg(m == "mlp" || m == "cnn", "--model '", text, "': unknown model '", m,
-               "'; expected mlp, cnn or mlp,cnn");
-    requireArg(std::find(models.begin(), models.end(), m) == models.end(), "--model '", text, "': ", m,
-               " is given twice");
+    GYRE_USAGE_CHECK(m == "mlp" || m == "cnn", "--model '", text, "': unknown model '", m,
+                     "'; expected mlp, cnn or mlp,cnn");
+    GYRE_USAGE_CHECK(std::find(models.begin(), models.end(), m) == models.end(), "--model '", text, "': ", m,
+                     " is given twice");
     models.push_back(m);
   }
   return models;
@@ -94,12 +88,12 @@ std::vector<ThreadPair> parseThreadsGrid(const std::string& text) {
       torch = parseCount(part.substr(0, colon), kMaxBenchCount);
       blas = parseCount(part.substr(colon + 1), kMaxBenchCount);
     }
-    requireArg(torch && blas, "--threads-grid '", text,
-               "': expected `default` or TORCH:BLAS thread pairs (each 1 to ", kMaxBenchCount,
-               ") separated by commas, like 1:1,1:2,2:2");
+    GYRE_USAGE_CHECK(torch && blas, "--threads-grid '", text,
+                     "': expected `default` or TORCH:BLAS thread pairs (each 1 to ", kMaxBenchCount,
+                     ") separated by commas, like 1:1,1:2,2:2");
     const ThreadPair pair{*torch, *blas};
-    requireArg(std::find(grid.begin(), grid.end(), pair) == grid.end(), "--threads-grid '", text, "': ", part,
-               " is given twice");
+    GYRE_USAGE_CHECK(std::find(grid.begin(), grid.end(), pair) == grid.end(), "--threads-grid '", text,
+                     "': ", part, " is given twice");
     grid.push_back(pair);
   }
   return grid;
@@ -110,18 +104,19 @@ int defaultSteps(const std::string& model) {
 }
 
 void validate(const TrainBenchSettings& s) {
-  requireArg(!s.models.empty() && !s.worlds.empty() && !s.plainThreads.empty(), "nothing to run");
-  requireArg(s.globalBatch >= 1, "--batch must be at least 1 (got ", s.globalBatch, ")");
+  GYRE_USAGE_CHECK(!s.models.empty() && !s.worlds.empty() && !s.plainThreads.empty(), "nothing to run");
+  GYRE_USAGE_CHECK(s.globalBatch >= 1, "--batch must be at least 1 (got ", s.globalBatch, ")");
   for (int w : s.worlds)
-    requireArg(s.globalBatch % w == 0, "--batch ", s.globalBatch, " is not divisible by ", w,
-               " workers: the global batch is split evenly (", s.globalBatch, " / ", w, ")");
-  requireArg(s.globalBatch <= kTrainSamples, "--batch ", s.globalBatch, " is larger than the training set (",
-             kTrainSamples, " samples)");
-  requireArg(s.steps >= 0, "--steps must be at least 1 (or 0 for the default)");
-  requireArg(s.skip >= 0, "--skip must not be negative (got ", s.skip, ")");
+    GYRE_USAGE_CHECK(s.globalBatch % w == 0, "--batch ", s.globalBatch, " is not divisible by ", w,
+                     " workers: the global batch is split evenly (", s.globalBatch, " / ", w, ")");
+  GYRE_USAGE_CHECK(s.globalBatch <= kTrainSamples, "--batch ", s.globalBatch,
+                   " is larger than the training set (", kTrainSamples, " samples)");
+  GYRE_USAGE_CHECK(s.steps >= 0, "--steps must be at least 1 (or 0 for the default)");
+  GYRE_USAGE_CHECK(s.skip >= 0, "--skip must not be negative (got ", s.skip, ")");
   for (const std::string& m : s.models) {
     const int steps = s.steps > 0 ? s.steps : defaultSteps(m);
-    requireArg(s.skip < steps, "--skip ", s.skip, " leaves no timed step of the ", steps, " steps of ", m);
+    GYRE_USAGE_CHECK(s.skip < steps, "--skip ", s.skip, " leaves no timed step of the ", steps, " steps of ",
+                     m);
   }
 }
 
@@ -172,29 +167,29 @@ EpochSplit splitSteps(int steps, int globalBatch) {
 }
 
 std::optional<RunFigures> parseEpochLine(const std::string& line) {
-  if (line.empty() || line.front() != '{') return std::nullopt;
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("samples_per_s")) return std::nullopt;
-  if (j.contains("rank") && j["rank"].is_number() && j["rank"].get<int>() != 0) return std::nullopt;
   try {
-    RunFigures f;
-    f.samplesPerS = j.at("samples_per_s").get<double>();
-    f.seconds = j.at("seconds").get<double>();
-    f.steps = j.contains("timed_steps") ? j["timed_steps"].get<long>() : j.at("steps").get<long>();
-    f.hasSplit = j.contains("compute_s");
-    if (f.hasSplit) {
-      f.computeS = j.at("compute_s").get<double>();
-      f.communicateS = j.at("communicate_s").get<double>();
-      f.waitS = j.at("wait_s").get<double>();
-      f.hiddenS = j.at("hidden_s").get<double>();
-    }
-    f.torchThreads = countOrZero(j, "torch_threads");
-    f.blasThreads = countOrZero(j, "blas_threads");
-    if (j.contains("loss") && j["loss"].is_number()) f.loss = j["loss"].get<double>();
-    return f;
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("unexpected epoch line ({}): {}", e.what(), line));
+    const std::optional<train::EpochRecord> e = train::parseEpochRecord(line);
+    if (!e) return std::nullopt;
+    return figuresOf(*e);
+  } catch (const Error& x) {
+    throw Error(fmt::format("unexpected epoch line: {}", x.what()));
   }
+}
+
+RunFigures figuresOf(const train::EpochRecord& e) {
+  RunFigures f;
+  f.samplesPerS = e.samplesPerS;
+  f.seconds = e.seconds;
+  f.steps = e.timedSteps;
+  f.hasSplit = e.computeS > 0;  // the DDP baseline records no step split
+  f.computeS = e.computeS;
+  f.communicateS = e.communicateS;
+  f.waitS = e.waitS;
+  f.hiddenS = e.hiddenS;
+  f.torchThreads = e.torchThreads;
+  f.blasThreads = e.blasThreads.value_or(0);
+  f.loss = e.loss;
+  return f;
 }
 
 RunFigures combineEpochs(const std::vector<RunFigures>& epochs) {
@@ -222,7 +217,7 @@ RunFigures combineEpochs(const std::vector<RunFigures>& epochs) {
 Pick parsePick(const std::string& name) {
   if (name == "best") return Pick::kBest;
   if (name == "median") return Pick::kMedian;
-  usageError("--pick '", name, "': expected best or median");
+  GYRE_USAGE_ERROR("--pick '", name, "': expected best or median");
 }
 
 const char* toString(Pick pick) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "train/records.h"
+
 namespace gyre::app {
 
 // Fashion-MNIST's training set: an epoch has at most kTrainSamples / global batch steps.
@@ -113,10 +115,12 @@ struct RunFigures {
   double share(double part) const { return stepSeconds() > 0 ? part / stepSeconds() : 0; }
 };
 
-// One line a worker or the DDP script printed on stdout: the epoch's figures when it is a JSON
-// object with `samples_per_s` (and, when it has `rank`, rank 0's); nullopt for any other line.
-// Throws Error when the line is a JSON epoch object with a missing or mistyped field.
+// One line a run printed: its epoch's figures when the line is an epoch record (train/records.h:
+// gyre train's --json, the DDP baseline's lines); nullopt for any other line. Throws Error for a
+// record with a mistyped field.
 std::optional<RunFigures> parseEpochLine(const std::string& line);
+// The figures of an epoch record.
+RunFigures figuresOf(const train::EpochRecord& epoch);
 
 // A run's epochs together: samples and times summed, samples/s = samples / seconds, threads and
 // loss from the last epoch.

@@ -91,7 +91,7 @@ std::size_t runSweep(Communicator& comm, const BenchOptions& o,
 
 CommunicatorOptions benchCommunicatorOptions(const BenchOptions& o, const std::string& secret) {
   CommunicatorOptions options;
-  applyKnobs(processEnvironment(), options);  // GYRE_IFACE, GYRE_SPIN_US, ... as init() does
+  applyKnobs(config::processEnvironment(), options);  // GYRE_IFACE, GYRE_SPIN_US, ... as init() does
   options.transport = parseTransport(o.transport);
   options.secret = secret;
   options.timeout = std::chrono::seconds(o.opTimeoutS);
@@ -100,7 +100,7 @@ CommunicatorOptions benchCommunicatorOptions(const BenchOptions& o, const std::s
 }
 
 int runBenchWorker(const BenchOptions& o) {
-  const std::string secret = config::getString(processEnvironment(), kSecretEnv);
+  const std::string secret = config::getString(config::processEnvironment(), kSecretEnv);
   unsetenv(kSecretEnv);
   try {
     if (secret.empty())

@@ -8,8 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/check.h"
-#include "process.h"
-#include "usage_error.h"
+#include "launcher/process.h"
 
 namespace gyre::app {
 namespace {
@@ -17,16 +16,16 @@ namespace {
 std::string locateMpiBench(const BenchOptions& o) {
   if (!o.mpiBench.empty()) {
     const std::string found =
-        findExecutable(o.mpiBench.find('/') == std::string::npos ? "./" + o.mpiBench : o.mpiBench);
-    requireArg(!found.empty(), "--mpi-bench ", o.mpiBench, " is not an executable file");
+        launcher::findExecutable(o.mpiBench.find('/') == std::string::npos ? "./" + o.mpiBench : o.mpiBench);
+    GYRE_USAGE_CHECK(!found.empty(), "--mpi-bench ", o.mpiBench, " is not an executable file");
     return found;
   }
-  const std::string self = selfExecutable();
+  const std::string self = launcher::selfExecutable();
   const std::string dir = self.substr(0, self.rfind('/'));
-  const std::string beside = findExecutable(dir + "/gyre_mpi_bench");
-  requireArg(!beside.empty(), "--baseline mpi needs gyre_mpi_bench, which is not in ", dir,
-             " (it is built only when CMake finds MPI: install libopenmpi-dev, re-run cmake, build "
-             "target gyre_mpi_bench) or pass --mpi-bench PATH");
+  const std::string beside = launcher::findExecutable(dir + "/gyre_mpi_bench");
+  GYRE_USAGE_CHECK(!beside.empty(), "--baseline mpi needs gyre_mpi_bench, which is not in ", dir,
+                   " (it is built only when CMake finds MPI: install libopenmpi-dev, re-run cmake, build "
+                   "target gyre_mpi_bench) or pass --mpi-bench PATH");
   return beside;
 }
 
@@ -62,28 +61,28 @@ std::vector<std::string> mpiArguments(const BenchOptions& o, const std::string& 
 
 MpiBaseline runMpiBaseline(const BenchOptions& o, Deadline deadline) {
   const DataType dtype = parseDataType(o.dtype);
-  requireArg(dtype != DataType::kFloat16 && dtype != DataType::kBFloat16, "--baseline mpi: MPI has no ",
-             toString(dtype), " type; use float32, float64 or an integer type");
-  const std::string mpirun = findExecutable(o.mpirun);
-  requireArg(!mpirun.empty(), "--baseline mpi needs ", o.mpirun,
-             ", which is not on PATH (install openmpi-bin: scripts/install-deps.sh)");
+  GYRE_USAGE_CHECK(dtype != DataType::kFloat16 && dtype != DataType::kBFloat16, "--baseline mpi: MPI has no ",
+                   toString(dtype), " type; use float32, float64 or an integer type");
+  const std::string mpirun = launcher::findExecutable(o.mpirun);
+  GYRE_USAGE_CHECK(!mpirun.empty(), "--baseline mpi needs ", o.mpirun,
+                   ", which is not on PATH (install openmpi-bin: scripts/install-deps.sh)");
   MpiBaseline baseline;
   baseline.program = locateMpiBench(o);
 
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) GYRE_THROW(SystemError, "pipe2 failed");
-  ChildSpec spec;
+  launcher::ChildSpec spec;
   spec.name = "mpirun";
   spec.path = mpirun;
   spec.argv = mpiArguments(o, mpirun, baseline.program);
   spec.stdoutFd = fds[1];
   spec.ownProcessGroup = true;  // stopping mpirun stops its ranks too
-  ProcessGroup group;
+  launcher::ProcessGroup group;
   group.spawn(spec);
   close(fds[1]);
 
-  const SuperviseResult result =
-      supervise(group, fds[0], deadline, "MPI baseline (" + o.mpirun + ")", [&](const std::string& line) {
+  const launcher::SuperviseResult result = launcher::supervise(
+      group, fds[0], deadline, "MPI baseline (" + o.mpirun + ")", [&](const std::string& line) {
         if (line.empty() || line[0] != '{') {
           fmt::print(stderr, "mpirun: {}\n", line);
           return;

@@ -85,14 +85,6 @@ struct P2POptions {
   Timeout timeout{0};
 };
 
-// One message of a batched exchange (Communicator::exchange): `count` elements of the options'
-// dtype to or from `peer`, in `buffer` (read for a send, written for a receive).
-struct P2PMessage {
-  int peer = -1;
-  void* buffer = nullptr;
-  std::size_t count = 0;
-};
-
 // A group of `size` ranks, each holding one Communicator.
 //
 // Buffers are plain memory: `count` elements of the options' dtype. Collective calls must be

@@ -62,4 +62,12 @@ AllreduceAlgorithm parseAllreduceAlgorithm(std::string_view name);
 BroadcastAlgorithm parseBroadcastAlgorithm(std::string_view name);
 Transport parseTransport(std::string_view name);
 
+// One message of a batched exchange (Communicator::exchange): `count` elements of the options'
+// dtype to or from `peer`, in `buffer` (read for a send, written for a receive).
+struct P2PMessage {
+  int peer = -1;
+  void* buffer = nullptr;
+  std::size_t count = 0;
+};
+
 }  // namespace gyre

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "collectives/dispatch.h"
+#include "collectives/fingerprint.h"
 #include "common/check.h"
 #include "common/socket.h"
-#include "engine/fingerprint.h"
 #include "rendezvous/network_store.h"
 
 namespace gyre {
@@ -62,7 +62,8 @@ void Communicator::Impl::execute(const collectives::OpDesc& desc) {
   const Deadline deadline = Deadline::after(desc.timeout.count() > 0 ? desc.timeout : options_.timeout);
   try {
     const bool collective = !collectives::isPointToPoint(desc.type);
-    if (collective && options_.debugCollectives) engine::checkFingerprint(*mesh_, deadline, sequence_, desc);
+    if (collective && options_.debugCollectives)
+      collectives::checkFingerprint(*mesh_, deadline, sequence_, desc);
     if (collective) ++sequence_;
     collectives::Context context{*mesh_, deadline, scratch_, cost_};
     context.topology = &topology_;

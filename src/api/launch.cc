@@ -16,8 +16,6 @@
 #include "common/socket.h"
 #include "gyre/init.h"
 
-extern char** environ;
-
 namespace gyre {
 namespace {
 
@@ -193,14 +191,7 @@ void checkPlace(const LaunchInfo& info, const PlaceNames& n) {
 }  // namespace
 
 std::map<std::string, std::string> processEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
-    const std::string entry(*p);
-    const auto eq = entry.find('=');
-    if (eq == std::string::npos) continue;
-    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
-  }
-  return env;
+  return config::processEnvironment();
 }
 
 LaunchInfo detectLaunch(const std::map<std::string, std::string>& env) {

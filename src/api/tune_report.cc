@@ -21,7 +21,7 @@ namespace gyre::tune {
 namespace {
 
 config::Env environment() {
-  return processEnvironment();
+  return config::processEnvironment();
 }
 
 std::mutex reportMutex;

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "gyre/communicator.h"  // P2PMessage
 #include "gyre/types.h"
 
 namespace gyre::collectives {

@@ -53,6 +53,8 @@ template <typename E, typename... Args>
   do {                                                   \
     if (!(cond)) ::gyre::detail::failUsage(__VA_ARGS__); \
   } while (0)
+// GYRE_USAGE_ERROR("message parts"...): the same, always.
+#define GYRE_USAGE_ERROR(...) ::gyre::detail::failUsage(__VA_ARGS__)
 
 namespace gyre::detail {
 

@@ -10,6 +10,8 @@
 
 #include "common/check.h"
 
+extern char** environ;
+
 namespace gyre::config {
 namespace {
 
@@ -373,6 +375,17 @@ std::string rangeNote(const Knob& k) {
 }
 
 }  // namespace
+
+Env processEnvironment() {
+  Env env;
+  for (char** p = environ; p != nullptr && *p != nullptr; ++p) {
+    const std::string entry(*p);
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
 
 std::span<const Knob> knobs() {
   return kKnobs;

@@ -1,6 +1,7 @@
 // Every GYRE_* environment knob, declared once in one table (config.cc), and typed getters
-// that read them from an environment map. The environment is read once, at bootstrap
-// (gyre::init), and passed around as values; nothing here reads the process environment.
+// that read them from an environment map. The environment is read at bootstrap (gyre::init,
+// the tool's main) by processEnvironment(), the one function of gyre that reads it, and passed
+// around as values.
 //
 // Thread-safety: everything here is a pure function of its arguments (the table is constant).
 #pragma once
@@ -37,6 +38,9 @@ struct Knob {
   std::int64_t max = INT64_MAX;   // kInt only
   KnobOrigin origin = KnobOrigin::kUser;
 };
+
+// The process environment (environ) as a map, as it is at the call.
+Env processEnvironment();
 
 // The whole table, in documentation order.
 std::span<const Knob> knobs();

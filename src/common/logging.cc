@@ -6,7 +6,6 @@
 #include <exception>
 
 #include "common/config.h"
-#include "gyre/init.h"
 
 namespace gyre::log {
 namespace {
@@ -17,7 +16,7 @@ namespace {
 Level levelFromEnv() {
   std::string value;
   try {
-    value = config::getChoice(processEnvironment(), "GYRE_LOG_LEVEL");
+    value = config::getChoice(config::processEnvironment(), "GYRE_LOG_LEVEL");
   } catch (const std::exception& e) {
     const std::string line = std::string("[gyre error] ") + e.what() + "; logging at warn\n";
     ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());

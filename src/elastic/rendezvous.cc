@@ -37,7 +37,7 @@ std::string outcomeKey(std::int64_t epoch) {
 }  // namespace
 
 std::optional<Options> Options::fromEnvironment(CommunicatorOptions communicator) {
-  config::Env env = processEnvironment();
+  config::Env env = config::processEnvironment();
   if (!config::getBool(env, "GYRE_ELASTIC")) return std::nullopt;
   Options o;
   o.communicator = std::move(communicator);

@@ -141,7 +141,7 @@ class Job {
 std::vector<std::pair<std::string, std::string>> forwardedEnvironment() {
   const std::span<const config::Knob> table = config::knobs();
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& entry : processEnvironment()) {
+  for (const auto& entry : config::processEnvironment()) {
     const std::string& name = entry.first;  // not a structured binding: the lambda captures it
     if (!name.starts_with("GYRE_")) continue;
     // The launcher sets these for each process itself (KnobOrigin::kLauncher).

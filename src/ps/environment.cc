@@ -64,7 +64,7 @@ std::string bindAddress(const config::Env& env, const Store& store) {
 }  // namespace
 
 std::unique_ptr<Server> Server::fromEnvironment() {
-  const config::Env env = processEnvironment();
+  const config::Env env = config::processEnvironment();
   ServerOptions options;
   const JobEnvironment job = readJob(env, options.timeout);
   GYRE_ARG_CHECK(config::isSet(env, "GYRE_PS_SERVER_INDEX"),
@@ -84,7 +84,7 @@ std::unique_ptr<Server> Server::fromEnvironment() {
 }
 
 std::unique_ptr<Worker> Worker::fromEnvironment(const TableSpec& spec) {
-  const config::Env env = processEnvironment();
+  const config::Env env = config::processEnvironment();
   WorkerOptions options;
   const JobEnvironment job = readJob(env, options.timeout);
   options.workerId = job.launch.rank;

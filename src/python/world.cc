@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "common/config.h"
 #include "gyre/elastic.h"
 
 namespace gyre::python {
@@ -52,7 +53,7 @@ void World::init() {
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (s.world) return;
-  LaunchInfo launch = detectLaunch(processEnvironment());
+  LaunchInfo launch = detectLaunch(config::processEnvironment());
   // Under `gyre run --elastic`, the first membership that admits this worker, through a
   // rendezvous kept for the next ones (gyre::init() would join with one of its own).
   std::shared_ptr<Communicator> world;

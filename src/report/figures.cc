@@ -126,11 +126,11 @@ void accuracyFigures(const std::vector<Run>& runs, std::vector<Figure>& out) {
     for (const Epoch& e : r.epochs) {
       steps += static_cast<double>(e.steps);
       seconds += e.seconds;
-      if (!e.accuracy) continue;
+      if (!e.testAccuracy) continue;
       s.x.push_back(steps);
-      s.y.push_back(*e.accuracy * 100);
+      s.y.push_back(*e.testAccuracy * 100);
       t.x.push_back(seconds);
-      t.y.push_back(*e.accuracy * 100);
+      t.y.push_back(*e.testAccuracy * 100);
     }
     if (s.x.empty()) continue;
     bySteps.series.push_back(s);
@@ -274,8 +274,10 @@ void stalenessFigures(const std::vector<Run>& runs, std::vector<Figure>& out) {
   for (const Run& r : runs) {
     std::vector<double> total;
     for (const Epoch& e : r.epochs) {
-      if (total.size() < e.staleness.size()) total.resize(e.staleness.size(), 0);
-      for (std::size_t k = 0; k < e.staleness.size(); ++k) total[k] += e.staleness[k];
+      if (!e.staleness) continue;
+      if (total.size() < e.staleness->size()) total.resize(e.staleness->size(), 0);
+      for (std::size_t k = 0; k < e.staleness->size(); ++k)
+        total[k] += static_cast<double>((*e.staleness)[k]);
     }
     while (!total.empty() && total.back() == 0) total.pop_back();
     if (total.empty()) continue;

@@ -33,7 +33,7 @@ std::string runTable(const std::vector<Run>& runs) {
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         escapeXml(r.dir), escapeXml(r.name), escapeXml(r.model), r.world, escapeXml(r.mode), r.batch,
         r.epochs.size(), r.stepNumbers.size(), last ? fmt::format("{:.4f}", last->loss) : "-",
-        last && last->accuracy ? fmt::format("{:.2f}%", *last->accuracy * 100) : "-",
+        last && last->testAccuracy ? fmt::format("{:.2f}%", *last->testAccuracy * 100) : "-",
         r.epochs.empty() ? "-" : fmt::format("{:.0f}", sps / static_cast<double>(r.epochs.size())),
         r.epochs.empty() ? "-" : fmt::format("{:.1f}", seconds));
   }

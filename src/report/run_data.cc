@@ -31,6 +31,16 @@ std::vector<std::pair<int, Json>> jsonLines(const fs::path& path) {
   return out;
 }
 
+// A record read by `read`, its errors refused as the user's input, with the file and line.
+template <typename Read>
+auto record(const fs::path& path, int line, Read read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    GYRE_USAGE_ERROR(path.string(), ":", line, ": ", e.what());
+  }
+}
+
 double number(const Json& j, const char* key, double otherwise = 0) {
   const auto it = j.find(key);
   return it != j.end() && it->is_number() ? it->get<double>() : otherwise;
@@ -59,31 +69,16 @@ Run loadRun(const std::string& dirText) {
     run.batch = static_cast<int>(number(c, "batch", 0));
   }
   for (const auto& [line, j] : jsonLines(dir / "metrics.jsonl")) {
-    Epoch e;
-    e.epoch = static_cast<int>(number(j, "epoch"));
-    e.loss = number(j, "loss");
-    if (j.contains("test_accuracy") && j.at("test_accuracy").is_number())
-      e.accuracy = j.at("test_accuracy").get<double>();
-    e.samplesPerS = number(j, "samples_per_s");
-    e.seconds = number(j, "seconds");
-    e.steps = static_cast<std::int64_t>(number(j, "steps"));
-    e.timedSteps = static_cast<std::int64_t>(number(j, "timed_steps", static_cast<double>(e.steps)));
-    e.computeS = number(j, "compute_s");
-    e.communicateS = number(j, "communicate_s");
-    e.hiddenS = number(j, "hidden_s");
-    e.waitS = number(j, "wait_s");
-    e.dataWaitS = number(j, "data_wait_s");
-    if (j.contains("staleness") && j.at("staleness").is_array())
-      for (const Json& v : j.at("staleness")) e.staleness.push_back(v.is_number() ? v.get<double>() : 0);
-    if (j.contains("mode") && j.at("mode").is_string()) run.mode = j.at("mode").get<std::string>();
-    if (j.contains("world") && j.at("world").is_number()) run.world = j.at("world").get<int>();
+    Epoch e = record(dir / "metrics.jsonl", line, [&] { return train::epochRecordFromJson(j); });
+    run.mode = e.mode;
+    run.world = e.world;
     run.epochs.push_back(std::move(e));
   }
   for (const auto& [line, j] : jsonLines(dir / "steps.jsonl")) {
-    GYRE_USAGE_CHECK(j.contains("step") && j.at("step").is_number_integer(), (dir / "steps.jsonl").string(),
-                     ":", line, ": no step number");
-    run.stepNumbers.push_back(j.at("step").get<std::int64_t>());
-    run.stepLosses.push_back(number(j, "loss", std::numeric_limits<double>::quiet_NaN()));
+    const train::StepRecord s =
+        record(dir / "steps.jsonl", line, [&] { return train::stepRecordFromJson(j); });
+    run.stepNumbers.push_back(s.step);
+    run.stepLosses.push_back(s.loss);
   }
   // A restarted run logs a step again after its resume: the newest record of each step wins.
   std::map<std::int64_t, StepTime> byStep;

@@ -7,18 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "train/records.h"
+
 namespace gyre::report {
 
-struct Epoch {
-  int epoch = 0;
-  double loss = 0;
-  std::optional<double> accuracy;  // test_accuracy, 0..1; absent without evaluation
-  double samplesPerS = 0;
-  double seconds = 0;  // the epoch's training time
-  std::int64_t steps = 0, timedSteps = 0;
-  double computeS = 0, communicateS = 0, hiddenS = 0, waitS = 0, dataWaitS = 0;
-  std::vector<double> staleness;  // parameter-server modes: updates by staleness 0, 1, ...
-};
+// An epoch as gyre train recorded it in metrics.jsonl (train/records.h).
+using Epoch = train::EpochRecord;
 
 struct StepTime {
   std::int64_t step = 0;

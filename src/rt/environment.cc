@@ -8,7 +8,7 @@
 namespace gyre::rt {
 
 RuntimeOptions runtimeOptionsFromEnvironment() {
-  auto env = processEnvironment();
+  auto env = config::processEnvironment();
   config::checkEnvironment(env);
   LaunchInfo info = detectLaunch(env);
   CommunicatorOptions comm;

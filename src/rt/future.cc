@@ -79,7 +79,7 @@ bool Promise::waitUntil(std::optional<std::chrono::steady_clock::time_point> dea
   // within it, and a waiter that blocked would cost a wake-up on each side (sync tasks over TCP:
   // ~18k/s without, ~25-30k/s with it on 2 cores).
   static const auto spin = std::chrono::microseconds(
-      config::getOptionalInt(processEnvironment(), "GYRE_SPIN_US").value_or(50));
+      config::getOptionalInt(config::processEnvironment(), "GYRE_SPIN_US").value_or(50));
   if (spin.count() > 0 && !set_.load(std::memory_order_acquire)) {
     auto until = std::chrono::steady_clock::now() + spin;
     if (deadline && *deadline < until) until = *deadline;

@@ -14,7 +14,7 @@
 namespace gyre::torch {
 
 std::shared_ptr<Timeline> Timeline::fromEnvironment(std::shared_ptr<Communicator> comm) {
-  const std::string path = config::getString(processEnvironment(), "GYRE_TIMELINE");
+  const std::string path = config::getString(config::processEnvironment(), "GYRE_TIMELINE");
   if (path.empty()) return nullptr;
   return std::make_shared<Timeline>(path, std::move(comm));
 }

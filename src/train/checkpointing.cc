@@ -13,6 +13,7 @@
 #include "gyre/torch/broadcast.h"
 #include "train/checkpoint_relayout.h"
 #include "train/checkpoint_rules.h"
+#include "train/records.h"
 
 namespace gyre::train {
 namespace {
@@ -325,14 +326,31 @@ StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::tor
   return loaded;
 }
 
-std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep) {
+namespace {
+
+// The lines of `path` that `parse` reads as a record for which `keep` is true.
+template <typename Parse, typename Keep>
+std::string keptLines(const std::string& path, Parse parse, Keep keep) {
   std::ifstream in(path);
   std::string out;
   for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && keep(j)) out += line + "\n";
+    try {
+      const auto record = parse(line);
+      if (record && keep(*record)) out += line + "\n";
+    } catch (const Error&) {  // a damaged line: not kept
+    }
   }
   return out;
+}
+
+}  // namespace
+
+std::string epochLinesUpTo(const std::string& path, std::int64_t epoch) {
+  return keptLines(path, parseEpochRecord, [&](const EpochRecord& e) { return e.epoch <= epoch; });
+}
+
+std::string stepLinesUpTo(const std::string& path, std::int64_t step) {
+  return keptLines(path, parseStepRecord, [&](const StepRecord& s) { return s.step <= step; });
 }
 
 }  // namespace gyre::train

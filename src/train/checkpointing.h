@@ -8,9 +8,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -74,8 +72,10 @@ class TrainCheckpoints {
   std::string dir_;     // where this rank's checkpoints go: DIR, or DIR/rank-<r> when split
 };
 
-// The lines of a JSON-lines file for which `keep` is true (all lines that do not parse are
-// dropped), joined with newlines; "" when the file does not exist. For a resumed run's logs.
-std::string keptJsonLines(const std::string& path, const std::function<bool(const nlohmann::json&)>& keep);
+// The records of a run's metrics.jsonl up to `epoch`, and of its steps.jsonl up to `step`
+// (records.h), as the lines they were, each with its newline; lines that are not such records
+// are dropped, and a missing file has none. What a resumed run keeps of its run directory.
+std::string epochLinesUpTo(const std::string& path, std::int64_t epoch);
+std::string stepLinesUpTo(const std::string& path, std::int64_t step);
 
 }  // namespace gyre::train

@@ -40,7 +40,7 @@ void LiveMetrics::step(const gyre::torch::StepTiming& t, double dataWaitS,
   if (recent_.size() > kWindow + 1) recent_.pop_front();
 }
 
-void LiveMetrics::epoch(const EpochReport& r) {
+void LiveMetrics::epoch(const EpochRecord& r) {
   std::lock_guard lock(mutex_);
   epoch_ = r.epoch;
   loss_ = r.loss;

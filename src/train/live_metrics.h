@@ -44,7 +44,7 @@ class LiveMetrics {
   // each rank's step time in milliseconds, as progress.jsonl has them (empty when the ranks do
   // not share them).
   void step(const gyre::torch::StepTiming& timing, double dataWaitS, const std::vector<double>& rankMs);
-  void epoch(const EpochReport& report);
+  void epoch(const EpochRecord& report);
 
   // The exposition text (what a scrape gets).
   std::string render() const;

@@ -16,14 +16,9 @@ std::string format(const char* pattern, double value) {
   return text;
 }
 
-template <typename T>
-nlohmann::json orNull(const std::optional<T>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
-}
-
 }  // namespace
 
-std::string formatEpochLine(const EpochReport& r) {
+std::string formatEpochLine(const EpochRecord& r) {
   std::string line = "epoch " + std::to_string(r.epoch) + "/" + std::to_string(r.epochs);
   line += "  loss " + format("%.4f", r.loss);
   if (r.testAccuracy) line += "  test acc " + format("%.2f%%", 100 * *r.testAccuracy);
@@ -47,77 +42,8 @@ std::string formatEpochLine(const EpochReport& r) {
   return line;
 }
 
-std::string toJsonLine(const EpochReport& r) {
-  nlohmann::ordered_json j;
-  j["epoch"] = r.epoch;
-  j["epochs"] = r.epochs;
-  j["world"] = r.world;
-  j["plain"] = r.plain;
-  j["model"] = r.model;
-  j["batch"] = r.batch;
-  j["per_rank_batch"] = r.perRankBatch;
-  j["lr"] = r.lr;
-  j["compression"] = r.compression;
-  j["loss"] = r.loss;
-  j["test_accuracy"] = orNull(r.testAccuracy);
-  j["samples_per_s"] = r.samplesPerS;
-  j["seconds"] = r.seconds;
-  j["steps"] = r.steps;
-  j["timed_steps"] = r.timedSteps;
-  j["speedup"] = orNull(r.speedup);
-  j["efficiency"] = orNull(r.efficiency);
-  j["compute_s"] = r.computeS;
-  j["communicate_s"] = r.communicateS;
-  j["bytes_per_step"] = r.bytesPerStep;
-  if (r.stragglers) {
-    nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (const Straggler& s : *r.stragglers)
-      list.push_back({{"rank", s.rank}, {"since_step", s.since}, {"factor", s.factor}});
-    j["stragglers"] = list;
-  } else {
-    j["stragglers"] = nullptr;
-  }
-  j["dropped_gradients"] = orNull(r.droppedGradients);
-  if (r.autotune) {
-    j["autotune"] = {{"bucket_cap_mb", r.autotune->bucketCapMb},
-                     {"algorithm", r.autotune->algorithm},
-                     {"step_ms", r.autotune->stepMs},
-                     {"trials", r.autotune->trials},
-                     {"steps", r.autotune->steps},
-                     {"summary", r.autotune->summary}};
-  } else {
-    j["autotune"] = nullptr;
-  }
-  j["wait_s"] = r.waitS;
-  j["hidden_s"] = r.hiddenS;
-  j["data_wait_s"] = r.dataWaitS;
-  j["torch_threads"] = r.torchThreads;
-  j["blas_threads"] = orNull(r.blasThreads);
-  nlohmann::ordered_json saves = nlohmann::ordered_json::array();
-  for (const CheckpointSave& c : r.checkpoints)
-    saves.push_back({{"step", c.step}, {"bytes", c.bytes}, {"stall_s", c.stallS}, {"path", c.path}});
-  j["checkpoints"] = std::move(saves);
-  j["mode"] = r.mode;
-  j["servers"] = orNull(r.servers);
-  j["staleness"] = orNull(r.staleness);
-  j["clock_wait_s"] = orNull(r.clockWaitS);
-  j["peak_rss_bytes"] = r.peakRssBytes;
-  j["model_state_bytes"] = orNull(r.modelStateBytes);
-  if (r.pipeline) {
-    j["pipeline"] = {{"pp", r.pipeline->pp},
-                     {"dp", r.pipeline->dp},
-                     {"micro_batches", r.pipeline->microBatches},
-                     {"schedule", r.pipeline->schedule},
-                     {"balance", r.pipeline->balance},
-                     {"bubble", r.pipeline->bubble},
-                     {"ideal_bubble", r.pipeline->idealBubble},
-                     {"stage_times_bubble", r.pipeline->stageTimesBubble},
-                     {"stage_ms", r.pipeline->stageMs},
-                     {"peak_activation_bytes", r.pipeline->peakActivationBytes}};
-  } else {
-    j["pipeline"] = nullptr;
-  }
-  return j.dump();
+std::string toJsonLine(const EpochRecord& r) {
+  return toJson(r).dump();
 }
 
 std::vector<std::uint64_t> trimTrailingZeros(std::vector<std::uint64_t> histogram) {
@@ -134,12 +60,7 @@ std::string formatStaleness(const std::vector<std::uint64_t>& histogram) {
 }
 
 std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr) {
-  nlohmann::ordered_json j;
-  j["step"] = step;
-  j["epoch"] = epoch;
-  j["loss"] = loss;
-  j["lr"] = lr;
-  return j.dump();
+  return toJson(StepRecord{step, epoch, loss, lr}).dump();
 }
 
 std::string configJson(const TrainOptions& o, int world, double lr, int torchThreads,

@@ -1,5 +1,5 @@
 // How an epoch's figures are shown: one line for people, one JSON object for programs
-// (metrics.jsonl, --json), and the run's configuration (config.json).
+// (metrics.jsonl, --json: the records of records.h), and the run's configuration (config.json).
 #pragma once
 
 #include <cstdint>
@@ -16,27 +16,13 @@ namespace gyre::train {
 // where data + compute + wait = 100% (compute without the data wait).
 // Leaves out what is unknown (test accuracy with --no-eval, speedup and efficiency without a
 // reference, the step split in plain mode).
-std::string formatEpochLine(const EpochReport& report);
+std::string formatEpochLine(const EpochRecord& report);
 
-// One JSON object on one line (no newline): epoch, epochs, world, plain, model, batch,
-// per_rank_batch, lr, compression, loss, test_accuracy, samples_per_s, seconds, steps,
-// timed_steps, speedup, efficiency, compute_s (the data wait included), communicate_s,
-// bytes_per_step (gradient bytes a worker put into the collectives per step), stragglers (the
-// workers named during the epoch: rank, since_step, factor; null when detection is off),
-// dropped_gradients (--backup-workers: the gradients left out in the epoch; null when off),
-// autotune (--autotune's choice: bucket_cap_mb, algorithm, step_ms, trials, steps, summary; null
-// until it is made and without it), wait_s,
-// hidden_s, data_wait_s, torch_threads,
-// blas_threads, checkpoints (an array of {step, bytes, stall_s, path}), mode, and in the
-// parameter-server modes servers, staleness (updates by staleness, summed over the workers,
-// without trailing zeros) and clock_wait_s (seconds blocked in clock(), averaged over the
-// workers), peak_rss_bytes and model_state_bytes (EpochReport's; the latter null when
-// unknown), pipeline (--pp: pp, dp, micro_batches, schedule, balance, bubble, ideal_bubble,
-// stage_times_bubble, stage_ms, peak_activation_bytes); null for what is unknown or does not apply.
-std::string toJsonLine(const EpochReport& report);
+// The epoch's record (records.h) as one JSON object on one line, without a newline: a line of
+// metrics.jsonl, and what --json prints.
+std::string toJsonLine(const EpochRecord& report);
 
-// One line of steps.jsonl (no newline): {"step": global step from 1, "epoch": from 1, "loss": the
-// step's training loss averaged over ranks, "lr": the rate it used}.
+// One line of steps.jsonl (no newline): the step's record (records.h).
 std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr);
 
 // A histogram without its trailing zeros (staleness in metrics.jsonl).

@@ -48,7 +48,8 @@ std::optional<int> blasThreadsFromEnvironment() {
 // default (GYRE_NUM_THREADS=0, as the knob documents). Sets it and returns it.
 int setTorchThreads(const TrainOptions& o) {
   const int threads =
-      o.threads > 0 ? o.threads : static_cast<int>(config::getInt(processEnvironment(), "GYRE_NUM_THREADS"));
+      o.threads > 0 ? o.threads
+                    : static_cast<int>(config::getInt(config::processEnvironment(), "GYRE_NUM_THREADS"));
   if (threads > 0) ::torch::set_num_threads(threads);
   return ::torch::get_num_threads();
 }
@@ -193,7 +194,7 @@ double Trainer::learningRate(std::int64_t step) const {
   return lr_ * 0.5 * (1 + std::cos(3.141592653589793 * t));
 }
 
-std::vector<EpochReport> Trainer::run() {
+std::vector<EpochRecord> Trainer::run() {
   if (o_.elastic) return runElastic();
   if (group_.rank() == 0 && !o_.runDir.empty()) {
     createRunDirectory(o_.runDir);
@@ -208,10 +209,10 @@ std::vector<EpochReport> Trainer::run() {
     stepLog_.start(o_.restartCount, globalStep_);
   }
   stopped_ = o_.stopAtStep > 0 && globalStep_ >= o_.stopAtStep;
-  std::vector<EpochReport> reports;
-  if (std::optional<EpochReport> report = recordCheckpointedEpoch()) reports.push_back(std::move(*report));
+  std::vector<EpochRecord> reports;
+  if (std::optional<EpochRecord> report = recordCheckpointedEpoch()) reports.push_back(std::move(*report));
   for (int epoch = static_cast<int>(start_.epoch) + 1; epoch <= o_.epochs && !stopped_; ++epoch) {
-    EpochReport report = trainEpoch(epoch, epoch == start_.epoch + 1 ? start_.index / o_.batch : 0);
+    EpochRecord report = trainEpoch(epoch, epoch == start_.epoch + 1 ? start_.index / o_.batch : 0);
     if (stopped_) break;  // cut short: no epoch figures
     reports.push_back(std::move(report));
     if (group_.rank() == 0) publish(reports.back());
@@ -251,8 +252,8 @@ gyre::data::Batch Trainer::nextBatch(std::optional<gyre::data::Loader>& loader) 
 }
 
 // What an epoch's record says of the run itself; the caller adds what the epoch measured.
-EpochReport Trainer::reportOf(int epoch) const {
-  EpochReport r;
+EpochRecord Trainer::reportOf(int epoch) const {
+  EpochRecord r;
   r.epoch = epoch;
   r.epochs = o_.epochs;
   r.world = world_;
@@ -318,7 +319,7 @@ double Trainer::forwardBackward(const gyre::data::Batch& batch, double weight) {
   return loss.item<double>();
 }
 
-EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
+EpochRecord Trainer::trainEpoch(int epoch, std::int64_t first) {
   // This rank's batches of the epoch from step `first` on, assembled ahead on o_.dataWorkers
   // threads (started here, so the first batches are ready when the loop begins).
   std::optional<gyre::data::Loader> loader;
@@ -408,7 +409,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   }
   const std::int64_t ran = s - first;
 
-  EpochReport r = reportOf(epoch);
+  EpochRecord r = reportOf(epoch);
   r.steps = ran;
   r.timedSteps = ran - skip;
   r.checkpoints = std::move(saves);
@@ -464,7 +465,7 @@ EpochReport Trainer::trainEpoch(int epoch, std::int64_t first) {
   return r;
 }
 
-std::optional<EpochReport> Trainer::recordCheckpointedEpoch() {
+std::optional<EpochRecord> Trainer::recordCheckpointedEpoch() {
   // The checkpoint at an epoch's end is written before the epoch's evaluation and record: a
   // restart from it whose run directory lacks the record (the fault came in between) would train
   // on, or stop after the last epoch, without it. The checkpoint holds the epoch's final model, so
@@ -489,7 +490,7 @@ std::optional<EpochReport> Trainer::recordCheckpointedEpoch() {
                 o_.runDir.c_str());
     std::fflush(stdout);
   }
-  EpochReport r = reportOf(epoch);
+  EpochRecord r = reportOf(epoch);
   // This run trained none of the epoch's steps: no time, no throughput (a reference looked up
   // among earlier runs skips a record without samples/s).
   r.loss = epochLoss(epoch).value_or(std::nan(""));
@@ -537,7 +538,7 @@ double Trainer::accuracyOver(double correct, double counted) {
 
 }  // namespace detail
 
-std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm) {
+std::vector<EpochRecord> runTraining(const TrainOptions& options, std::shared_ptr<Communicator> comm) {
   validateOptions(options);
   const bool ownWorld = options.plain || options.elastic;  // none, or the elastic memberships'
   GYRE_USAGE_CHECK(ownWorld == (comm == nullptr), options.plain     ? "plain mode trains without a communicator"
@@ -546,7 +547,7 @@ std::vector<EpochReport> runTraining(const TrainOptions& options, std::shared_pt
   return detail::Trainer(options, std::move(comm)).run();
 }
 
-std::vector<EpochReport> runTraining(const TrainOptions& options) {
+std::vector<EpochRecord> runTraining(const TrainOptions& options) {
   validateOptions(options);
   return runTraining(options, options.plain || options.elastic ? nullptr : gyre::init());
 }

@@ -70,7 +70,7 @@ void Trainer::maybeCommit() {
   elasticState_->commit();
 }
 
-std::vector<EpochReport> Trainer::runElastic() {
+std::vector<EpochRecord> Trainer::runElastic() {
   // Every worker may become rank 0 and write the run directory (attach()).
   if (!o_.runDir.empty()) createRunDirectory(o_.runDir);
   gyre::torch::TorchState state(model_.ptr(), optimizer_, &*elasticSampler_);
@@ -83,7 +83,7 @@ std::vector<EpochReport> Trainer::runElastic() {
     stepLosses_.clear();
     std::erase_if(evalSnapshots_, [&](const EvalSnapshot& e) { return e.step > globalStep_; });
   });
-  std::vector<EpochReport> reports;
+  std::vector<EpochRecord> reports;
   gyre::elastic::run(state, [&](const std::shared_ptr<Communicator>& comm) {
     attach(comm);
     if (group_.rank() == 0)
@@ -93,7 +93,7 @@ std::vector<EpochReport> Trainer::runElastic() {
     std::fflush(stdout);
     while (elasticSampler_->epoch() < o_.epochs) {
       const int epoch = static_cast<int>(elasticSampler_->epoch()) + 1;
-      EpochReport report = trainEpoch(epoch, elasticSampler_->step());
+      EpochRecord report = trainEpoch(epoch, elasticSampler_->step());
       reports.push_back(std::move(report));
       if (group_.rank() == 0) {
         publish(reports.back());

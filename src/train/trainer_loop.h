@@ -58,12 +58,12 @@ class Group {
 class Trainer {
  public:
   Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm);
-  std::vector<EpochReport> run();
+  std::vector<EpochRecord> run();
 
  private:
   // Trains epoch `epoch` (from 1) from its step `first`; sets stopped_ when stopAtStep cuts it.
-  EpochReport trainEpoch(int epoch, std::int64_t first);
-  EpochReport reportOf(int epoch) const;
+  EpochRecord trainEpoch(int epoch, std::int64_t first);
+  EpochRecord reportOf(int epoch) const;
   // The rate of the step after `step` steps: warm-up, then constant or cosine.
   double learningRate(std::int64_t step) const;
   // With --resume, the newest checkpoint's model, optimizer and generator state, and start_ and
@@ -119,14 +119,14 @@ class Trainer {
   gyre::data::Batch nextBatch(std::optional<gyre::data::Loader>& loader);
   // Restarted from the checkpoint at an epoch's end whose record is missing (rank 0 looks):
   // evaluates the checkpoint's model and publishes the epoch's record. Collective.
-  std::optional<EpochReport> recordCheckpointedEpoch();
+  std::optional<EpochRecord> recordCheckpointedEpoch();
   // The mean of epoch `epoch`'s step losses in rank 0's steps.jsonl text (which keeps the steps
   // before a restart); nullopt elsewhere, without a run directory, and in elastic mode.
   std::optional<double> epochLoss(int epoch) const;
   // Rank 0: prints the epoch's line (and JSON), then recordEpoch().
-  void publish(const EpochReport& report);
+  void publish(const EpochRecord& report);
   // metrics.jsonl gets the epoch (written by rank 0; kept by every rank in elastic mode).
-  void recordEpoch(const EpochReport& report);
+  void recordEpoch(const EpochRecord& report);
   void saveModel();
   // TrainOptions::faultAtStep: at `point` (TrainOptions::faultPoint's names) of global step `step`,
   // this rank kills itself if it is the one. Collective, except at "after-step".
@@ -166,13 +166,13 @@ class Trainer {
   void attachPipeline();
   // --pp, --tp: the mesh's communicators (pipeComm_, tensorComm_, dataParallelComm_). Collective.
   void splitMesh();
-  // EpochReport::peakRssBytes and modelStateBytes (trainer_records.cc). Collective.
-  void recordMemory(EpochReport& report);
+  // EpochRecord::peakRssBytes and modelStateBytes (trainer_records.cc). Collective.
+  void recordMemory(EpochRecord& report);
   void notePipelineStep();
   // The epoch's stage times: each pipeline rank's compute per micro-batch, and the bubble they
   // alone would make (gyre::torch::stageTimesBubble), step by step.
-  void stageTimesOfEpoch(PipelineReport& r);
-  void recordPipelineEpoch(EpochReport& report);
+  void stageTimesOfEpoch(PipelineRecord& r);
+  void recordPipelineEpoch(EpochRecord& report);
   double pipelineTestAccuracy();
   // --zero 3 (trainer_sharded.cc): wraps model_ in a FullyShardedModel (before the optimizer is
   // made over its shards); the test accuracy through it, every rank running as many forward
@@ -189,12 +189,12 @@ class Trainer {
   // clock waits, summed over the workers; rank 0's closing line on the whole run's staleness.
   void attachParameterServer();
   void beginParameterServerEpoch();
-  void recordParameterServerEpoch(EpochReport& report);
+  void recordParameterServerEpoch(EpochRecord& report);
   void announceStaleness();
 
   // Elastic training (trainer_elastic.cc): run() through gyre::elastic::run; attach() rebuilds
   // what depends on the world for each membership; the batch of step s and its loss weight.
-  std::vector<EpochReport> runElastic();
+  std::vector<EpochRecord> runElastic();
   void attach(std::shared_ptr<Communicator> comm);
   // The warm-up for the current lr_ (rebuilt when the world changes the scaled rate).
   void planWarmup();

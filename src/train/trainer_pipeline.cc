@@ -58,9 +58,9 @@ void Trainer::notePipelineStep() {
   peakActivationBytes_ = std::max(peakActivationBytes_, s.peakActivationBytes);
 }
 
-void Trainer::recordPipelineEpoch(EpochReport& report) {
+void Trainer::recordPipelineEpoch(EpochRecord& report) {
   if (!pipeline_) return;
-  PipelineReport r;
+  PipelineRecord r;
   r.pp = layout_.pp;
   r.dp = layout_.dp;
   r.microBatches = pipeline_->options().microBatches;
@@ -75,7 +75,7 @@ void Trainer::recordPipelineEpoch(EpochReport& report) {
   report.pipeline = std::move(r);
 }
 
-void Trainer::stageTimesOfEpoch(PipelineReport& r) {
+void Trainer::stageTimesOfEpoch(PipelineRecord& r) {
   // Every rank of a pipeline ran the same steps: each step's compute seconds of every rank, step
   // by step, so that a core slower for a while counts in the steps it was slow.
   const int p = layout_.pp, m = r.microBatches;

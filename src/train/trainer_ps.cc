@@ -31,7 +31,7 @@ void Trainer::beginParameterServerEpoch() {
   if (ps_) psEpochStart_ = ps_->worker().stats();
 }
 
-void Trainer::recordParameterServerEpoch(EpochReport& r) {
+void Trainer::recordParameterServerEpoch(EpochRecord& r) {
   if (!ps_) return;
   // Collective: every worker reaches the end of every epoch.
   const ps::WorkerStats now = ps_->worker().stats();

@@ -71,10 +71,8 @@ void Trainer::announceStart() {
   if (o_.runDir.empty()) return;
   // The run directory's records up to the checkpoint stay; this run writes what comes after.
   const std::filesystem::path dir(o_.runDir);
-  metricsText_ = keptJsonLines((dir / "metrics.jsonl").string(),
-                               [&](const nlohmann::json& j) { return j.value("epoch", 0) <= start_.epoch; });
-  stepsText_ = keptJsonLines((dir / "steps.jsonl").string(),
-                             [&](const nlohmann::json& j) { return j.value("step", 0) <= start_.step; });
+  metricsText_ = epochLinesUpTo((dir / "metrics.jsonl").string(), start_.epoch);
+  stepsText_ = stepLinesUpTo((dir / "steps.jsonl").string(), start_.step);
 }
 
 void Trainer::flushSteps() {
@@ -97,16 +95,16 @@ std::optional<double> Trainer::epochLoss(int epoch) const {
   std::int64_t count = 0;
   std::istringstream in(stepsText_);
   for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("epoch", 0) != epoch || !j.contains("loss") || !j.at("loss").is_number()) continue;
-    sum += j.at("loss").get<double>();
+    const std::optional<StepRecord> step = parseStepRecord(line);  // this run's own lines
+    if (!step || step->epoch != epoch) continue;
+    sum += step->loss;
     ++count;
   }
   if (count == 0) return std::nullopt;
   return sum / static_cast<double>(count);
 }
 
-void Trainer::publish(const EpochReport& report) {
+void Trainer::publish(const EpochRecord& report) {
   std::printf("%s\n", formatEpochLine(report).c_str());
   const std::string json = toJsonLine(report);
   if (o_.json) std::printf("%s\n", json.c_str());
@@ -114,7 +112,7 @@ void Trainer::publish(const EpochReport& report) {
   recordEpoch(report);
 }
 
-void Trainer::recordEpoch(const EpochReport& report) {
+void Trainer::recordEpoch(const EpochRecord& report) {
   if (live_) live_->epoch(report);
   if (o_.runDir.empty()) return;
   metricsText_ += toJsonLine(report) + "\n";
@@ -157,17 +155,14 @@ void Trainer::writeEvaluations() {
       ::torch::NoGradGuard noGrad;
       for (std::size_t i = 0; i < state.size(); ++i) state[i].copy_(snapshot.state[i]);
     }
-    nlohmann::ordered_json j;
-    j["step"] = snapshot.step;
-    j["time_s"] = snapshot.timeS;
-    j["test_acc"] = n > 0 ? correctPredictions(model, 0, n) / static_cast<double>(n) : 0;
-    text += j.dump() + "\n";
+    const double accuracy = n > 0 ? correctPredictions(model, 0, n) / static_cast<double>(n) : 0;
+    text += toJson(EvalRecord{snapshot.step, snapshot.timeS, accuracy}).dump() + "\n";
   }
   evalSnapshots_.clear();
   files::writeAtomically((std::filesystem::path(o_.runDir) / "eval.jsonl").string(), text);
 }
 
-void Trainer::recordMemory(EpochReport& report) {
+void Trainer::recordMemory(EpochRecord& report) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   double state = -1;

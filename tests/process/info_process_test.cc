@@ -9,10 +9,10 @@
 #include "common/clock.h"
 #include "gyre/errors.h"
 #include "gyre/init.h"
-#include "info_system.h"
+#include "info/info_system.h"
 #include "support/jobs.h"
 
-namespace gyre::app::info {
+namespace gyre::info {
 namespace {
 
 using std::chrono::milliseconds;
@@ -152,4 +152,4 @@ TEST(GyreInfo, JsonIsOneObjectWithTheSameFacts) {
 }
 
 }  // namespace
-}  // namespace gyre::app::info
+}  // namespace gyre::info

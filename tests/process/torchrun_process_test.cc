@@ -4,16 +4,16 @@
 #include <gtest/gtest.h>
 
 #include "common/socket.h"
-#include "info_system.h"
+#include "info/info_system.h"
 #include "support/jobs.h"
 #include "support/ranks.h"
 
 namespace gyre {
 namespace {
 
-using app::info::CommandOptions;
-using app::info::CommandResult;
-using app::info::runCommand;
+using info::CommandOptions;
+using info::CommandResult;
+using info::runCommand;
 
 // torchrun starts Python and imports torch before any worker runs; 60 s bounds the whole job.
 constexpr std::chrono::milliseconds kJobTimeout{60000};

@@ -20,8 +20,8 @@
 namespace gyre::train {
 namespace {
 
-EpochReport sample() {
-  EpochReport r;
+EpochRecord sample() {
+  EpochRecord r;
   r.epoch = 1;
   r.epochs = 3;
   r.world = 2;
@@ -52,7 +52,7 @@ std::string readFile(const std::string& path) {
 }
 
 TEST(EpochLine, ShowsWhatIsKnown) {
-  EpochReport r = sample();
+  EpochRecord r = sample();
   r.testAccuracy = 0.8712;
   r.speedup = 1.86;
   r.efficiency = 0.93;
@@ -65,7 +65,7 @@ TEST(EpochLine, LeavesOutWhatIsUnknown) {
   EXPECT_EQ(
       formatEpochLine(sample()),
       "epoch 1/3  loss 0.4312  2093 samples/s  step: data 0.5% compute 97% comm 9% (hidden 6%) wait 2%");
-  EpochReport plain = sample();
+  EpochRecord plain = sample();
   plain.plain = true;
   EXPECT_EQ(formatEpochLine(plain), "epoch 1/3  loss 0.4312  2093 samples/s");
 }
@@ -93,7 +93,7 @@ TEST(EpochJson, CarriesTheParameterServerFigures) {
   EXPECT_EQ(allreduce.at("mode"), "allreduce");
   for (const char* field : {"servers", "staleness", "clock_wait_s"})
     EXPECT_TRUE(allreduce.at(field).is_null()) << field;
-  EpochReport r = sample();
+  EpochRecord r = sample();
   r.mode = "ps:ssp:2";
   r.servers = 2;
   r.staleness = trimTrailingZeros({5, 0, 3, 0, 0});

@@ -162,7 +162,7 @@ TEST(BenchPsFigures, EvalLinesAndTimeToAccuracy) {
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->step, 50);
   EXPECT_DOUBLE_EQ(p->timeS, 3.5);
-  EXPECT_DOUBLE_EQ(p->testAcc, 0.81);
+  EXPECT_DOUBLE_EQ(p->testAccuracy, 0.81);
   for (const char* bad :
        {"{", "[1]", R"({"step": 1, "time_s": 2})", R"({"step": 1, "time_s": "x", "test_acc": 1})"})
     EXPECT_THROW(parseEvalLine(bad), Error) << bad;
@@ -227,7 +227,7 @@ TEST(BenchPsFigures, MetricsLines) {
   EXPECT_EQ(t.staleness, (std::vector<std::uint64_t>{6, 4, 2}));
   EXPECT_DOUBLE_EQ(t.clockWaitS, 2.0);
   EXPECT_FALSE(parseMetricsLines({R"({"samples_per_s":1,"seconds":1,"test_accuracy":null})"}).hasStaleness);
-  EXPECT_THROW(parseMetricsLines({R"({"samples_per_s":"fast","seconds":1})"}), Error);
+  EXPECT_THROW(parseMetricsLines({R"({"epoch":1,"samples_per_s":"fast","seconds":1})"}), Error);
 }
 
 AccuracyRow row(const std::string& mode, bool straggler, bool reached, double timeS, double best) {

@@ -112,15 +112,19 @@ TEST(BenchTrainFigures, EpochLines) {
   EXPECT_DOUBLE_EQ(e->waitShare(), 0.2);
   EXPECT_DOUBLE_EQ(e->hiddenShare(), 0.05);
   // The worker prints null threads when OPENBLAS_NUM_THREADS is unset.
-  const auto unset = parseEpochLine(R"({"samples_per_s":10,"seconds":1,"steps":3,"blas_threads":null})");
+  const auto unset = parseEpochLine(
+      R"({"epoch":1,"loss":0.5,"samples_per_s":10,"seconds":1,"steps":3,"blas_threads":null})");
   ASSERT_TRUE(unset);
   EXPECT_EQ(unset->blasThreads, 0);
-  const auto ddp = parseEpochLine(R"({"samples_per_s":10,"seconds":1,"steps":3,"blas_threads":2})");
+  // The DDP baseline's lines: the same record without the step split.
+  const auto ddp = parseEpochLine(
+      R"({"runner":"ddp","epoch":1,"loss":0.5,"samples_per_s":10,"seconds":1,"steps":3,"blas_threads":2})");
   ASSERT_TRUE(ddp);
   EXPECT_FALSE(ddp->hasSplit);
   EXPECT_EQ(ddp->blasThreads, 2);
   EXPECT_EQ(ddp->torchThreads, 0);
-  EXPECT_THROW(parseEpochLine(R"({"samples_per_s":"fast","seconds":1,"steps":3})"), Error);
+  EXPECT_THROW(parseEpochLine(R"({"epoch":1,"loss":0.5,"samples_per_s":"fast","seconds":1,"steps":3})"),
+               Error);
 }
 
 TEST(BenchTrainFigures, CombineAndPick) {

@@ -1,7 +1,7 @@
 // `gyre info`'s judgements (BLAS classification, libtorch's version header, --version lines,
 // threads per worker, the report) from made-up evidence, and its machine probes on files the
 // test writes itself: nothing here depends on what the machine has installed.
-#include "info_probe.h"
+#include "info/info_probe.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,11 +10,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "info_report.h"
-#include "info_system.h"
+#include "info/info_report.h"
+#include "info/info_system.h"
 #include "support/ranks.h"
 
-namespace gyre::app::info {
+namespace gyre::info {
 namespace {
 
 using Strings = std::vector<std::string>;
@@ -282,4 +282,4 @@ TEST(InfoSystem, TorchProbeReadsAHeaderUnderAPrefix) {
 }
 
 }  // namespace
-}  // namespace gyre::app::info
+}  // namespace gyre::info

@@ -73,7 +73,7 @@ TEST(ReportRuns, ReadsEveryRecordOfARunDirectory) {
   EXPECT_EQ(r.world, 4);
   EXPECT_EQ(r.model, "mlp");
   ASSERT_EQ(r.epochs.size(), 2u);
-  EXPECT_NEAR(r.epochs[1].accuracy.value(), 0.8, 1e-9);
+  EXPECT_NEAR(r.epochs[1].testAccuracy.value(), 0.8, 1e-9);
   EXPECT_NEAR(r.epochs[0].samplesPerS, 1000 * amdahl(0.1, 4), 1e-6);
   ASSERT_EQ(r.stepNumbers.size(), 100u);
   ASSERT_EQ(r.stepTimes.size(), 100u);

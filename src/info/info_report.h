@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "common/config.h"
-#include "info_system.h"
+#include "info/info_system.h"
 
-namespace gyre::app::info {
+namespace gyre::info {
 
 struct LauncherStatus {
   std::string name;     // "gyre run", "mpirun", "srun", "torchrun", "ssh"
@@ -46,4 +46,4 @@ std::vector<std::string> unknownGyreVariables(const config::Env& env);
 std::string formatReportText(const Report& report);
 std::string formatReportJson(const Report& report);
 
-}  // namespace gyre::app::info
+}  // namespace gyre::info

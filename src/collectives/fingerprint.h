@@ -11,9 +11,8 @@
 #include "common/clock.h"
 #include "transport/mesh.h"
 
-namespace gyre::engine {
+namespace gyre::collectives {
 
-void checkFingerprint(transport::Mesh& mesh, Deadline deadline, std::uint64_t sequence,
-                      const collectives::OpDesc& desc);
+void checkFingerprint(transport::Mesh& mesh, Deadline deadline, std::uint64_t sequence, const OpDesc& desc);
 
-}  // namespace gyre::engine
+}  // namespace gyre::collectives

@@ -1,4 +1,4 @@
-#include "engine/fingerprint.h"
+#include "collectives/fingerprint.h"
 
 #include <cstring>
 #include <sstream>
@@ -6,7 +6,7 @@
 
 #include "common/check.h"
 
-namespace gyre::engine {
+namespace gyre::collectives {
 namespace {
 
 struct Signature {
@@ -29,11 +29,12 @@ std::uint64_t hashCounts(const std::vector<std::size_t>& counts) {
   return h;
 }
 
-Signature signatureOf(std::uint64_t sequence, const collectives::OpDesc& d) {
+Signature signatureOf(std::uint64_t sequence, const OpDesc& d) {
   using collectives::OpType;
-  const bool reduces = d.type == OpType::kAllreduce || d.type == OpType::kReduce || d.type == OpType::kReduceScatter;
-  const bool rooted = d.type == OpType::kBroadcast || d.type == OpType::kReduce || d.type == OpType::kGather ||
-                      d.type == OpType::kScatter;
+  const bool reduces =
+      d.type == OpType::kAllreduce || d.type == OpType::kReduce || d.type == OpType::kReduceScatter;
+  const bool rooted = d.type == OpType::kBroadcast || d.type == OpType::kReduce ||
+                      d.type == OpType::kGather || d.type == OpType::kScatter;
   Signature s{};
   s.sequence = sequence;
   s.type = static_cast<std::uint32_t>(d.type);
@@ -48,7 +49,7 @@ Signature signatureOf(std::uint64_t sequence, const collectives::OpDesc& d) {
 }
 
 std::string describe(const Signature& s) {
-  collectives::OpDesc d;
+  OpDesc d;
   d.type = static_cast<collectives::OpType>(s.type);
   d.dtype = static_cast<DataType>(s.dtype);
   d.count = s.count;
@@ -63,8 +64,7 @@ std::string describe(const Signature& s) {
 
 }  // namespace
 
-void checkFingerprint(transport::Mesh& mesh, Deadline deadline, std::uint64_t sequence,
-                      const collectives::OpDesc& desc) {
+void checkFingerprint(transport::Mesh& mesh, Deadline deadline, std::uint64_t sequence, const OpDesc& desc) {
   const int p = mesh.size();
   const int me = mesh.rank();
   if (p == 1) return;
@@ -86,4 +86,4 @@ void checkFingerprint(transport::Mesh& mesh, Deadline deadline, std::uint64_t se
   }
 }
 
-}  // namespace gyre::engine
+}  // namespace gyre::collectives

@@ -1,19 +1,15 @@
-// gyre::init(): the environment -> a store -> the world communicator.
-#include "gyre/init.h"
+// openLaunchStore(): the store a launcher set up for this process (open_store.h).
+#include "api/open_store.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
 
 #include <cstdlib>
 
-#include "api/open_store.h"
-#include "api/options_env.h"
 #include "api/store_over_mpi.h"
 #include "common/check.h"
-#include "common/config.h"
 #include "common/logging.h"
 #include "common/socket.h"
-#include "gyre/elastic.h"
 #include "rendezvous/connect.h"
 #include "rendezvous/host_store.h"
 
@@ -56,7 +52,8 @@ std::string storeBindAddress(const LaunchInfo& info, const CommunicatorOptions& 
 
 }  // namespace
 
-std::shared_ptr<Store> openLaunchStore(LaunchInfo& info, const config::Env& env, CommunicatorOptions& options) {
+std::shared_ptr<Store> openLaunchStore(LaunchInfo& info, const config::Env& env,
+                                       CommunicatorOptions& options) {
   if (info.storeOverMpi) return openStoreOverMpi(info, options);
   if (info.storeAddress.empty()) return createMemoryStore();  // a world of one
   if (info.storeAddress.starts_with("file:")) {
@@ -74,49 +71,6 @@ std::shared_ptr<Store> openLaunchStore(LaunchInfo& info, const config::Env& env,
     return rendezvous::hostTcpStore(options.secret, bind, port, options.timeout);
   }
   return rendezvous::connectStore(info.storeAddress, options.secret, options.timeout);
-}
-
-
-std::shared_ptr<Communicator> init(CommunicatorOptions options) {
-  auto env = processEnvironment();
-  config::checkEnvironment(env);  // a malformed GYRE_* value stops here, named
-  // detectLaunch reads the transport from the environment (it decides how an mpirun job meets);
-  // a transport asked for in code counts too when the environment does not override it.
-  if (options.transport == Transport::kMpi && !config::isSet(env, "GYRE_TRANSPORT"))
-    env["GYRE_TRANSPORT"] = "mpi";
-  // Under `gyre run --elastic`: the first membership that admits this worker (a program that
-  // does not use gyre::elastic::run simply fails when the membership changes).
-  if (auto elastic = elastic::Options::fromEnvironment(options)) {
-    return elastic::Rendezvous(std::move(*elastic)).join();
-  }
-  LaunchInfo info = detectLaunch(env);
-  applyKnobs(env, options);
-  if (options.secret.empty()) options.secret = info.secret;
-  log::info("init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size, ", local ",
-            info.localRank, " of ", info.localSize, ", store ",
-            info.storeOverMpi           ? "hosted by rank 0, its address sent over MPI"
-            : info.storeAddress.empty() ? "in-process"
-                                        : info.storeAddress);
-  const Timeout opTimeout = options.timeout;
-  if (options.startTimeout.count() > 0) options.timeout = options.startTimeout;
-  try {
-    auto store = openLaunchStore(info, env, options);
-    options.timeout = opTimeout;
-    auto world = Communicator::create(store, info.rank, info.size, options);
-    store->setTimeout(opTimeout);
-    return world;
-  } catch (const InvalidArgument&) {
-    throw;
-  } catch (const Error& e) {
-    // One line that says who failed to start, where, and what it tried to reach.
-    GYRE_THROW(Error, "rank ", info.rank, " of ", info.size, " on host ", net::hostName(),
-               " could not start (store ",
-               !info.storeAddress.empty() ? info.storeAddress
-               : info.storeOverMpi        ? std::string("to be sent over MPI")
-                                          : std::string("in-process"),
-               ", start-up time-out ", (options.startTimeout.count() > 0 ? options.startTimeout : opTimeout).count(),
-               " ms): ", e.what());
-  }
 }
 
 }  // namespace gyre

@@ -1,4 +1,4 @@
-#include "info_report.h"
+#include "info/info_report.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "launcher/agent.h"
 
-namespace gyre::app::info {
+namespace gyre::info {
 namespace {
 
 std::string kindName(BlasKind kind) {
@@ -237,4 +237,4 @@ std::string formatReportJson(const Report& r) {
   return j.dump() + "\n";
 }
 
-}  // namespace gyre::app::info
+}  // namespace gyre::info

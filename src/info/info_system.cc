@@ -1,4 +1,4 @@
-#include "info_system.h"
+#include "info/info_system.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -24,7 +24,7 @@
 #include "gyre/errors.h"
 #include "launcher/process.h"
 
-namespace gyre::app::info {
+namespace gyre::info {
 namespace {
 
 // Reads `size` bytes at `offset`; false when the file is shorter.
@@ -195,4 +195,4 @@ Cores countCores() {
   return cores;
 }
 
-}  // namespace gyre::app::info
+}  // namespace gyre::info

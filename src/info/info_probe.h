@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace gyre::app::info {
+namespace gyre::info {
 
 // ---- BLAS ----------------------------------------------------------------------------------
 
@@ -80,4 +80,4 @@ std::vector<std::string> torchLibraryCandidates(std::string_view cmakePrefixPath
 // The first non-blank line of a `--version` output, trimmed and cut to at most 120 characters.
 std::string versionLine(std::string_view output);
 
-}  // namespace gyre::app::info
+}  // namespace gyre::info

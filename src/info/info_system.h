@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "info_probe.h"
+#include "info/info_probe.h"
 #include "launcher/command.h"
 
-namespace gyre::app::info {
+namespace gyre::info {
 
 // ---- external commands ---------------------------------------------------------------------
 
@@ -74,4 +74,4 @@ struct Cores {
 };
 Cores countCores();
 
-}  // namespace gyre::app::info
+}  // namespace gyre::info

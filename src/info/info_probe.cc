@@ -1,9 +1,9 @@
-#include "info_probe.h"
+#include "info/info_probe.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace gyre::app::info {
+namespace gyre::info {
 namespace {
 
 bool contains(std::string_view text, std::string_view part) {
@@ -224,4 +224,4 @@ std::string versionLine(std::string_view output) {
   return "";
 }
 
-}  // namespace gyre::app::info
+}  // namespace gyre::info
