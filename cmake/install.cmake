@@ -1,4 +1,4 @@
-# `cmake --install`: headers, the libraries as exported targets gyre::core, gyre::rt and gyre::torch (with
+# `cmake --install`: headers, the libraries as exported targets gyre::core, gyre::rt, gyre::rl and gyre::torch (with
 # a gyreConfig.cmake for find_package(gyre) and a gyre.pc for pkg-config), and the gyre tool with
 # the trainer's and gyre rl's workers beside it. docs/install.md shows how a program uses them.
 include(GNUInstallDirs)
@@ -6,7 +6,7 @@ include(CMakePackageConfigHelpers)
 
 set(GYRE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gyre)
 
-install(TARGETS gyre_core gyre_rt EXPORT gyreTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+install(TARGETS gyre_core gyre_rt gyre_rl_envs EXPORT gyreTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET gyre_torch)
   install(TARGETS gyre_torch EXPORT gyreTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs a built gyre into a temporary prefix and uses it the way a user's project would:
 #   1. examples/ configured on its own with find_package(gyre) against the prefix, built, and
-#      gyre_example_allreduce and gyre_example_rt_tasks run under the installed `gyre run -np 2`;
+#      gyre_example_allreduce and gyre_example_rt_tasks run under the installed `gyre run -np 2`,
+#      gyre_example_rl_cartpole (gyre::rl) alone;
 #   2. the same program compiled by hand with `pkg-config --cflags --libs gyre` and run likewise;
 #   3. when the build made the Python package, `import gyre` from the prefix under `gyre run -np 2`.
 # Usage: scripts/check-install.sh BUILD_DIR. Exits non-zero, saying which step failed, on any
@@ -34,6 +35,9 @@ step "the installed gyre run -np 2 -- gyre_example_allreduce (find_package build
 
 step "the installed gyre run -np 2 -- gyre_example_rt_tasks (gyre::rt, find_package build)"
 "$prefix/bin/gyre" run -np 2 --timeout 120 -- "$prefix/consumer/gyre_example_rt_tasks"
+
+step "gyre_example_rl_cartpole (gyre::rl, find_package build)"
+"$prefix/consumer/gyre_example_rl_cartpole"
 
 step "g++ \$(pkg-config --cflags --libs gyre) examples/allreduce.cc"
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig"

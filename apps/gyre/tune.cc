@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/check.h"
+#include "common/strings.h"
 #include "gyre/errors.h"
 #include "launcher/agent.h"
 #include "launcher/hosts.h"
@@ -70,14 +71,10 @@ void checkTrainArgs(const std::vector<std::string>& args) {
   train::validateOptions(o);
 }
 
+// "a,,b," -> {"a", "b"}.
 std::vector<std::string> splitList(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find(',', start), text.size());
-    if (end > start) out.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
+  std::vector<std::string> out = split(text, ',');
+  std::erase(out, "");
   return out;
 }
 

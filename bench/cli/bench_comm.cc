@@ -12,6 +12,7 @@
 
 #include "bench_child.h"
 #include "bench_comm_plan.h"
+#include "bench_trainer.h"
 #include "common/check.h"
 #include "common/config.h"
 #include "gyre/errors.h"
@@ -33,17 +34,9 @@ struct CommBenchFlags {
 };
 
 CommRow runOne(const CommSettings& s, const CommRun& run, const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error("cannot create the run directory " + dir.string() + ": " + ec.message());
-  // What an earlier run in the same --run-root left must not pass for this run's figures.
-  for (const char* name : {"eval.jsonl", "metrics.jsonl"}) fs::remove(dir / name, ec);
-  const std::string self = launcher::selfExecutable();
-  const std::string worker = (fs::path(self).parent_path() / "gyre_train_worker").string();
-  std::vector<std::string> argv = {self};
-  for (std::string& arg : commRunArguments(s, run, worker, dir.string())) argv.push_back(std::move(arg));
-  const ChildRun child =
-      runLoggedChild("gyre bench comm: " + run.label(), argv, dir / "gyre-run.log", s.runTimeoutS + 60);
+  const ChildRun child = runTrainingJob("gyre bench comm: " + run.label(),
+                                        commRunArguments(s, run, trainWorkerBesideTool(), dir.string()), dir,
+                                        "gyre-run.log", s.runTimeoutS + 60);
   CommRow row;
   row.run = run;
   if (child.ok) {
@@ -64,14 +57,8 @@ int runCommBench(CommBenchFlags f) {
   s.compressions = parseCompressionList(f.compressions);
   s.algorithms = parseAlgorithmList(f.algorithms);
   validate(s);
-  const std::string worker =
-      (fs::path(launcher::selfExecutable()).parent_path() / "gyre_train_worker").string();
-  GYRE_USAGE_CHECK(
-      ::access(worker.c_str(), X_OK) == 0, "gyre bench comm trains with ", worker,
-      ", which is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker)");
-  GYRE_USAGE_CHECK(
-      detectLaunch(config::processEnvironment()).launcher == "none",
-      "gyre bench comm starts its own jobs: run it outside any launcher (gyre run, mpirun, srun, torchrun)");
+  requireTrainWorker("gyre bench comm");
+  requireNoLauncher("gyre bench comm");
   const RunRoot runRoot(f.runRoot, "gyre bench comm");
   const fs::path& root = runRoot.path();
   launcher::installInterruptHandlers();

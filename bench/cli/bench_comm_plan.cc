@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/compression_spec.h"
+#include "common/strings.h"
 #include "gyre/errors.h"
 #include "gyre/types.h"
 #include "train/records.h"
@@ -16,8 +17,8 @@ namespace {
 
 std::vector<std::string> splitList(const std::string& text, const std::string& flag) {
   std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
+  if (text.empty()) GYRE_USAGE_ERROR(flag, " needs at least one item");
+  for (const std::string& item : split(text, ',')) {
     GYRE_USAGE_CHECK(!item.empty(), flag, " '", text, "': an empty item");
     GYRE_USAGE_CHECK(std::find(items.begin(), items.end(), item) == items.end(), flag, " '", text,
                      "': ", item, " twice");

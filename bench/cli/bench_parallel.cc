@@ -12,7 +12,9 @@
 
 #include "bench_child.h"
 #include "bench_parallel_plan.h"
+#include "bench_sweep.h"
 #include "bench_train_report.h"
+#include "bench_trainer.h"
 #include "common/check.h"
 #include "common/config.h"
 #include "gyre/init.h"
@@ -140,15 +142,9 @@ int runParallelBench(ParallelBenchFlags f) {
   GYRE_USAGE_CHECK(f.timeoutS > 0, "--timeout must be positive");
   GYRE_USAGE_CHECK(f.repeat >= 1 && f.repeat <= 100, "--repeat must be between 1 and 100 (got ", f.repeat,
                    ")");
-  const std::string worker =
-      (fs::path(launcher::selfExecutable()).parent_path() / "gyre_train_worker").string();
-  GYRE_USAGE_CHECK(
-      ::access(worker.c_str(), X_OK) == 0, "gyre bench parallel trains with ", worker,
-      ", which is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker)");
-  GYRE_USAGE_CHECK(
-      detectLaunch(config::processEnvironment()).launcher == "none",
-      "gyre bench parallel starts its own jobs: run it outside any launcher (gyre run, mpirun, srun, "
-      "torchrun)");
+  requireTrainWorker("gyre bench parallel");
+  requireNoLauncher("gyre bench parallel");
+  const std::string worker = trainWorkerBesideTool();
   const RunRoot runRoot(f.runRoot, "gyre bench parallel");
   launcher::installInterruptHandlers();
   const std::vector<ParallelConfig> plan = planParallel(s);
@@ -158,24 +154,23 @@ int runParallelBench(ParallelBenchFlags f) {
                s.model, s.globalBatch, s.steps, s.skip, s.balance, f.repeat, f.repeat == 1 ? "" : "s", header());
     std::fflush(stdout);
   }
-  // Repeats run in rounds (every layout once, then again), so that a slow spell of the machine
-  // does not fall on every run of one layout; a row shows its median run (by samples/s), printed
-  // when its last run ends.
+  // A row shows its median run (by samples/s).
   std::vector<ParallelResult> results;
-  std::vector<std::vector<ParallelResult>> runs(plan.size());
   try {
-    for (int round = 1; round <= f.repeat; ++round)
-      for (std::size_t i = 0; i < plan.size(); ++i) {
-        fmt::print(stderr, "gyre bench parallel: round {} of {}, run {} of {}: {}\n", round, f.repeat, i + 1,
-                   plan.size(), plan[i].name);
-        runs[i].push_back(runOne(f, plan[i], worker, runRoot.path() / fmt::format("run-{:02}-{}", i, round)));
-        if (round < f.repeat) continue;
-        std::vector<RunFigures> figures;
-        for (const ParallelResult& r : runs[i]) figures.push_back(r.figures.run);
-        results.push_back(runs[i][pickRun(figures, Pick::kMedian)]);
-        fmt::print("{}", f.json ? rowJson(results.back()).dump() + "\n" : row(results.back()));
-        std::fflush(stdout);
-      }
+    sweepInRounds<ParallelResult>(
+        plan.size(), f.repeat,
+        [&](std::size_t i, int round) {
+          fmt::print(stderr, "gyre bench parallel: round {} of {}, run {} of {}: {}\n", round, f.repeat,
+                     i + 1, plan.size(), plan[i].name);
+          return runOne(f, plan[i], worker, runRoot.path() / fmt::format("run-{:02}-{}", i, round));
+        },
+        [&](std::size_t, const std::vector<ParallelResult>& runs) {
+          std::vector<RunFigures> figures;
+          for (const ParallelResult& r : runs) figures.push_back(r.figures.run);
+          results.push_back(runs[pickRun(figures, Pick::kMedian)]);
+          fmt::print("{}", f.json ? rowJson(results.back()).dump() + "\n" : row(results.back()));
+          std::fflush(stdout);
+        });
   } catch (const RunFailed& e) {
     fmt::print(stderr, "{}\n", e.what());
     runRoot.done(true, true);

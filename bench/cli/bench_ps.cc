@@ -19,6 +19,7 @@
 #include "bench_ps_plan.h"
 #include "bench_ps_report.h"
 #include "bench_ps_throughput.h"
+#include "bench_trainer.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -153,15 +154,8 @@ AccuracyRow runOne(const AccuracySettings& s, const AccuracyRun& run, const fs::
   AccuracyRow row;
   row.run = run;
   row.runDir = dir.string();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw Error("cannot create the run directory " + dir.string() + ": " + ec.message());
-  // What an earlier run in the same --run-root left must not pass for this run's figures.
-  for (const char* name : {"eval.jsonl", "metrics.jsonl"}) fs::remove(dir / name, ec);
-  std::vector<std::string> argv = {launcher::selfExecutable()};
-  for (std::string& arg : trainArguments(s, run, dir.string())) argv.push_back(std::move(arg));
-  const ChildRun child =
-      runLoggedChild("gyre train " + run.label(), argv, dir / "gyre-train.log", s.runTimeoutS);
+  const ChildRun child = runTrainingJob("gyre train " + run.label(), trainArguments(s, run, dir.string()),
+                                        dir, "gyre-train.log", s.runTimeoutS);
   row.wallS = child.wallS;
   if (!child.ok) {
     row.error = child.error;
@@ -189,16 +183,8 @@ AccuracyRow runOne(const AccuracySettings& s, const AccuracyRun& run, const fs::
 
 // What part 2 needs before anything runs. Throws InvalidArgument.
 void checkCanTrain() {
-  const std::string worker =
-      (fs::path(launcher::selfExecutable()).parent_path() / "gyre_train_worker").string();
-  GYRE_USAGE_CHECK(
-      ::access(worker.c_str(), X_OK) == 0, "the time-to-accuracy part runs gyre train, whose worker ", worker,
-      " is missing: build gyre with libtorch (GYRE_WITH_TORCH, target gyre_train_worker), or pass "
-      "--part throughput");
-  GYRE_USAGE_CHECK(
-      detectLaunch(config::processEnvironment()).launcher == "none",
-      "gyre bench ps starts its own training jobs: run it outside any launcher (gyre run, mpirun, srun, "
-      "torchrun)");
+  requireTrainWorker("gyre bench ps's time-to-accuracy part", ", or pass --part throughput");
+  requireNoLauncher("gyre bench ps");
 }
 
 int runAccuracy(const PsBenchFlags& f, const PsMachine& m) {

@@ -12,8 +12,10 @@
 #include <utility>
 
 #include "bench_child.h"
+#include "bench_sweep.h"
 #include "bench_train_plan.h"
 #include "bench_train_report.h"
+#include "bench_trainer.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/config.h"
@@ -58,13 +60,8 @@ std::string locateWorker(const TrainBenchFlags& f) {
     GYRE_USAGE_CHECK(!found.empty(), "--worker ", f.worker, " is not an executable file");
     return found;
   }
-  const std::string beside = besideGyre("gyre_train_worker");
-  GYRE_USAGE_CHECK(
-      !launcher::findExecutable(beside).empty(), "gyre bench train needs gyre_train_worker, which is not at ",
-      beside,
-      " (it is built only when CMake finds libtorch: install libtorch-dev, re-run cmake, build target "
-      "gyre_train_worker) or pass --worker PATH");
-  return beside;
+  requireTrainWorker("gyre bench train", ", or pass --worker PATH");
+  return trainWorkerBesideTool();
 }
 
 // The python3 that imports torch with gloo, or "" and `why` says what was tried. A --python that
@@ -204,10 +201,7 @@ int runTrainBench(const TrainBenchFlags& f) {
   validate(s);
   GYRE_USAGE_CHECK(f.repeat >= 1, "--repeat must be at least 1 (got ", f.repeat, ")");
   GYRE_USAGE_CHECK(f.timeoutS > 0, "--timeout must be positive");
-  GYRE_USAGE_CHECK(
-      detectLaunch(config::processEnvironment()).launcher == "none",
-      "gyre bench train starts its own workers: run it outside any launcher (gyre run, mpirun, srun, "
-      "torchrun)");
+  requireNoLauncher("gyre bench train");
   TrainReportContext ctx;
   ctx.repeat = f.repeat;
   ctx.pick = parsePick(f.pick);
@@ -248,24 +242,21 @@ int runTrainBench(const TrainBenchFlags& f) {
       fmt::print("\n{}", settingsText(plan.front(), ctx));
       std::fflush(stdout);
     }
-    // Repeats run in rounds (every configuration once, then again), so that a burst of load from
-    // elsewhere does not fall on every run of one configuration. A row is printed when its last
-    // run ends.
-    std::vector<std::vector<RunFigures>> runs(plan.size());
     std::vector<ConfigResult> results;
-    for (int round = 1; round <= f.repeat; ++round) {
-      if (f.repeat > 1) fmt::print(stderr, "{}: round {} of {}\n", model, round, f.repeat);
-      for (std::size_t i = 0; i < plan.size(); ++i) {
-        try {
-          runs[i].push_back(bench.runOnce(plan[i]));
-        } catch (const RunFailed& e) {
-          fmt::print(stderr, "gyre bench train: {}\n", e.what());
-          return e.code();
-        }
-        if (round < f.repeat) continue;
-        if (i == 0 && !f.json) fmt::print("{}", tableHeader());  // after the round messages
-        results.push_back(report(plan[i], runs[i], ctx, f.json));
-      }
+    try {
+      sweepInRounds<RunFigures>(
+          plan.size(), f.repeat,
+          [&](std::size_t i, int round) {
+            if (i == 0 && f.repeat > 1) fmt::print(stderr, "{}: round {} of {}\n", model, round, f.repeat);
+            return bench.runOnce(plan[i]);
+          },
+          [&](std::size_t i, const std::vector<RunFigures>& runs) {
+            if (i == 0 && !f.json) fmt::print("{}", tableHeader());  // after the round messages
+            results.push_back(report(plan[i], runs, ctx, f.json));
+          });
+    } catch (const RunFailed& e) {
+      fmt::print(stderr, "gyre bench train: {}\n", e.what());
+      return e.code();
     }
     const std::vector<TargetCheck> modelChecks =
         evaluateTargets(model, results, f.baseline == "ddp", ddpSkip);

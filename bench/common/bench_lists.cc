@@ -4,18 +4,12 @@
 #include <charconv>
 
 #include "common/check.h"
+#include "common/strings.h"
 
 namespace gyre::app {
 
 std::vector<std::string> splitCommas(const std::string& text) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = text.find(',', start);
-    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return parts;
-    start = comma + 1;
-  }
+  return split(text, ',');
 }
 
 std::optional<int> parseCount(const std::string& text, int max) {

@@ -58,13 +58,13 @@ struct Mode {
 // The optimizer each server applies to its slices, with PyTorch's semantics
 // (torch::optim::SGD with dampening 0 and no Nesterov; torch::optim::Adam without amsgrad).
 // The learning rate travels with each push, so schedules work.
-struct OptimizerConfig {
+struct OptimizerOptions {
   enum class Kind : std::uint8_t { kSgd = 1, kAdam = 2 };
   Kind kind = Kind::kSgd;
   float momentum = 0;  // sgd
   float weightDecay = 0;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
-  bool operator==(const OptimizerConfig&) const = default;
+  bool operator==(const OptimizerOptions&) const = default;
 };
 
 // What every worker declares on connecting; the servers refuse a worker whose spec differs
@@ -72,7 +72,7 @@ struct OptimizerConfig {
 struct TableSpec {
   std::vector<std::size_t> sizes;  // float32 elements per key; keys are 0..sizes.size()-1
   Mode mode;
-  OptimizerConfig optimizer;
+  OptimizerOptions optimizer;
   // With two or more servers, keep a backup of every slice on the next server (see above). Off:
   // no replication traffic or work, and a server's death loses its slices.
   bool replicate = true;

@@ -70,4 +70,8 @@ struct P2PMessage {
   std::size_t count = 0;
 };
 
+// Gradient fusion's default bucket cap: DistributedOptimizerOptions::bucketCapBytes and gyre
+// train's --bucket-cap-mb (25 MiB, as PyTorch DDP's).
+inline constexpr std::size_t kDefaultBucketCapBytes = std::size_t{25} << 20;
+
 }  // namespace gyre

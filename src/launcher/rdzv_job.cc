@@ -27,6 +27,7 @@
 #include "launcher/elastic_report.h"
 #include "launcher/failures.h"
 #include "launcher/output.h"
+#include "launcher/rdzv_keys.h"
 #include "launcher/run_metrics.h"
 #include "rendezvous/etcd_client.h"
 
@@ -34,93 +35,10 @@ namespace gyre::launcher {
 namespace {
 
 using Ms = std::chrono::milliseconds;
-using Bytes = std::vector<std::uint8_t>;
 using rendezvous::EtcdKeyValue;
 
 constexpr Ms kEtcdEvery{100};                  // reads of the job's keys
-// A dead node's keys are gone this long after its last renewal. Renewals come every second from
-// a thread of their own with a client of their own, so a slow etcd member (2 s at most before the
-// next one is tried) or a slow round of the supervisor never lets a live node's lease expire.
-constexpr std::chrono::seconds kLeaseTtl{10};
-constexpr Ms kRenewEvery{1000};
 constexpr std::chrono::seconds kGoneWait{10};  // the leader waits this long for the others to go
-
-Bytes bytes(const std::string& s) {
-  return Bytes(s.begin(), s.end());
-}
-
-std::string text(const Bytes& b) {
-  return std::string(b.begin(), b.end());
-}
-
-// "launch/exit/12" -> 12 (the part after the last '/'); -1 when it is not a number.
-int idOf(const std::string& key) {
-  const std::string tail = key.substr(key.rfind('/') + 1);
-  if (tail.empty() || tail.find_first_not_of("0123456789") != std::string::npos || tail.size() > 9) return -1;
-  return std::stoi(tail);
-}
-
-std::string formatEnd(const WorkerEnd& e) {
-  return std::to_string(e.ok ? 1 : 0) + " " + std::to_string(e.exitCode) + " " + (e.bySignal ? "1" : "0") +
-         " " + e.what;
-}
-
-WorkerEnd parseEnd(const std::string& s) {
-  std::istringstream in(s);
-  int ok = 0, signal = 0;
-  WorkerEnd e;
-  in >> ok >> e.exitCode >> signal;
-  std::getline(in >> std::ws, e.what);
-  e.ok = ok != 0;
-  e.bySignal = signal != 0;
-  return e;
-}
-
-// Renews a lease until destroyed; expired() once etcd says it has expired or no renewal got
-// through for a whole TTL.
-class LeaseKeeper {
- public:
-  LeaseKeeper(const std::vector<std::string>& endpoints, std::int64_t lease)
-      : etcd_(endpoints, kRenewEvery * 2), lease_(lease), thread_([this] { run(); }) {}
-  ~LeaseKeeper() {
-    {
-      MutexLock lock(mutex_);
-      done_ = true;
-    }
-    wake_.notifyAll();
-    thread_.join();
-  }
-  bool expired() const { return expired_.load(); }
-
- private:
-  void run() {
-    Clock::time_point renewed = Clock::now();
-    while (!expired_.load()) {
-      {
-        MutexLock lock(mutex_);
-        if (!done_) wake_.waitFor(mutex_, kRenewEvery);
-        if (done_) return;
-      }
-      try {
-        if (etcd_.keepAlive(lease_))
-          renewed = Clock::now();
-        else
-          expired_ = true;
-      } catch (const Error&) {
-        // No member answered this time; the next second tries again.
-      }
-      if (Clock::now() - renewed >= kLeaseTtl) expired_ = true;
-    }
-  }
-
-  rendezvous::EtcdClient etcd_;
-  std::int64_t lease_;
-  Mutex mutex_;
-  CondVar wake_;
-  bool done_ GYRE_GUARDED_BY(mutex_) = false;
-  std::atomic<bool> expired_{false};
-  std::thread thread_;
-};
 
 class RdzvJob {
  public:
@@ -151,12 +69,12 @@ class RdzvJob {
     lease_ = etcd_->grantLease(kLeaseTtl);
     keeper_ = std::make_unique<LeaseKeeper>(url_.endpoints, lease_);
     node_ = net::hostName() + ":" + std::to_string(::getpid());
-    etcd_->putIfRevision(key("secret"), 0, bytes(auth::generateSecret()));
-    etcd_->putIfRevision(key("job-id"), 0, bytes("gyre-" + auth::generateSecret().substr(0, 12)));
+    etcd_->putIfRevision(key("secret"), 0, asBytes(auth::generateSecret()));
+    etcd_->putIfRevision(key("job-id"), 0, asBytes("gyre-" + auth::generateSecret().substr(0, 12)));
     jobStore_.secret = required("secret");
     jobStore_.localCandidates = jobStore_.remoteCandidates = {o_.rdzv};
     jobId_ = required("job-id");
-    etcd_->put(key("nodes/" + node_), bytes(std::to_string(slots())), lease_);
+    etcd_->put(key("nodes/" + node_), asBytes(std::to_string(slots())), lease_);
     store_ = connectEtcdStore(o_.rdzv, reach);
     store_->setTimeout(std::chrono::seconds(10));
     say("node " + node_ + " joined job " + formatEtcdUrlPath() + " with " + std::to_string(slots()) +
@@ -184,7 +102,7 @@ class RdzvJob {
       throw Error("the job's key " + key(k) +
                   " vanished as this node joined (did another gyre run delete the job "
                   "under this path?)");
-    return text(kv->value);
+    return asText(kv->value);
   }
   std::string key(const std::string& k) const { return url_.prefix + "launch/" + k; }
   std::string formatEtcdUrlPath() const { return url_.prefix.substr(0, url_.prefix.size() - 1); }
@@ -195,7 +113,7 @@ class RdzvJob {
     const HostPlacement place{"localhost", true, id, 1};
     const AgentSpec job = elasticWorkerSpec(o_, jobStore_, place, jobId_, slots());
     Worker& w = workers_[id];
-    etcd_->put(key("alive/" + std::to_string(id)), bytes(node_), lease_);
+    etcd_->put(key("alive/" + std::to_string(id)), asBytes(node_), lease_);
     try {
       w.agent = &agents_.start(place, job);
     } catch (const Error& e) {
@@ -216,7 +134,7 @@ class RdzvJob {
   void recordEnds() {
     for (auto it = unrecorded_.begin(); it != unrecorded_.end();) {
       try {
-        etcd_->put(key("exit/" + std::to_string(it->first)), bytes(formatEnd(it->second)));
+        etcd_->put(key("exit/" + std::to_string(it->first)), asBytes(formatEnd(it->second)));
         etcd_->erase(key("alive/" + std::to_string(it->first)));
         it = unrecorded_.erase(it);
       } catch (const Error& e) {
@@ -273,7 +191,7 @@ class RdzvJob {
     if (!stopping_)
       for (const EtcdKeyValue& kv : etcd_->list(key("start/"))) {
         const int id = idOf(kv.key);
-        if (id >= 0 && text(kv.value) == node_ && !workers_.contains(id)) startWorker(id);
+        if (id >= 0 && asText(kv.value) == node_ && !workers_.contains(id)) startWorker(id);
       }
     for (const EtcdKeyValue& kv : etcd_->list(key("stop/"))) {
       const auto it = workers_.find(idOf(kv.key));
@@ -281,7 +199,7 @@ class RdzvJob {
           stopped_.insert(it->first).second)
         agents_.stop(*it->second.agent);
     }
-    if (const auto end = etcd_->get(key("end"))) end_ = text(end->value);
+    if (const auto end = etcd_->get(key("end"))) end_ = asText(end->value);
   }
 
   void checkLease() {
@@ -297,7 +215,7 @@ class RdzvJob {
     std::vector<HostSlots> nodes;
     for (const EtcdKeyValue& kv : etcd_->list(key("nodes/"))) {
       const std::string name = kv.key.substr(key("nodes/").size());
-      nodes.push_back({name, std::max(1, std::atoi(text(kv.value).c_str()))});
+      nodes.push_back({name, std::max(1, std::atoi(asText(kv.value).c_str()))});
     }
     return nodes;
   }
@@ -317,9 +235,9 @@ class RdzvJob {
   // Whether this node holds the leader key (a compare-and-swap whose answer was lost may have
   // taken it: read it back).
   bool takeLeaderKey() {
-    if (etcd_->putIfRevision(key("leader"), 0, bytes(node_), lease_)) return true;
+    if (etcd_->putIfRevision(key("leader"), 0, asBytes(node_), lease_)) return true;
     const auto leader = etcd_->get(key("leader"));
-    return leader && text(leader->value) == node_ && leader->lease == lease_;
+    return leader && asText(leader->value) == node_ && leader->lease == lease_;
   }
 
   std::set<int> idsUnder(const std::string& dir) {
@@ -345,7 +263,7 @@ class RdzvJob {
           const std::string why =
               "only " + std::to_string(total) + " slot(s) joined within --start-timeout " +
               formatSeconds(o_.startTimeoutS) + " s, below --min-np " + std::to_string(o_.minNp);
-          etcd_->put(key("end"), bytes("1 " + why));
+          etcd_->put(key("end"), asBytes("1 " + why));
         }
         return;
       }
@@ -365,11 +283,11 @@ class RdzvJob {
       const int id = idOf(kv.key);
       if (id < 0) continue;
       t.workers.push_back(
-          {id, text(kv.value), counted.contains(id), elastic::isReady(*store_, id), stops.contains(id)});
+          {id, asText(kv.value), counted.contains(id), elastic::isReady(*store_, id), stops.contains(id)});
       if (counted.contains(id)) reported_.insert(id);
     }
     if (const auto counters = etcd_->get(key("policy"))) {
-      std::istringstream in(text(counters->value));
+      std::istringstream in(asText(counters->value));
       in >> t.counters.replacements >> t.counters.owed >> t.counters.unreplaced >> t.counters.wanted;
     }
     say("node " + node_ + " takes over as the job's leader (the previous one is gone); membership " +
@@ -382,14 +300,14 @@ class RdzvJob {
   std::map<int, WorkerEnd> readExits() {
     std::map<int, WorkerEnd> exits;
     for (const EtcdKeyValue& kv : etcd_->list(key("exit/")))
-      if (const int id = idOf(kv.key); id >= 0) exits[id] = parseEnd(text(kv.value));
+      if (const int id = idOf(kv.key); id >= 0) exits[id] = parseEnd(asText(kv.value));
     return exits;
   }
 
   // One round of leading: what happened (ends, lost nodes, readiness, places), then the policy's
   // decisions.
   void leading(Clock::time_point now) {
-    if (const auto leader = etcd_->get(key("leader")); !leader || text(leader->value) != node_) {
+    if (const auto leader = etcd_->get(key("leader")); !leader || asText(leader->value) != node_) {
       say("warning: node " + node_ + " no longer holds the leader key; it stops leading");
       policy_.reset();
       return;
@@ -411,11 +329,11 @@ class RdzvJob {
       if (const auto it = exits.find(id); it != exits.end()) {
         if (it->second.ok) policy_->formed(elastic::lastFormedMembership(*store_));
         count(id, it->second, now);
-      } else if (!alive.contains(id) && !live.contains(text(kv.value))) {
-        count(
-            id,
-            WorkerEnd{false, "was lost with node " + text(kv.value) + " (its etcd lease expired)", 1, false},
-            now);
+      } else if (!alive.contains(id) && !live.contains(asText(kv.value))) {
+        count(id,
+              WorkerEnd{false, "was lost with node " + asText(kv.value) + " (its etcd lease expired)", 1,
+                        false},
+              now);
       }
     }
     if (nodes != lastNodes_) {
@@ -441,7 +359,7 @@ class RdzvJob {
     const std::string counters = std::to_string(c.replacements) + " " + std::to_string(c.owed) + " " +
                                  std::to_string(c.unreplaced) + " " + std::to_string(c.wanted);
     if (counters != lastCounters_) {
-      etcd_->put(key("policy"), bytes(counters));
+      etcd_->put(key("policy"), asBytes(counters));
       lastCounters_ = counters;
     }
     apply(actions);
@@ -449,7 +367,7 @@ class RdzvJob {
       ElasticEnding ending;
       leaderCode_ = reportElasticJob(o_, policy_->outcome(), ending, *output_);
       const std::string why = policy_->outcome().finished ? "the job finished" : policy_->outcome().headline;
-      etcd_->put(key("end"), bytes(std::to_string(leaderCode_) + " " + why));
+      etcd_->put(key("end"), asBytes(std::to_string(leaderCode_) + " " + why));
       end_ = std::to_string(leaderCode_) + " " + why;
       reportedEnd_ = true;
     }
@@ -466,7 +384,7 @@ class RdzvJob {
     for (const ElasticAction& a : actions) {
       switch (a.kind) {
         case ElasticAction::Kind::kStart:
-          etcd_->put(key("start/" + std::to_string(a.id)), bytes(a.host));
+          etcd_->put(key("start/" + std::to_string(a.id)), asBytes(a.host));
           break;
         case ElasticAction::Kind::kStop:
           etcd_->put(key("stop/" + std::to_string(a.id)), {});
@@ -511,7 +429,7 @@ class RdzvJob {
           !end_) {
         const std::string why =
             interrupt_ != 0 ? "stopped by " + signalName(interrupt_) : "stopped at --timeout";
-        etcd_->put(key("end"), bytes(std::to_string(interrupt_ != 0 ? 128 + interrupt_ : 124) + " " + why));
+        etcd_->put(key("end"), asBytes(std::to_string(interrupt_ != 0 ? 128 + interrupt_ : 124) + " " + why));
       }
       etcd_->revokeLease(lease_);
     } catch (const Error& e) {

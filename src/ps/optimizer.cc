@@ -7,7 +7,8 @@
 namespace gyre::ps {
 namespace {
 
-void sgd(const OptimizerConfig& c, float lr, std::span<float> p, std::span<const float> g, SliceOptimizerState& s) {
+void sgd(const OptimizerOptions& c, float lr, std::span<float> p, std::span<const float> g,
+         SliceOptimizerState& s) {
   const std::size_t n = p.size();
   if (c.momentum == 0) {
     for (std::size_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + c.weightDecay * p[i]);
@@ -23,7 +24,8 @@ void sgd(const OptimizerConfig& c, float lr, std::span<float> p, std::span<const
   }
 }
 
-void adam(const OptimizerConfig& c, float lr, std::span<float> p, std::span<const float> g, SliceOptimizerState& s) {
+void adam(const OptimizerOptions& c, float lr, std::span<float> p, std::span<const float> g,
+          SliceOptimizerState& s) {
   const std::size_t n = p.size();
   if (s.expAvg.empty()) s.expAvg.assign(n, 0.0f), s.expAvgSq.assign(n, 0.0f);
   const double step = static_cast<double>(s.steps);
@@ -43,11 +45,11 @@ void adam(const OptimizerConfig& c, float lr, std::span<float> p, std::span<cons
 
 }  // namespace
 
-void applyUpdate(const OptimizerConfig& config, float lr, std::span<float> params, std::span<const float> grad,
-                 SliceOptimizerState& state) {
+void applyUpdate(const OptimizerOptions& config, float lr, std::span<float> params,
+                 std::span<const float> grad, SliceOptimizerState& state) {
   GYRE_ENFORCE_EQ(params.size(), grad.size(), "gradient and parameters of a slice differ in length");
   ++state.steps;
-  if (config.kind == OptimizerConfig::Kind::kAdam)
+  if (config.kind == OptimizerOptions::Kind::kAdam)
     adam(config, lr, params, grad, state);
   else
     sgd(config, lr, params, grad, state);

@@ -1,4 +1,4 @@
-// The optimizer a server applies to one slice, with PyTorch's semantics (see OptimizerConfig).
+// The optimizer a server applies to one slice, with PyTorch's semantics (see OptimizerOptions).
 // Deterministic: the same state, gradient and learning rate give bit-identical results, which
 // is what lets a backup replay its primary's updates exactly.
 #pragma once
@@ -18,7 +18,7 @@ struct SliceOptimizerState {
 };
 
 // params -= the optimizer's step for `grad` (already averaged) at learning rate `lr`.
-void applyUpdate(const OptimizerConfig& config, float lr, std::span<float> params, std::span<const float> grad,
-                 SliceOptimizerState& state);
+void applyUpdate(const OptimizerOptions& config, float lr, std::span<float> params,
+                 std::span<const float> grad, SliceOptimizerState& state);
 
 }  // namespace gyre::ps

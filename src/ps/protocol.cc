@@ -132,7 +132,7 @@ std::vector<std::uint8_t> encodeDeclaration(const Declaration& d) {
   for (std::size_t size : d.spec.sizes) w.i64(static_cast<std::int64_t>(size));
   w.u8(static_cast<std::uint8_t>(d.spec.mode.consistency));
   w.u32(static_cast<std::uint32_t>(d.spec.mode.staleness));
-  const OptimizerConfig& o = d.spec.optimizer;
+  const OptimizerOptions& o = d.spec.optimizer;
   w.u8(static_cast<std::uint8_t>(o.kind));
   for (float f : {o.momentum, o.weightDecay, o.beta1, o.beta2, o.eps}) w.u32(floatBits(f));
   w.u8(d.spec.replicate ? 1 : 0);
@@ -179,8 +179,8 @@ Declaration decodeDeclaration(std::span<const std::uint8_t> bytes) {
   d.spec.mode.staleness = static_cast<int>(staleness);
   const std::uint8_t kind = r.u8("optimizer");
   if (kind < 1 || kind > 2) GYRE_THROW(ProtocolError, "unknown optimizer ", int(kind));
-  OptimizerConfig& o = d.spec.optimizer;
-  o.kind = static_cast<OptimizerConfig::Kind>(kind);
+  OptimizerOptions& o = d.spec.optimizer;
+  o.kind = static_cast<OptimizerOptions::Kind>(kind);
   for (float* f : {&o.momentum, &o.weightDecay, &o.beta1, &o.beta2, &o.eps}) *f = bitsFloat(r.u32("optimizer setting"));
   const std::uint8_t replicate = r.u8("replication flag");
   if (replicate > 1) GYRE_THROW(ProtocolError, "replication flag ", int(replicate), " is not 0 or 1");

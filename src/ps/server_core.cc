@@ -15,9 +15,9 @@ namespace {
 // bsp contributions) a declaration may ask for, so that no declaration exhausts memory.
 constexpr std::size_t kMaxWorkerState = std::size_t{1} << 26;
 
-std::string describeOptimizer(const OptimizerConfig& o) {
+std::string describeOptimizer(const OptimizerOptions& o) {
   std::ostringstream out;
-  if (o.kind == OptimizerConfig::Kind::kAdam)
+  if (o.kind == OptimizerOptions::Kind::kAdam)
     out << "adam(beta1=" << o.beta1 << ", beta2=" << o.beta2 << ", eps=" << o.eps;
   else
     out << "sgd(momentum=" << o.momentum;

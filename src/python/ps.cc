@@ -26,11 +26,11 @@ class PSTrainer {
       const std::string arg = "parameter " + std::to_string(i);
       checkedDataType(parameters[i], "ps.PSOptimizer", arg.c_str());
     }
-    ps::OptimizerConfig config;
+    ps::OptimizerOptions config;
     if (optimizer == "sgd") {
-      config.kind = ps::OptimizerConfig::Kind::kSgd;
+      config.kind = ps::OptimizerOptions::Kind::kSgd;
     } else if (optimizer == "adam") {
-      config.kind = ps::OptimizerConfig::Kind::kAdam;
+      config.kind = ps::OptimizerOptions::Kind::kAdam;
     } else {
       throw py::value_error("gyre.ps.PSOptimizer: optimizer must be 'sgd' or 'adam', not '" + optimizer +
                             "'");

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <limits>
-#include <stdexcept>
+
+#include "common/check.h"
 
 namespace gyre::torch {
 namespace {
@@ -41,7 +42,7 @@ std::vector<BucketPlan> planBucketsByReadyTime(const std::vector<GradientSlot>& 
                                                const std::vector<double>& readySeconds, std::size_t capBytes,
                                                const AllreduceCost& cost) {
   if (readySeconds.size() != order.size())
-    throw std::invalid_argument("planBucketsByReadyTime: one ready time per gradient in the order");
+    GYRE_THROW(InvalidArgument, "planBucketsByReadyTime: one ready time per gradient in the order");
   const std::size_t n = order.size();
   if (n == 0) return {};
   // finish[j][c]: the earliest the first j gradients can all be reduced in c buckets; from[j][c]:

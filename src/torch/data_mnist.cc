@@ -125,7 +125,8 @@ std::string cacheKey(const Format& f, const std::string& imagesPath, const std::
   return identity(imagesPath) + "\n" + identity(labelsPath) + "\n" + norm;
 }
 
-Dataset load(const Format& f, const std::string& dir, const std::string& split, const LoadOptions& options) {
+Dataset load(const Format& f, const std::string& dir, const std::string& split,
+             const DatasetOptions& options) {
   const std::string imagesPath = findFile(f, dir, split + "-images-idx3-ubyte");
   const std::string labelsPath = findFile(f, dir, split + "-labels-idx1-ubyte");
   if (!options.cache) return decode(f, imagesPath, labelsPath);
@@ -144,11 +145,11 @@ Dataset load(const Format& f, const std::string& dir, const std::string& split, 
 
 }  // namespace
 
-Dataset loadFashionMnist(const std::string& dir, const std::string& split, LoadOptions options) {
+Dataset loadFashionMnist(const std::string& dir, const std::string& split, DatasetOptions options) {
   return load(kFashion, dir.empty() ? kFashionMnistDir : dir, split, options);
 }
 
-Dataset loadMnist(const std::string& dir, const std::string& split, LoadOptions options) {
+Dataset loadMnist(const std::string& dir, const std::string& split, DatasetOptions options) {
   GYRE_USAGE_CHECK(!dir.empty(),
                    "loadMnist: MNIST has no default directory; pass the one that holds its IDX files "
                    "(train-images-idx3-ubyte.gz, ...)");

@@ -17,6 +17,7 @@
 #include "torch/bucket_layout.h"
 #include "torch/fusion_tuner.h"
 #include "torch/gradient_compression.h"
+#include "torch/gradient_hooks.h"
 #include "torch/shard_optimizer.h"
 
 namespace gyre::torch {
@@ -28,8 +29,6 @@ class DistributedOptimizer::Impl {
  public:
   struct Slot {
     ::torch::Tensor param;
-    std::shared_ptr<::torch::autograd::Node> accumulator;  // kept alive: the param holds it weakly
-    std::uintptr_t hook = 0;
     std::size_t bucket = 0;
     std::size_t group = 0;   // the wrapped optimizer's parameter group
     std::size_t offset = 0;  // elements before it in its bucket
@@ -90,6 +89,9 @@ class DistributedOptimizer::Impl {
   bool shardGradients_ = false;  // sharded_ and options.shardGradients (ZeRO stage 2)
   std::shared_ptr<SharedMemory> sharedParams_;  // sharded on one host: the parameters, mapped by every rank
   ShardOptimizer shard_;                        // sharded_: steps this rank's part of every bucket
+  // The post-hooks that call onGradientReady: installed by the constructor (world > 1), taken
+  // off first by the destructor; the training thread's alone.
+  GradientHooks hooks_;
   // kTopK, kPowerSgd: reduces every gradient at synchronize(), instead of the buckets.
   std::unique_ptr<detail::GradientCompressor> compressor_;
   // shareStepTimes: the ranks' ready times travel in the last bucket's W extra floats (else in an

@@ -1,6 +1,5 @@
 #include "gyre/torch/ps_optimizer.h"
 
-#include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <chrono>
@@ -12,6 +11,7 @@
 #include "common/clock.h"
 #include "common/mutex.h"
 #include "gyre/errors.h"
+#include "torch/gradient_hooks.h"
 
 namespace gyre::torch {
 namespace {
@@ -51,8 +51,6 @@ class PSOptimizer::Impl {
  public:
   struct Slot {
     ::torch::Tensor param;
-    std::shared_ptr<::torch::autograd::Node> accumulator;  // kept alive: the param holds it weakly
-    std::uintptr_t hook = 0;
     ::torch::Tensor pushed;  // the gradient in flight, kept alive until its push completed
     std::shared_ptr<Work> push;
     ::torch::Tensor zeros;  // pushed for a parameter with no gradient (made the first time)
@@ -68,6 +66,8 @@ class PSOptimizer::Impl {
   std::shared_ptr<ps::Worker> worker_;
   PSOptimizerOptions options_;
   std::vector<::torch::Tensor> params_;
+  // The post-hooks that call onGradientReady (pushFromHooks): the training thread's alone.
+  GradientHooks hooks_;
   mutable Mutex mu_;
   std::vector<Slot> slots_ GYRE_GUARDED_BY(mu_);
   float lr_ GYRE_GUARDED_BY(mu_);
@@ -84,27 +84,8 @@ class PSOptimizer::Impl {
   void pullAll() GYRE_REQUIRES(mu_);
 };
 
-namespace {
-
-// Runs after autograd has accumulated a parameter's gradient.
-class PushHook final : public ::torch::autograd::FunctionPostHook {
- public:
-  PushHook(PSOptimizer::Impl* impl, std::size_t slot) : impl_(impl), slot_(slot) {}
-  ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& outputs,
-                                              const ::torch::autograd::variable_list& /*inputs*/) override {
-    impl_->onGradientReady(slot_);
-    return outputs;
-  }
-
- private:
-  PSOptimizer::Impl* impl_;
-  std::size_t slot_;
-};
-
-}  // namespace
-
 ps::TableSpec PSOptimizer::tableFor(const std::vector<::torch::Tensor>& params, ps::Mode mode,
-                                    ps::OptimizerConfig optimizer) {
+                                    ps::OptimizerOptions optimizer) {
   GYRE_USAGE_CHECK(!params.empty(), "PSOptimizer: no parameters to train");
   ps::TableSpec spec;
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -142,20 +123,16 @@ PSOptimizer::Impl::Impl(std::vector<::torch::Tensor> params, std::shared_ptr<ps:
   }
   pullAll();
   if (options_.pushFromHooks) {
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      Slot& slot = slots_[i];
-      if (!slot.param.requires_grad()) continue;  // never gets a gradient: step() pushes zeros
-      slot.accumulator = ::torch::autograd::impl::grad_accumulator(slot.param);
-      GYRE_USAGE_CHECK(slot.accumulator != nullptr, "PSOptimizer: parameter ", i, " is not a leaf");
-      slot.hook = slot.accumulator->add_post_hook(std::make_unique<PushHook>(this, i));
-    }
+    // A parameter that does not require a gradient never gets one: step() pushes zeros for it.
+    hooks_.install(
+        params_, [this](std::size_t index) { onGradientReady(index); }, "PSOptimizer",
+        [this](std::size_t index) { return params_[index].requires_grad(); });
   }
   stepBegin_ = Clock::now();
 }
 
 PSOptimizer::Impl::~Impl() {
-  for (Slot& slot : slots_)
-    if (slot.accumulator) slot.accumulator->del_post_hook(slot.hook);
+  hooks_.remove();
   // The worker may still read the gradients in flight (each push is bounded by its time-out).
   for (Slot& slot : slots_) {
     if (!slot.push) continue;

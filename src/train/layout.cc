@@ -6,6 +6,7 @@
 
 #include "common/check.h"
 #include "common/compression_spec.h"
+#include "common/strings.h"
 
 namespace gyre::train {
 
@@ -55,17 +56,12 @@ int modelLayers(const TrainOptions& o) {
 std::vector<int> explicitBalance(const TrainOptions& o) {
   if (o.balance == "even" || o.balance == "time") return {};
   std::vector<int> out;
-  std::string_view rest = o.balance;
-  while (true) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view item = rest.substr(0, comma);
+  for (const std::string& item : split(o.balance, ',')) {
     int n = 0;
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
     GYRE_USAGE_CHECK(ec == std::errc() && end == item.data() + item.size() && n >= 1, "--balance '", o.balance,
                      "': expected even, time, or layer counts per stage such as 3,2,1 (each at least 1)");
     out.push_back(n);
-    if (comma == std::string_view::npos) break;
-    rest = rest.substr(comma + 1);
   }
   const int stages = o.pp * o.virtualStages;
   GYRE_USAGE_CHECK(static_cast<int>(out.size()) == stages, "--balance '", o.balance, "' gives ", out.size(),

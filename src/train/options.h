@@ -15,8 +15,12 @@
 #include <vector>
 
 #include "common/numbers.h"
+#include "gyre/types.h"
 
 namespace gyre::train {
+
+// The most workers or servers one job may have: a guard against typos, not a limit of gyre.
+inline constexpr double kMaxProcesses = 1 << 20;
 
 struct TrainOptions {
   std::string model = "mlp";  // "mlp", "cnn" or "vit" (models.h)
@@ -74,7 +78,7 @@ struct TrainOptions {
   bool eval = true;                 // test accuracy after each epoch
   int threads = 0;                  // compute threads per worker; 0: GYRE_NUM_THREADS, else libtorch's
   int dataWorkers = 1;              // threads assembling batches ahead (gyre::data::Loader); 0: inline
-  double bucketCapMb = 25;          // DistributedOptimizer's bucket cap, MiB
+  double bucketCapMb = static_cast<double>(kDefaultBucketCapBytes >> 20);  // DistributedOptimizer's, MiB
   bool shardOptimizer = false;      // DistributedOptimizer's shardOptimizerState (ZeRO stage 1)
   int zero = 0;                     // ZeRO stage: 1 as shardOptimizer, 2 also shardGradients, 3 FullyShardedModel
   std::int64_t memoryLimitMb = 0;   // each worker's RLIMIT_DATA, MiB; 0: unlimited

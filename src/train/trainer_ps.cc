@@ -17,8 +17,8 @@ namespace detail {
 
 void Trainer::attachParameterServer() {
   GYRE_USAGE_CHECK(group_.comm() != nullptr, "--mode ", o_.mode, " needs gyre's world (gyre run --servers S)");
-  ps::OptimizerConfig sgd;
-  sgd.kind = ps::OptimizerConfig::Kind::kSgd;
+  ps::OptimizerOptions sgd;
+  sgd.kind = ps::OptimizerOptions::Kind::kSgd;
   sgd.momentum = static_cast<float>(o_.momentum);
   const std::vector<::torch::Tensor> params = model_->parameters();
   const ps::TableSpec spec = gyre::torch::PSOptimizer::tableFor(params, ps::Mode::parse(o_.mode.substr(3)), sgd);

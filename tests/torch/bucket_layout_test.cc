@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <stdexcept>
+#include "gyre/errors.h"
 
 namespace gyre::torch {
 namespace {
@@ -80,7 +80,7 @@ TEST(BucketsByReadyTime, FollowsTheGivenOrderAndRejectsMismatchedTimes) {
   const auto plans = planBucketsByReadyTime(slots, {2, 0, 1}, {0, 0, 0}, 1 << 20, kCost);
   EXPECT_EQ(groups(plans), (std::vector<std::vector<std::size_t>>{{2, 0, 1}}));
   EXPECT_TRUE(planBucketsByReadyTime({}, {}, {}, 1 << 20, kCost).empty());
-  EXPECT_THROW(planBucketsByReadyTime(slots, {0, 1, 2}, {0, 0}, 1 << 20, kCost), std::invalid_argument);
+  EXPECT_THROW(planBucketsByReadyTime(slots, {0, 1, 2}, {0, 0}, 1 << 20, kCost), InvalidArgument);
 }
 
 }  // namespace

@@ -110,8 +110,8 @@ void expectClose(const std::vector<::torch::Tensor>& got, const std::vector<::to
   test::expectClose(got, want, tol, "worker " + std::to_string(worker));
 }
 
-ps::OptimizerConfig sgd(float momentum) {
-  ps::OptimizerConfig c;
+ps::OptimizerOptions sgd(float momentum) {
+  ps::OptimizerOptions c;
   c.momentum = momentum;
   return c;
 }

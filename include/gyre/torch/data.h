@@ -72,7 +72,7 @@ inline constexpr double kFashionMnistStd = 0.3530;
 inline constexpr double kMnistMean = 0.1307;
 inline constexpr double kMnistStd = 0.3081;
 
-struct LoadOptions {
+struct DatasetOptions {
   // Keep the decoded split in a process-wide cache, keyed by the files' canonical paths, sizes
   // and modification times and the normalisation: a later load with cache = true (a restarted
   // training loop in the same process, an evaluation) returns the same tensors without reading
@@ -88,9 +88,9 @@ struct LoadOptions {
 // kind, truncated, not of 28x28 images, holds a label outside 0..9 or disagrees with its partner
 // (naming the file).
 // loadFashionMnist: `dir` empty means kFashionMnistDir; normalised with the Fashion-MNIST figures.
-Dataset loadFashionMnist(const std::string& dir, const std::string& split, LoadOptions options = {});
+Dataset loadFashionMnist(const std::string& dir, const std::string& split, DatasetOptions options = {});
 // loadMnist: `dir` is required (InvalidArgument when empty); normalised with the MNIST figures.
-Dataset loadMnist(const std::string& dir, const std::string& split, LoadOptions options = {});
+Dataset loadMnist(const std::string& dir, const std::string& split, DatasetOptions options = {});
 
 // Drops every cached data set (tensors still held by callers stay valid). Returns how many there
 // were.

@@ -72,7 +72,7 @@ void setCompression(DistributedOptimizerOptions& options, std::string_view spec)
 
 struct DistributedOptimizerOptions {
   // No bucket holds more than this many bytes (25 MiB, as DDP); a larger gradient gets its own.
-  std::size_t bucketCapBytes = 25u << 20;
+  std::size_t bucketCapBytes = kDefaultBucketCapBytes;
   // Until the first step has shown when gradients become ready, the first bucket (the last
   // layers' gradients) is smaller, so its allreduce starts early in the backward pass.
   std::size_t firstBucketCapBytes = 1u << 20;

@@ -4,7 +4,7 @@
 // DistributedOptimizer:
 //
 //   auto params = model->parameters();
-//   gyre::ps::OptimizerConfig sgd;
+//   gyre::ps::OptimizerOptions sgd;
 //   sgd.momentum = 0.9f;
 //   auto spec = gyre::torch::PSOptimizer::tableFor(params, gyre::ps::Mode::parse("asp"), sgd);
 //   gyre::torch::PSOptimizer opt(params, gyre::ps::Worker::fromEnvironment(spec), lr);
@@ -51,7 +51,7 @@ class PSOptimizer {
   // The table of `params`: one float32 key per parameter, in order. Throws InvalidArgument for a
   // parameter that is undefined, not float32, sparse, not contiguous or not on the CPU.
   static ps::TableSpec tableFor(const std::vector<::torch::Tensor>& params, ps::Mode mode,
-                                ps::OptimizerConfig optimizer);
+                                ps::OptimizerOptions optimizer);
 
   // Trains `params` through `worker` (shared: the caller may keep it, for stats(); the optimizer
   // keeps it alive), whose table must be tableFor(params, ...). Worker 0 initialises every key
