@@ -62,11 +62,11 @@ Run loadRun(const std::string& dirText) {
   if (std::ifstream in(dir / "config.json"); in) {
     std::stringstream text;
     text << in.rdbuf();
-    const Json c = Json::parse(text.str(), nullptr, false);
-    GYRE_USAGE_CHECK(c.is_object(), (dir / "config.json").string(), ": not a JSON object");
-    run.world = static_cast<int>(number(c, "world", 1));
-    run.model = c.value("model", "");
-    run.batch = static_cast<int>(number(c, "batch", 0));
+    const std::optional<train::CheckpointConfig> c = train::parseCheckpointConfig(text.str());
+    GYRE_USAGE_CHECK(c.has_value(), (dir / "config.json").string(), ": not a config.json of gyre train");
+    run.world = c->world;
+    run.model = c->model;
+    run.batch = static_cast<int>(c->batch);
   }
   for (const auto& [line, j] : jsonLines(dir / "metrics.jsonl")) {
     Epoch e = record(dir / "metrics.jsonl", line, [&] { return train::epochRecordFromJson(j); });

@@ -61,17 +61,17 @@ std::vector<::torch::Tensor> tensorsOf(const std::vector<::torch::nn::Sequential
 
 StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
                             ::torch::nn::Sequential model, ::torch::optim::Optimizer& optimizer) {
-  const nlohmann::json config = nlohmann::json::parse(saved.config);
   // Another model would not even cut into the saved stages: say what differs first.
   if (std::string why = checkpointIncompatibility(saved.config, current, saved.dir); !why.empty())
     throw InvalidArgument(why);
-  const int pp = config.value("pp", 1);
+  const CheckpointConfig config = parseCheckpointConfig(saved.config).value();  // checked just now
+  const int pp = config.pp;
   std::vector<int> balance;
   if (pp > 1) {
-    GYRE_USAGE_CHECK(config.contains("stage_layers"), "--checkpoint-dir ", o.checkpointDir,
+    GYRE_USAGE_CHECK(config.stageLayers.has_value(), "--checkpoint-dir ", o.checkpointDir,
                      " holds a pipeline's checkpoints that do not say how its stages were cut (saved before "
                      "checkpoints recorded it): resume them on the layout that saved them");
-    balance = config.at("stage_layers").get<std::vector<int>>();
+    balance = *config.stageLayers;
   }
   const std::vector<std::string> dirs = partDirs(saved.dir, pp);
   const std::vector<gyre::torch::CheckpointInfo> parts = newestStepOfEveryPart(dirs);

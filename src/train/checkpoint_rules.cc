@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gyre/errors.h"
+#include "train/records.h"
 
 namespace gyre::train {
 namespace fs = std::filesystem;
@@ -30,6 +31,17 @@ std::vector<std::string> completeCheckpoints(const std::string& dir) {
   return names;
 }
 
+// This run's config (gyre's own text: always readable).
+CheckpointConfig currentConfig(const std::string& text) {
+  const std::optional<CheckpointConfig> c = parseCheckpointConfig(text);
+  if (!c) throw Error("this run's config is not readable: " + text);
+  return *c;
+}
+
+nlohmann::json orNull(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
 }  // namespace
 
 std::string newestCompleteCheckpoint(const std::string& dir) {
@@ -46,67 +58,54 @@ std::string savedCheckpointConfig(const std::string& path) {
 
 std::string checkpointIncompatibility(const std::string& saved, const std::string& current,
                                       const std::string& path) {
-  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
-  const nlohmann::json b = nlohmann::json::parse(current);
-  if (!a.is_object()) return "checkpoint " + path + " was not saved by gyre train (no config in it)";
-  for (const char* key : {"model", "sync_bn", "batch", "seed", "optimizer"}) {
-    nlohmann::json was = a.value(key, nlohmann::json());
-    // Saved before the flag existed: its default.
-    if (was.is_null() && std::string_view(key) == "optimizer") was = "sgd";
-    if (was.is_null() && std::string_view(key) == "sync_bn") was = false;
-    if (was == b.at(key)) continue;
-    std::string flag = key;
-    std::replace(flag.begin(), flag.end(), '_', '-');
-    return "checkpoint " + path + " was saved by a run with --" + flag + " " + was.dump() +
-           ", this run has --" + flag + " " + b.at(key).dump() +
+  const std::optional<CheckpointConfig> a = parseCheckpointConfig(saved);
+  if (!a) return "checkpoint " + path + " was not saved by gyre train (no config in it)";
+  const CheckpointConfig b = currentConfig(current);
+  // The flags in the order the message names them, each as its JSON value.
+  const std::vector<std::tuple<const char*, nlohmann::json, nlohmann::json>> flags = {
+      {"--model", a->model, b.model},
+      {"--sync-bn", a->syncBn, b.syncBn},
+      {"--batch", a->batch, b.batch},
+      {"--seed", a->seed, b.seed},
+      {"--optimizer", a->optimizer, b.optimizer}};
+  for (const auto& [flag, was, is] : flags) {
+    if (was == is) continue;
+    return "checkpoint " + path + " was saved by a run with " + flag + " " + was.dump() + ", this run has " +
+           flag + " " + is.dump() +
            ": resume with the same --model, --sync-bn, --batch, --seed and --optimizer (the number of "
-           "workers may "
-           "change)";
+           "workers may change)";
   }
   return "";
 }
 
 std::string checkpointLayoutMismatch(const std::string& saved, const std::string& current,
                                      const std::string& path) {
-  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
-  const nlohmann::json b = nlohmann::json::parse(current);
-  if (!a.is_object()) return "";      // checkpointIncompatibility says so
-  auto was = [&a](const char* key) {  // saved before the key existed: its default
-    return a.contains(key) ? a.at(key) : nlohmann::json(std::string_view(key) == "zero" ? 0 : 1);
+  const std::optional<CheckpointConfig> a = parseCheckpointConfig(saved);
+  if (!a) return "";  // checkpointIncompatibility says so
+  const CheckpointConfig b = currentConfig(current);
+  auto layout = [](const CheckpointConfig& c) {
+    return std::to_string(c.world) + " workers with --pp " + std::to_string(c.pp) + " --tp " +
+           std::to_string(c.tp) + " --zero " + std::to_string(c.zero);
   };
-  auto layout = [](const nlohmann::json& world, const nlohmann::json& pp, const nlohmann::json& tp,
-                   const nlohmann::json& zero) {
-    return world.dump() + " workers with --pp " + pp.dump() + " --tp " + tp.dump() + " --zero " + zero.dump();
-  };
-  for (const char* key : {"world", "pp", "tp", "zero"}) {
-    if (was(key) == b.at(key)) continue;
-    return "checkpoint " + path + " holds one part of a model split over " +
-           layout(was("world"), was("pp"), was("tp"), was("zero")) + "; this run has " +
-           layout(b.at("world"), b.at("pp"), b.at("tp"), b.at("zero")) +
+  if (a->world != b.world || a->pp != b.pp || a->tp != b.tp || a->zero != b.zero)
+    return "checkpoint " + path + " holds one part of a model split over " + layout(*a) + "; this run has " +
+           layout(b) +
            ": resume it on the same layout (a checkpoint resumes on another layout only where neither "
            "layout has --tp or --zero)";
-  }
-  const int zero = b.at("zero").get<int>();
-  if ((zero == 1 || zero == 2) && a.value("bucket_cap_mb", nlohmann::json()) != b.at("bucket_cap_mb"))
+  auto buckets = [](const CheckpointConfig& c) { return orNull(c.bucketCapMb).dump(); };
+  if ((b.zero == 1 || b.zero == 2) && a->bucketCapMb != b.bucketCapMb)
     return "checkpoint " + path +
-           " holds one worker's part of the optimizer state of buckets of --bucket-cap-mb " +
-           a.value("bucket_cap_mb", nlohmann::json()).dump() + "; this run has --bucket-cap-mb " +
-           b.at("bucket_cap_mb").dump() + ": resume it with the same buckets";
+           " holds one worker's part of the optimizer state of buckets of --bucket-cap-mb " + buckets(*a) +
+           "; this run has --bucket-cap-mb " + buckets(b) + ": resume it with the same buckets";
   return "";
 }
 
 namespace {
 
-// A config's value of `key`, or its default for a checkpoint saved before the key existed.
-int layoutValue(const nlohmann::json& config, const char* key) {
-  if (config.contains(key) && config.at(key).is_number_integer()) return config.at(key).get<int>();
-  return std::string_view(key) == "zero" ? 0 : 1;
-}
-
 // Both configs readable and neither with --tp or --zero: the layouts a conversion can join.
-bool neitherTpNorZero(const nlohmann::json& a, const nlohmann::json& b) {
-  for (const nlohmann::json* c : {&a, &b})
-    if (!c->is_object() || layoutValue(*c, "tp") != 1 || layoutValue(*c, "zero") != 0) return false;
+bool neitherTpNorZero(const std::optional<CheckpointConfig>& a, const std::optional<CheckpointConfig>& b) {
+  for (const std::optional<CheckpointConfig>* c : {&a, &b})
+    if (!*c || (*c)->tp != 1 || (*c)->zero != 0) return false;
   return true;
 }
 
@@ -117,9 +116,8 @@ std::string newestConfigIn(const std::string& dir) {
   std::string newest;
   for (const std::string& name : completeCheckpoints(splitCheckpointDir(dir, 0))) {
     const std::string path = (fs::path(splitCheckpointDir(dir, 0)) / name).string();
-    const std::string config = savedCheckpointConfig(path);
-    const nlohmann::json c = nlohmann::json::parse(config, nullptr, false);
-    const int world = c.is_object() ? layoutValue(c, "world") : 1;
+    const std::optional<CheckpointConfig> c = parseCheckpointConfig(savedCheckpointConfig(path));
+    const int world = c ? c->world : 1;
     bool everywhere = true;
     std::error_code ec;
     for (int r = 1; r < world && everywhere; ++r)
@@ -137,15 +135,15 @@ std::string newestConfigIn(const std::string& dir) {
 }  // namespace
 
 bool convertibleLayouts(const std::string& saved, const std::string& current) {
-  const nlohmann::json a = nlohmann::json::parse(saved, nullptr, false);
-  const nlohmann::json b = nlohmann::json::parse(current, nullptr, false);
+  const std::optional<CheckpointConfig> a = parseCheckpointConfig(saved);
+  const std::optional<CheckpointConfig> b = parseCheckpointConfig(current);
   if (!neitherTpNorZero(a, b)) return false;
   // Unsplit on both sides: the plain resume takes any number of workers already.
-  if (layoutValue(a, "pp") == 1 && layoutValue(b, "pp") == 1) return false;
-  if (layoutValue(a, "world") != layoutValue(b, "world") || layoutValue(a, "pp") != layoutValue(b, "pp")) return true;
+  if (a->pp == 1 && b->pp == 1) return false;
+  if (a->world != b->world || a->pp != b->pp) return true;
   // The same workers and stages, cut elsewhere (another --balance or --virtual-stages): each
   // rank's part no longer holds the layers it gets.
-  return a.contains("stage_layers") && b.contains("stage_layers") && a.at("stage_layers") != b.at("stage_layers");
+  return a->stageLayers && b->stageLayers && *a->stageLayers != *b->stageLayers;
 }
 
 SavedLayout savedLayoutOf(const std::string& dir) {
@@ -174,8 +172,7 @@ SavedLayout savedLayoutOf(const std::string& dir) {
 bool resumesConverted(const SavedLayout& saved, const std::string& current) {
   if (!saved.earlier) return convertibleLayouts(saved.config, current);
   // Set aside by a conversion: any layout without --tp and --zero reads it back.
-  return neitherTpNorZero(nlohmann::json::parse(saved.config, nullptr, false),
-                          nlohmann::json::parse(current, nullptr, false));
+  return neitherTpNorZero(parseCheckpointConfig(saved.config), parseCheckpointConfig(current));
 }
 
 std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside) {
@@ -228,18 +225,23 @@ void checkResumeBeforeStart(const TrainOptions& o, int world) {
     throw InvalidArgument(why);
 }
 
+CheckpointConfig checkpointConfigOf(const TrainOptions& o, int world) {
+  CheckpointConfig c;
+  c.model = o.model;
+  c.syncBn = o.syncBn;
+  c.batch = o.batch;
+  c.seed = o.seed;
+  c.optimizer = o.optimizer;
+  c.world = world;
+  c.pp = o.pp;
+  c.tp = o.tp;
+  c.zero = zeroStage(o);
+  c.bucketCapMb = o.bucketCapMb;
+  return c;
+}
+
 std::string resumeConfig(const TrainOptions& o, int world) {
-  const nlohmann::json config = {{"model", o.model},
-                                 {"sync_bn", o.syncBn},
-                                 {"batch", o.batch},
-                                 {"seed", o.seed},
-                                 {"optimizer", o.optimizer},
-                                 {"world", world},
-                                 {"pp", o.pp},
-                                 {"tp", o.tp},
-                                 {"zero", zeroStage(o)},
-                                 {"bucket_cap_mb", o.bucketCapMb}};
-  return config.dump();
+  return toJson(checkpointConfigOf(o, world)).dump();
 }
 
 }  // namespace gyre::train

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "train/options.h"
+#include "train/records.h"
 
 namespace gyre::train {
 
@@ -60,7 +61,9 @@ std::string splitCheckpointDir(const std::string& dir, int rank);
 std::string unsplitCheckpointsMessage(const std::string& dir, const std::string& path);
 std::string splitCheckpointsMessage(const std::string& dir);
 
-// The part of config.json these rules read, for a run of `o` on `world` workers.
+// The part of config.json these rules read (records.h), for a run of `o` on `world` workers, as
+// a record and as text.
+CheckpointConfig checkpointConfigOf(const TrainOptions& o, int world);
 std::string resumeConfig(const TrainOptions& o, int world);
 
 // gyre train --resume, before any worker starts: the newest complete checkpoint in

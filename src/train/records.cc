@@ -157,6 +157,22 @@ ordered_json toJson(const EvalRecord& r) {
   return j;
 }
 
+ordered_json toJson(const CheckpointConfig& c) {
+  ordered_json j;
+  j["model"] = c.model;
+  j["sync_bn"] = c.syncBn;
+  j["batch"] = c.batch;
+  j["seed"] = c.seed;
+  j["optimizer"] = c.optimizer;
+  j["world"] = c.world;
+  j["pp"] = c.pp;
+  j["tp"] = c.tp;
+  j["zero"] = c.zero;
+  if (c.bucketCapMb) j["bucket_cap_mb"] = *c.bucketCapMb;
+  if (c.stageLayers) j["stage_layers"] = *c.stageLayers;
+  return j;
+}
+
 EpochRecord epochRecordFromJson(const json& j) {
   checkVersion(j);
   EpochRecord r;
@@ -288,6 +304,28 @@ std::optional<EvalRecord> parseEvalRecord(const std::string& line) {
     return evalRecordFromJson(*j);
   } catch (const Error& e) {
     refuse("not an evaluation record (", e.what(), "): ", line);
+  }
+}
+
+std::optional<CheckpointConfig> parseCheckpointConfig(const std::string& text) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  try {
+    CheckpointConfig c;
+    read(j, "model", c.model);
+    read(j, "sync_bn", c.syncBn);
+    read(j, "batch", c.batch);
+    read(j, "seed", c.seed);
+    read(j, "optimizer", c.optimizer);
+    read(j, "world", c.world);
+    read(j, "pp", c.pp);
+    read(j, "tp", c.tp);
+    read(j, "zero", c.zero);
+    read(j, "bucket_cap_mb", c.bucketCapMb);
+    read(j, "stage_layers", c.stageLayers);
+    return c;
+  } catch (const Error&) {
+    return std::nullopt;
   }
 }
 

@@ -138,6 +138,21 @@ struct StepRecord {
   double lr = 0;
 };
 
+// What a resume compares of the run that saved a checkpoint with its own run: the fields of
+// config.json that the checkpoint rules read (checkpoint_rules.h). A checkpoint keeps its run's
+// config.json in its state.json. A field missing from a checkpoint saved before it existed reads
+// as its default.
+struct CheckpointConfig {
+  std::string model;
+  bool syncBn = false;
+  std::int64_t batch = 0;
+  std::int64_t seed = 0;
+  std::string optimizer = "sgd";
+  int world = 1, pp = 1, tp = 1, zero = 0;
+  std::optional<double> bucketCapMb;            // --zero 1 and 2 keep the buckets' layout
+  std::optional<std::vector<int>> stageLayers;  // --pp: the layers of each stage as the run cut them
+};
+
 // One line of eval.jsonl (--eval-every): the model after `step` steps, `timeS` seconds of
 // training in, scored on the whole test set.
 struct EvalRecord {
@@ -149,6 +164,7 @@ struct EvalRecord {
 nlohmann::ordered_json toJson(const EpochRecord& record);
 nlohmann::ordered_json toJson(const StepRecord& record);
 nlohmann::ordered_json toJson(const EvalRecord& record);
+nlohmann::ordered_json toJson(const CheckpointConfig& config);
 
 // Read back as the header says. Throws gyre::Error naming the field (and the record's version
 // when it is newer than kRecordVersion).
@@ -163,5 +179,8 @@ EvalRecord evalRecordFromJson(const nlohmann::json& j);
 std::optional<EpochRecord> parseEpochRecord(const std::string& line);
 std::optional<StepRecord> parseStepRecord(const std::string& line);
 std::optional<EvalRecord> parseEvalRecord(const std::string& line);
+// config.json's text (or a part of it with these fields) as a checkpoint's config; nullopt when it
+// is not a JSON object with fields of the right types.
+std::optional<CheckpointConfig> parseCheckpointConfig(const std::string& text);
 
 }  // namespace gyre::train

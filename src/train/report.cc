@@ -5,6 +5,7 @@
 
 #include "gyre/ps.h"
 #include "gyre/version.h"
+#include "train/checkpoint_rules.h"
 #include "train/layout.h"
 
 namespace gyre::train {
@@ -65,22 +66,20 @@ std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr) {
 
 std::string configJson(const TrainOptions& o, int world, double lr, int torchThreads,
                        const std::vector<int>& stageLayers) {
-  nlohmann::ordered_json j;
+  // First the fields a resume compares (records.h: CheckpointConfig), then the rest.
+  CheckpointConfig resume = checkpointConfigOf(o, world);
+  if (o.pp > 1) resume.stageLayers = stageLayers;
+  nlohmann::ordered_json j = toJson(resume);
   j["gyre_version"] = kVersion;
-  j["model"] = o.model;
-  j["sync_bn"] = o.syncBn;
-  j["world"] = world;
   j["plain"] = o.plain;
   j["epochs"] = o.epochs;
-  j["batch"] = o.batch;
-  j["per_rank_batch"] = o.batch / (world / (o.pp * o.tp));  // a pipeline's (or tensor-parallel group's) ranks share their replica's batch
-  j["pp"] = o.pp;
-  j["tp"] = o.tp;
+  j["per_rank_batch"] =
+      o.batch /
+      (world / (o.pp * o.tp));  // a pipeline's (or tensor-parallel group's) ranks share their replica's batch
   if (o.pp > 1) {
     j["micro_batches"] = microBatchesOf(o);
     j["schedule"] = o.schedule;
     j["balance"] = o.balance;
-    j["stage_layers"] = stageLayers;
     j["recompute"] = o.recompute;
   }
   j["lr"] = o.lr;
@@ -88,15 +87,11 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["lr_scaling"] = o.lrScaling;
   j["warmup_epochs"] = o.warmupEpochs;
   j["lr_schedule"] = o.lrSchedule;
-  j["optimizer"] = o.optimizer;
   j["momentum"] = o.momentum;
   j["weight_decay"] = o.weightDecay;
   j["compression"] = o.compression;
   j["precision"] = o.precision;
-  j["bucket_cap_mb"] = o.bucketCapMb;
   j["shard_optimizer"] = o.shardOptimizer;
-  j["zero"] = zeroStage(o);
-  j["seed"] = o.seed;
   j["data_dir"] = o.dataDir;
   j["max_steps"] = o.maxSteps;
   j["skip_steps"] = o.skipSteps;
