@@ -31,11 +31,11 @@ std::vector<std::pair<int, Json>> jsonLines(const fs::path& path) {
   return out;
 }
 
-// A record read by `read`, its errors refused as the user's input, with the file and line.
+// The record `read` makes of `j`, its errors refused as the user's input, with the file and line.
 template <typename Read>
-auto record(const fs::path& path, int line, Read read) {
+auto record(const fs::path& path, int line, const Json& j, Read read) {
   try {
-    return read();
+    return read(j);
   } catch (const Error& e) {
     GYRE_USAGE_ERROR(path.string(), ":", line, ": ", e.what());
   }
@@ -69,14 +69,13 @@ Run loadRun(const std::string& dirText) {
     run.batch = static_cast<int>(c->batch);
   }
   for (const auto& [line, j] : jsonLines(dir / "metrics.jsonl")) {
-    Epoch e = record(dir / "metrics.jsonl", line, [&] { return train::epochRecordFromJson(j); });
+    Epoch e = record(dir / "metrics.jsonl", line, j, train::epochRecordFromJson);
     run.mode = e.mode;
     run.world = e.world;
     run.epochs.push_back(std::move(e));
   }
   for (const auto& [line, j] : jsonLines(dir / "steps.jsonl")) {
-    const train::StepRecord s =
-        record(dir / "steps.jsonl", line, [&] { return train::stepRecordFromJson(j); });
+    const train::StepRecord s = record(dir / "steps.jsonl", line, j, train::stepRecordFromJson);
     run.stepNumbers.push_back(s.step);
     run.stepLosses.push_back(s.loss);
   }
