@@ -6,16 +6,17 @@ namespace gyre::rt::detail {
 
 Deadlines::~Deadlines() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
-void Deadlines::watch(const std::shared_ptr<Promise>& promise, std::chrono::milliseconds timeout, std::string what) {
+void Deadlines::watch(const std::shared_ptr<Promise>& promise, std::chrono::milliseconds timeout,
+                      std::string what) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // Calls answered long before their deadline would otherwise stay queued until it passed: when
     // the queue has doubled since the last look, it keeps only the calls still waiting.
     if (due_.size() >= 1024 && due_.size() >= 2 * keptAtPurge_) {
@@ -31,25 +32,26 @@ void Deadlines::watch(const std::shared_ptr<Promise>& promise, std::chrono::mill
                "gyre::rt: " + what + " did not answer within " + std::to_string(timeout.count()) + " ms"});
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
-  cv_.notify_all();
+  cv_.notifyAll();
 }
 
 void Deadlines::run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  UniqueLock lock(mu_);
   while (!stopping_) {
     if (due_.empty()) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
       continue;
     }
     const auto at = due_.top().at;
     if (std::chrono::steady_clock::now() < at) {
-      cv_.wait_until(lock, at);
+      cv_.waitUntil(mu_, at);
       continue;
     }
     Entry e = due_.top();
     due_.pop();
     lock.unlock();
-    if (auto p = e.promise.lock(); p && !p->ready()) p->setError(std::make_exception_ptr(TimeoutError(e.message)));
+    if (auto p = e.promise.lock(); p && !p->ready())
+      p->setError(std::make_exception_ptr(TimeoutError(e.message)));
     lock.lock();
   }
 }

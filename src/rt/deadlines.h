@@ -4,14 +4,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <queue>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "gyre/rt/future.h"
 
 namespace gyre::rt::detail {
@@ -25,7 +24,8 @@ class Deadlines {
 
   // Fails `promise` with TimeoutError("gyre::rt: WHAT did not answer within T ms") unless it is set
   // within `timeout`. Holds it weakly: a future dropped meanwhile costs nothing.
-  void watch(const std::shared_ptr<Promise>& promise, std::chrono::milliseconds timeout, std::string what);
+  void watch(const std::shared_ptr<Promise>& promise, std::chrono::milliseconds timeout, std::string what)
+      GYRE_EXCLUDES(mu_);
 
  private:
   struct Entry {
@@ -34,14 +34,14 @@ class Deadlines {
     std::string message;
     bool operator>(const Entry& o) const { return at > o.at; }
   };
-  void run();
+  void run() GYRE_EXCLUDES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> due_;
-  bool stopping_ = false;
-  std::size_t keptAtPurge_ = 0;  // calls left waiting at the last purge of answered ones
-  std::thread thread_;  // started by the first watch()
+  Mutex mu_;
+  CondVar cv_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> due_ GYRE_GUARDED_BY(mu_);
+  bool stopping_ GYRE_GUARDED_BY(mu_) = false;
+  std::size_t keptAtPurge_ GYRE_GUARDED_BY(mu_) = 0;  // calls left waiting at the last purge of answered ones
+  std::thread thread_ GYRE_GUARDED_BY(mu_);           // started by the first watch()
 };
 
 }  // namespace gyre::rt::detail

@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "common/cpu_relax.h"
+#include "common/mutex.h"
 #include "gyre/init.h"
 #include "rt/links.h"
 
@@ -38,13 +39,20 @@ ErrorRecord recordOf(std::exception_ptr error) {
 
 std::exception_ptr exceptionOf(const ErrorRecord& r) {
   switch (r.kind) {
-    case kRemote: return std::make_exception_ptr(RemoteError(r.function, r.type, r.message));
-    case kInvalid: return std::make_exception_ptr(InvalidArgument(r.message));
-    case kProtocol: return std::make_exception_ptr(ProtocolError(r.message));
-    case kTimeout: return std::make_exception_ptr(TimeoutError(r.message));
-    case kPeerLost: return std::make_exception_ptr(PeerLostError(r.message, r.rank));
-    case kActorDied: return std::make_exception_ptr(ActorDiedError(r.message));
-    default: return std::make_exception_ptr(Error(r.message));
+    case kRemote:
+      return std::make_exception_ptr(RemoteError(r.function, r.type, r.message));
+    case kInvalid:
+      return std::make_exception_ptr(InvalidArgument(r.message));
+    case kProtocol:
+      return std::make_exception_ptr(ProtocolError(r.message));
+    case kTimeout:
+      return std::make_exception_ptr(TimeoutError(r.message));
+    case kPeerLost:
+      return std::make_exception_ptr(PeerLostError(r.message, r.rank));
+    case kActorDied:
+      return std::make_exception_ptr(ActorDiedError(r.message));
+    default:
+      return std::make_exception_ptr(Error(r.message));
   }
 }
 
@@ -133,9 +141,9 @@ std::vector<std::size_t> waitSome(const std::vector<std::shared_ptr<Promise>>& p
                                   std::chrono::milliseconds timeout) {
   // One counter that every promise's callback bumps: the waiter sleeps on it alone.
   struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;
-    std::size_t ready = 0;
+    Mutex mu;
+    CondVar cv;
+    std::size_t ready GYRE_GUARDED_BY(mu) = 0;
   };
   auto shared = std::make_shared<Shared>();
   std::vector<std::uint64_t> ids;
@@ -143,15 +151,15 @@ std::vector<std::size_t> waitSome(const std::vector<std::shared_ptr<Promise>>& p
   for (const auto& p : promises)
     ids.push_back(p->onReady([shared] {
       {
-        std::lock_guard<std::mutex> lock(shared->mu);
+        MutexLock lock(shared->mu);
         ++shared->ready;
       }
-      shared->cv.notify_all();
+      shared->cv.notifyAll();
     }));
   k = std::min(k, promises.size());
   {
-    std::unique_lock<std::mutex> lock(shared->mu);
-    shared->cv.wait_for(lock, timeout, [&] { return shared->ready >= k; });
+    MutexLock lock(shared->mu);
+    shared->cv.waitFor(shared->mu, timeout, [&]() GYRE_REQUIRES(shared->mu) { return shared->ready >= k; });
   }
   // A caller that polls with short time-outs leaves nothing behind on the futures not ready.
   for (std::size_t i = 0; i < promises.size(); ++i)

@@ -3,7 +3,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <condition_variable>
 
 #include "common/auth.h"
 #include "common/logging.h"
@@ -26,7 +25,7 @@ constexpr std::size_t kLargeBytes = 64 << 10;
 constexpr auto kFlushDelay = std::chrono::microseconds(200);
 
 struct ThreadSends {
-  SteadyClock::time_point last{};  // this thread's last send; the epoch once it waited since
+  SteadyClock::time_point last{};               // this thread's last send; the epoch once it waited since
   std::vector<std::weak_ptr<PeerLink>> queued;  // links it queued on
 };
 thread_local ThreadSends tSends;
@@ -39,22 +38,24 @@ class Flusher {
     static Flusher* flusher = new Flusher;  // never destroyed: its thread may run at exit
     return *flusher;
   }
-  void add(std::weak_ptr<PeerLink> link) {
+  void add(std::weak_ptr<PeerLink> link) GYRE_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       links_.push_back(std::move(link));
       if (links_.size() > 1 || !sleeping_) return;
     }
-    cv_.notify_one();
+    cv_.notifyOne();
   }
 
  private:
-  Flusher() { std::thread([this] { run(); }).detach(); }
-  void run() {
-    std::unique_lock<std::mutex> lock(mu_);
+  Flusher() {
+    std::thread([this] { run(); }).detach();
+  }
+  void run() GYRE_EXCLUDES(mu_) {
+    UniqueLock lock(mu_);
     for (;;) {
       sleeping_ = true;
-      cv_.wait(lock, [this] { return !links_.empty(); });
+      cv_.wait(mu_, [this]() GYRE_REQUIRES(mu_) { return !links_.empty(); });
       sleeping_ = false;
       lock.unlock();
       std::this_thread::sleep_for(kFlushDelay);
@@ -71,10 +72,10 @@ class Flusher {
       for (auto& w : busy) links_.push_back(std::move(w));
     }
   }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::weak_ptr<PeerLink>> links_;
-  bool sleeping_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<std::weak_ptr<PeerLink>> links_ GYRE_GUARDED_BY(mu_);
+  bool sleeping_ GYRE_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
@@ -93,16 +94,17 @@ struct Server::Session {
   std::string peer;
   // Answers ready to go: the worker that finds no write under way writes them, and those that
   // come meanwhile, in one gathered write each round (several workers' answers per system call).
-  std::mutex writeMu;
-  std::vector<wire::Message> outgoing;
-  bool writing = false;
+  Mutex writeMu;
+  std::vector<wire::Message> outgoing GYRE_GUARDED_BY(writeMu);
+  bool writing GYRE_GUARDED_BY(writeMu) = false;
 };
 
 Server::Server(LocalNode& node, const std::string& secret, const std::string& host, std::string name)
     : node_(node), name_(std::move(name)), listen_(net::listenOn(host, 0)) {
   address_ = net::joinHostPort(host, net::localPort(listen_.get()));
   gate_ = std::make_unique<auth::AuthGate>(
-      listen_.get(), auth::GateOptions{.secret = secret, .context = std::string(wire::kAuthContext), .name = name_},
+      listen_.get(),
+      auth::GateOptions{.secret = secret, .context = std::string(wire::kAuthContext), .name = name_},
       [this](net::Fd fd, const std::string& peer) { start(std::move(fd), peer); });
 }
 
@@ -110,7 +112,7 @@ Server::~Server() {
   gate_.reset();  // no new connections
   std::list<std::pair<std::shared_ptr<Session>, std::thread>> sessions;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     sessions.splice(sessions.end(), sessions_);
   }
@@ -123,7 +125,7 @@ void Server::start(net::Fd fd, const std::string& peer) {
   auto session = std::make_shared<Session>();
   session->fd = std::move(fd);
   session->peer = peer;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return;
   sessions_.emplace_back(session, std::thread([this, session] { serve(session); }));
 }
@@ -152,14 +154,14 @@ void Server::handle(const std::shared_ptr<Session>& session, wire::Message reque
     response.payload = error ? wire::encodeError(error) : std::move(value);
     std::vector<wire::Message> batch;
     {
-      std::lock_guard<std::mutex> lock(session->writeMu);
+      MutexLock lock(session->writeMu);
       session->outgoing.push_back(std::move(response));
       if (session->writing) return;  // the writer takes it with its next round
       session->writing = true;
     }
     for (;;) {
       {
-        std::lock_guard<std::mutex> lock(session->writeMu);
+        MutexLock lock(session->writeMu);
         batch.clear();
         batch.swap(session->outgoing);
         if (batch.empty()) {
@@ -186,7 +188,8 @@ void Server::handle(const std::shared_ptr<Session>& session, wire::Message reque
       const std::size_t c = b == std::string::npos ? b : request.name.find('\0', b + 1);
       auto count = [&](std::size_t from, std::size_t to) {  // a decimal count, else -1
         const std::string digits = request.name.substr(from, to - from);
-        return !digits.empty() && digits.size() < 10 && digits.find_first_not_of("0123456789") == std::string::npos
+        return !digits.empty() && digits.size() < 10 &&
+                       digits.find_first_not_of("0123456789") == std::string::npos
                    ? std::stoi(digits)
                    : -1;
       };
@@ -231,7 +234,9 @@ PeerLink::PeerLink(int rank, const std::string& address, const std::string& secr
   reader_ = std::thread([this] { readLoop(); });
 }
 
-PeerLink::~PeerLink() { close(); }
+PeerLink::~PeerLink() {
+  close();
+}
 
 void PeerLink::close() {
   std::call_once(closed_, [this] {
@@ -242,14 +247,14 @@ void PeerLink::close() {
 }
 
 void PeerLink::flush() {
-  std::lock_guard<std::mutex> lock(writeMu_);
+  MutexLock lock(writeMu_);
   writeQueuedLocked();
 }
 
 bool PeerLink::tryFlush() {
-  std::unique_lock<std::mutex> lock(writeMu_, std::try_to_lock);
-  if (!lock.owns_lock()) return false;
-  writeQueuedLocked();
+  if (!writeMu_.try_lock()) return false;
+  writeQueuedLocked();  // throws nothing: it catches what the write throws
+  writeMu_.unlock();
   return true;
 }
 
@@ -266,7 +271,7 @@ void PeerLink::writeQueuedLocked() {
 void PeerLink::send(wire::Message request, Done done) {
   std::exception_ptr lost;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (dead_.load()) {
       lost = std::make_exception_ptr(PeerLostError("gyre::rt: " + name_ + " was lost: " + lostWhy_, rank_));
     } else {
@@ -281,7 +286,7 @@ void PeerLink::send(wire::Message request, Done done) {
   const bool large = request.payload.size() >= kLargeBytes;
   bool remember = false, wakeFlusher = false;
   {
-    std::lock_guard<std::mutex> lock(writeMu_);
+    MutexLock lock(writeMu_);
     queued_.push_back(std::move(request));
     if (!burst || large || queued_.size() >= kFlushAt) {
       writeQueuedLocked();
@@ -292,7 +297,9 @@ void PeerLink::send(wire::Message request, Done done) {
   }
   if (!remember) return;
   const std::weak_ptr<PeerLink> self = weak_from_this();
-  auto same = [&self](const std::weak_ptr<PeerLink>& q) { return !q.owner_before(self) && !self.owner_before(q); };
+  auto same = [&self](const std::weak_ptr<PeerLink>& q) {
+    return !q.owner_before(self) && !self.owner_before(q);
+  };
   if (std::none_of(tSends.queued.begin(), tSends.queued.end(), same)) tSends.queued.push_back(self);
   if (wakeFlusher) Flusher::instance().add(self);
 }
@@ -302,12 +309,14 @@ void PeerLink::readLoop() {
     wire::Reader reader(fd_.get(), name_);
     for (;;) {
       wire::Message m = reader.next(kMessageTimeout);
-      if (!(m.type & wire::kResponseBit)) throw ProtocolError("gyre::rt: a request where an answer belongs: " + m.debugString());
+      if (!(m.type & wire::kResponseBit))
+        throw ProtocolError("gyre::rt: a request where an answer belongs: " + m.debugString());
       Done done;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         const auto it = pending_.find(m.id);
-        if (it == pending_.end()) throw ProtocolError("gyre::rt: an answer to no call in flight: " + m.debugString());
+        if (it == pending_.end())
+          throw ProtocolError("gyre::rt: an answer to no call in flight: " + m.debugString());
         done = std::move(it->second);
         pending_.erase(it);
       }
@@ -332,7 +341,7 @@ void PeerLink::readLoop() {
 void PeerLink::fail(const std::string& why) {
   std::map<std::uint64_t, Done> pending;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     dead_.store(true);
     lostWhy_ = why;
     pending.swap(pending_);

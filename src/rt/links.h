@@ -9,12 +9,13 @@
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::once_flag
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/auth_gate.h"
+#include "common/mutex.h"
 #include "common/socket.h"
 #include "rt/local.h"
 #include "rt/wire.h"
@@ -31,7 +32,7 @@ class Server {
 
  private:
   struct Session;
-  void start(net::Fd fd, const std::string& peer);
+  void start(net::Fd fd, const std::string& peer) GYRE_EXCLUDES(mu_);
   void serve(const std::shared_ptr<Session>& session);
   void handle(const std::shared_ptr<Session>& session, wire::Message request);
 
@@ -39,9 +40,9 @@ class Server {
   const std::string name_;
   net::Fd listen_;
   std::string address_;
-  std::mutex mu_;
-  std::list<std::pair<std::shared_ptr<Session>, std::thread>> sessions_;
-  bool stopping_ = false;
+  Mutex mu_;
+  std::list<std::pair<std::shared_ptr<Session>, std::thread>> sessions_ GYRE_GUARDED_BY(mu_);
+  bool stopping_ GYRE_GUARDED_BY(mu_) = false;
   std::unique_ptr<auth::AuthGate> gate_;  // last: it hands connections to the rest
 };
 
@@ -62,30 +63,30 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
 
   // Sends a request (its id is set here); `done` runs once with the answer, on the reader thread,
   // or with PeerLostError when the link broke (at once when it already had).
-  void send(wire::Message request, Done done);
+  void send(wire::Message request, Done done) GYRE_EXCLUDES(mu_, writeMu_);
   bool alive() const { return !dead_.load(); }
   // Writes what is queued.
-  void flush();
+  void flush() GYRE_EXCLUDES(writeMu_);
   // Writes what is queued if no other thread is writing; false when one is (it is then tried again).
-  bool tryFlush();
+  bool tryFlush() GYRE_EXCLUDES(writeMu_);
   // Writes what is queued, closes the connection and fails the calls in flight, on this thread,
   // now (the destructor does the same when it has not). Idempotent.
-  void close();
+  void close() GYRE_EXCLUDES(mu_, writeMu_);
 
  private:
-  void readLoop();
-  void fail(const std::string& why);
-  void writeQueuedLocked();  // under writeMu_
+  void readLoop() GYRE_EXCLUDES(mu_);
+  void fail(const std::string& why) GYRE_EXCLUDES(mu_);
+  void writeQueuedLocked() GYRE_REQUIRES(writeMu_);
 
   const int rank_;
   const std::string name_;  // "process 1 (127.0.0.1:40123)"
   net::Fd fd_;
-  std::mutex writeMu_;
-  std::vector<wire::Message> queued_;  // guarded by writeMu_
-  std::mutex mu_;
-  std::map<std::uint64_t, Done> pending_;
-  std::uint64_t nextId_ = 1;
-  std::string lostWhy_;
+  Mutex writeMu_;
+  std::vector<wire::Message> queued_ GYRE_GUARDED_BY(writeMu_);
+  Mutex mu_;
+  std::map<std::uint64_t, Done> pending_ GYRE_GUARDED_BY(mu_);
+  std::uint64_t nextId_ GYRE_GUARDED_BY(mu_) = 1;
+  std::string lostWhy_ GYRE_GUARDED_BY(mu_);
   std::atomic<bool> dead_{false};
   std::once_flag closed_;
   std::thread reader_;

@@ -27,7 +27,9 @@ class InActor {
 
 }  // namespace
 
-bool wasRestarted() { return currentActorRestarted; }
+bool wasRestarted() {
+  return currentActorRestarted;
+}
 
 namespace detail {
 
@@ -35,7 +37,9 @@ namespace {
 thread_local void* workerContext = nullptr;
 }  // namespace
 
-void* currentContext() { return workerContext; }
+void* currentContext() {
+  return workerContext;
+}
 
 LocalNode::LocalNode(int threads, void* context) {
   for (int i = 0; i < threads; ++i)
@@ -47,13 +51,13 @@ LocalNode::LocalNode(int threads, void* context) {
 
 std::shared_ptr<void> LocalNode::putObject(std::uint64_t id, Bytes value) {
   {
-    std::lock_guard<std::mutex> lock(objects_->mu);
+    MutexLock lock(objects_->mu);
     objects_->values[id] = std::make_shared<const Bytes>(std::move(value));
   }
   std::weak_ptr<Objects> objects = objects_;
   return std::shared_ptr<void>(nullptr, [objects, id](void*) {
     if (auto o = objects.lock()) {
-      std::lock_guard<std::mutex> lock(o->mu);
+      MutexLock lock(o->mu);
       o->values.erase(id);
     }
   });
@@ -61,14 +65,14 @@ std::shared_ptr<void> LocalNode::putObject(std::uint64_t id, Bytes value) {
 
 std::shared_ptr<void> LocalNode::putSegment(std::uint64_t id, std::shared_ptr<const Segment> segment) {
   {
-    std::lock_guard<std::mutex> lock(objects_->mu);
+    MutexLock lock(objects_->mu);
     objects_->segments[id] = std::move(segment);
   }
   std::weak_ptr<Objects> objects = objects_;
   return std::shared_ptr<void>(nullptr, [objects, id](void*) {
     std::shared_ptr<const Segment> last;  // released after the lock: it may go back to the pool
     if (auto o = objects.lock()) {
-      std::lock_guard<std::mutex> lock(o->mu);
+      MutexLock lock(o->mu);
       const auto it = o->segments.find(id);
       if (it == o->segments.end()) return;
       last = std::move(it->second);
@@ -80,7 +84,8 @@ std::shared_ptr<void> LocalNode::putSegment(std::uint64_t id, std::shared_ptr<co
 namespace {
 
 [[noreturn]] void freed(std::uint64_t id) {
-  throw InvalidArgument("gyre::rt: object " + std::to_string(id >> 32) + "." + std::to_string(id & 0xffffffffu) +
+  throw InvalidArgument("gyre::rt: object " + std::to_string(id >> 32) + "." +
+                        std::to_string(id & 0xffffffffu) +
                         " was freed: no ObjectRef to it remains in the process that put it");
 }
 
@@ -89,7 +94,7 @@ namespace {
 std::shared_ptr<const Bytes> LocalNode::object(std::uint64_t id) const {
   std::shared_ptr<const Segment> segment;
   {
-    std::lock_guard<std::mutex> lock(objects_->mu);
+    MutexLock lock(objects_->mu);
     if (const auto it = objects_->values.find(id); it != objects_->values.end()) return it->second;
     const auto s = objects_->segments.find(id);
     if (s == objects_->segments.end()) freed(id);
@@ -99,7 +104,7 @@ std::shared_ptr<const Bytes> LocalNode::object(std::uint64_t id) const {
 }
 
 std::shared_ptr<const Segment> LocalNode::segment(std::uint64_t id) const {
-  std::lock_guard<std::mutex> lock(objects_->mu);
+  MutexLock lock(objects_->mu);
   const auto it = objects_->segments.find(id);
   if (it == objects_->segments.end()) freed(id);
   return it->second;
@@ -107,21 +112,21 @@ std::shared_ptr<const Segment> LocalNode::segment(std::uint64_t id) const {
 
 void LocalNode::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.notifyAll();
   for (std::thread& t : workers_)
     if (t.joinable()) t.join();
 }
 
 bool LocalNode::post(std::function<void()> job) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (closed_) return false;
     queue_.push_back(std::move(job));
   }
-  cv_.notify_one();
+  cv_.notifyOne();
   return true;
 }
 
@@ -129,8 +134,8 @@ void LocalNode::work() {
   for (;;) {
     std::function<void()> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      cv_.wait(mu_, [this]() GYRE_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) {  // stopping, and every call made has run
         closed_ = true;
         return;
@@ -144,7 +149,7 @@ void LocalNode::work() {
 
 void LocalNode::postToActor(const std::shared_ptr<Actor>& actor, std::function<void()> call) {
   {
-    std::lock_guard<std::mutex> lock(actor->mu);
+    MutexLock lock(actor->mu);
     actor->mailbox.push_back(std::move(call));
     if (actor->drainers >= actor->concurrency) return;
     ++actor->drainers;
@@ -161,7 +166,7 @@ void LocalNode::drain(const std::shared_ptr<Actor>& actor) {
   for (int n = 0;; ++n) {
     std::function<void()> call;
     {
-      std::lock_guard<std::mutex> lock(actor->mu);
+      MutexLock lock(actor->mu);
       if (actor->mailbox.empty()) {
         --actor->drainers;
         return;
@@ -190,14 +195,14 @@ void LocalNode::runTask(const std::string& function, Bytes args, Done done) {
   if (!queued) (*failed)({}, std::make_exception_ptr(Error("gyre::rt: this process's runtime has stopped")));
 }
 
-void LocalNode::createActor(std::uint64_t id, const std::string& name, const std::string& className, Bytes args,
-                            int restarts, int concurrency) {
+void LocalNode::createActor(std::uint64_t id, const std::string& name, const std::string& className,
+                            Bytes args, int restarts, int concurrency) {
   auto actor = std::make_shared<Actor>();
   actor->name = name;
   actor->className = className;
   actor->restarts = restarts;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     actors_[id] = actor;
   }
   // The constructor runs alone (the actor's concurrency is 1 until it returns); then up to
@@ -208,14 +213,16 @@ void LocalNode::createActor(std::uint64_t id, const std::string& name, const std
       try {
         if (!actor->killed.load()) actor->instance = actorFactory(actor->className)(args);
       } catch (const std::exception& e) {
-        actor->died = std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + actor->name + " died: " + e.what()));
+        actor->died =
+            std::make_exception_ptr(ActorDiedError("gyre::rt: actor " + actor->name + " died: " + e.what()));
       }
     }
     int more = 0;
     {
-      std::lock_guard<std::mutex> lock(actor->mu);
+      MutexLock lock(actor->mu);
       actor->concurrency = std::max(1, concurrency);
-      more = std::max(0, std::min(actor->concurrency - actor->drainers, static_cast<int>(actor->mailbox.size())));
+      more = std::max(
+          0, std::min(actor->concurrency - actor->drainers, static_cast<int>(actor->mailbox.size())));
       actor->drainers += more;
     }
     for (int i = 0; i < more; ++i)
@@ -234,7 +241,7 @@ std::exception_ptr killedError(const std::string& name) {
 void LocalNode::killActor(std::uint64_t id) {
   std::shared_ptr<Actor> actor;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const auto it = actors_.find(id);
     if (it == actors_.end()) return;
     actor = std::move(it->second);
@@ -248,13 +255,14 @@ void LocalNode::callActor(std::uint64_t id, const std::string& method, Bytes arg
   std::shared_ptr<Actor> actor;
   std::exception_ptr gone;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (const auto it = actors_.find(id); it != actors_.end())
       actor = it->second;
     else if (const auto k = killed_.find(id); k != killed_.end())
       gone = killedError(k->second);
     else
-      gone = std::make_exception_ptr(InvalidArgument("gyre::rt: no actor #" + std::to_string(id) + " lives here"));
+      gone = std::make_exception_ptr(
+          InvalidArgument("gyre::rt: no actor #" + std::to_string(id) + " lives here"));
   }
   if (gone) return done({}, gone);
   postToActor(actor, [actor, method, args = std::move(args), done = std::move(done)] {

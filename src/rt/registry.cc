@@ -1,9 +1,9 @@
 #include "gyre/rt/registry.h"
 
 #include <map>
-#include <mutex>
 #include <typeinfo>
 
+#include "common/mutex.h"
 #include "gyre/rt/future.h"
 
 namespace gyre::rt::detail {
@@ -21,11 +21,11 @@ struct ActorClass {
 // The process's table. Filled during static initialisation (the macros), read afterwards; the
 // mutex only orders a registration made later, from a thread, against the readers.
 struct Table {
-  std::mutex mu;
-  std::map<std::string, Invoker> functions;
-  std::map<std::string, std::string> functionNames;  // key -> name
-  std::map<std::string, ActorClass> actors;
-  std::map<std::type_index, std::string> actorNames;
+  Mutex mu;
+  std::map<std::string, Invoker> functions GYRE_GUARDED_BY(mu);
+  std::map<std::string, std::string> functionNames GYRE_GUARDED_BY(mu);  // key -> name
+  std::map<std::string, ActorClass> actors GYRE_GUARDED_BY(mu);
+  std::map<std::type_index, std::string> actorNames GYRE_GUARDED_BY(mu);
 };
 
 Table& table() {
@@ -47,7 +47,7 @@ std::exception_ptr remoteError(const std::string& function, std::exception_ptr t
 
 bool addFunction(const std::string& name, std::string key, Invoker invoke) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   if (!t.functions.emplace(name, std::move(invoke)).second)
     throw InvalidArgument("gyre::rt: a remote function named " + name + " is registered twice");
   t.functionNames[std::move(key)] = name;
@@ -56,7 +56,7 @@ bool addFunction(const std::string& name, std::string key, Invoker invoke) {
 
 bool addActorClass(const std::string& name, std::type_index type, ActorFactory make) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   ActorClass& c = t.actors[name];
   if (c.make) throw InvalidArgument("gyre::rt: an actor class named " + name + " is registered twice");
   c.make = std::move(make);
@@ -64,9 +64,10 @@ bool addActorClass(const std::string& name, std::type_index type, ActorFactory m
   return true;
 }
 
-bool addMethod(const std::string& className, const std::string& method, std::string key, MethodInvoker invoke) {
+bool addMethod(const std::string& className, const std::string& method, std::string key,
+               MethodInvoker invoke) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   ActorClass& c = t.actors[className];  // the class may register after its methods (another file)
   if (!c.methods.emplace(method, std::move(invoke)).second)
     throw InvalidArgument("gyre::rt: the method " + className + "::" + method + " is registered twice");
@@ -76,7 +77,7 @@ bool addMethod(const std::string& className, const std::string& method, std::str
 
 const Invoker& function(const std::string& name) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   const auto it = t.functions.find(name);
   if (it == t.functions.end())
     throw InvalidArgument("gyre::rt: no remote function named " + name +
@@ -86,27 +87,29 @@ const Invoker& function(const std::string& name) {
 
 std::string functionName(const std::string& key) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   const auto it = t.functionNames.find(key);
   if (it == t.functionNames.end())
-    throw InvalidArgument("gyre::rt: task(): the function is not registered as a remote function: add "
-                          "GYRE_RT_FUNCTION(its name) at namespace scope");
+    throw InvalidArgument(
+        "gyre::rt: task(): the function is not registered as a remote function: add "
+        "GYRE_RT_FUNCTION(its name) at namespace scope");
   return it->second;
 }
 
 const ActorFactory& actorFactory(const std::string& className) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   const auto it = t.actors.find(className);
   if (it == t.actors.end() || !it->second.make)
-    throw InvalidArgument("gyre::rt: no actor class named " + className + " is registered in this program (GYRE_RT_ACTOR(" +
-                          className + ", its constructor's parameter types))");
+    throw InvalidArgument("gyre::rt: no actor class named " + className +
+                          " is registered in this program (GYRE_RT_ACTOR(" + className +
+                          ", its constructor's parameter types))");
   return it->second.make;
 }
 
 std::string actorClassName(std::type_index type) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   const auto it = t.actorNames.find(type);
   if (it == t.actorNames.end())
     throw InvalidArgument("gyre::rt: actor(): " + demangle(type.name()) +
@@ -117,7 +120,7 @@ std::string actorClassName(std::type_index type) {
 
 const MethodInvoker& method(const std::string& className, const std::string& name) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   const auto c = t.actors.find(className);
   if (c != t.actors.end())
     if (const auto it = c->second.methods.find(name); it != c->second.methods.end()) return it->second;
@@ -127,7 +130,7 @@ const MethodInvoker& method(const std::string& className, const std::string& nam
 
 std::string methodName(const std::string& className, const std::string& key) {
   Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
+  MutexLock lock(t.mu);
   const auto c = t.actors.find(className);
   if (c != t.actors.end())
     if (const auto it = c->second.names.find(key); it != c->second.names.end()) return it->second;

@@ -12,9 +12,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
+#include "common/mutex.h"
 #include "gyre/errors.h"
 
 namespace gyre::rt::detail {
@@ -186,13 +186,13 @@ class Segment {
 
 struct SegmentPool {
   std::string prefix;
-  std::mutex mu;
-  std::vector<Segment*> free;  // mapped and warm, named <prefix>-pool-<n>
-  std::int64_t named = 0;
-  bool closed = false;
+  Mutex mu;
+  std::vector<Segment*> free GYRE_GUARDED_BY(mu);  // mapped and warm, named <prefix>-pool-<n>
+  std::int64_t named GYRE_GUARDED_BY(mu) = 0;
+  bool closed GYRE_GUARDED_BY(mu) = false;
 
-  // Renames s out of the way of readers (to <prefix>-pool-<n>), once; under mu.
-  bool retireLocked(Segment* s) {
+  // Renames s out of the way of readers (to <prefix>-pool-<n>), once.
+  bool retireLocked(Segment* s) GYRE_REQUIRES(mu) {
     if (s->retired) return true;
     const std::string path = kDir + prefix + "-pool-" + std::to_string(named++);
     if (::rename(s->path.c_str(), path.c_str()) != 0) return false;
@@ -202,9 +202,9 @@ struct SegmentPool {
   }
 
   // The last reference went: to the pool while it has room, else removed.
-  void release(Segment* s) {
+  void release(Segment* s) GYRE_EXCLUDES(mu) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (!closed && free.size() < kPoolSegments && retireLocked(s)) {
         free.push_back(s);
         return;
@@ -223,7 +223,7 @@ SharedObjects::SharedObjects() : pool_(std::make_shared<SegmentPool>()) {
 SharedObjects::~SharedObjects() {
   std::vector<Segment*> free;
   {
-    std::lock_guard<std::mutex> lock(pool_->mu);
+    MutexLock lock(pool_->mu);
     pool_->closed = true;
     free.swap(pool_->free);
   }
@@ -243,7 +243,7 @@ std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id,
   Segment* s = nullptr;
   {
     // A warm file of about the size, that no reader maps any more.
-    std::lock_guard<std::mutex> lock(pool_->mu);
+    MutexLock lock(pool_->mu);
     for (auto it = pool_->free.begin(); it != pool_->free.end(); ++it) {
       if ((*it)->capacity < need || (*it)->capacity > 2 * need) continue;
       if (::flock((*it)->fd, LOCK_EX | LOCK_NB) != 0) continue;
@@ -304,7 +304,7 @@ std::shared_ptr<const Segment> SharedObjects::put(std::uint64_t id,
 void SharedObjects::retire(const Segment& s) {
   auto* seg = const_cast<Segment*>(&s);
   if (auto p = seg->pool.lock()) {
-    std::lock_guard<std::mutex> lock(p->mu);
+    MutexLock lock(p->mu);
     p->retireLocked(seg);
   } else {
     ::unlink(seg->path.c_str());
