@@ -171,8 +171,8 @@ std::vector<std::size_t> waitSome(const std::vector<std::shared_ptr<Promise>>& p
 }
 
 void throwGetTimeout(std::chrono::milliseconds timeout) {
-  throw TimeoutError("gyre::rt: no result within " + std::to_string(timeout.count()) +
-                     " ms (the call goes on; get() again to wait longer)");
+  throw GetTimeoutError("gyre::rt: no result within " + std::to_string(timeout.count()) +
+                        " ms (the call goes on; get() again to wait longer)");
 }
 
 }  // namespace gyre::rt::detail

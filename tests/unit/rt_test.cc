@@ -237,8 +237,16 @@ TEST(RtFuture, TimesOutChainsAndWaitsForSome) {
   std::promise<void> open;
   gateOpen = open.get_future().share();
   const Future<int> slow = rt.task(waitsForGate).remote(7);
-  EXPECT_THROW(slow.get(std::chrono::milliseconds(20)), TimeoutError);
-  EXPECT_FALSE(slow.ready());
+  // A bounded get() or wait() is a wait to try again, not a failure of the call.
+  EXPECT_THROW(slow.get(std::chrono::milliseconds(20)), GetTimeoutError);
+  try {
+    slow.get(std::chrono::milliseconds(1));
+  } catch (const TimeoutError&) {
+    ADD_FAILURE() << "a bounded get() threw gyre::TimeoutError, which means an operation gave up";
+  } catch (const GetTimeoutError&) {
+  }
+  EXPECT_FALSE(slow.wait(std::chrono::milliseconds(20)));
+  EXPECT_FALSE(slow.isCompleted());
 
   std::vector<Future<int>> some = {slow, rt.task(add).remote(2, 2), rt.task(waitsForGate).remote(9)};
   some[1].get();
@@ -249,6 +257,8 @@ TEST(RtFuture, TimesOutChainsAndWaitsForSome) {
       slow.then([](int v) { return v * 6; }).then([](int v) { return "answer " + std::to_string(v); });
   open.set_value();
   EXPECT_EQ(wait(some, 3, std::chrono::seconds(30)), (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_TRUE(slow.wait(std::chrono::seconds(30)));
+  EXPECT_TRUE(slow.isCompleted());
   EXPECT_EQ(slow.get(std::chrono::seconds(30)), 7);
   EXPECT_EQ(chained.get(), "answer 42");
   // An error goes down the chain; a ready future's then() runs at once.
@@ -409,7 +419,7 @@ TEST_F(RtProcesses, ACallInFlightRunsAgainOnTheRebuiltActor) {
   std::thread leaving([&] { runtimes_[2].reset(); });  // waits for its copy of the call
   // The loss reaches process 0 as the connection closes; the call goes to the rebuilt actor,
   // which waits for the gate too.
-  const bool answeredEarly = inFlight.ready();
+  const bool answeredEarly = inFlight.isCompleted();
   open.set_value();
   leaving.join();
   EXPECT_FALSE(answeredEarly);

@@ -54,6 +54,15 @@ class ActorDiedError : public Error {
   using Error::Error;
 };
 
+// Future::get(timeout) found no result in time. Nothing failed: the call goes on, and a later
+// get() or wait() may have its result (Ray's GetTimeoutError). Unlike gyre::TimeoutError (an
+// operation gave up: a collective's communicator is broken, an rt call with its own time-out has
+// failed), this is a wait to try again.
+class GetTimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 // An error as data: which of the types above (or InvalidArgument, ProtocolError, TimeoutError,
@@ -125,16 +134,22 @@ class Future {
   explicit Future(std::shared_ptr<detail::Promise> promise) : promise_(std::move(promise)) {}
 
   bool valid() const { return promise_ != nullptr; }
-  bool ready() const { return promise_->poll(); }
+  // Whether the result (or the error) is there, as gyre::Work::isCompleted().
+  bool isCompleted() const { return promise_->poll(); }
+  // Waits up to `timeout` for the result, as gyre::Work::wait(): true once it is there, false when
+  // the time passed first (the call goes on). Never throws the call's error: get() does.
+  bool wait(std::chrono::milliseconds timeout) const {
+    return promise_->waitUntil(std::chrono::steady_clock::now() + timeout);
+  }
 
   // Waits for the result; rethrows the call's error.
   T get() const {
     promise_->waitUntil(std::nullopt);
     return decode();
   }
-  // As get(), but TimeoutError once `timeout` passed without a result (the call goes on).
+  // As get(), but GetTimeoutError once `timeout` passed without a result (the call goes on).
   T get(std::chrono::milliseconds timeout) const {
-    if (!promise_->waitUntil(std::chrono::steady_clock::now() + timeout)) detail::throwGetTimeout(timeout);
+    if (!wait(timeout)) detail::throwGetTimeout(timeout);
     return decode();
   }
 
