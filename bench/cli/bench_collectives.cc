@@ -13,8 +13,6 @@
 #include "bench_worker.h"
 #include "common/auth.h"
 #include "common/check.h"
-#include "common/config.h"
-#include "common/logging.h"
 #include "gyre/init.h"
 #include "gyre/store.h"
 #include "launcher/process.h"
@@ -29,7 +27,6 @@ int runBench(const BenchOptions& o, const std::vector<std::string>& args) {
   benchCommunicatorOptions(o, "");  // the knobs, checked once here rather than on every rank
   launcher::installInterruptHandlers();
   const Deadline deadline = Deadline::after(std::chrono::seconds(o.timeoutS));
-  const BenchOp op = parseBenchOp(o.op);
 
   std::optional<MpiBaseline> mpi;
   if (o.baseline == "mpi") mpi = runMpiBaseline(o, deadline);
@@ -44,12 +41,7 @@ int runBench(const BenchOptions& o, const std::vector<std::string>& args) {
     launcher::ChildSpec spec;
     spec.name = "rank " + std::to_string(rank);
     spec.path = "/proc/self/exe";
-    spec.argv = {"gyre"};
-    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-    const std::vector<std::string> hidden = {"--worker-rank",      std::to_string(rank),  "--worker-size",
-                                             std::to_string(o.np), "--worker-store",      server->address(),
-                                             "--worker-result-fd", std::to_string(fds[1])};
-    spec.argv.insert(spec.argv.end(), hidden.begin(), hidden.end());
+    spec.argv = rankArguments(args, rank, o.np, server->address(), fds[1]);
     spec.env = {{kSecretEnv, secret}};
     if (rank == 0) spec.keepFd = fds[1];
     group.spawn(spec);
@@ -63,10 +55,7 @@ int runBench(const BenchOptions& o, const std::vector<std::string>& args) {
   const launcher::SuperviseResult result =
       launcher::supervise(group, fds[0], deadline, "", [&](const std::string& line) {
         BenchRow row = rowFromJson(nlohmann::json::parse(line));
-        if (mpi) {
-          const auto it = mpi->timeUs.find(row.bytes);
-          if (it != mpi->timeUs.end()) row.mpiTimeUs = it->second;
-        }
+        if (mpi) addMpiTime(row, mpi->timeUs);
         if (row.checkOk && !*row.checkOk) ++failedChecks;
         printer.row(row);
         ++rows;
@@ -76,31 +65,9 @@ int runBench(const BenchOptions& o, const std::vector<std::string>& args) {
     fmt::print(stderr, "gyre bench: {}\n", result.error);
     return result.exitCode;
   }
-  const std::size_t expected = sweepSizes(o, op).size() * algorithmsToRun(op, o.algo).size();
-  if (rows != expected) {
-    fmt::print(stderr, "gyre bench: the ranks exited after {} of {} results\n", rows, expected);
-    return 1;
-  }
-  if (failedChecks > 0) {
-    fmt::print(stderr, "gyre bench: {} of {} checks FAILED (see the messages above)\n", failedChecks, rows);
-    return 1;
-  }
-  return 0;
-}
-
-// detectLaunch() of this process, without its warnings: when a launcher started us, init()
-// detects the launch again and warns then, once per rank.
-LaunchInfo detectLaunchQuietly() {
-  const log::Level level = log::level();
-  log::setLevel(log::Level::kError);
-  try {
-    LaunchInfo job = detectLaunch(config::processEnvironment());
-    log::setLevel(level);
-    return job;
-  } catch (...) {
-    log::setLevel(level);
-    throw;
-  }
+  const std::string shortfall = sweepShortfall(o, rows, failedChecks);
+  if (!shortfall.empty()) fmt::print(stderr, "gyre bench: {}\n", shortfall);
+  return shortfall.empty() ? 0 : 1;
 }
 
 }  // namespace

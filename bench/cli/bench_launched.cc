@@ -16,6 +16,8 @@
 #include "bench_report.h"
 #include "bench_worker.h"
 #include "common/check.h"
+#include "common/config.h"
+#include "common/logging.h"
 #include "gyre/communicator.h"
 #include "gyre/errors.h"
 
@@ -63,6 +65,19 @@ void pinKnobsToFlags(const BenchOptions& o) {
 
 }  // namespace
 
+LaunchInfo detectLaunchQuietly() {
+  const log::Level level = log::level();
+  log::setLevel(log::Level::kError);
+  try {
+    LaunchInfo job = detectLaunch(config::processEnvironment());
+    log::setLevel(level);
+    return job;
+  } catch (...) {
+    log::setLevel(level);
+    throw;
+  }
+}
+
 int runLaunchedBench(BenchOptions o, bool npGiven, const LaunchInfo& job) {
   GYRE_USAGE_CHECK(!npGiven || o.np == job.size, "--np ", o.np, " does not match the ", job.size,
                    " ranks that ", job.launcher, " started; leave --np out under a launcher");
@@ -86,8 +101,7 @@ int runLaunchedBench(BenchOptions o, bool npGiven, const LaunchInfo& job) {
       ++rows;
     });
     if (failed == 0) return 0;
-    if (comm->rank() == 0)
-      fmt::print(stderr, "gyre bench: {} of {} checks FAILED (see the messages above)\n", failed, rows);
+    if (comm->rank() == 0) fmt::print(stderr, "gyre bench: {}\n", failedChecksText(failed, rows));
     return 1;
   } catch (const InvalidArgument&) {
     throw;

@@ -9,6 +9,10 @@
 
 namespace gyre::app {
 
+// detectLaunch() of this process's environment, without its warnings: when a launcher started
+// the process, init() detects the launch again and warns then, once per rank.
+LaunchInfo detectLaunchQuietly();
+
 // Runs this process's rank of the benchmark. `job` is detectLaunch() of the process environment
 // (launcher != "none"); `npGiven` says whether --np was on the command line, which then must
 // equal the job's size. `--baseline mpi` is refused: its OpenMPI run needs the cores the job's

@@ -69,7 +69,7 @@ bool isInteger(DataType t) {
   return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kInt32 || t == DataType::kInt64;
 }
 
-bool close(DataType t, double got, double want) {
+bool closeEnough(DataType t, double got, double want) {
   if (isInteger(t)) return got == want;
   const double tol = t == DataType::kFloat64 ? 1e-12 : t == DataType::kFloat32 ? 1e-5 : 1e-2;
   return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
@@ -255,7 +255,7 @@ std::uint64_t OpRunner::check() {
     writeValue(dtype_, tmp, 0, want);
     want = readValue(dtype_, tmp, 0);
     const double got = readValue(dtype_, output(), i);
-    if (!close(dtype_, got, want) && wrong++ == 0) {
+    if (!closeEnough(dtype_, got, want) && wrong++ == 0) {
       fmt::print(
           stderr,
           "gyre bench: check failed on rank {}: {} of {} elements ({}), element {}: got {}, expected {}\n",

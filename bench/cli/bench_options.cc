@@ -38,6 +38,15 @@ const char* fixedAlgorithm(BenchOp op) {
 
 }  // namespace
 
+std::vector<std::string> rankArguments(const std::vector<std::string>& args, int rank, int np,
+                                       const std::string& storeAddress, int resultFd) {
+  std::vector<std::string> argv = {"gyre"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--worker-rank", std::to_string(rank), "--worker-size", std::to_string(np),
+                           "--worker-store", storeAddress, "--worker-result-fd", std::to_string(resultFd)});
+  return argv;
+}
+
 BenchOp parseBenchOp(const std::string& name) {
   for (const auto& [n, op] : kOps)
     if (name == n) return op;

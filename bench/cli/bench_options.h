@@ -47,6 +47,12 @@ struct BenchOptions {
 // which other users can read in /proc).
 inline constexpr const char* kSecretEnv = "GYRE_BENCH_SECRET";
 
+// The command line of rank `rank` of the `np` ranks the parent starts: the gyre tool's own
+// arguments `args` (without argv[0]) and the hidden worker flags, which name the parent's store
+// and, on rank 0, the pipe it sends its rows to.
+std::vector<std::string> rankArguments(const std::vector<std::string>& args, int rank, int np,
+                                       const std::string& storeAddress, int resultFd);
+
 // Throws InvalidArgument with the accepted names.
 BenchOp parseBenchOp(const std::string& name);
 const char* toString(BenchOp op);

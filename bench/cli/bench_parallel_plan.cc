@@ -20,16 +20,18 @@ double bubbleBound(double ideal) {
   return ideal * 1.1 + 0.02;
 }
 
-const ParallelResult* find(const std::vector<ParallelResult>& results, int world, int pp,
-                           const std::string& schedule = {}, int m = 0, int zero = 0, int tp = 1, bool wide = false) {
+const ParallelResult* findResult(const std::vector<ParallelResult>& results, int world, int pp,
+                                 const std::string& schedule = {}, int m = 0, int zero = 0, int tp = 1,
+                                 bool wide = false) {
   for (const ParallelResult& r : results)
     if (r.config.world == world && r.config.pp == pp && r.config.schedule == schedule &&
-        r.config.microBatches == m && r.config.zero == zero && r.config.tp == tp && (r.config.vitWidth > 0) == wide)
+        r.config.microBatches == m && r.config.zero == zero && r.config.tp == tp &&
+        (r.config.vitWidth > 0) == wide)
       return &r;
   return nullptr;
 }
 
-std::string percent(double share) {
+std::string percentText(double share) {
   return fmt::format("{:.1f}%", 100 * share);
 }
 
@@ -43,8 +45,8 @@ TargetCheck throughputRatio(const std::string& model, const std::string& name, c
   const double over = base.figures.run.samplesPerS;
   t.measured = over > 0 ? r.figures.run.samplesPerS / over : 0;
   t.threshold = threshold;
-  t.definition = fmt::format("{} {:.0f} samples/s / {} {:.0f} >= {}", rName, r.figures.run.samplesPerS, baseName,
-                             over, threshold);
+  t.definition = fmt::format("{} {:.0f} samples/s / {} {:.0f} >= {}", rName, r.figures.run.samplesPerS,
+                             baseName, over, threshold);
   return t;
 }
 
@@ -53,8 +55,14 @@ TargetCheck throughputRatio(const std::string& model, const std::string& name, c
 std::vector<std::string> ParallelConfig::flags(const std::string& balance) const {
   std::vector<std::string> out;
   if (pp > 1)
-    out = {"--pp", std::to_string(pp), "--schedule", schedule, "--micro-batches", std::to_string(microBatches),
-           "--balance", balance};
+    out = {"--pp",
+           std::to_string(pp),
+           "--schedule",
+           schedule,
+           "--micro-batches",
+           std::to_string(microBatches),
+           "--balance",
+           balance};
   if (virtualStages > 1) out.insert(out.end(), {"--virtual-stages", std::to_string(virtualStages)});
   if (zero > 0) out.insert(out.end(), {"--zero", std::to_string(zero)});
   if (tp > 1) out.insert(out.end(), {"--tp", std::to_string(tp)});
@@ -97,10 +105,14 @@ void validate(const ParallelBenchSettings& s) {
                    "--virtual-stages must be between 2 and 64");
   GYRE_USAGE_CHECK(s.wideWidth >= 8 && s.wideWidth % 8 == 0 && s.wideBatch >= 2 && s.wideBatch % 2 == 0,
                    "the wide vit needs a width that 8 heads divide and an even batch");
+  GYRE_USAGE_CHECK(s.timeoutS > 0, "--timeout must be positive");
+  GYRE_USAGE_CHECK(s.repeat >= 1 && s.repeat <= 100, "--repeat must be between 1 and 100 (got ", s.repeat,
+                   ")");
 }
 
 std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
-  auto layout = [](std::string name, int world, int pp = 1, std::string schedule = {}, int m = 0, int zero = 0) {
+  auto layout = [](std::string name, int world, int pp = 1, std::string schedule = {}, int m = 0,
+                   int zero = 0) {
     ParallelConfig c;
     c.name = std::move(name);
     c.world = world;
@@ -110,14 +122,16 @@ std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
     c.zero = zero;
     return c;
   };
-  std::vector<ParallelConfig> plan = {layout("1 worker", 1), layout("dp=2", 2), layout("dp=2 zero-1", 2, 1, {}, 0, 1),
-                                      layout("dp=2 zero-2", 2, 1, {}, 0, 2), layout("dp=2 zero-3", 2, 1, {}, 0, 3)};
+  std::vector<ParallelConfig> plan = {
+      layout("1 worker", 1), layout("dp=2", 2), layout("dp=2 zero-1", 2, 1, {}, 0, 1),
+      layout("dp=2 zero-2", 2, 1, {}, 0, 2), layout("dp=2 zero-3", 2, 1, {}, 0, 3)};
   for (const std::string& schedule : s.schedules)
     for (int m : s.microBatches) {
       if (schedule != "interleaved") {
         plan.push_back(layout(fmt::format("pp=2 {} m={}", schedule, m), 2, 2, schedule, m));
       } else if (m % 2 == 0) {  // rounds of p micro-batches
-        plan.push_back(layout(fmt::format("pp=2 interleaved v={} m={}", s.virtualStages, m), 2, 2, schedule, m));
+        plan.push_back(
+            layout(fmt::format("pp=2 interleaved v={} m={}", s.virtualStages, m), 2, 2, schedule, m));
         plan.back().virtualStages = s.virtualStages;
       }
     }
@@ -132,12 +146,27 @@ std::vector<ParallelConfig> planParallel(const ParallelBenchSettings& s) {
   plan.push_back(layout("dp=2 x tp=2", 4));
   plan[plan.size() - 2].tp = plan.back().tp = 2;
   for (int tp : {1, 2}) {
-    plan.push_back(layout(tp == 1 ? fmt::format("1 worker w{}", s.wideWidth) : fmt::format("tp=2 w{}", s.wideWidth), tp));
+    plan.push_back(layout(
+        tp == 1 ? fmt::format("1 worker w{}", s.wideWidth) : fmt::format("tp=2 w{}", s.wideWidth), tp));
     plan.back().tp = tp;
     plan.back().vitWidth = s.wideWidth;
     plan.back().batch = s.wideBatch;
   }
   return plan;
+}
+
+std::vector<std::string> parallelRunArguments(const ParallelBenchSettings& s, const ParallelConfig& c,
+                                              const std::string& worker) {
+  const int batch = c.batch > 0 ? c.batch : s.globalBatch;
+  const EpochSplit split = splitSteps(s.steps, batch);
+  std::vector<std::string> args = {
+      "run", "--np", std::to_string(c.world), "--threads", "1", "--no-tag-output", "--", worker};
+  args.insert(args.end(), {"--model", s.model, "--epochs", std::to_string(split.epochs), "--max-steps",
+                           std::to_string(split.stepsPerEpoch), "--batch", std::to_string(batch)});
+  args.insert(args.end(), {"--skip-steps", std::to_string(s.skip), "--threads", "1", "--no-eval", "--json",
+                           "--progress", "off"});
+  for (std::string& flag : c.flags(s.balance)) args.push_back(std::move(flag));
+  return args;
 }
 
 std::optional<ParallelFigures> parseParallelLine(const std::string& line) {
@@ -170,7 +199,8 @@ ParallelFigures combineParallel(const std::vector<ParallelFigures>& epochs) {
   for (const ParallelFigures& e : epochs) {
     runs.push_back(e.run);
     total.peakRssBytes = std::max(total.peakRssBytes, e.peakRssBytes);
-    if (e.modelStateBytes) total.modelStateBytes = std::max(total.modelStateBytes.value_or(0), *e.modelStateBytes);
+    if (e.modelStateBytes)
+      total.modelStateBytes = std::max(total.modelStateBytes.value_or(0), *e.modelStateBytes);
     if (e.peakActivationBytes)
       total.peakActivationBytes = std::max(total.peakActivationBytes.value_or(0), *e.peakActivationBytes);
     if (e.bubble) bubbleTime += *e.bubble * e.run.seconds;
@@ -187,7 +217,8 @@ ParallelFigures combineParallel(const std::vector<ParallelFigures>& epochs) {
   return total;
 }
 
-std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const std::vector<ParallelResult>& results) {
+std::vector<TargetCheck> evaluateParallelTargets(const std::string& model,
+                                                 const std::vector<ParallelResult>& results) {
   std::vector<TargetCheck> checks;
   // The bubble of GPipe and 1F1B, p = 2, every m >= 4 that ran.
   for (const ParallelResult& r : results) {
@@ -201,17 +232,18 @@ std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const
     t.measured = *r.figures.bubble;
     t.threshold = bubbleBound(*r.figures.idealBubble);
     t.atMost = true;
-    t.definition = fmt::format("measured bubble {} <= formula {} x 1.1 + 0.02 = {}", percent(*t.measured),
-                               percent(*r.figures.idealBubble), percent(*t.threshold));
+    t.definition = fmt::format("measured bubble {} <= formula {} x 1.1 + 0.02 = {}", percentText(*t.measured),
+                               percentText(*r.figures.idealBubble), percentText(*t.threshold));
     if (r.figures.stageTimesBubble)
-      t.definition += fmt::format(" (the measured stages alone make {})", percent(*r.figures.stageTimesBubble));
+      t.definition +=
+          fmt::format(" (the measured stages alone make {})", percentText(*r.figures.stageTimesBubble));
     checks.push_back(t);
   }
   // Zero-bubble's below 1F1B's at the same m.
   for (const ParallelResult& r : results) {
     const ParallelConfig& c = r.config;
     if (c.world != 2 || c.schedule != "zero-bubble" || !r.figures.bubble) continue;
-    const ParallelResult* f = find(results, 2, 2, "1f1b", c.microBatches);
+    const ParallelResult* f = findResult(results, 2, 2, "1f1b", c.microBatches);
     if (f == nullptr || !f->figures.bubble) continue;
     TargetCheck t;
     t.model = model;
@@ -219,15 +251,16 @@ std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const
     t.measured = *r.figures.bubble - *f->figures.bubble;
     t.threshold = 0;
     t.atMost = true;
-    t.definition = fmt::format("zero-bubble {} - 1f1b {} < 0", percent(*r.figures.bubble),
-                               percent(*f->figures.bubble));
+    t.definition = fmt::format("zero-bubble {} - 1f1b {} < 0", percentText(*r.figures.bubble),
+                               percentText(*f->figures.bubble));
     checks.push_back(t);
   }
   // 1F1B's activations at the largest m against GPipe's: at most (p + 1) / m.
   int largest = 0;
   for (const ParallelResult& r : results)
     if (r.config.world == 2 && r.config.pp == 2) largest = std::max(largest, r.config.microBatches);
-  if (const ParallelResult *one = find(results, 2, 2, "1f1b", largest), *gpipe = find(results, 2, 2, "gpipe", largest);
+  if (const ParallelResult* one = findResult(results, 2, 2, "1f1b", largest),
+      *gpipe = findResult(results, 2, 2, "gpipe", largest);
       largest >= 4 && one != nullptr && gpipe != nullptr && one->figures.peakActivationBytes &&
       gpipe->figures.peakActivationBytes && *gpipe->figures.peakActivationBytes > 0) {
     TargetCheck t;
@@ -237,48 +270,53 @@ std::vector<TargetCheck> evaluateParallelTargets(const std::string& model, const
                  static_cast<double>(*gpipe->figures.peakActivationBytes);
     t.threshold = 3.0 / largest;
     t.atMost = true;
-    t.definition = fmt::format("1f1b {} B / gpipe {} B <= (p + 1) / m = 3/{}", *one->figures.peakActivationBytes,
-                               *gpipe->figures.peakActivationBytes, largest);
+    t.definition =
+        fmt::format("1f1b {} B / gpipe {} B <= (p + 1) / m = 3/{}", *one->figures.peakActivationBytes,
+                    *gpipe->figures.peakActivationBytes, largest);
     checks.push_back(t);
   }
   // pp = 2, 1F1B, m = 8 against the ideal 2 x one worker x (1 - formula).
-  const ParallelResult* single = find(results, 1, 1);
-  if (const ParallelResult* r = find(results, 2, 2, "1f1b", 8); r != nullptr && single != nullptr) {
+  const ParallelResult* single = findResult(results, 1, 1);
+  if (const ParallelResult* r = findResult(results, 2, 2, "1f1b", 8); r != nullptr && single != nullptr) {
     const double ideal = 2 * single->figures.run.samplesPerS * (1 - r->figures.idealBubble.value_or(0));
     TargetCheck t;
     t.model = model;
     t.name = "1f1b m=8 throughput";
     t.measured = ideal > 0 ? r->figures.run.samplesPerS / ideal : 0;
     t.threshold = 0.85;
-    t.definition = fmt::format("{:.0f} samples/s / (2 x {:.0f} x (1 - {})) >= 0.85", r->figures.run.samplesPerS,
-                               single->figures.run.samplesPerS, percent(r->figures.idealBubble.value_or(0)));
+    t.definition =
+        fmt::format("{:.0f} samples/s / (2 x {:.0f} x (1 - {})) >= 0.85", r->figures.run.samplesPerS,
+                    single->figures.run.samplesPerS, percentText(r->figures.idealBubble.value_or(0)));
     checks.push_back(t);
   }
   // ZeRO-3: each worker's training state at most 1/N of plain data parallelism's + 10%, and at
   // N = 2 at least 0.85 of its throughput.
   for (int world : {2, 4}) {
-    const ParallelResult* plain = find(results, world, 1);
-    const ParallelResult* zero = find(results, world, 1, {}, 0, 3);
-    if (plain == nullptr || zero == nullptr || !plain->figures.modelStateBytes || !zero->figures.modelStateBytes)
+    const ParallelResult* plain = findResult(results, world, 1);
+    const ParallelResult* zero = findResult(results, world, 1, {}, 0, 3);
+    if (plain == nullptr || zero == nullptr || !plain->figures.modelStateBytes ||
+        !zero->figures.modelStateBytes)
       continue;
     TargetCheck t;
     t.model = model;
     t.name = fmt::format("zero-3 state N={}", world);
-    t.measured = static_cast<double>(*zero->figures.modelStateBytes) / static_cast<double>(*plain->figures.modelStateBytes);
+    t.measured = static_cast<double>(*zero->figures.modelStateBytes) /
+                 static_cast<double>(*plain->figures.modelStateBytes);
     t.threshold = 1.1 / world;
     t.atMost = true;
     t.definition = fmt::format("zero-3 {} B / dp={} {} B <= 1.1 / {}", *zero->figures.modelStateBytes, world,
                                *plain->figures.modelStateBytes, world);
     checks.push_back(t);
   }
-  if (const ParallelResult *plain = find(results, 2, 1), *zero = find(results, 2, 1, {}, 0, 3);
+  if (const ParallelResult* plain = findResult(results, 2, 1), *zero = findResult(results, 2, 1, {}, 0, 3);
       plain != nullptr && zero != nullptr)
     checks.push_back(throughputRatio(model, "zero-3 throughput N=2", *zero, "zero-3", *plain, "dp=2", 0.85));
   // tp = 2 on the wide vit: at least 1.3 × one worker.
-  if (const ParallelResult *one = find(results, 1, 1, {}, 0, 0, 1, true), *two = find(results, 2, 1, {}, 0, 0, 2, true);
+  if (const ParallelResult* one = findResult(results, 1, 1, {}, 0, 0, 1, true),
+      *two = findResult(results, 2, 1, {}, 0, 0, 2, true);
       one != nullptr && two != nullptr)
-    checks.push_back(throughputRatio(fmt::format("vit w{}", two->config.vitWidth), "tp=2 throughput", *two, "tp=2",
-                                     *one, "1 worker", 1.3));
+    checks.push_back(throughputRatio(fmt::format("vit w{}", two->config.vitWidth), "tp=2 throughput", *two,
+                                     "tp=2", *one, "1 worker", 1.3));
   return checks;
 }
 

@@ -1,6 +1,9 @@
 #include "bench_ps_launched.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <memory>
@@ -9,16 +12,16 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "gyre/communicator.h"
+#include "gyre/errors.h"
 #include "gyre/init.h"
 #include "gyre/ps.h"
 #include "gyre/work.h"
 
 namespace gyre::app {
 namespace {
-
-using Steady = std::chrono::steady_clock;
 
 // How the workers agree to stop once --seconds are up without any of them blocking on one that
 // already stopped: after its c-th timed step every worker posts vote c (1 when its own time is
@@ -112,7 +115,7 @@ LaunchedThroughput measureLaunchedThroughput(const ThroughputSettings& s,
 
   comm->barrier();
   const ps::WorkerStats before = worker->stats();
-  const Steady::time_point start = Steady::now();
+  const Clock::time_point start = Clock::now();
   std::int64_t timed = 0;
   if (s.steps > 0) {
     for (; timed < s.steps; ++timed) step();
@@ -122,10 +125,10 @@ LaunchedThroughput measureLaunchedThroughput(const ThroughputSettings& s,
     do {
       step();
       ++timed;
-    } while (!votes.after(Steady::now() - start >= length));
+    } while (!votes.after(Clock::now() - start >= length));
     votes.drain();
   }
-  const double seconds = std::chrono::duration<double>(Steady::now() - start).count();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const ps::WorkerStats after = worker->stats();
 
   // Sums over the workers, then the longest timed span and the slowest worker's own rate.
@@ -160,6 +163,35 @@ LaunchedThroughput measureLaunchedThroughput(const ThroughputSettings& s,
   r.point.seconds = longest;
   for (double count : staleness) r.point.staleness.push_back(static_cast<std::uint64_t>(count));
   return r;
+}
+
+int runLaunchedThroughputPart(const PsBenchFlags& f, const PsMachine& m) {
+  const ThroughputSettings& s = f.throughput;
+  const std::vector<std::size_t> keys = throughputKeySizes(s.floats);
+  LaunchedThroughput r;
+  try {
+    r = measureLaunchedThroughput(s, keys);
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "gyre bench ps: the throughput measurement with the job's servers failed: {}\n",
+               e.what());
+    return 1;
+  }
+  if (r.rank != 0) return 0;
+  if (f.json) {
+    fmt::print("{}\n", launchedThroughputJson(s, keys, r.point, r.minWorkerStepsPerS, m).dump());
+  } else {
+    fmt::print("== parameter-server throughput with the job's servers\n{}\n{}{}",
+               launchedThroughputSettingsText(s, keys, r.point), throughputHeader(s),
+               throughputRow(r.point, std::nullopt));
+    fmt::print(
+        "slowest worker: {:.2f} steps/s of its own. MB/s: pushed + pulled bytes of all workers; stale: the "
+        "workers' staleness per update (mean/p50/p99/max).\n",
+        r.minWorkerStepsPerS);
+  }
+  std::fflush(stdout);
+  return 0;
 }
 
 }  // namespace gyre::app

@@ -39,4 +39,10 @@ struct LaunchedThroughput {
 LaunchedThroughput measureLaunchedThroughput(const ThroughputSettings& s,
                                              const std::vector<std::size_t>& keySizes);
 
+// Part 1 as a worker of `gyre run --servers S` (f.throughput checked already, checkLaunchedFlags
+// passed): measures, and on rank 0 prints the one row (or with f.json one object). Returns 0, or
+// 1 when the measurement failed (the message is on stderr). Throws InvalidArgument for a job that
+// does not fit.
+int runLaunchedThroughputPart(const PsBenchFlags& f, const PsMachine& m);
+
 }  // namespace gyre::app

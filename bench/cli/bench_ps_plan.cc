@@ -252,4 +252,26 @@ RunTotals parseMetricsLines(const std::vector<std::string>& lines) {
   return t;
 }
 
+void checkLaunchedPart(PsBenchPart part) {
+  GYRE_USAGE_CHECK(
+      part == PsBenchPart::kThroughput,
+      "under gyre run --servers (GYRE_PS_SERVERS is set) gyre bench ps measures the throughput with the "
+      "job's servers: pass --part throughput (the accuracy part starts its own jobs: run it outside gyre "
+      "run)");
+}
+
+void checkLaunchedFlags(const PsBenchFlags& f, int jobServers) {
+  if (f.serversGiven) {
+    GYRE_USAGE_CHECK(
+        f.servers.find(',') == std::string::npos, "--servers '", f.servers,
+        "': under gyre run --servers the job has a fixed number of servers (", jobServers,
+        "); give one value or none, and run one job per number of servers (tests/netns/ps_bound.sh)");
+    GYRE_USAGE_CHECK(f.throughput.servers == std::vector<int>{jobServers}, "--servers ", f.servers,
+                     " disagrees with the job's ", jobServers, " servers (gyre run --servers ", jobServers,
+                     ")");
+  }
+  GYRE_USAGE_CHECK(!f.workersGiven,
+                   "--workers: under gyre run --servers the workers are the job's ranks (gyre run -np/-H)");
+}
+
 }  // namespace gyre::app

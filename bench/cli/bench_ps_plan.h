@@ -2,7 +2,8 @@
 // throughput model, the `gyre train` command line of each time-to-accuracy run, and how a run's
 // eval.jsonl and metrics.jsonl become its figures (time to the target accuracy, samples/s, the
 // staleness distribution). No processes, threads or sockets, so tests/unit/bench_ps_test.cc
-// checks it on its own; bench_ps.cc and bench_ps_throughput.cc run the plan.
+// checks it on its own; bench_ps.cc runs the plan with bench_ps_throughput.h, bench_ps_launched.h
+// and bench_ps_accuracy.h.
 #pragma once
 
 #include <cstddef>
@@ -138,5 +139,34 @@ struct RunTotals {
 // The epoch records of a run's metrics.jsonl together; other lines are skipped (train/records.h,
 // parseEpochRecord); throws Error for a record with a mistyped field.
 RunTotals parseMetricsLines(const std::vector<std::string>& lines);
+
+// ---- the command line --------------------------------------------------------------------------
+
+// `gyre bench ps`'s flags as given: lists as text, and which flags were given at all (some are
+// refused under gyre run --servers, some left to gyre train when absent).
+struct PsBenchFlags {
+  std::string part = "all";
+  bool json = false;
+  // part 1
+  ThroughputSettings throughput;
+  std::string servers = "1,2,4";
+  std::string floats = "4M";
+  bool serversGiven = false, workersGiven = false;  // refused against the job's under gyre run --servers
+  bool noReplication = false;
+  // part 2
+  AccuracySettings accuracy;
+  std::string modes = "allreduce,ps:bsp,ps:asp,ps:ssp:2";
+  double lr = 0, momentum = 0;  // set in `accuracy` only when given: otherwise gyre train's own
+  std::string runRoot;
+  bool keepRuns = false;
+};
+
+// Under `gyre run --servers S` only the throughput part runs: throws InvalidArgument for another
+// --part.
+void checkLaunchedPart(PsBenchPart part);
+// Under `gyre run --servers S` (jobServers = S) the job fixes the servers and the workers: a
+// --servers list, a --servers other than S or any --workers is refused rather than silently
+// ignored (f.throughput.servers parsed already). Throws InvalidArgument.
+void checkLaunchedFlags(const PsBenchFlags& f, int jobServers);
 
 }  // namespace gyre::app

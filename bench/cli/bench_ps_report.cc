@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "gyre/errors.h"
+
 namespace gyre::app {
 namespace {
 
@@ -228,6 +230,28 @@ nlohmann::ordered_json throughputJson(const ThroughputSettings& s, const std::ve
   }
   j["rows"] = std::move(rows);
   return j;
+}
+
+void readAccuracyRecords(AccuracyRow& row, const AccuracySettings& s,
+                         const std::vector<std::string>& evalLines,
+                         const std::vector<std::string>& metricsLines, const std::string& evalPath) {
+  try {
+    std::vector<EvalPoint> points;
+    for (const std::string& line : evalLines)
+      if (const std::optional<EvalPoint> p = parseEvalLine(line)) points.push_back(*p);
+    if (points.empty()) {
+      row.error =
+          "the run wrote no evaluations to " + evalPath + " (it needs a gyre train with --eval-every)";
+      return;
+    }
+    row.tta = timeToAccuracy(points, s.target);
+    row.samplesPerS = trainingSamplesPerS(row.tta, s.batch);
+    row.totals = parseMetricsLines(metricsLines);
+  } catch (const Error& e) {
+    row.error = e.what();
+    return;
+  }
+  row.ok = true;
 }
 
 std::string accuracySettingsText(const AccuracySettings& s, const PsMachine& m) {

@@ -10,15 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_machine.h"
 #include "bench_ps_plan.h"
 
 namespace gyre::app {
 
-struct PsMachine {
-  int usableCores = 0;
-  int onlineCores = 0;
-  double loadAverage = -1;  // 1-minute, at the start; < 0: unknown
-};
+// The machine's cores and its load average at the start (bench_machine.h).
+using PsMachine = BenchMachine;
 
 // ---- part 1 --------------------------------------------------------------------------------
 
@@ -83,6 +81,13 @@ struct AccuracyRow {
   RunTotals totals;        // from metrics.jsonl
   std::string runDir;
 };
+
+// The figures of a run that finished, from its eval.jsonl lines (the time to s.target, samples/s)
+// and its metrics.jsonl lines (the totals): row.ok, or row.error when a line is malformed or there
+// is no evaluation in `evalPath`.
+void readAccuracyRecords(AccuracyRow& row, const AccuracySettings& s,
+                         const std::vector<std::string>& evalLines,
+                         const std::vector<std::string>& metricsLines, const std::string& evalPath);
 
 std::string accuracySettingsText(const AccuracySettings& s, const PsMachine& m);
 std::string accuracyHeader(const AccuracySettings& s);

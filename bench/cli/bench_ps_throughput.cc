@@ -1,13 +1,17 @@
 #include "bench_ps_throughput.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <exception>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -18,8 +22,6 @@
 
 namespace gyre::app {
 namespace {
-
-using Steady = std::chrono::steady_clock;
 
 // The phases every worker thread goes through together: all warmed up, then go; or abort when
 // one of them failed.
@@ -42,7 +44,7 @@ struct Phases {
 struct WorkerThread {
   std::atomic<std::int64_t> completed{0};
   ps::WorkerStats before, after;
-  Steady::time_point end;
+  Clock::time_point end;
 };
 
 class Point {
@@ -77,13 +79,13 @@ class Point {
     for (int w = 0; w < s_.workers; ++w) threads.emplace_back([this, w] { workerMain(w); });
     ThroughputPoint point;
     std::vector<ps::ServerStats> before;
-    Steady::time_point start;
+    Clock::time_point start;
     {
       std::unique_lock lock(phases_.mu);
       phases_.cv.wait(lock, [&] { return phases_.ready == s_.workers || phases_.failed.load(); });
       if (!phases_.failed) {
         for (const auto& server : servers) before.push_back(server->stats());
-        start = Steady::now();
+        start = Clock::now();
         phases_.go = true;
         phases_.cv.notify_all();
         if (s_.steps == 0) {
@@ -98,7 +100,7 @@ class Point {
 
     point.servers = numServers_;
     point.workers = s_.workers;
-    Steady::time_point end = start;
+    Clock::time_point end = start;
     for (const WorkerThread& t : threads_) {
       end = std::max(end, t.end);
       point.steps += static_cast<std::uint64_t>(t.completed.load() - s_.warmup);
@@ -176,7 +178,7 @@ class Point {
         step();
         if (phases_.failed) return;  // another worker failed: stop early
       }
-      me.end = Steady::now();
+      me.end = Clock::now();
       me.after = worker->stats();
     } catch (...) {
       phases_.fail(std::current_exception());
@@ -200,6 +202,40 @@ ThroughputPoint measureThroughput(const ThroughputSettings& s, const std::vector
                                   int numServers) {
   Point point(s, keySizes, numServers);
   return point.run();
+}
+
+int runThroughputPart(const PsBenchFlags& f, const PsMachine& m) {
+  const ThroughputSettings& s = f.throughput;
+  const std::vector<std::size_t> keys = throughputKeySizes(s.floats);
+  if (!f.json) {
+    fmt::print("== parameter-server throughput versus servers\n{}\n{}", throughputSettingsText(s, keys, m),
+               throughputHeader(s));
+    std::fflush(stdout);
+  }
+  std::vector<ThroughputPoint> points;
+  for (int servers : s.servers) {
+    try {
+      points.push_back(measureThroughput(s, keys, servers));
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "gyre bench ps: the throughput point with {} server{} failed: {}\n", servers,
+                 servers == 1 ? "" : "s", e.what());
+      return 1;
+    }
+    if (!f.json) {
+      const ThroughputPoint* ref = throughputReference(points);
+      fmt::print("{}", throughputRow(points.back(), ref ? std::optional(ref->stepsPerS()) : std::nullopt));
+      std::fflush(stdout);
+    }
+  }
+  if (f.json)
+    fmt::print("{}\n", throughputJson(s, keys, points, m).dump());
+  else
+    fmt::print(
+        "speedup: steps/s against the fewest servers; MB/s: pushed + pulled bytes of all workers; stale: "
+        "the servers' staleness per update (mean/p50/p99/max).\n{}",
+        throughputSummary(points, m));
+  std::fflush(stdout);
+  return 0;
 }
 
 }  // namespace gyre::app

@@ -20,4 +20,9 @@ namespace gyre::app {
 ThroughputPoint measureThroughput(const ThroughputSettings& s, const std::vector<std::size_t>& keySizes,
                                   int numServers);
 
+// Part 1: measures every number of servers of f.throughput (checked already), printing the
+// settings and a row as each is measured (or with f.json one object at the end), then the
+// summary. Returns 0, or 1 when a point failed (the message is on stderr).
+int runThroughputPart(const PsBenchFlags& f, const PsMachine& m);
+
 }  // namespace gyre::app

@@ -65,6 +65,22 @@ BenchRow rowFromJson(const nlohmann::json& j) {
   return r;
 }
 
+void addMpiTime(BenchRow& row, const std::map<std::uint64_t, double>& mpiTimeUs) {
+  const auto it = mpiTimeUs.find(row.bytes);
+  if (it != mpiTimeUs.end()) row.mpiTimeUs = it->second;
+}
+
+std::string failedChecksText(std::size_t failedChecks, std::size_t rows) {
+  return fmt::format("{} of {} checks FAILED (see the messages above)", failedChecks, rows);
+}
+
+std::string sweepShortfall(const BenchOptions& o, std::size_t rows, std::size_t failedChecks) {
+  const BenchOp op = parseBenchOp(o.op);
+  const std::size_t expected = sweepSizes(o, op).size() * algorithmsToRun(op, o.algo).size();
+  if (rows != expected) return fmt::format("the ranks exited after {} of {} results", rows, expected);
+  return failedChecks > 0 ? failedChecksText(failedChecks, rows) : "";
+}
+
 BenchPrinter::BenchPrinter(const BenchOptions& options, bool withMpi, std::FILE* out)
     : options_(options), withMpi_(withMpi), out_(out) {}
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -37,6 +38,16 @@ struct BenchRow {
 nlohmann::json toJson(const BenchRow& row);
 // Reads a row written by toJson (derived fields are recomputed). Throws nlohmann::json errors.
 BenchRow rowFromJson(const nlohmann::json& j);
+
+// OpenMPI's time for the row's size (--baseline mpi: bytes -> microseconds per call), when it
+// measured that size.
+void addMpiTime(BenchRow& row, const std::map<std::uint64_t, double>& mpiTimeUs);
+
+// "3 of 12 checks FAILED (see the messages above)".
+std::string failedChecksText(std::size_t failedChecks, std::size_t rows);
+// Why a sweep whose ranks all exited is a failure: "the ranks exited after 5 of 12 results" when
+// rows are missing, failedChecksText when a check failed; "" when neither.
+std::string sweepShortfall(const BenchOptions& o, std::size_t rows, std::size_t failedChecks);
 
 // Prints rows as a table (header first) or as JSON lines, flushing after each.
 class BenchPrinter {

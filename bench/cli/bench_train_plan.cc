@@ -120,6 +120,21 @@ void validate(const TrainBenchSettings& s) {
   }
 }
 
+TrainBenchSettings trainSettingsFrom(const TrainBenchFlags& f) {
+  TrainBenchSettings s;
+  s.models = parseModelList(f.models);
+  s.worlds = parseWorldList(f.np);
+  s.globalBatch = f.batch;
+  s.steps = f.steps;
+  s.skip = f.skip;
+  s.plainThreads = parseThreadsGrid(f.threadsGrid);
+  s.ddp = f.baseline == "ddp";
+  validate(s);
+  GYRE_USAGE_CHECK(f.repeat >= 1, "--repeat must be at least 1 (got ", f.repeat, ")");
+  GYRE_USAGE_CHECK(f.timeoutS > 0, "--timeout must be positive");
+  return s;
+}
+
 std::vector<TrainConfig> planModel(const TrainBenchSettings& s, const std::string& model) {
   TrainConfig base;
   base.model = model;
@@ -164,6 +179,53 @@ EpochSplit splitSteps(int steps, int globalBatch) {
   split.epochs = std::max(1, split.epochs);
   split.stepsPerEpoch = (steps + split.epochs - 1) / split.epochs;
   return split;
+}
+
+std::vector<std::string> trainRunArgv(const TrainConfig& c, const TrainBenchFlags& f,
+                                      const TrainPrograms& p) {
+  const EpochSplit split = splitSteps(c.steps, c.globalBatch);
+  std::vector<std::string> common = {"--model",     c.model,
+                                     "--epochs",    std::to_string(split.epochs),
+                                     "--max-steps", std::to_string(split.stepsPerEpoch),
+                                     "--batch",     std::to_string(c.globalBatch),
+                                     "--lr",        fmt::format("{}", f.lr),
+                                     "--momentum",  fmt::format("{}", f.momentum),
+                                     "--seed",      std::to_string(f.seed),
+                                     "--threads",   std::to_string(c.threads.torch)};
+  if (!f.dataDir.empty()) common.insert(common.end(), {"--data-dir", f.dataDir});
+
+  std::vector<std::string> argv;
+  if (c.runner == TrainRunner::kDdp) {
+    argv = {p.python,       p.ddpScript,           "--world", std::to_string(c.world),
+            "--skip-steps", std::to_string(c.skip)};
+    argv.insert(argv.end(), common.begin(), common.end());
+    return argv;
+  }
+  if (c.runner == TrainRunner::kGyre && c.world > 1)
+    argv = {p.self,
+            "run",
+            "--np",
+            std::to_string(c.world),
+            "--threads",
+            std::to_string(c.threads.torch),
+            "--no-tag-output",
+            "--"};
+  argv.push_back(p.worker);
+  if (c.runner == TrainRunner::kPlain) argv.emplace_back("--plain");
+  argv.insert(argv.end(), common.begin(), common.end());
+  argv.insert(argv.end(),
+              {"--skip-steps", std::to_string(c.skip), "--no-eval", "--json", "--progress", "off"});
+  if (c.runner == TrainRunner::kGyre) argv.insert(argv.end(), {"--compression", f.compression});
+  if (c.runner == TrainRunner::kGyre && c.world > 1 && f.shardOptimizer) argv.push_back("--shard-optimizer");
+  return argv;
+}
+
+std::vector<std::pair<std::string, std::string>> threadEnvironment(const ThreadPair& t) {
+  const std::string blas = std::to_string(t.blas);
+  return {{"OPENBLAS_NUM_THREADS", blas},
+          {"OMP_NUM_THREADS", blas},
+          {"MKL_NUM_THREADS", blas},
+          {"GYRE_NUM_THREADS", std::to_string(t.torch)}};
 }
 
 std::optional<RunFigures> parseEpochLine(const std::string& line) {
@@ -232,6 +294,12 @@ std::size_t pickRun(const std::vector<RunFigures>& runs, Pick pick) {
                    [&](std::size_t a, std::size_t b) { return runs[a].samplesPerS > runs[b].samplesPerS; });
   if (pick == Pick::kBest) return order.front();
   return order[runs.size() / 2];  // fastest first: for an even count, the slower middle run
+}
+
+ConfigResult resultOf(const TrainConfig& c, const std::vector<RunFigures>& runs, Pick pick) {
+  ConfigResult r{c, runs[pickRun(runs, pick)], {}};
+  for (const RunFigures& run : runs) r.runSamplesPerS.push_back(run.samplesPerS);
+  return r;
 }
 
 std::string TargetCheck::status() const {

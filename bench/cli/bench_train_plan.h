@@ -1,12 +1,14 @@
 // `gyre bench train` apart from running anything: which configurations run for a model, how the
 // JSON lines of one run become its figures, how repeats become one figure, and the throughput
 // goals (docs/benchmarks.md) computed from those figures. No libtorch and no processes, so the unit
-// tests check it on its own (tests/unit/bench_train_test.cc); bench_train.cc runs the plan.
+// tests check it on its own (tests/unit/bench_train_test.cc); bench_train.cc runs the plan with
+// bench_train_run.h.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/records.h"
@@ -71,6 +73,33 @@ int defaultSteps(const std::string& model);
 // Throws InvalidArgument.
 void validate(const TrainBenchSettings& s);
 
+// The command line of `gyre bench train` as given: lists as text, checked by trainSettingsFrom.
+struct TrainBenchFlags {
+  std::string models = "mlp,cnn";
+  std::string np = "1,2";
+  int batch = 128;
+  int steps = 0;
+  int skip = 5;
+  int repeat = 1;
+  std::string pick = "best";
+  bool json = false;
+  std::string baseline = "none";
+  std::string threadsGrid = "default";
+  double lr = 0.05;
+  double momentum = 0.9;
+  int seed = 0;
+  std::string compression = "none";
+  bool shardOptimizer = false;
+  std::string dataDir;
+  std::string worker;  // gyre_train_worker; empty: next to gyre
+  std::string python;  // empty: python3 on PATH, then /usr/bin/python3 (Debian's python3-torch)
+  double timeoutS = 600;
+};
+
+// The settings the flags ask for, checked (validate, then --repeat and --timeout). Throws
+// InvalidArgument.
+TrainBenchSettings trainSettingsFrom(const TrainBenchFlags& f);
+
 // The configurations for one model, in the order they run: the plain loop over the thread grid
 // at the global batch; for every world W > 1, the plain loop at batch B/W with 1:1 threads (the
 // E(W) reference); gyre at every world with 1:1 threads per worker; with ddp, DDP at every W > 1.
@@ -84,6 +113,25 @@ struct EpochSplit {
   int stepsPerEpoch = 0;
 };
 EpochSplit splitSteps(int steps, int globalBatch);
+
+// The programs the runs start, found before any runs (bench_train_run.h).
+struct TrainPrograms {
+  std::string self;        // this gyre tool: `gyre run` for gyre above one worker
+  std::string worker;      // gyre_train_worker
+  std::string python;      // python3 with torch and gloo, for the DDP runs
+  std::string ddpScript;   // gyre_ddp_train.py, for the DDP runs
+  std::string ddpSkipped;  // why --baseline ddp runs nothing: "skipped: no python3 with torch ..."
+};
+
+// The command line of one run of `c` (argv[0] first): the worker alone (the plain loop, gyre on
+// one worker), under `gyre run --np W` (gyre above one worker) or the DDP script under python3;
+// each with the model, steps, batch, optimizer, seed and torch threads, and the worker's with the
+// untimed steps, --json and no evaluations.
+std::vector<std::string> trainRunArgv(const TrainConfig& c, const TrainBenchFlags& f, const TrainPrograms& p);
+
+// The variables that set a process's threads (docs/benchmarks.md, "Threads"): OPENBLAS_NUM_THREADS,
+// OMP_NUM_THREADS, MKL_NUM_THREADS and GYRE_NUM_THREADS.
+std::vector<std::pair<std::string, std::string>> threadEnvironment(const ThreadPair& t);
 
 // What one run reports: one epoch, or (combineEpochs) a whole run.
 struct RunFigures {
@@ -138,6 +186,9 @@ struct ConfigResult {
   RunFigures figures;                  // of the run kept
   std::vector<double> runSamplesPerS;  // every repeat, in the order they ran
 };
+
+// The result of `c` from its repeats: the run `pick` keeps, and every run's samples/s.
+ConfigResult resultOf(const TrainConfig& c, const std::vector<RunFigures>& runs, Pick pick);
 
 // One throughput goal, or a figure printed for information (threshold absent).
 struct TargetCheck {

@@ -24,6 +24,19 @@ std::string formatValue(const TargetCheck& c, double v) {
 
 }  // namespace
 
+TrainReportContext trainReportContext(const TrainBenchFlags& f, const BenchMachine& m) {
+  TrainReportContext ctx;
+  ctx.repeat = f.repeat;
+  ctx.pick = parsePick(f.pick);
+  ctx.lr = f.lr;
+  ctx.momentum = f.momentum;
+  ctx.compression = f.compression;
+  ctx.shardOptimizer = f.shardOptimizer;
+  ctx.usableCores = m.usableCores;
+  ctx.loadAverage = m.loadAverage;
+  return ctx;
+}
+
 std::string machineText(const TrainReportContext& ctx) {
   std::string load = ctx.loadAverage < 0 ? "unknown" : fmt::format("{:.2f}", ctx.loadAverage);
   return fmt::format(
@@ -38,7 +51,8 @@ std::string settingsText(const TrainConfig& any, const TrainReportContext& ctx) 
       "threads per process: torch = libtorch intra-op (--threads), blas = OpenBLAS (OPENBLAS_NUM_THREADS), "
       "as each process reported them\n",
       any.model, any.globalBatch, any.steps, any.skip, ctx.lr, ctx.momentum, ctx.compression,
-      ctx.shardOptimizer ? ", sharded optimizer step" : "", toString(ctx.pick), ctx.repeat, ctx.repeat == 1 ? "" : "s");
+      ctx.shardOptimizer ? ", sharded optimizer step" : "", toString(ctx.pick), ctx.repeat,
+      ctx.repeat == 1 ? "" : "s");
 }
 
 std::string tableHeader() {
@@ -69,6 +83,21 @@ bool threadsDiffer(const ConfigResult& r) {
   const RunFigures& f = r.figures;
   return (f.torchThreads > 0 && f.torchThreads != r.config.threads.torch) ||
          (f.blasThreads > 0 && f.blasThreads != r.config.threads.blas);
+}
+
+std::string threadsWarning(const ConfigResult& r) {
+  if (!threadsDiffer(r)) return "";
+  const TrainConfig& c = r.config;
+  return fmt::format("warning: {} {} asked for torch {} blas {} threads; the process reported {} and {}\n",
+                     c.model, c.label(), c.threads.torch, c.threads.blas, r.figures.torchThreads,
+                     r.figures.blasThreads);
+}
+
+std::string summaryText(const std::vector<TargetCheck>& checks, const TrainReportContext& ctx,
+                        int globalBatch) {
+  return fmt::format("\nsummary (global batch {}; {} of {} run{} per configuration)\n{}{}\n", globalBatch,
+                     toString(ctx.pick), ctx.repeat, ctx.repeat == 1 ? "" : "s", targetsText(checks),
+                     targetsTally(checks));
 }
 
 std::string targetsText(const std::vector<TargetCheck>& checks) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_machine.h"
 #include "bench_train_plan.h"
 
 namespace gyre::app {
@@ -19,9 +20,13 @@ struct TrainReportContext {
   double momentum = 0.9;
   std::string compression = "none";
   bool shardOptimizer = false;  // gyre's workers above one run with --shard-optimizer
-  int usableCores = 0;      // this process's CPUs
-  double loadAverage = -1;  // the 1-minute load average at the start; < 0: unknown
+  int usableCores = 0;          // this process's CPUs
+  double loadAverage = -1;      // the 1-minute load average at the start; < 0: unknown
 };
+
+// The context of the flags (--repeat, --pick, the optimizer, --compression, --shard-optimizer)
+// on machine `m`.
+TrainReportContext trainReportContext(const TrainBenchFlags& f, const BenchMachine& m);
 
 // "2 usable cores, load average 0.12 at the start": how busy the machine was.
 std::string machineText(const TrainReportContext& ctx);
@@ -42,6 +47,14 @@ double runSpread(const std::vector<double>& runs);
 
 // True when the process reported threads that differ from the configuration's.
 bool threadsDiffer(const ConfigResult& r);
+// When they differ, "warning: mlp gyre asked for torch 1 blas 1 threads; the process reported 2
+// and 1" and a newline; "" otherwise.
+std::string threadsWarning(const ConfigResult& r);
+
+// After the last model: "summary (global batch 128; best of 3 runs per configuration)", the
+// targets of every model and their tally.
+std::string summaryText(const std::vector<TargetCheck>& checks, const TrainReportContext& ctx,
+                        int globalBatch);
 
 nlohmann::json configJson(const ConfigResult& r, const TrainReportContext& ctx);
 nlohmann::json summaryJson(const std::vector<TargetCheck>& checks, const TrainReportContext& ctx);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "bench_programs.h"
 #include "common/check.h"
 #include "launcher/process.h"
 
@@ -14,14 +15,8 @@ namespace gyre::app {
 namespace {
 
 std::string locateMpiBench(const BenchOptions& o) {
-  if (!o.mpiBench.empty()) {
-    const std::string found =
-        launcher::findExecutable(o.mpiBench.find('/') == std::string::npos ? "./" + o.mpiBench : o.mpiBench);
-    GYRE_USAGE_CHECK(!found.empty(), "--mpi-bench ", o.mpiBench, " is not an executable file");
-    return found;
-  }
-  const std::string self = launcher::selfExecutable();
-  const std::string dir = self.substr(0, self.rfind('/'));
+  if (!o.mpiBench.empty()) return givenProgram("--mpi-bench", o.mpiBench);
+  const std::string dir = toolDirectory();
   const std::string beside = launcher::findExecutable(dir + "/gyre_mpi_bench");
   GYRE_USAGE_CHECK(!beside.empty(), "--baseline mpi needs gyre_mpi_bench, which is not in ", dir,
                    " (it is built only when CMake finds MPI: install libopenmpi-dev, re-run cmake, build "

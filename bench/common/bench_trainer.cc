@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "bench_programs.h"
 #include "common/check.h"
 #include "common/config.h"
 #include "gyre/init.h"
@@ -12,7 +13,7 @@ namespace gyre::app {
 namespace fs = std::filesystem;
 
 std::string trainWorkerBesideTool() {
-  return (fs::path(launcher::selfExecutable()).parent_path() / "gyre_train_worker").string();
+  return besideTool("gyre_train_worker");
 }
 
 void requireTrainWorker(const std::string& bench, const std::string& alternative) {

@@ -1,12 +1,14 @@
-// `gyre bench parallel`'s settings, plan, figures and targets (bench/cli/bench_parallel_plan.h),
-// without running anything. Without the gyre tool (GYRE_BUILD_APPS, gyre_bench) this file has no
-// tests.
+// `gyre bench parallel`'s settings, plan, figures and targets (bench/cli/bench_parallel_plan.h)
+// and what it prints (bench_parallel_report.h), without running anything. Without the gyre tool
+// (GYRE_BUILD_APPS, gyre_bench) this file has no tests.
 #if __has_include("bench_parallel_plan.h")
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "bench_parallel_plan.h"
+#include "bench_parallel_report.h"
 #include "gyre/errors.h"
 
 namespace gyre::app {
@@ -14,14 +16,15 @@ namespace {
 
 // A worker's epoch line as `gyre train --json` prints it, with the fields the bench reads.
 std::string epochLine(double samplesPerS, double seconds, const std::string& pipeline) {
-  return R"({"epoch":1,"samples_per_s":)" + std::to_string(samplesPerS) + R"(,"seconds":)" + std::to_string(seconds) +
+  return R"({"epoch":1,"samples_per_s":)" + std::to_string(samplesPerS) + R"(,"seconds":)" +
+         std::to_string(seconds) +
          R"(,"steps":40,"timed_steps":35,"compute_s":1.0,"communicate_s":0.1,"wait_s":0.05,"hidden_s":0.05,)" +
          R"("torch_threads":1,"blas_threads":1,"loss":0.5,"peak_rss_bytes":1048576,"model_state_bytes":2048,)" +
          R"("pipeline":)" + pipeline + "}";
 }
 
-ParallelResult pipelineRow(const std::string& schedule, int m, double samplesPerS, double bubble, double ideal,
-                           std::int64_t activations) {
+ParallelResult pipelineRow(const std::string& schedule, int m, double samplesPerS, double bubble,
+                           double ideal, std::int64_t activations) {
   ParallelResult r;
   r.config.name = schedule;
   r.config.world = 2;
@@ -36,7 +39,8 @@ ParallelResult pipelineRow(const std::string& schedule, int m, double samplesPer
 }
 
 const TargetCheck& check(const std::vector<TargetCheck>& checks, const std::string& name) {
-  const auto it = std::find_if(checks.begin(), checks.end(), [&](const TargetCheck& t) { return t.name == name; });
+  const auto it =
+      std::find_if(checks.begin(), checks.end(), [&](const TargetCheck& t) { return t.name == name; });
   if (it == checks.end()) throw Error("no target " + name);
   return *it;
 }
@@ -44,7 +48,8 @@ const TargetCheck& check(const std::vector<TargetCheck>& checks, const std::stri
 TEST(BenchParallel, ListsAndSettingsAreChecked) {
   EXPECT_EQ(parseMicroBatchList("1,2,4,8,16"), (std::vector<int>{1, 2, 4, 8, 16}));
   EXPECT_EQ(parseScheduleList("1f1b,zero-bubble"), (std::vector<std::string>{"1f1b", "zero-bubble"}));
-  for (const char* bad : {"", "0", "1,1", "4,x", "2000"}) EXPECT_THROW(parseMicroBatchList(bad), InvalidArgument) << bad;
+  for (const char* bad : {"", "0", "1,1", "4,x", "2000"})
+    EXPECT_THROW(parseMicroBatchList(bad), InvalidArgument) << bad;
   for (const char* bad : {"", "1f1b,1f1b", "pipedream"})
     EXPECT_THROW(parseScheduleList(bad), InvalidArgument) << bad;
   ParallelBenchSettings s;
@@ -70,12 +75,12 @@ TEST(BenchParallel, ThePlanRunsEveryScheduleAndMicroBatchCount) {
   EXPECT_EQ(plan[4].name, "dp=2 zero-3");
   EXPECT_EQ(plan[4].flags("time"), (std::vector<std::string>{"--zero", "3"}));
   EXPECT_EQ(plan[5].name, "pp=2 gpipe m=1");
-  EXPECT_EQ(plan[5].flags("time"), (std::vector<std::string>{"--pp", "2", "--schedule", "gpipe", "--micro-batches",
-                                                            "1", "--balance", "time"}));
+  EXPECT_EQ(plan[5].flags("time"), (std::vector<std::string>{"--pp", "2", "--schedule", "gpipe",
+                                                             "--micro-batches", "1", "--balance", "time"}));
   EXPECT_EQ(plan[20].name, "pp=2 interleaved v=2 m=2");
-  EXPECT_EQ(plan[20].flags("even"), (std::vector<std::string>{"--pp", "2", "--schedule", "interleaved",
-                                                              "--micro-batches", "2", "--balance", "even",
-                                                              "--virtual-stages", "2"}));
+  EXPECT_EQ(plan[20].flags("even"),
+            (std::vector<std::string>{"--pp", "2", "--schedule", "interleaved", "--micro-batches", "2",
+                                      "--balance", "even", "--virtual-stages", "2"}));
   const ParallelConfig& mesh = plan[plan.size() - 7];
   EXPECT_EQ(mesh.name, "dp=2 x pp=2 1f1b m=8");
   EXPECT_EQ(mesh.world, 4);
@@ -84,8 +89,10 @@ TEST(BenchParallel, ThePlanRunsEveryScheduleAndMicroBatchCount) {
   EXPECT_EQ(plan[plan.size() - 3].flags("time"), (std::vector<std::string>{"--tp", "2"}));
   EXPECT_EQ(plan.back().name, "tp=2 w512");
   EXPECT_EQ(plan.back().batch, 128);
-  EXPECT_EQ(plan.back().flags("time"), (std::vector<std::string>{"--tp", "2", "--vit-width", "512", "--vit-heads", "8"}));
-  EXPECT_EQ(plan[plan.size() - 2].flags("time"), (std::vector<std::string>{"--vit-width", "512", "--vit-heads", "8"}));
+  EXPECT_EQ(plan.back().flags("time"),
+            (std::vector<std::string>{"--tp", "2", "--vit-width", "512", "--vit-heads", "8"}));
+  EXPECT_EQ(plan[plan.size() - 2].flags("time"),
+            (std::vector<std::string>{"--vit-width", "512", "--vit-heads", "8"}));
   s.microBatches = {16, 2};
   const std::vector<ParallelConfig> fewer = planParallel(s);
   EXPECT_EQ(fewer[fewer.size() - 7].microBatches, 2);  // the mesh row: the largest m of at most 8
@@ -151,8 +158,9 @@ TEST(BenchParallel, ZeroThreeTargetsCompareWithPlainDataParallelism) {
     r.figures.modelStateBytes = stateBytes;
     return r;
   };
-  const std::vector<ParallelResult> results = {row(2, 0, 2000, 1000), row(2, 1, 1900, 900), row(2, 3, 1600, 560),
-                                               row(4, 0, 3000, 1000), row(4, 3, 2000, 270)};
+  const std::vector<ParallelResult> results = {row(2, 0, 2000, 1000), row(2, 1, 1900, 900),
+                                               row(2, 3, 1600, 560), row(4, 0, 3000, 1000),
+                                               row(4, 3, 2000, 270)};
   const std::vector<TargetCheck> checks = evaluateParallelTargets("vit", results);
   EXPECT_EQ(check(checks, "zero-3 state N=2").status(), "MISS");  // 0.56 > 0.55
   EXPECT_NEAR(*check(checks, "zero-3 state N=2").measured, 0.56, 1e-12);
@@ -171,12 +179,76 @@ TEST(BenchParallel, TensorParallelTargetIsOnTheWideVit) {
     r.figures.run.samplesPerS = samplesPerS;
     return r;
   };
-  const std::vector<ParallelResult> results = {row(1, 0, 1000), row(2, 0, 900), row(1, 512, 50), row(2, 512, 70)};
+  const std::vector<ParallelResult> results = {row(1, 0, 1000), row(2, 0, 900), row(1, 512, 50),
+                                               row(2, 512, 70)};
   const std::vector<TargetCheck> checks = evaluateParallelTargets("vit", results);
   const TargetCheck& t = check(checks, "tp=2 throughput");
   EXPECT_NEAR(*t.measured, 1.4, 1e-12);  // the wide rows', not the narrow ones'
   EXPECT_EQ(t.status(), "PASS");
   EXPECT_EQ(t.model, "vit w512");
+}
+
+// The value after `flag` in a command line ("" when absent).
+std::string parallelFlagValue(const std::vector<std::string>& args, const std::string& flag) {
+  const auto it = std::find(args.begin(), args.end(), flag);
+  return it == args.end() || it + 1 == args.end() ? "" : *(it + 1);
+}
+
+TEST(BenchParallel, EachLayoutRunsUnderGyreRunWithOneThread) {
+  const ParallelBenchSettings s;
+  const std::vector<ParallelConfig> plan = planParallel(s);
+  const std::vector<std::string> args = parallelRunArguments(s, plan[5], "/bin/worker");  // pp=2 gpipe m=1
+  const std::vector<std::string> head = {"run", "--np",        "2",       "--threads", "1", "--no-tag-output",
+                                         "--",  "/bin/worker", "--model", "vit"};
+  ASSERT_GT(args.size(), head.size());
+  EXPECT_EQ(std::vector<std::string>(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(head.size())),
+            head);
+  EXPECT_EQ(parallelFlagValue(args, "--epochs"), "1");
+  EXPECT_EQ(parallelFlagValue(args, "--max-steps"), "20");
+  EXPECT_EQ(parallelFlagValue(args, "--batch"), "512");
+  EXPECT_EQ(parallelFlagValue(args, "--skip-steps"), "3");
+  EXPECT_EQ(parallelFlagValue(args, "--schedule"), "gpipe");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--no-eval"), args.end());
+  const std::vector<std::string> wide = parallelRunArguments(s, plan.back(), "/bin/worker");  // tp=2 w512
+  EXPECT_EQ(parallelFlagValue(wide, "--batch"), "128");
+  EXPECT_EQ(parallelFlagValue(wide, "--vit-width"), "512");
+}
+
+TEST(BenchParallel, SettingsRowsAndSummary) {
+  ParallelBenchSettings s;
+  s.repeat = 3;
+  EXPECT_EQ(
+      parallelSettingsText(s),
+      "model vit: global batch 512, 20 steps per run (3 untimed), 1 thread per worker, balance time, the "
+      "median of 3 runs per row\n");
+  s.repeat = 0;
+  EXPECT_THROW(validate(s), InvalidArgument);
+  s.repeat = 1;
+  s.timeoutS = 0;
+  EXPECT_THROW(validate(s), InvalidArgument);
+  EXPECT_EQ(parallelHeader().rfind("layout ", 0), 0u);
+  ParallelResult r = pipelineRow("1f1b", 8, 1000, 0.3, 0.25, 4 << 20);
+  r.config.name = "pp=2 1f1b m=8";
+  r.figures.balance = {3, 3};
+  const std::string row = parallelRow(r);
+  EXPECT_EQ(row.rfind("pp=2 1f1b m=8 ", 0), 0u) << row;
+  EXPECT_NE(row.find(" 30.0% "), std::string::npos) << row;  // the bubble
+  EXPECT_NE(row.find(" 25.0% "), std::string::npos) << row;  // its formula
+  EXPECT_NE(row.find(" 4.0 "), std::string::npos) << row;    // activations, MiB
+  EXPECT_NE(row.find("  3,3\n"), std::string::npos) << row;
+  const nlohmann::json j = parallelRowJson(r);
+  EXPECT_EQ(j["schedule"], "1f1b");
+  EXPECT_EQ(j["micro_batches"], 8);
+  EXPECT_TRUE(j["vit_width"].is_null());
+  EXPECT_TRUE(j["stage_times_bubble"].is_null());
+  EXPECT_DOUBLE_EQ(j["bubble"].get<double>(), 0.3);
+  const std::vector<TargetCheck> checks = evaluateParallelTargets("vit", {r});
+  ASSERT_EQ(checks.size(), 1u);
+  const nlohmann::json summary = parallelSummaryJson(checks);
+  EXPECT_EQ(summary["summary"], true);
+  EXPECT_EQ(summary["targets"][0]["name"], "bubble 1f1b m=8");
+  EXPECT_EQ(summary["targets"][0]["status"], "MISS");
+  EXPECT_NE(parallelSummaryText(checks).find("\ntargets (vit):\n"), std::string::npos);
 }
 
 }  // namespace

@@ -352,6 +352,47 @@ TEST(BenchPsReport, LaunchedThroughputIsOneFlatRow) {
   EXPECT_NE(settings.find("--no-replication"), std::string::npos) << settings;
 }
 
+TEST(BenchPsParse, LaunchedFlagsFitTheJob) {
+  EXPECT_NO_THROW(checkLaunchedPart(PsBenchPart::kThroughput));
+  EXPECT_THROW(checkLaunchedPart(PsBenchPart::kAll), InvalidArgument);
+  PsBenchFlags f;
+  EXPECT_NO_THROW(checkLaunchedFlags(f, 2));  // nothing given: the job's servers and ranks
+  f.serversGiven = true;
+  f.servers = "1,2";
+  EXPECT_THROW(checkLaunchedFlags(f, 2), InvalidArgument);
+  f.servers = "2";
+  f.throughput.servers = {2};
+  EXPECT_NO_THROW(checkLaunchedFlags(f, 2));
+  EXPECT_THROW(checkLaunchedFlags(f, 3), InvalidArgument);
+  f.workersGiven = true;
+  EXPECT_THROW(checkLaunchedFlags(f, 2), InvalidArgument);
+}
+
+TEST(BenchPsFigures, AccuracyRowFromARunsRecords) {
+  AccuracySettings s;
+  s.target = 0.85;
+  AccuracyRow r;
+  readAccuracyRecords(
+      r, s,
+      {R"({"step": 50, "time_s": 4, "test_acc": 0.8})", R"({"step": 100, "time_s": 8, "test_acc": 0.86})"},
+      {R"({"epoch":1,"samples_per_s":1000,"seconds":10,"steps":100,"staleness":[5,3],"clock_wait_s":0.5})"},
+      "/runs/a/eval.jsonl");
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.tta.reached);
+  EXPECT_EQ(r.tta.step, 100);
+  EXPECT_DOUBLE_EQ(r.samplesPerS, 100.0 * 128 / 8);
+  EXPECT_TRUE(r.totals.hasStaleness);
+  AccuracyRow none;
+  readAccuracyRecords(none, s, {""}, {}, "/runs/b/eval.jsonl");
+  EXPECT_FALSE(none.ok);
+  EXPECT_EQ(none.error,
+            "the run wrote no evaluations to /runs/b/eval.jsonl (it needs a gyre train with --eval-every)");
+  AccuracyRow bad;
+  readAccuracyRecords(bad, s, {"{"}, {}, "/runs/c/eval.jsonl");
+  EXPECT_FALSE(bad.ok);
+  EXPECT_NE(bad.error.find("eval.jsonl line"), std::string::npos) << bad.error;
+}
+
 }  // namespace
 }  // namespace gyre::app
 #endif

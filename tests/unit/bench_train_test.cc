@@ -1,11 +1,14 @@
-// `gyre bench train`'s plan, figures and targets (bench/cli/bench_train_plan.h), without running
-// anything. The gyre tool's sources are only on the include path when it is built
+// `gyre bench train`'s plan, figures, targets and report (bench/cli/bench_train_plan.h,
+// bench_train_report.h) and the machine check it shares (bench/common/bench_machine.h), without
+// running anything. The gyre tool's sources are only on the include path when it is built
 // (GYRE_BUILD_APPS, gyre_bench); without it this file has no tests.
 #if __has_include("bench_train_plan.h")
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "bench_machine.h"
 #include "bench_train_plan.h"
 #include "bench_train_report.h"
 #include "gyre/errors.h"
@@ -242,6 +245,112 @@ TEST(BenchTrainReport, TableAndJson) {
   EXPECT_EQ(s["skip"], 3);  // E(2), best plain, DDP
   EXPECT_EQ(targetsTally(checks), "0 PASS, 0 MISS, 3 SKIP");
   EXPECT_NE(targetsText(checks).find("skipped: why"), std::string::npos);
+}
+
+TEST(BenchTrainPlan, SettingsFromFlags) {
+  TrainBenchFlags f;
+  f.models = "cnn";
+  f.np = "1,4";
+  f.baseline = "ddp";
+  const TrainBenchSettings s = trainSettingsFrom(f);
+  EXPECT_EQ(s.models, (std::vector<std::string>{"cnn"}));
+  EXPECT_EQ(s.worlds, (std::vector<int>{1, 4}));
+  EXPECT_TRUE(s.ddp);
+  f.repeat = 0;
+  EXPECT_THROW(trainSettingsFrom(f), InvalidArgument);
+  f.repeat = 1;
+  f.timeoutS = 0;
+  EXPECT_THROW(trainSettingsFrom(f), InvalidArgument);
+}
+
+// Whether `argv` has `flag` followed by `value`.
+bool hasFlagValue(const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+  for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+    if (argv[i] == flag && argv[i + 1] == value) return true;
+  return false;
+}
+
+TEST(BenchTrainPlan, RunCommandLines) {
+  TrainBenchFlags f;
+  f.compression = "fp16";
+  f.shardOptimizer = true;
+  f.dataDir = "/data";
+  const TrainPrograms p{"/bin/gyre", "/bin/worker", "/usr/bin/python3", "/bin/ddp.py", ""};
+  TrainConfig c;
+  c.model = "mlp";
+  c.runner = TrainRunner::kGyre;
+  c.world = 2;
+  c.globalBatch = 128;
+  c.steps = 900;
+  c.skip = 5;
+  const std::vector<std::string> gyre = trainRunArgv(c, f, p);
+  ASSERT_GT(gyre.size(), 9u);
+  EXPECT_EQ(std::vector<std::string>(gyre.begin(), gyre.begin() + 9),
+            (std::vector<std::string>{"/bin/gyre", "run", "--np", "2", "--threads", "1", "--no-tag-output",
+                                      "--", "/bin/worker"}));
+  EXPECT_TRUE(hasFlagValue(gyre, "--epochs", "2"));  // 468 steps of batch 128 at most per epoch
+  EXPECT_TRUE(hasFlagValue(gyre, "--max-steps", "450"));
+  EXPECT_TRUE(hasFlagValue(gyre, "--lr", "0.05"));
+  EXPECT_TRUE(hasFlagValue(gyre, "--data-dir", "/data"));
+  EXPECT_TRUE(hasFlagValue(gyre, "--skip-steps", "5"));
+  EXPECT_TRUE(hasFlagValue(gyre, "--compression", "fp16"));
+  EXPECT_EQ(gyre.back(), "--shard-optimizer");
+  c.runner = TrainRunner::kPlain;
+  c.world = 1;
+  const std::vector<std::string> plain = trainRunArgv(c, f, p);
+  EXPECT_EQ(plain[0], "/bin/worker");
+  EXPECT_EQ(plain[1], "--plain");
+  EXPECT_EQ(std::find(plain.begin(), plain.end(), "--compression"), plain.end());
+  c.runner = TrainRunner::kDdp;
+  c.world = 2;
+  const std::vector<std::string> ddp = trainRunArgv(c, f, p);
+  ASSERT_GT(ddp.size(), 8u);
+  EXPECT_EQ(std::vector<std::string>(ddp.begin(), ddp.begin() + 8),
+            (std::vector<std::string>{"/usr/bin/python3", "/bin/ddp.py", "--world", "2", "--skip-steps", "5",
+                                      "--model", "mlp"}));
+  EXPECT_EQ(std::find(ddp.begin(), ddp.end(), "--json"), ddp.end());
+  EXPECT_EQ(threadEnvironment({2, 3}),
+            (std::vector<std::pair<std::string, std::string>>{{"OPENBLAS_NUM_THREADS", "3"},
+                                                              {"OMP_NUM_THREADS", "3"},
+                                                              {"MKL_NUM_THREADS", "3"},
+                                                              {"GYRE_NUM_THREADS", "2"}}));
+}
+
+TEST(BenchTrainReport, RepeatsWarningsAndSummary) {
+  TrainConfig c;
+  c.model = "mlp";
+  c.runner = TrainRunner::kGyre;
+  c.world = 2;
+  std::vector<RunFigures> runs(3);
+  runs[0].samplesPerS = 10, runs[1].samplesPerS = 30, runs[2].samplesPerS = 20;
+  ConfigResult r = resultOf(c, runs, Pick::kBest);
+  EXPECT_DOUBLE_EQ(r.figures.samplesPerS, 30);
+  EXPECT_EQ(r.runSamplesPerS, (std::vector<double>{10, 30, 20}));
+  EXPECT_DOUBLE_EQ(resultOf(c, runs, Pick::kMedian).figures.samplesPerS, 20);
+  EXPECT_EQ(threadsWarning(r), "");  // the process reported no threads
+  r.figures.torchThreads = 2, r.figures.blasThreads = 1;
+  EXPECT_EQ(threadsWarning(r),
+            "warning: mlp gyre asked for torch 1 blas 1 threads; the process reported 2 and 1\n");
+
+  TrainBenchFlags f;
+  f.repeat = 3;
+  f.pick = "median";
+  f.compression = "bf16";
+  const TrainReportContext ctx = trainReportContext(f, BenchMachine{4, 8, 0.5});
+  EXPECT_EQ(ctx.pick, Pick::kMedian);
+  EXPECT_EQ(ctx.compression, "bf16");
+  EXPECT_EQ(ctx.usableCores, 4);
+  EXPECT_DOUBLE_EQ(ctx.loadAverage, 0.5);
+  EXPECT_EQ(summaryText({}, ctx, 128),
+            "\nsummary (global batch 128; median of 3 runs per configuration)\n0 PASS, 0 MISS, 0 SKIP\n");
+}
+
+TEST(BenchMachine, BusyWhenTheLoadExceedsHalfTheCores) {
+  EXPECT_EQ(busyWarning(BenchMachine{2, 2, 1.0}), "");
+  EXPECT_EQ(busyWarning(BenchMachine{2, 2, -1}), "");  // unknown
+  EXPECT_EQ(busyWarning(BenchMachine{2, 4, 1.5}, "; advice"),
+            "warning: the machine is busy (load average 1.50 on 2 cores): the figures will be low and noisy; "
+            "advice\n");
 }
 
 }  // namespace
