@@ -30,7 +30,7 @@ GYRE_RT_METHOD(Tally, report);
 }  // namespace
 
 int main() {
-  gyre::rt::RuntimeOptions options = gyre::rt::runtimeOptionsFromEnvironment();
+  gyre::rt::RuntimeOptions options = gyre::rt::RuntimeOptions::fromEnvironment();
   gyre::rt::Runtime rt(options);
   if (rt.rank() != 0) {  // serve until rank 0 is done
     options.store->get("example/done", std::chrono::minutes(5));

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   try {
     gyre::rl::validateRlOptions(o);
     gyre::rl::setComputeThreads(1);
-    gyre::rt::RuntimeOptions ro = gyre::rt::runtimeOptionsFromEnvironment();
+    gyre::rt::RuntimeOptions ro = gyre::rt::RuntimeOptions::fromEnvironment();
     const std::shared_ptr<gyre::Store> store = ro.store;
     if (o.runDir.empty()) o.runDir = ".";
     fs::create_directories(o.runDir);

@@ -23,7 +23,7 @@ int runRtBench(const RtBenchSettings& f) {
   std::shared_ptr<Store> store;
   try {
     if (f.acrossHosts) {
-      const rt::RuntimeOptions o = rt::runtimeOptionsFromEnvironment();
+      const rt::RuntimeOptions o = rt::RuntimeOptions::fromEnvironment();
       checkAcrossHostsJob(o.size);
       launched = std::make_unique<rt::Runtime>(o);
       store = o.store;

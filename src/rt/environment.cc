@@ -7,7 +7,7 @@
 
 namespace gyre::rt {
 
-RuntimeOptions runtimeOptionsFromEnvironment() {
+RuntimeOptions RuntimeOptions::fromEnvironment() {
   auto env = config::processEnvironment();
   config::checkEnvironment(env);
   LaunchInfo info = detectLaunch(env);

@@ -119,7 +119,7 @@ int drive(gyre::rt::Runtime& rt) {
 
 int main() {
   try {
-    gyre::rt::RuntimeOptions o = gyre::rt::runtimeOptionsFromEnvironment();
+    gyre::rt::RuntimeOptions o = gyre::rt::RuntimeOptions::fromEnvironment();
     o.threads = 2;
     gyre::rt::Runtime rt(o);
     if (rt.rank() != 0) {

@@ -81,8 +81,9 @@ TEST(BenchComm, FiguresTableAndJson) {
   EXPECT_DOUBLE_EQ(base.samplesPerS, 100 * 60 / 6.0);
   EXPECT_DOUBLE_EQ(base.bytesPerStep, 1000);
   EXPECT_DOUBLE_EQ(*base.finalAcc, 0.86);
-  CommRow fast = parseCommRun(s, {"powersgd:4", "auto"}, {R"({"step": 40, "time_s": 2.0, "test_acc": 0.81})"},
-                              {R"({"samples_per_s": 1, "seconds": 2, "steps": 40, "bytes_per_step": 50})"});
+  CommRow fast =
+      parseCommRun(s, {"powersgd:4", "auto"}, {R"({"step": 40, "time_s": 2.0, "test_acc": 0.81})"},
+                   {R"({"epoch": 1, "samples_per_s": 1, "seconds": 2, "steps": 40, "bytes_per_step": 50})"});
   const std::string row = commRowText(fast, &base);
   EXPECT_NE(row.find("powersgd:4"), std::string::npos) << row;
   EXPECT_NE(row.find("2.00x"), std::string::npos) << row;  // 4 s against 2 s

@@ -124,7 +124,16 @@ TEST(BenchParallel, EpochLinesGiveTheRowsFigures) {
   EXPECT_DOUBLE_EQ(*both.bubble, (0.3 * 1 + 0.6 * 3) / 4);  // weighted by time
   EXPECT_DOUBLE_EQ(*both.stageTimesBubble, (0.25 * 1 + 0.45 * 3) / 4);
   EXPECT_DOUBLE_EQ(both.run.samplesPerS, (1000.0 * 1 + 2000.0 * 3) / 4);
-  EXPECT_THROW(parseParallelLine(R"({"samples_per_s":1,"seconds":1,"steps":1})"), Error);  // no memory fields
+  // An epoch record (train/records.h) with a field of the wrong type; one without the memory
+  // fields (written before they existed) reads them as unknown.
+  EXPECT_THROW(parseParallelLine(R"({"epoch":1,"samples_per_s":1,"seconds":1,"peak_rss_bytes":"big"})"),
+               Error);
+  const std::optional<ParallelFigures> old =
+      parseParallelLine(R"({"epoch":1,"samples_per_s":1,"seconds":1,"steps":1})");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->peakRssBytes, 0);
+  EXPECT_FALSE(old->modelStateBytes);
+  EXPECT_FALSE(old->bubble);
 }
 
 TEST(BenchParallel, TargetsCompareWithTheFormulaAndOneWorker) {

@@ -58,15 +58,15 @@ struct RuntimeOptions {
   // ::memoryBytes): 0 cpus means its worker threads; 0 bytes, this host's physical memory.
   double cpus = 0;
   std::int64_t memoryBytes = 0;
-};
 
-// The options of this process under a launcher (`gyre run`, mpirun, Slurm, torchrun; see
-// docs/launching.md): rank and size, the job's store and secret, and the address to listen on
-// (GYRE_IFACE; loopback when every process is on this host; else this host's first address that
-// is not loopback). Without launcher variables: a runtime of one. Under torchrun and Slurm rank 0
-// hosts the store, so a program that also calls gyre::init() there passes init's store instead.
-// Throws InvalidArgument for a malformed variable, and what opening the store throws.
-RuntimeOptions runtimeOptionsFromEnvironment();
+  // The options of this process under a launcher (`gyre run`, mpirun, Slurm, torchrun; see
+  // docs/launching.md): rank and size, the job's store and secret, and the address to listen on
+  // (GYRE_IFACE; loopback when every process is on this host; else this host's first address that
+  // is not loopback). Without launcher variables: a runtime of one. Under torchrun and Slurm rank 0
+  // hosts the store, so a program that also calls gyre::init() there passes init's store instead.
+  // Throws InvalidArgument for a malformed variable, and what opening the store throws.
+  static RuntimeOptions fromEnvironment();
+};
 
 // Where a task runs: the process of rank `rank`, or (-1) the next live process in turn, this one
 // included. A task placed in turn whose process is lost before it answers runs again on another
