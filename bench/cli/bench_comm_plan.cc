@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "gyre/errors.h"
 #include "gyre/types.h"
+#include "train/options.h"
 #include "train/records.h"
 
 namespace gyre::app {
@@ -110,12 +111,21 @@ std::vector<std::string> commRunArguments(const CommSettings& s, const CommRun& 
     args.insert(args.end(), {"-np", std::to_string(s.np > 0 ? s.np : 2)});
   }
   args.insert(args.end(), {"--no-tag-output", "--timeout", fmt::format("{}", s.runTimeoutS), "--", worker});
-  args.insert(args.end(), {"--model", s.model, "--epochs", std::to_string(s.epochs), "--max-steps",
-                           std::to_string(s.maxSteps), "--batch", std::to_string(s.batch), "--seed",
-                           std::to_string(s.seed), "--threads", std::to_string(s.threads)});
-  args.insert(args.end(), {"--compression", run.compression, "--allreduce", run.algorithm, "--eval-every",
-                           std::to_string(s.evalEvery), "--run-dir", runDir, "--progress", "off"});
-  if (!s.dataDir.empty()) args.insert(args.end(), {"--data-dir", s.dataDir});
+  train::TrainOptions o;
+  o.model = s.model;
+  o.epochs = s.epochs;
+  o.maxSteps = s.maxSteps;
+  o.batch = s.batch;
+  o.seed = static_cast<std::uint64_t>(s.seed);
+  o.threads = s.threads;
+  o.compression = run.compression;
+  o.allreduce = run.algorithm;
+  o.evalEvery = s.evalEvery;
+  o.runDir = runDir;
+  o.progress = "off";
+  o.dataDir = s.dataDir;
+  const std::vector<std::string> flags = train::changedArguments(o, train::FlagScope::kWorker);
+  args.insert(args.end(), flags.begin(), flags.end());
   return args;
 }
 

@@ -52,22 +52,26 @@ TargetCheck throughputRatio(const std::string& model, const std::string& name, c
 
 }  // namespace
 
+void ParallelConfig::apply(train::TrainOptions& o, const std::string& balance) const {
+  if (pp > 1) {
+    o.pp = pp;
+    o.schedule = schedule;
+    o.microBatches = microBatches;
+    o.balance = balance;
+  }
+  o.virtualStages = virtualStages;
+  o.zero = zero;
+  o.tp = tp;
+  if (vitWidth > 0) {
+    o.vitWidth = vitWidth;
+    o.vitHeads = 8;
+  }
+}
+
 std::vector<std::string> ParallelConfig::flags(const std::string& balance) const {
-  std::vector<std::string> out;
-  if (pp > 1)
-    out = {"--pp",
-           std::to_string(pp),
-           "--schedule",
-           schedule,
-           "--micro-batches",
-           std::to_string(microBatches),
-           "--balance",
-           balance};
-  if (virtualStages > 1) out.insert(out.end(), {"--virtual-stages", std::to_string(virtualStages)});
-  if (zero > 0) out.insert(out.end(), {"--zero", std::to_string(zero)});
-  if (tp > 1) out.insert(out.end(), {"--tp", std::to_string(tp)});
-  if (vitWidth > 0) out.insert(out.end(), {"--vit-width", std::to_string(vitWidth), "--vit-heads", "8"});
-  return out;
+  train::TrainOptions o;
+  apply(o, balance);
+  return train::changedArguments(o, train::FlagScope::kWorker);
 }
 
 std::vector<int> parseMicroBatchList(const std::string& text) {
@@ -161,11 +165,19 @@ std::vector<std::string> parallelRunArguments(const ParallelBenchSettings& s, co
   const EpochSplit split = splitSteps(s.steps, batch);
   std::vector<std::string> args = {
       "run", "--np", std::to_string(c.world), "--threads", "1", "--no-tag-output", "--", worker};
-  args.insert(args.end(), {"--model", s.model, "--epochs", std::to_string(split.epochs), "--max-steps",
-                           std::to_string(split.stepsPerEpoch), "--batch", std::to_string(batch)});
-  args.insert(args.end(), {"--skip-steps", std::to_string(s.skip), "--threads", "1", "--no-eval", "--json",
-                           "--progress", "off"});
-  for (std::string& flag : c.flags(s.balance)) args.push_back(std::move(flag));
+  train::TrainOptions o;
+  o.model = s.model;
+  o.epochs = split.epochs;
+  o.maxSteps = split.stepsPerEpoch;
+  o.batch = batch;
+  o.skipSteps = s.skip;
+  o.threads = 1;
+  o.eval = false;
+  o.json = true;
+  o.progress = "off";
+  c.apply(o, s.balance);
+  const std::vector<std::string> flags = train::changedArguments(o, train::FlagScope::kWorker);
+  args.insert(args.end(), flags.begin(), flags.end());
   return args;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bench_train_plan.h"  // TargetCheck, EpochSplit
+#include "train/options.h"
 
 namespace gyre::app {
 
@@ -29,7 +30,10 @@ struct ParallelConfig {
   int vitWidth = 0;
   int batch = 0;
 
-  // The flags after gyre_train_worker's common ones.
+  // Sets the layout's fields of gyre train's options (--pp, --schedule, --micro-batches,
+  // --balance, --virtual-stages, --zero, --tp, the vit's width and heads).
+  void apply(train::TrainOptions& o, const std::string& balance) const;
+  // Those flags alone, as a worker gets them (train::changedArguments).
   std::vector<std::string> flags(const std::string& balance) const;
 };
 

@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
+#include "train/options.h"
 
 namespace gyre::app {
 namespace {
@@ -168,21 +169,29 @@ std::vector<AccuracyRun> planAccuracyRuns(const AccuracySettings& s) {
 
 std::vector<std::string> trainArguments(const AccuracySettings& s, const AccuracyRun& run,
                                         const std::string& runDir) {
-  auto number = [](double v) { return fmt::format("{}", v); };
-  std::vector<std::string> args = {"train",  "--model", s.model, "--np", std::to_string(s.np),
-                                   "--mode", run.mode};
-  args.insert(args.end(), {"--epochs", std::to_string(s.epochs), "--max-steps", std::to_string(s.maxSteps),
-                           "--batch", std::to_string(s.batch), "--seed", std::to_string(s.seed)});
-  args.insert(args.end(),
-              {"--eval-every", std::to_string(s.evalEvery), "--run-dir", runDir, "--progress", "off"});
-  if (isPsMode(run.mode)) args.insert(args.end(), {"--servers", std::to_string(s.servers)});
-  if (run.straggler)
-    args.insert(args.end(), {"--straggler-rank", std::to_string(s.stragglerRank), "--straggler-factor",
-                             number(s.stragglerFactor)});
-  if (s.threads > 0) args.insert(args.end(), {"--threads", std::to_string(s.threads)});
-  if (s.lr) args.insert(args.end(), {"--lr", number(*s.lr)});
-  if (s.momentum) args.insert(args.end(), {"--momentum", number(*s.momentum)});
-  if (!s.dataDir.empty()) args.insert(args.end(), {"--data-dir", s.dataDir});
+  train::TrainOptions o;
+  o.model = s.model;
+  o.np = s.np;
+  o.mode = run.mode;
+  o.epochs = s.epochs;
+  o.maxSteps = s.maxSteps;
+  o.batch = s.batch;
+  o.seed = static_cast<std::uint64_t>(s.seed);
+  o.evalEvery = s.evalEvery;
+  o.runDir = runDir;
+  o.progress = "off";
+  if (isPsMode(run.mode)) o.servers = s.servers;
+  if (run.straggler) {
+    o.stragglerRank = s.stragglerRank;
+    o.stragglerFactor = s.stragglerFactor;
+  }
+  o.threads = s.threads;
+  if (s.lr) o.lr = *s.lr;
+  if (s.momentum) o.momentum = *s.momentum;
+  o.dataDir = s.dataDir;
+  std::vector<std::string> args = {"train"};
+  const std::vector<std::string> flags = train::changedArguments(o, train::FlagScope::kLauncher);
+  args.insert(args.end(), flags.begin(), flags.end());
   return args;
 }
 

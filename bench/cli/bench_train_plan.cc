@@ -10,6 +10,7 @@
 #include "bench_lists.h"
 #include "common/check.h"
 #include "gyre/errors.h"
+#include "train/options.h"
 #include "train/records.h"
 
 namespace gyre::app {
@@ -184,21 +185,21 @@ EpochSplit splitSteps(int steps, int globalBatch) {
 std::vector<std::string> trainRunArgv(const TrainConfig& c, const TrainBenchFlags& f,
                                       const TrainPrograms& p) {
   const EpochSplit split = splitSteps(c.steps, c.globalBatch);
-  std::vector<std::string> common = {"--model",     c.model,
-                                     "--epochs",    std::to_string(split.epochs),
-                                     "--max-steps", std::to_string(split.stepsPerEpoch),
-                                     "--batch",     std::to_string(c.globalBatch),
-                                     "--lr",        fmt::format("{}", f.lr),
-                                     "--momentum",  fmt::format("{}", f.momentum),
-                                     "--seed",      std::to_string(f.seed),
-                                     "--threads",   std::to_string(c.threads.torch)};
-  if (!f.dataDir.empty()) common.insert(common.end(), {"--data-dir", f.dataDir});
-
   std::vector<std::string> argv;
   if (c.runner == TrainRunner::kDdp) {
-    argv = {p.python,       p.ddpScript,           "--world", std::to_string(c.world),
-            "--skip-steps", std::to_string(c.skip)};
-    argv.insert(argv.end(), common.begin(), common.end());
+    // The DDP script's own flags (bench/ddp_train.py), all given: its defaults are not gyre's.
+    argv = {p.python,       p.ddpScript,
+            "--world",      std::to_string(c.world),
+            "--skip-steps", std::to_string(c.skip),
+            "--model",      c.model,
+            "--epochs",     std::to_string(split.epochs),
+            "--max-steps",  std::to_string(split.stepsPerEpoch),
+            "--batch",      std::to_string(c.globalBatch),
+            "--lr",         fmt::format("{}", f.lr),
+            "--momentum",   fmt::format("{}", f.momentum),
+            "--seed",       std::to_string(f.seed),
+            "--threads",    std::to_string(c.threads.torch)};
+    if (!f.dataDir.empty()) argv.insert(argv.end(), {"--data-dir", f.dataDir});
     return argv;
   }
   if (c.runner == TrainRunner::kGyre && c.world > 1)
@@ -211,12 +212,25 @@ std::vector<std::string> trainRunArgv(const TrainConfig& c, const TrainBenchFlag
             "--no-tag-output",
             "--"};
   argv.push_back(p.worker);
-  if (c.runner == TrainRunner::kPlain) argv.emplace_back("--plain");
-  argv.insert(argv.end(), common.begin(), common.end());
-  argv.insert(argv.end(),
-              {"--skip-steps", std::to_string(c.skip), "--no-eval", "--json", "--progress", "off"});
-  if (c.runner == TrainRunner::kGyre) argv.insert(argv.end(), {"--compression", f.compression});
-  if (c.runner == TrainRunner::kGyre && c.world > 1 && f.shardOptimizer) argv.push_back("--shard-optimizer");
+  train::TrainOptions o;
+  o.plain = c.runner == TrainRunner::kPlain;
+  o.model = c.model;
+  o.epochs = split.epochs;
+  o.maxSteps = split.stepsPerEpoch;
+  o.batch = c.globalBatch;
+  o.lr = f.lr;
+  o.momentum = f.momentum;
+  o.seed = static_cast<std::uint64_t>(f.seed);
+  o.threads = c.threads.torch;
+  o.dataDir = f.dataDir;
+  o.skipSteps = c.skip;
+  o.eval = false;
+  o.json = true;
+  o.progress = "off";
+  if (c.runner == TrainRunner::kGyre) o.compression = f.compression;
+  o.shardOptimizer = c.runner == TrainRunner::kGyre && c.world > 1 && f.shardOptimizer;
+  const std::vector<std::string> flags = train::changedArguments(o, train::FlagScope::kWorker);
+  argv.insert(argv.end(), flags.begin(), flags.end());
   return argv;
 }
 

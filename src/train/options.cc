@@ -199,23 +199,45 @@ void checkGivenTogether(const CLI::App& app) {
   }
 }
 
+namespace {
+
+// `f`'s arguments for `o`'s value: none for a bool at its flag's opposite or an empty string.
+void appendArguments(std::vector<std::string>& argv, const TrainFlag& f, const TrainOptions& o) {
+  std::visit(
+      [&](auto member) {
+        using T = std::remove_cvref_t<decltype(o.*member)>;
+        const T& value = o.*member;
+        if constexpr (std::is_same_v<T, bool>) {
+          if (value != f.negated) argv.emplace_back(f.name);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (!value.empty()) argv.insert(argv.end(), {std::string(f.name), value});
+        } else {
+          argv.insert(argv.end(), {std::string(f.name), text(value)});
+        }
+      },
+      f.field);
+}
+
+bool sameValue(const TrainFlag& f, const TrainOptions& a, const TrainOptions& b) {
+  return std::visit([&](auto member) { return a.*member == b.*member; }, f.field);
+}
+
+}  // namespace
+
 std::vector<std::string> workerArguments(const TrainOptions& o) {
   std::vector<std::string> argv;
+  for (const TrainFlag& f : trainFlags())
+    if (f.scope == FlagScope::kBoth && f.forwarded) appendArguments(argv, f, o);
+  return argv;
+}
+
+std::vector<std::string> changedArguments(const TrainOptions& o, FlagScope program) {
+  const TrainOptions defaults;
+  std::vector<std::string> argv;
   for (const TrainFlag& f : trainFlags()) {
-    if (f.scope != FlagScope::kBoth || !f.forwarded) continue;
-    std::visit(
-        [&](auto member) {
-          using T = std::remove_cvref_t<decltype(o.*member)>;
-          const T& value = o.*member;
-          if constexpr (std::is_same_v<T, bool>) {
-            if (value != f.negated) argv.emplace_back(f.name);
-          } else if constexpr (std::is_same_v<T, std::string>) {
-            if (!value.empty()) argv.insert(argv.end(), {std::string(f.name), value});
-          } else {
-            argv.insert(argv.end(), {std::string(f.name), text(value)});
-          }
-        },
-        f.field);
+    const bool takes = program == FlagScope::kWorker ? f.scope == FlagScope::kBoth && f.forwarded
+                                                     : f.scope != FlagScope::kWorker;
+    if (takes && !sameValue(f, o, defaults)) appendArguments(argv, f, o);
   }
   return argv;
 }

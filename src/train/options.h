@@ -210,6 +210,11 @@ void checkGivenTogether(const CLI::App& app);
 // The arguments that give a worker `o`'s values of every forwarded flag (strings when not empty,
 // bool flags when they differ from the default).
 std::vector<std::string> workerArguments(const TrainOptions& o);
+// The shortest command line for `o`: the arguments of the flags whose value differs from
+// TrainOptions{}'s, in the table's order. kWorker: what gyre_train_worker takes (the forwarded
+// flags); kLauncher: what `gyre train` takes (its own flags and the forwarded ones). How a
+// program that starts training jobs (gyre bench) says what they do, without naming flags itself.
+std::vector<std::string> changedArguments(const TrainOptions& o, FlagScope program);
 
 // Throws InvalidArgument, with the same message whichever program was given the flag, when a
 // flag's value is out of its bound or not one of its choices, or when flags that cannot go

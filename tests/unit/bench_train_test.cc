@@ -290,16 +290,17 @@ TEST(BenchTrainPlan, RunCommandLines) {
                                       "--", "/bin/worker"}));
   EXPECT_TRUE(hasFlagValue(gyre, "--epochs", "2"));  // 468 steps of batch 128 at most per epoch
   EXPECT_TRUE(hasFlagValue(gyre, "--max-steps", "450"));
-  EXPECT_TRUE(hasFlagValue(gyre, "--lr", "0.05"));
+  // The worker's arguments are those that differ from gyre train's defaults (lr 0.05 is one).
+  EXPECT_EQ(std::find(gyre.begin(), gyre.end(), "--lr"), gyre.end());
   EXPECT_TRUE(hasFlagValue(gyre, "--data-dir", "/data"));
   EXPECT_TRUE(hasFlagValue(gyre, "--skip-steps", "5"));
   EXPECT_TRUE(hasFlagValue(gyre, "--compression", "fp16"));
-  EXPECT_EQ(gyre.back(), "--shard-optimizer");
+  EXPECT_NE(std::find(gyre.begin(), gyre.end(), "--shard-optimizer"), gyre.end());
   c.runner = TrainRunner::kPlain;
   c.world = 1;
   const std::vector<std::string> plain = trainRunArgv(c, f, p);
   EXPECT_EQ(plain[0], "/bin/worker");
-  EXPECT_EQ(plain[1], "--plain");
+  EXPECT_NE(std::find(plain.begin(), plain.end(), "--plain"), plain.end());
   EXPECT_EQ(std::find(plain.begin(), plain.end(), "--compression"), plain.end());
   c.runner = TrainRunner::kDdp;
   c.world = 2;
