@@ -235,8 +235,8 @@ std::vector<std::string> changedArguments(const TrainOptions& o, FlagScope progr
   const TrainOptions defaults;
   std::vector<std::string> argv;
   for (const TrainFlag& f : trainFlags()) {
-    const bool takes = program == FlagScope::kWorker ? f.scope == FlagScope::kBoth && f.forwarded
-                                                     : f.scope != FlagScope::kWorker;
+    const bool takes = f.scope == program || (f.scope == FlagScope::kBoth &&
+                                              (program == FlagScope::kLauncher || f.forwarded));
     if (takes && !sameValue(f, o, defaults)) appendArguments(argv, f, o);
   }
   return argv;

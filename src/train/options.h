@@ -211,8 +211,8 @@ void checkGivenTogether(const CLI::App& app);
 // bool flags when they differ from the default).
 std::vector<std::string> workerArguments(const TrainOptions& o);
 // The shortest command line for `o`: the arguments of the flags whose value differs from
-// TrainOptions{}'s, in the table's order. kWorker: what gyre_train_worker takes (the forwarded
-// flags); kLauncher: what `gyre train` takes (its own flags and the forwarded ones). How a
+// TrainOptions{}'s, in the table's order. kWorker: what gyre_train_worker takes (its own flags
+// and the forwarded ones); kLauncher: what `gyre train` takes (its own flags and the forwarded ones). How a
 // program that starts training jobs (gyre bench) says what they do, without naming flags itself.
 std::vector<std::string> changedArguments(const TrainOptions& o, FlagScope program);
 

@@ -95,7 +95,7 @@ std::optional<double> Trainer::epochLoss(int epoch) const {
   std::int64_t count = 0;
   std::istringstream in(stepsText_);
   for (std::string line; std::getline(in, line);) {
-    const std::optional<StepRecord> step = parseStepRecord(line);  // this run's own lines
+    const std::optional<train::StepRecord> step = parseStepRecord(line);  // this run's own lines
     if (!step || step->epoch != epoch) continue;
     sum += step->loss;
     ++count;

@@ -229,9 +229,10 @@ TEST(GyreTune, BadInputStopsTheExperimentBeforeAnyTrialWithAMessage) {
   EXPECT_NE(
       errorOf({"--param", "x=uniform:0:1", "--scheduler", "bohb"}, trial, 2).find("unknown --scheduler bohb"),
       std::string::npos);
-  // A metric that no trial reports: an error after the first report, not "best = none".
+  // A metric that no trial reports: an error after the first report, not "best = none". One slot:
+  // trials run one at a time, so trial 0's report is the first.
   const test::ProgramRun run =
-      tune({"--param", "x=grid:0.3,0.4", "--metric", "accuracy", "--dir", dir.path() + "/m"},
+      tune({"--param", "x=grid:0.3,0.4", "--metric", "accuracy", "--slots", "1", "--dir", dir.path() + "/m"},
            {trialProgram(), "--x", "{x}", "--iterations", "3"});
   EXPECT_EQ(run.exitCode, 1) << run.describe();
   EXPECT_NE(run.err.find(

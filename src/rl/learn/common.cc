@@ -81,7 +81,7 @@ void Evaluation::start(const Publisher& weights) {
 }
 
 double Evaluation::finished() {
-  if (!running_ || !running_->ready()) return -std::numeric_limits<double>::infinity();
+  if (!running_ || !running_->isCompleted()) return -std::numeric_limits<double>::infinity();
   const double r = running_->get();
   running_.reset();
   return r;

@@ -181,7 +181,7 @@ RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
   while (!progress.over()) {
     bool busy = false;
     for (std::size_t i = 0; i < actors.size(); ++i) {
-      if (inflight[i] && inflight[i]->ready()) {
+      if (inflight[i] && inflight[i]->isCompleted()) {
         busy = true;
         try {
           Trajectory tr = inflight[i]->get();
