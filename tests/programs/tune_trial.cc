@@ -8,7 +8,8 @@
 // peaks at x = 0.3, y = 2 and is the same for every iteration: the ranking of configurations
 // never changes, so a scheduler that stops early loses nothing. The state (the iteration and a
 // running sum) is saved in checkpoint_dir/state before each report and restored when
-// startIteration() > 0; state mismatching the start iteration fails the run. --fail-at K exits 3
+// startIteration() > 0 (a state newer than the start has its iteration reported again); a state
+// older than the start iteration fails the run. --fail-at K exits 3
 // after reporting iteration K the first time the trial gets there (a marker file in the trial
 // directory remembers), --always-fail exits 4 at once.
 #include <unistd.h>
@@ -76,6 +77,16 @@ int main(int argc, char** argv) {
       return 5;
     }
   }
+  const auto reportIteration = [&](int i, double score) {
+    if (noMetric) {
+      gyre::tune::report({{"other", score}}, i);
+    } else {
+      gyre::tune::report({{"score", score}, {"loss", 1 - score}, {"mean", sum / i}}, i);
+    }
+  };
+  // A checkpoint newer than the tuner's: its iteration's report may never have been written.
+  // Report it again (the tuner skips a result it has), so no iteration goes unreported.
+  if (from > start) reportIteration(from, quality(x, y) * (1 - 0.5 / from));
   const int stop = gyre::tune::stopAt() > 0 ? gyre::tune::stopAt() : iterations;
   for (int i = from + 1; i <= stop && i <= iterations; ++i) {
     if (sleepMs > 0) usleep(static_cast<useconds_t>(sleepMs) * 1000);
@@ -89,11 +100,7 @@ int main(int argc, char** argv) {
       out.close();
       std::rename((ckpt + "/state.tmp").c_str(), (ckpt + "/state").c_str());
     }
-    if (noMetric) {
-      gyre::tune::report({{"other", score}}, i);
-    } else {
-      gyre::tune::report({{"score", score}, {"loss", 1 - score}, {"mean", sum / i}}, i);
-    }
+    reportIteration(i, score);
     const std::string marker = gyre::tune::trialDir() + "/failed-once";
     if (i == failAt && access(marker.c_str(), F_OK) != 0) {
       std::ofstream(marker) << "1\n";
