@@ -29,11 +29,9 @@ using cli::haveData;
 using cli::haveTrainer;
 using cli::jsonLines;
 
-// The harness beside this file's tree: tests/train/ -> scripts/.
+// The fault-injection harness of this checkout.
 std::string harness() {
-  return (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "scripts" /
-          "fault-injection.py")
-      .string();
+  return test::sourceDir() + "/scripts/fault-injection.py";
 }
 
 test::ProgramRun trainTwoWorkers(const std::string& runDir, const std::string& checkpointDir,
