@@ -73,7 +73,9 @@ void OutputSink::line(int rank, bool fromStderr, const std::string& text, char t
   };
   if (tag_) std::fprintf(stream, "[%d]<%s>:", rank, fromStderr ? "stderr" : "stdout");
   write(stream);
-  if (terminator != '\n') std::fflush(stream);  // a progress bar redraws in place
+  // Every line as it comes, as on a terminal: piped into tee or a log, an epoch line must not wait
+  // for the job's end in stdio's buffer (a progress bar, ending in '\r', redraws in place).
+  std::fflush(stream);
   if (!logs_.empty() && logs_[rank] != nullptr) write(logs_[rank]);
 
   partial_[rank] += text;
@@ -91,7 +93,7 @@ void OutputSink::serverLine(int index, bool fromStderr, const std::string& text,
   std::fprintf(stream, "[ps%d]<%s>:", index, fromStderr ? "stderr" : "stdout");
   std::fwrite(text.data(), 1, text.size(), stream);
   std::fputs(end, stream);
-  if (terminator != '\n') std::fflush(stream);
+  std::fflush(stream);
   if (std::FILE* log = serverLog(index)) {
     std::fwrite(text.data(), 1, text.size(), log);
     std::fputs(end, log);
