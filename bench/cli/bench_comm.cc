@@ -28,8 +28,7 @@ struct CommBenchFlags {
   CommSettings settings;
   std::string compressions = "none,fp16,bf16,topk:0.01,powersgd:4";
   std::string algorithms = "auto";
-  std::string runRoot;
-  bool keepRuns = false;
+  RunRootFlags runs;
   bool json = false;
 };
 
@@ -59,7 +58,7 @@ int runCommBench(CommBenchFlags f) {
   validate(s);
   requireTrainWorker("gyre bench comm");
   requireNoLauncher("gyre bench comm");
-  const RunRoot runRoot(f.runRoot, "gyre bench comm");
+  const RunRoot runRoot(f.runs, "gyre bench comm");
   const fs::path& root = runRoot.path();
   launcher::installInterruptHandlers();
   const std::vector<CommRun> runs = planCommRuns(s);
@@ -90,7 +89,7 @@ int runCommBench(CommBenchFlags f) {
         "training time; final acc: the last epoch's, on the whole test set.\n",
         s.target, s.evalEvery);
   }
-  runRoot.done(f.keepRuns, failed);
+  runRoot.done(failed);
   return failed ? 1 : 0;
 }
 
@@ -120,28 +119,14 @@ void addBenchComm(CLI::App& bench, std::function<int()>& action) {
                   "Allreduce algorithms of the gradient buckets, comma-separated: auto, ring, "
                   "halving-doubling, tree, naive, hierarchical")
       ->capture_default_str();
-  cmd->add_option("--model", s.model, "mlp or cnn")->capture_default_str();
+  addAccuracyJobOptions(*cmd, s);
   cmd->add_option("--np", s.np, "Workers (0: 2 on this host, or every slot of --hosts)")
       ->capture_default_str();
   cmd->add_option("-H,--hosts", s.hosts,
                   "Hosts and their slots for gyre run (host1:2,host2:2); default: this host");
   cmd->add_option("--rsh-agent", s.rshAgent, "gyre run's --rsh-agent, with --hosts");
   cmd->add_option("--network-interface", s.networkInterface, "gyre run's --network-interface, with --hosts");
-  cmd->add_option("--epochs", s.epochs, "Epochs of each run")->capture_default_str();
-  cmd->add_option("--max-steps", s.maxSteps, "Steps per epoch (0: the whole epoch)")->capture_default_str();
-  cmd->add_option("--batch", s.batch, "Global batch")->capture_default_str();
-  cmd->add_option("--target", s.target, "Test accuracy to reach")->capture_default_str();
-  cmd->add_option("--eval-every", s.evalEvery, "Test accuracy every N steps")->capture_default_str();
-  cmd->add_option("--threads", s.threads, "Compute threads per worker")->capture_default_str();
-  cmd->add_option("--seed", s.seed, "Seed of every run")->capture_default_str();
-  cmd->add_option("--data-dir", s.dataDir, "Fashion-MNIST's IDX files (default: the worker's)");
-  cmd->add_option("--run-timeout", s.runTimeoutS,
-                  "Seconds a run may take before it is stopped (a failure row)")
-      ->capture_default_str();
-  cmd->add_option("--run-root", f->runRoot,
-                  "Where the runs' directories go (default: a temporary directory)");
-  cmd->add_flag("--keep-runs", f->keepRuns,
-                "Keep the temporary run directories (they are kept after a failure)");
+  addRunRootOptions(*cmd, f->runs);
   cmd->add_flag("--json", f->json, "One JSON object instead of the table");
   cmd->callback([f, &action] { action = [f] { return runCommBench(*f); }; });
 }

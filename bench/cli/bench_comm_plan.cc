@@ -57,16 +57,8 @@ std::vector<std::string> parseAlgorithmList(const std::string& text) {
 
 void validate(const CommSettings& s) {
   GYRE_USAGE_CHECK(!s.compressions.empty() && !s.algorithms.empty(), "nothing to run");
-  GYRE_USAGE_CHECK(s.model == "mlp" || s.model == "cnn", "--model ", s.model, ": mlp or cnn");
+  validate(static_cast<const AccuracyJob&>(s));
   GYRE_USAGE_CHECK(s.np == 0 || s.np >= 2, "--np ", s.np, ": gradients travel between at least 2 workers");
-  GYRE_USAGE_CHECK(s.epochs >= 1 && s.maxSteps >= 0 && s.batch >= 1,
-                   "--epochs, --batch must be at least 1 and "
-                   "--max-steps at least 0");
-  GYRE_USAGE_CHECK(s.target > 0 && s.target <= 1, "--target ", s.target, " is not an accuracy in (0, 1]");
-  GYRE_USAGE_CHECK(s.evalEvery >= 1, "--eval-every ", s.evalEvery,
-                   ": at least 1 (the time to --target needs it)");
-  GYRE_USAGE_CHECK(s.threads >= 1, "--threads ", s.threads, ": at least 1");
-  GYRE_USAGE_CHECK(s.runTimeoutS > 0, "--run-timeout must be positive");
   GYRE_USAGE_CHECK(!s.hosts.empty() || (s.rshAgent.empty() && s.networkInterface.empty()),
                    "--rsh-agent and --network-interface are for runs on --hosts");
 }
@@ -111,19 +103,9 @@ std::vector<std::string> commRunArguments(const CommSettings& s, const CommRun& 
     args.insert(args.end(), {"-np", std::to_string(s.np > 0 ? s.np : 2)});
   }
   args.insert(args.end(), {"--no-tag-output", "--timeout", fmt::format("{}", s.runTimeoutS), "--", worker});
-  train::TrainOptions o;
-  o.model = s.model;
-  o.epochs = s.epochs;
-  o.maxSteps = s.maxSteps;
-  o.batch = s.batch;
-  o.seed = static_cast<std::uint64_t>(s.seed);
-  o.threads = s.threads;
+  train::TrainOptions o = trainOptionsOf(s, runDir);
   o.compression = run.compression;
   o.allreduce = run.algorithm;
-  o.evalEvery = s.evalEvery;
-  o.runDir = runDir;
-  o.progress = "off";
-  o.dataDir = s.dataDir;
   const std::vector<std::string> flags = train::changedArguments(o, train::FlagScope::kWorker);
   args.insert(args.end(), flags.begin(), flags.end());
   return args;

@@ -13,23 +13,18 @@
 
 namespace gyre::app {
 
-struct CommSettings {
+struct CommSettings : AccuracyJob {
+  CommSettings() {
+    evalEvery = 20;
+    threads = 1;
+    runTimeoutS = 1800;
+  }
   std::vector<std::string> compressions = {"none", "fp16", "bf16", "topk:0.01", "powersgd:4"};
   std::vector<std::string> algorithms = {"auto"};
-  std::string model = "cnn";
   int np = 0;                    // workers; 0: 2 on this host, or every slot of the hosts
   std::string hosts;             // gyre run -H; empty: np workers on this host (loopback)
   std::string rshAgent;          // gyre run --rsh-agent (empty: its default)
   std::string networkInterface;  // gyre run --network-interface (empty: none)
-  int epochs = 1;
-  int maxSteps = 0;  // per epoch; 0: whole epochs
-  int batch = 128;   // global
-  double target = 0.85;
-  int evalEvery = 20;
-  int threads = 1;  // compute threads per worker
-  int seed = 0;
-  double runTimeoutS = 1800;
-  std::string dataDir;  // empty: the worker's default
 };
 
 // "none,fp16,topk:0.01": compressions as gyre train reads them (src/common/compression_spec.h),

@@ -25,8 +25,7 @@ struct ParallelBenchFlags {
   ParallelBenchSettings settings;
   std::string schedules = "gpipe,1f1b,zero-bubble,interleaved";
   std::string microBatches = "1,2,4,8,16";
-  std::string runRoot;
-  bool keepRuns = false;
+  RunRootFlags runs;
   bool json = false;
 };
 
@@ -54,7 +53,7 @@ int runParallelBench(ParallelBenchFlags f) {
   requireTrainWorker("gyre bench parallel");
   requireNoLauncher("gyre bench parallel");
   const std::string worker = trainWorkerBesideTool();
-  const RunRoot runRoot(f.runRoot, "gyre bench parallel");
+  const RunRoot runRoot(f.runs, "gyre bench parallel");
   launcher::installInterruptHandlers();
   const std::vector<ParallelConfig> plan = planParallel(s);
   if (!f.json) {
@@ -81,7 +80,7 @@ int runParallelBench(ParallelBenchFlags f) {
         });
   } catch (const RunFailed& e) {
     fmt::print(stderr, "{}\n", e.what());
-    runRoot.done(true, true);
+    runRoot.done(/*failed=*/true);
     return e.code();
   }
   const std::vector<TargetCheck> checks = evaluateParallelTargets(s.model, results);
@@ -89,7 +88,7 @@ int runParallelBench(ParallelBenchFlags f) {
     fmt::print("{}\n", parallelSummaryJson(checks).dump());
   else
     fmt::print("{}", parallelSummaryText(checks));
-  runRoot.done(f.keepRuns, false);
+  runRoot.done(/*failed=*/false);
   return 0;
 }
 
@@ -133,9 +132,7 @@ void addBenchParallel(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--repeat", s.repeat,
                   "Runs of each layout, in rounds; a row shows the median (by samples/s)")
       ->capture_default_str();
-  cmd->add_option("--run-root", f->runRoot,
-                  "Where the runs' directories go (default: a temporary directory)");
-  cmd->add_flag("--keep-runs", f->keepRuns, "Keep the runs' directories (logs, metrics.jsonl)");
+  addRunRootOptions(*cmd, f->runs);
   cmd->add_option("--timeout", s.timeoutS, "Seconds one run may take before it is stopped")
       ->capture_default_str();
   cmd->callback([f, &action] { action = [f] { return runParallelBench(*f); }; });

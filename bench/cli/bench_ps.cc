@@ -104,31 +104,17 @@ void addBenchPs(CLI::App& bench, std::function<int()>& action) {
   inOne(cmd->add_option("--op-timeout", t.timeoutS, "Seconds any one parameter-server call may block"));
 
   AccuracySettings& a = f->accuracy;
-  inTwo(cmd->add_option("--model", a.model, "mlp or cnn"));
+  for (CLI::Option* o : addAccuracyJobOptions(*cmd, a)) o->group(two);
   inTwo(cmd->add_option("--np", a.np, "Workers of each run"));
-  inTwo(cmd->add_option("--target", a.target, "Test accuracy to reach"));
   inTwo(cmd->add_option("--modes", f->modes, "allreduce, ps:bsp, ps:asp, ps:ssp:S, comma-separated"));
   inTwo(cmd->add_option("--train-servers", a.servers, "Servers of the ps modes"));
   inTwo(cmd->add_option("--straggler-rank", a.stragglerRank, "The worker slowed in the straggler runs"));
   inTwo(cmd->add_option("--straggler-factor", a.stragglerFactor,
                         "How many times slower it is (1: no straggler runs)"));
-  inTwo(cmd->add_option("--epochs", a.epochs, "Epochs of each run"));
-  inTwo(cmd->add_option("--max-steps", a.maxSteps, "Steps per epoch (0: the whole epoch)"));
-  inTwo(cmd->add_option("--batch", a.batch, "Global batch"));
-  inTwo(cmd->add_option("--eval-every", a.evalEvery, "Test accuracy every N steps"));
-  inTwo(cmd->add_option("--run-timeout", a.runTimeoutS,
-                        "Seconds a run may take before it is stopped (a failure row)"));
-  cmd->add_option("--threads", a.threads, "Compute threads per worker (default: gyre train's)")->group(two);
   CLI::Option* lr = cmd->add_option("--lr", f->lr, "Learning rate (default: gyre train's)")->group(two);
   CLI::Option* momentum =
       cmd->add_option("--momentum", f->momentum, "Momentum (default: gyre train's)")->group(two);
-  inTwo(cmd->add_option("--seed", a.seed, "Seed of every run"));
-  cmd->add_option("--data-dir", a.dataDir, "Fashion-MNIST's IDX files (default: gyre train's)")->group(two);
-  cmd->add_option("--run-root", f->runRoot, "Where the runs' directories go (default: a temporary directory)")
-      ->group(two);
-  cmd->add_flag("--keep-runs", f->keepRuns,
-                "Keep the temporary run directories (they are kept after a failure)")
-      ->group(two);
+  for (CLI::Option* o : addRunRootOptions(*cmd, f->runs)) o->group(two);
   cmd->callback([f, lr, momentum, servers, workers, &action] {
     f->serversGiven = servers->count() > 0;
     f->workersGiven = workers->count() > 0;

@@ -35,7 +35,7 @@ AccuracyRow runAccuracyJob(const AccuracySettings& s, const AccuracyRun& run, co
 
 int runAccuracyPart(const PsBenchFlags& f, const PsMachine& m) {
   const AccuracySettings& s = f.accuracy;
-  const RunRoot runRoot(f.runRoot, "gyre bench ps");
+  const RunRoot runRoot(f.runs, "gyre bench ps");
   const fs::path& root = runRoot.path();
 
   const std::vector<AccuracyRun> runs = planAccuracyRuns(s);
@@ -69,7 +69,7 @@ int runAccuracyPart(const PsBenchFlags& f, const PsMachine& m) {
         s.target, s.evalEvery, winnerText(s, rows));
   }
   std::fflush(stdout);
-  runRoot.done(f.keepRuns, failed);
+  runRoot.done(failed);
   return failed ? 1 : 0;
 }
 

@@ -9,7 +9,7 @@
 
 namespace gyre::app {
 
-// Runs every run of planAccuracyRuns(f.accuracy) (settings checked already) under f.runRoot (or a
+// Runs every run of planAccuracyRuns(f.accuracy) (settings checked already) under f.runs.path (or a
 // temporary directory), printing a row as each ends (or with f.json one object at the end), then
 // the winners. Returns 0, or 1 when a run failed (its row says why; the run directories are
 // kept). Throws RunFailed when interrupted (the caller installs the handlers).

@@ -120,15 +120,11 @@ bool isPsMode(const std::string& mode) {
 }
 
 void validate(const AccuracySettings& s) {
-  GYRE_USAGE_CHECK(s.model == "mlp" || s.model == "cnn", "--model '", s.model, "': expected mlp or cnn");
+  validate(static_cast<const AccuracyJob&>(s));
   GYRE_USAGE_CHECK(!s.modes.empty(), "--modes: nothing to run");
   GYRE_USAGE_CHECK(s.np >= 1 && s.np <= kMaxBenchCount, "--np must be between 1 and ", kMaxBenchCount,
                    " (got ", s.np, ")");
-  GYRE_USAGE_CHECK(s.target > 0 && s.target <= 1, "--target is a test accuracy in (0, 1] (got ", s.target,
-                   ")");
-  GYRE_USAGE_CHECK(s.epochs >= 1, "--epochs must be at least 1 (got ", s.epochs, ")");
-  GYRE_USAGE_CHECK(s.maxSteps >= 0, "--max-steps must not be negative (got ", s.maxSteps, ")");
-  GYRE_USAGE_CHECK(s.batch >= 1 && s.batch % s.np == 0, "--batch ", s.batch,
+  GYRE_USAGE_CHECK(s.batch % s.np == 0, "--batch ", s.batch,
                    " is the global batch and must be a positive multiple of --np ", s.np);
   GYRE_USAGE_CHECK(s.servers >= 1 && s.servers <= kMaxBenchCount, "--train-servers must be between 1 and ",
                    kMaxBenchCount, " (got ", s.servers, ")");
@@ -138,9 +134,6 @@ void validate(const AccuracySettings& s) {
   GYRE_USAGE_CHECK(!hasStragglerRuns(s) || (s.stragglerRank >= 0 && s.stragglerRank < s.np),
                    "--straggler-rank ", s.stragglerRank, " is not a rank of the ", s.np, " workers (0 to ",
                    s.np - 1, ")");
-  GYRE_USAGE_CHECK(s.evalEvery >= 1, "--eval-every must be at least 1 (got ", s.evalEvery, ")");
-  GYRE_USAGE_CHECK(s.runTimeoutS > 0, "--run-timeout must be positive (got ", s.runTimeoutS, ")");
-  GYRE_USAGE_CHECK(s.threads >= 0, "--threads must not be negative (got ", s.threads, ")");
   GYRE_USAGE_CHECK(!s.lr || *s.lr > 0, "--lr must be positive");
   GYRE_USAGE_CHECK(!s.momentum || *s.momentum >= 0, "--momentum must not be negative");
 }
@@ -169,26 +162,16 @@ std::vector<AccuracyRun> planAccuracyRuns(const AccuracySettings& s) {
 
 std::vector<std::string> trainArguments(const AccuracySettings& s, const AccuracyRun& run,
                                         const std::string& runDir) {
-  train::TrainOptions o;
-  o.model = s.model;
+  train::TrainOptions o = trainOptionsOf(s, runDir);
   o.np = s.np;
   o.mode = run.mode;
-  o.epochs = s.epochs;
-  o.maxSteps = s.maxSteps;
-  o.batch = s.batch;
-  o.seed = static_cast<std::uint64_t>(s.seed);
-  o.evalEvery = s.evalEvery;
-  o.runDir = runDir;
-  o.progress = "off";
   if (isPsMode(run.mode)) o.servers = s.servers;
   if (run.straggler) {
     o.stragglerRank = s.stragglerRank;
     o.stragglerFactor = s.stragglerFactor;
   }
-  o.threads = s.threads;
   if (s.lr) o.lr = *s.lr;
   if (s.momentum) o.momentum = *s.momentum;
-  o.dataDir = s.dataDir;
   std::vector<std::string> args = {"train"};
   const std::vector<std::string> flags = train::changedArguments(o, train::FlagScope::kLauncher);
   args.insert(args.end(), flags.begin(), flags.end());

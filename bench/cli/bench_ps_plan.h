@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_trainer.h"  // AccuracyJob, RunRootFlags
 #include "gyre/ps.h"
 #include "train/records.h"
 
@@ -49,24 +50,14 @@ std::vector<std::size_t> throughputKeySizes(std::uint64_t total);
 
 // ---- part 2: time to accuracy ------------------------------------------------------------------
 
-struct AccuracySettings {
-  std::string model = "cnn";
+struct AccuracySettings : AccuracyJob {
   int np = 2;
-  double target = 0.85;
-  int epochs = 1;
-  int maxSteps = 0;  // per epoch, gyre train's --max-steps; 0: whole epochs
-  int batch = 128;   // global
   std::vector<std::string> modes = {"allreduce", "ps:bsp", "ps:asp", "ps:ssp:2"};
   int servers = 2;  // for the ps modes
   int stragglerRank = 1;
-  double stragglerFactor = 2;  // 1: no straggler runs
-  int evalEvery = 50;
-  double runTimeoutS = 900;
-  int threads = 0;                 // per worker; 0: gyre train's default
+  double stragglerFactor = 2;      // 1: no straggler runs
   std::optional<double> lr;        // unset: gyre train's default
   std::optional<double> momentum;  // unset: gyre train's default
-  int seed = 0;
-  std::string dataDir;  // empty: gyre train's default
 };
 
 // "allreduce,ps:bsp,ps:asp,ps:ssp:2": allreduce and ps:<bsp|asp|ssp:S>, none twice. Throws
@@ -157,8 +148,7 @@ struct PsBenchFlags {
   AccuracySettings accuracy;
   std::string modes = "allreduce,ps:bsp,ps:asp,ps:ssp:2";
   double lr = 0, momentum = 0;  // set in `accuracy` only when given: otherwise gyre train's own
-  std::string runRoot;
-  bool keepRuns = false;
+  RunRootFlags runs;
 };
 
 // Under `gyre run --servers S` only the throughput part runs: throws InvalidArgument for another

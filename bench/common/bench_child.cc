@@ -47,7 +47,14 @@ ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>&
   return run;
 }
 
-RunRoot::RunRoot(const std::string& given, const std::string& tool) : path_(given), tool_(tool) {
+std::vector<CLI::Option*> addRunRootOptions(CLI::App& cmd, RunRootFlags& flags) {
+  return {cmd.add_option("--run-root", flags.path, "Where the runs' directories go (default: a temporary directory)"),
+          cmd.add_flag("--keep-runs", flags.keep,
+                       "Keep the runs' directories (logs, eval.jsonl, metrics.jsonl; they are kept after a failure)")};
+}
+
+RunRoot::RunRoot(const RunRootFlags& flags, const std::string& tool)
+    : path_(flags.path), tool_(tool), keep_(flags.keep) {
   temporary_ = path_.empty();
   if (temporary_) {
     std::string name = tool;
@@ -59,8 +66,8 @@ RunRoot::RunRoot(const std::string& given, const std::string& tool) : path_(give
   path_ = std::filesystem::absolute(path_);
 }
 
-void RunRoot::done(bool keep, bool failed) const {
-  if (temporary_ && !keep && !failed) {
+void RunRoot::done(bool failed) const {
+  if (temporary_ && !keep_ && !failed) {
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
     return;

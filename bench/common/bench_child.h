@@ -3,6 +3,7 @@
 // with everything it started, and reading what it left behind.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -35,19 +36,28 @@ struct ChildRun {
 ChildRun runLoggedChild(const std::string& name, const std::vector<std::string>& argv,
                         const std::filesystem::path& log, double timeoutS);
 
-// Where a benchmark's runs keep their directories: `given` (made absolute), or a new temporary
+// --run-root and --keep-runs of a benchmark whose runs keep directories.
+struct RunRootFlags {
+  std::string path;
+  bool keep = false;
+};
+// Adds them to `cmd`; returns both options (to put them in a group).
+std::vector<CLI::Option*> addRunRootOptions(CLI::App& cmd, RunRootFlags& flags);
+
+// Where a benchmark's runs keep their directories: flags.path (made absolute), or a new temporary
 // directory named after `tool` ("gyre bench comm": gyre-bench-comm-XXXXXX) when it is empty. done() removes a
-// temporary one when every run went well and keep is false, and otherwise says where it is.
+// temporary one when every run went well and flags.keep is false, and otherwise says where it is.
 class RunRoot {
  public:
-  RunRoot(const std::string& given, const std::string& tool);
+  RunRoot(const RunRootFlags& flags, const std::string& tool);
   const std::filesystem::path& path() const { return path_; }
-  void done(bool keep, bool failed) const;
+  void done(bool failed) const;
 
  private:
   std::filesystem::path path_;
   std::string tool_;
   bool temporary_ = false;
+  bool keep_ = false;
 };
 
 // Every line of a file (none when it cannot be read).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "bench_child.h"
+#include "train/options.h"
 
 namespace gyre::app {
 
@@ -29,5 +30,29 @@ void requireNoLauncher(const std::string& bench);
 // timeoutS seconds (runLoggedChild). Throws Error when `dir` cannot be made.
 ChildRun runTrainingJob(const std::string& name, const std::vector<std::string>& arguments,
                         const std::filesystem::path& dir, const std::string& log, double timeoutS);
+
+// A time-to-accuracy job as gyre bench comm and gyre bench ps's accuracy part run it with gyre
+// train: the model, the run's length, the accuracy to reach, how often it is measured and how
+// long a run may take. Each bench's settings extend it (and set their own defaults).
+struct AccuracyJob {
+  std::string model = "cnn";
+  double target = 0.85;
+  int epochs = 1;
+  int maxSteps = 0;  // per epoch; 0: whole epochs
+  int batch = 128;   // global
+  int evalEvery = 50;
+  int threads = 0;  // compute threads per worker; 0: gyre train's default
+  int seed = 0;
+  double runTimeoutS = 900;
+  std::string dataDir;  // empty: gyre train's default
+};
+
+// Its flags: --model, --target, --epochs, --max-steps, --batch, --eval-every, --threads, --seed,
+// --data-dir, --run-timeout, with their defaults shown; returned to put them in a group.
+std::vector<CLI::Option*> addAccuracyJobOptions(CLI::App& cmd, AccuracyJob& job);
+// Throws InvalidArgument naming the flag.
+void validate(const AccuracyJob& job);
+// gyre train's options for one run of `job` whose records go to runDir, without a progress line.
+train::TrainOptions trainOptionsOf(const AccuracyJob& job, const std::string& runDir);
 
 }  // namespace gyre::app

@@ -37,6 +37,12 @@ std::string exitDescription(const Event& e) {
   return "exited with code " + std::to_string(e.code);
 }
 
+WorkerEnd endOf(const Event& e) {
+  const bool ok = e.code == 0 && e.signal == 0;
+  return {ok, exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s",
+          e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0};
+}
+
 AgentHandle& AgentPool::start(const HostPlacement& place, const AgentSpec& job) {
   auto a = std::make_unique<AgentHandle>();
   a->place = place;

@@ -14,6 +14,7 @@
 
 #include "common/socket.h"
 #include "launcher/agent_protocol.h"
+#include "launcher/failures.h"  // WorkerEnd
 #include "launcher/hosts.h"
 #include "launcher/job.h"
 #include "launcher/job_store.h"
@@ -47,6 +48,9 @@ AgentSpec baseAgentSpec(const RunOptions& options, const JobStore& store, const 
 // "was killed by SIGKILL (Killed)", "exited with code 127 (the program could not be started)",
 // "exited with code 3": how a worker's kExit event reads in messages.
 std::string exitDescription(const Event& exit);
+// The same with the time it ran ("exited with code 3 after 1.2 s"), whether it exited 0 and the
+// code gyre run exits with for it.
+WorkerEnd endOf(const Event& exit);
 
 // The agents of a job. Not thread-safe.
 class AgentPool {

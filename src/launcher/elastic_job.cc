@@ -199,12 +199,10 @@ class ElasticJob {
       case Event::Kind::kExit: {
         if (w.reported) break;
         w.reported = true;
-        const bool ok = e.code == 0 && e.signal == 0;
-        if (std::exchange(w.running, false)) RunMetrics::get().workerExited(!ok);
-        const std::string what = exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s";
-        if (ok) policy_->formed(formedMembership());
-        policy_->exited(id, WorkerEnd{ok, what, e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0},
-                        Clock::now());
+        const WorkerEnd end = endOf(e);
+        if (std::exchange(w.running, false)) RunMetrics::get().workerExited(!end.ok);
+        if (end.ok) policy_->formed(formedMembership());
+        policy_->exited(id, end, Clock::now());
         break;
       }
     }

@@ -71,13 +71,6 @@ struct ElasticAction {
 };
 
 // How a worker ended, as the supervisor describes it.
-struct WorkerEnd {
-  bool ok = false;   // exited 0
-  std::string what;  // "was killed by SIGKILL (Killed) after 3.2 s"
-  int exitCode = 1;  // what gyre run exits with if this ends the job
-  bool bySignal = false;
-};
-
 // What the job went through, for the final report.
 struct ElasticOutcome {
   bool finished = false;           // a worker exited 0 and no failure came after

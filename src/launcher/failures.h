@@ -22,6 +22,14 @@ struct Failure {
   bool restartable = false;
 };
 
+// How a worker ended (agent_pool.h's endOf reads it from the agent's exit event).
+struct WorkerEnd {
+  bool ok = false;   // exited 0
+  std::string what;  // "was killed by SIGKILL (Killed) after 3.2 s"
+  int exitCode = 1;  // what gyre run exits with if this ends the job: the code, or 128 + the signal
+  bool bySignal = false;
+};
+
 // How one generation ended. Failures come in the order they arrived; none when the generation
 // succeeded or was stopped by an interrupt or --timeout before anything failed.
 struct GenerationOutcome {

@@ -111,9 +111,7 @@ class Generation {
     server.exited = true;
     if (!stopping_ && !serversStopping_) {
       std::fprintf(stderr, "gyre run: %s\n",
-                   serverLostLine(index, o_.servers, server,
-                                  exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s")
-                       .c_str());
+                   serverLostLine(index, o_.servers, server, endOf(e).what).c_str());
     } else if ((e.code != 0 && e.signal == 0) ||
                (e.signal != 0 && e.signal != SIGTERM && e.signal != SIGKILL)) {
       std::fprintf(stderr, "gyre run: ps server %d on host %s %s while being stopped\n", index,
@@ -195,19 +193,19 @@ class Generation {
         // A worker that ended by itself, or on the launcher's stop, was answering; only SIGKILL ends
         // a stopped (SIGSTOP) or hung one.
         if (e.signal != SIGKILL) outcome_.answered.push_back(e.rank);
-        RunMetrics::get().workerExited(e.code != 0 || e.signal != 0);
-        const std::string what = "rank " + std::to_string(e.rank) + " on host " + a.place.host + " " +
-                                 exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s";
-        if (o_.keepGoing && e.rank == 0 && e.code == 0 && e.signal == 0) {
+        const WorkerEnd end = endOf(e);
+        RunMetrics::get().workerExited(!end.ok);
+        const std::string what = "rank " + std::to_string(e.rank) + " on host " + a.place.host + " " + end.what;
+        if (o_.keepGoing && e.rank == 0 && end.ok) {
           stop();  // rank 0 drove the job; the others were serving it
           break;
         }
-        if (e.code == 0 && e.signal == 0) break;
+        if (end.ok) break;
         if (o_.keepGoing && e.rank != 0 && !stopping_) {
           std::fprintf(stderr, "gyre run: %s; the job goes on without it (--keep-going)\n", what.c_str());
           break;
         }
-        Failure f{e.rank, what, e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0};
+        Failure f{e.rank, what, end.exitCode, end.bySignal};
         f.restartable = true;
         fail(std::move(f));
         break;

@@ -58,7 +58,6 @@ class RdzvJob {
     } catch (const Error& e) {
       throw Error("--rdzv " + o_.rdzv + ": " + e.what());
     }
-    // A previous job under this path ended (its keys were left): this is a new one.
     // A previous job under this path ended (its keys were left, or its leader is deleting them):
     // wait for its nodes to go, then start afresh.
     if (etcd_->get(key("end"))) {
@@ -162,10 +161,9 @@ class RdzvJob {
         RunMetrics::get().workerStarted();
         break;
       case Event::Kind::kExit: {
-        const bool ok = e.code == 0 && e.signal == 0;
-        if (std::exchange(w.running, false)) RunMetrics::get().workerExited(!ok);
-        ended(id, WorkerEnd{ok, exitDescription(e) + " after " + formatSeconds(e.elapsedMs / 1000.0) + " s",
-                            e.signal != 0 ? 128 + e.signal : e.code, e.signal != 0});
+        const WorkerEnd end = endOf(e);
+        if (std::exchange(w.running, false)) RunMetrics::get().workerExited(!end.ok);
+        ended(id, end);
         break;
       }
       default:

@@ -1,6 +1,7 @@
 #include "train/records.h"
 
 #include <sstream>
+#include <type_traits>
 
 #include "gyre/errors.h"
 
@@ -19,44 +20,215 @@ template <typename... Parts>
   throw Error(out.str());
 }
 
-template <typename T>
-ordered_json orNull(const std::optional<T>& value) {
-  return value ? ordered_json(*value) : ordered_json(nullptr);
+// Each record's fields, named once, in the order they are written: `field(key, member)`, with
+// kRequired for the fields without which a line is not such a record. The writer and the reader
+// below walk the same list; a record nested in a field (a straggler, a checkpoint save, the
+// autotune and pipeline figures) has its own list.
+enum Presence { kOptional, kRequired };
+
+template <typename R, typename T>
+concept Is = std::is_same_v<std::remove_const_t<R>, T>;
+
+template <typename F, Is<Straggler> R>
+void fields(R& s, F&& field) {
+  field("rank", s.rank);
+  field("since_step", s.since);
+  field("factor", s.factor);
 }
 
-// `key` of `j` into `out`, left as it is when absent or null; Error naming the key when present
-// with the wrong type.
+template <typename F, Is<CheckpointSave> R>
+void fields(R& c, F&& field) {
+  field("step", c.step);
+  field("bytes", c.bytes);
+  field("stall_s", c.stallS);
+  field("path", c.path);
+}
+
+template <typename F, Is<AutotuneRecord> R>
+void fields(R& a, F&& field) {
+  field("bucket_cap_mb", a.bucketCapMb);
+  field("algorithm", a.algorithm);
+  field("step_ms", a.stepMs);
+  field("trials", a.trials);
+  field("steps", a.steps);
+  field("summary", a.summary);
+}
+
+template <typename F, Is<PipelineRecord> R>
+void fields(R& p, F&& field) {
+  field("pp", p.pp);
+  field("dp", p.dp);
+  field("micro_batches", p.microBatches);
+  field("schedule", p.schedule);
+  field("balance", p.balance);
+  field("bubble", p.bubble);
+  field("ideal_bubble", p.idealBubble);
+  field("stage_times_bubble", p.stageTimesBubble);
+  field("stage_ms", p.stageMs);
+  field("peak_activation_bytes", p.peakActivationBytes);
+}
+
+template <typename F, Is<EpochRecord> R>
+void fields(R& r, F&& field) {
+  field("epoch", r.epoch, kRequired);
+  field("epochs", r.epochs);
+  field("world", r.world);
+  field("plain", r.plain);
+  field("model", r.model);
+  field("batch", r.batch);
+  field("per_rank_batch", r.perRankBatch);
+  field("lr", r.lr);
+  field("compression", r.compression);
+  field("loss", r.loss);
+  field("test_accuracy", r.testAccuracy);
+  field("samples_per_s", r.samplesPerS, kRequired);
+  field("seconds", r.seconds);
+  field("steps", r.steps);
+  field("timed_steps", r.timedSteps);
+  field("speedup", r.speedup);
+  field("efficiency", r.efficiency);
+  field("compute_s", r.computeS);
+  field("communicate_s", r.communicateS);
+  field("bytes_per_step", r.bytesPerStep);
+  field("stragglers", r.stragglers);
+  field("dropped_gradients", r.droppedGradients);
+  field("autotune", r.autotune);
+  field("wait_s", r.waitS);
+  field("hidden_s", r.hiddenS);
+  field("data_wait_s", r.dataWaitS);
+  field("torch_threads", r.torchThreads);
+  field("blas_threads", r.blasThreads);
+  field("checkpoints", r.checkpoints);
+  field("mode", r.mode);
+  field("servers", r.servers);
+  field("staleness", r.staleness);
+  field("clock_wait_s", r.clockWaitS);
+  field("peak_rss_bytes", r.peakRssBytes);
+  field("model_state_bytes", r.modelStateBytes);
+  field("pipeline", r.pipeline);
+}
+
+template <typename F, Is<StepRecord> R>
+void fields(R& r, F&& field) {
+  field("step", r.step, kRequired);
+  field("epoch", r.epoch);
+  field("loss", r.loss, kRequired);
+  field("lr", r.lr);
+}
+
+template <typename F, Is<EvalRecord> R>
+void fields(R& r, F&& field) {
+  field("step", r.step, kRequired);
+  field("time_s", r.timeS);
+  field("test_acc", r.testAccuracy, kRequired);
+}
+
+template <typename F, Is<CheckpointConfig> R>
+void fields(R& c, F&& field) {
+  field("model", c.model);
+  field("sync_bn", c.syncBn);
+  field("batch", c.batch);
+  field("seed", c.seed);
+  field("optimizer", c.optimizer);
+  field("world", c.world);
+  field("pp", c.pp);
+  field("tp", c.tp);
+  field("zero", c.zero);
+  field("bucket_cap_mb", c.bucketCapMb);
+  field("stage_layers", c.stageLayers);
+}
+
 template <typename T>
-void read(const json& j, const char* key, T& out) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  try {
-    out = it->get<T>();
-  } catch (const json::exception& e) {
-    refuse("record field '", key, "': ", e.what());
+concept Record = requires(T& r) { fields(r, [](const char*, auto&, Presence = kOptional) {}); };
+
+// Writing: a record is an object of its fields, an optional one null when it is unknown.
+template <typename T>
+ordered_json value(const T& v);
+template <typename T>
+ordered_json value(const std::optional<T>& v);
+template <typename T>
+ordered_json value(const std::vector<T>& v);
+template <typename T>
+ordered_json value(const std::optional<T>& v) {
+  return v ? value(*v) : ordered_json(nullptr);
+}
+template <typename T>
+ordered_json value(const std::vector<T>& v) {
+  ordered_json list = ordered_json::array();
+  for (const T& x : v) list.push_back(value(x));
+  return list;
+}
+template <typename T>
+ordered_json value(const T& v) {
+  if constexpr (Record<T>) {
+    ordered_json j = ordered_json::object();
+    fields(v, [&](const char* key, const auto& member, Presence = kOptional) { j[key] = value(member); });
+    return j;
+  } else {
+    return ordered_json(v);
   }
 }
+
+// Reading: a field absent or null leaves its member as it is; one of the wrong type is an Error
+// naming it (and the field it is nested in).
 template <typename T>
-void read(const json& j, const char* key, std::optional<T>& out) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return;
-  T value{};
-  read(j, key, value);
-  out = std::move(value);
+void get(const json& j, T& out);
+template <typename T>
+void get(const json& j, std::optional<T>& out);
+template <typename T>
+void get(const json& j, std::vector<T>& out);
+template <typename T>
+void get(const json& j, std::optional<T>& out) {
+  T v{};
+  get(j, v);
+  out = std::move(v);
 }
-// The same for a field every record has.
 template <typename T>
-void require(const json& j, const char* key, T& out) {
-  if (!j.contains(key) || j.at(key).is_null()) refuse("the record has no '", key, "'");
-  read(j, key, out);
+void get(const json& j, std::vector<T>& out) {
+  if (!j.is_array()) refuse("not an array but ", j.type_name());
+  out.clear();
+  for (const json& e : j) get(e, out.emplace_back());
+}
+template <typename T>
+void get(const json& j, T& out) {
+  if constexpr (Record<T>) {
+    if (!j.is_object()) refuse("not an object but ", j.type_name());
+    fields(out, [&](const char* key, auto& member, Presence presence = kOptional) {
+      const auto it = j.find(key);
+      if (it == j.end() || it->is_null()) {
+        if (presence == kRequired) refuse("the record has no '", key, "'");
+        return;
+      }
+      try {
+        get(*it, member);
+      } catch (const json::exception& e) {
+        refuse("record field '", key, "': ", e.what());
+      } catch (const Error& e) {
+        refuse("record field '", key, "': ", e.what());
+      }
+    });
+  } else {
+    out = j.get<T>();
+  }
 }
 
 void checkVersion(const json& j) {
   if (!j.is_object()) refuse("a record is a JSON object, not ", j.type_name());
   int version = 1;
-  read(j, "version", version);
+  if (const auto it = j.find("version"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer()) refuse("record field 'version' is not an integer");
+    version = it->get<int>();
+  }
   if (version < 1 || version > kRecordVersion)
     refuse("record version ", version, " is not one this gyre reads (1 to ", kRecordVersion, ")");
+}
+
+template <typename R>
+R fromJson(const json& j) {
+  checkVersion(j);
+  R r;
+  get(j, r);
+  return r;
 }
 
 // `line` as a JSON object that has every one of `keys`, or nullopt.
@@ -69,242 +241,54 @@ std::optional<json> parseObject(const std::string& line, std::initializer_list<c
   return j;
 }
 
+// One line of a .jsonl file as the record `what` names: nullopt unless it has `keys`, then
+// read by `fromJson` with the line added to its Error.
+template <typename R>
+std::optional<R> parseLine(const std::string& line, std::initializer_list<const char*> keys,
+                           R (*fromJson)(const json&), const char* what) {
+  const std::optional<json> j = parseObject(line, keys);
+  if (!j) return std::nullopt;
+  try {
+    return fromJson(*j);
+  } catch (const Error& e) {
+    refuse("not ", what, " record (", e.what(), "): ", line);
+  }
+}
+
 }  // namespace
 
 ordered_json toJson(const EpochRecord& r) {
-  ordered_json j;
-  j["version"] = kRecordVersion;
-  j["epoch"] = r.epoch;
-  j["epochs"] = r.epochs;
-  j["world"] = r.world;
-  j["plain"] = r.plain;
-  j["model"] = r.model;
-  j["batch"] = r.batch;
-  j["per_rank_batch"] = r.perRankBatch;
-  j["lr"] = r.lr;
-  j["compression"] = r.compression;
-  j["loss"] = r.loss;
-  j["test_accuracy"] = orNull(r.testAccuracy);
-  j["samples_per_s"] = r.samplesPerS;
-  j["seconds"] = r.seconds;
-  j["steps"] = r.steps;
-  j["timed_steps"] = r.timedSteps;
-  j["speedup"] = orNull(r.speedup);
-  j["efficiency"] = orNull(r.efficiency);
-  j["compute_s"] = r.computeS;
-  j["communicate_s"] = r.communicateS;
-  j["bytes_per_step"] = r.bytesPerStep;
-  j["stragglers"] = nullptr;
-  if (r.stragglers) {
-    ordered_json list = ordered_json::array();
-    for (const Straggler& s : *r.stragglers)
-      list.push_back({{"rank", s.rank}, {"since_step", s.since}, {"factor", s.factor}});
-    j["stragglers"] = std::move(list);
-  }
-  j["dropped_gradients"] = orNull(r.droppedGradients);
-  j["autotune"] = nullptr;
-  if (r.autotune)
-    j["autotune"] = {{"bucket_cap_mb", r.autotune->bucketCapMb},
-                     {"algorithm", r.autotune->algorithm},
-                     {"step_ms", r.autotune->stepMs},
-                     {"trials", r.autotune->trials},
-                     {"steps", r.autotune->steps},
-                     {"summary", r.autotune->summary}};
-  j["wait_s"] = r.waitS;
-  j["hidden_s"] = r.hiddenS;
-  j["data_wait_s"] = r.dataWaitS;
-  j["torch_threads"] = r.torchThreads;
-  j["blas_threads"] = orNull(r.blasThreads);
-  ordered_json saves = ordered_json::array();
-  for (const CheckpointSave& c : r.checkpoints)
-    saves.push_back({{"step", c.step}, {"bytes", c.bytes}, {"stall_s", c.stallS}, {"path", c.path}});
-  j["checkpoints"] = std::move(saves);
-  j["mode"] = r.mode;
-  j["servers"] = orNull(r.servers);
-  j["staleness"] = orNull(r.staleness);
-  j["clock_wait_s"] = orNull(r.clockWaitS);
-  j["peak_rss_bytes"] = r.peakRssBytes;
-  j["model_state_bytes"] = orNull(r.modelStateBytes);
-  j["pipeline"] = nullptr;
-  if (const auto& p = r.pipeline)
-    j["pipeline"] = {{"pp", p->pp},
-                     {"dp", p->dp},
-                     {"micro_batches", p->microBatches},
-                     {"schedule", p->schedule},
-                     {"balance", p->balance},
-                     {"bubble", p->bubble},
-                     {"ideal_bubble", p->idealBubble},
-                     {"stage_times_bubble", p->stageTimesBubble},
-                     {"stage_ms", p->stageMs},
-                     {"peak_activation_bytes", p->peakActivationBytes}};
+  ordered_json j = {{"version", kRecordVersion}};
+  j.update(value(r));
   return j;
 }
-
-ordered_json toJson(const StepRecord& r) {
-  ordered_json j;
-  j["step"] = r.step;
-  j["epoch"] = r.epoch;
-  j["loss"] = r.loss;
-  j["lr"] = r.lr;
-  return j;
-}
-
-ordered_json toJson(const EvalRecord& r) {
-  ordered_json j;
-  j["step"] = r.step;
-  j["time_s"] = r.timeS;
-  j["test_acc"] = r.testAccuracy;
-  return j;
-}
-
+ordered_json toJson(const StepRecord& r) { return value(r); }
+ordered_json toJson(const EvalRecord& r) { return value(r); }
 ordered_json toJson(const CheckpointConfig& c) {
-  ordered_json j;
-  j["model"] = c.model;
-  j["sync_bn"] = c.syncBn;
-  j["batch"] = c.batch;
-  j["seed"] = c.seed;
-  j["optimizer"] = c.optimizer;
-  j["world"] = c.world;
-  j["pp"] = c.pp;
-  j["tp"] = c.tp;
-  j["zero"] = c.zero;
-  if (c.bucketCapMb) j["bucket_cap_mb"] = *c.bucketCapMb;
-  if (c.stageLayers) j["stage_layers"] = *c.stageLayers;
+  // config.json leaves out a field that does not apply rather than writing it null.
+  ordered_json j = value(c);
+  for (const char* key : {"bucket_cap_mb", "stage_layers"})
+    if (j[key].is_null()) j.erase(key);
   return j;
 }
 
 EpochRecord epochRecordFromJson(const json& j) {
-  checkVersion(j);
-  EpochRecord r;
-  require(j, "epoch", r.epoch);
-  require(j, "samples_per_s", r.samplesPerS);
-  read(j, "loss", r.loss);
-  read(j, "epochs", r.epochs);
-  read(j, "world", r.world);
-  read(j, "plain", r.plain);
-  read(j, "model", r.model);
-  read(j, "batch", r.batch);
-  read(j, "per_rank_batch", r.perRankBatch);
-  read(j, "lr", r.lr);
-  read(j, "compression", r.compression);
-  read(j, "test_accuracy", r.testAccuracy);
-  read(j, "seconds", r.seconds);
-  read(j, "steps", r.steps);
-  r.timedSteps = r.steps;  // before timed_steps was recorded, every step was timed
-  read(j, "timed_steps", r.timedSteps);
-  read(j, "speedup", r.speedup);
-  read(j, "efficiency", r.efficiency);
-  read(j, "compute_s", r.computeS);
-  read(j, "communicate_s", r.communicateS);
-  read(j, "bytes_per_step", r.bytesPerStep);
-  if (const auto it = j.find("stragglers"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) refuse("record field 'stragglers' is not an array");
-    r.stragglers.emplace();
-    for (const json& s : *it) {
-      Straggler x;
-      read(s, "rank", x.rank);
-      read(s, "since_step", x.since);
-      read(s, "factor", x.factor);
-      r.stragglers->push_back(x);
-    }
-  }
-  read(j, "dropped_gradients", r.droppedGradients);
-  if (const auto it = j.find("autotune"); it != j.end() && !it->is_null()) {
-    AutotuneRecord a;
-    read(*it, "bucket_cap_mb", a.bucketCapMb);
-    read(*it, "algorithm", a.algorithm);
-    read(*it, "step_ms", a.stepMs);
-    read(*it, "trials", a.trials);
-    read(*it, "steps", a.steps);
-    read(*it, "summary", a.summary);
-    r.autotune = a;
-  }
-  read(j, "wait_s", r.waitS);
-  read(j, "hidden_s", r.hiddenS);
-  read(j, "data_wait_s", r.dataWaitS);
-  read(j, "torch_threads", r.torchThreads);
-  read(j, "blas_threads", r.blasThreads);
-  if (const auto it = j.find("checkpoints"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) refuse("record field 'checkpoints' is not an array");
-    for (const json& c : *it) {
-      CheckpointSave save;
-      read(c, "step", save.step);
-      read(c, "bytes", save.bytes);
-      read(c, "stall_s", save.stallS);
-      read(c, "path", save.path);
-      r.checkpoints.push_back(save);
-    }
-  }
-  read(j, "mode", r.mode);
-  read(j, "servers", r.servers);
-  read(j, "staleness", r.staleness);
-  read(j, "clock_wait_s", r.clockWaitS);
-  read(j, "peak_rss_bytes", r.peakRssBytes);
-  read(j, "model_state_bytes", r.modelStateBytes);
-  if (const auto it = j.find("pipeline"); it != j.end() && !it->is_null()) {
-    PipelineRecord p;
-    read(*it, "pp", p.pp);
-    read(*it, "dp", p.dp);
-    read(*it, "micro_batches", p.microBatches);
-    read(*it, "schedule", p.schedule);
-    read(*it, "balance", p.balance);
-    read(*it, "bubble", p.bubble);
-    read(*it, "ideal_bubble", p.idealBubble);
-    read(*it, "stage_times_bubble", p.stageTimesBubble);
-    read(*it, "stage_ms", p.stageMs);
-    read(*it, "peak_activation_bytes", p.peakActivationBytes);
-    r.pipeline = std::move(p);
-  }
+  EpochRecord r = fromJson<EpochRecord>(j);
+  // Before timed_steps was recorded, every step was timed.
+  if (const auto it = j.find("timed_steps"); it == j.end() || it->is_null()) r.timedSteps = r.steps;
   return r;
 }
-
-StepRecord stepRecordFromJson(const json& j) {
-  checkVersion(j);
-  StepRecord r;
-  require(j, "step", r.step);
-  read(j, "epoch", r.epoch);
-  require(j, "loss", r.loss);
-  read(j, "lr", r.lr);
-  return r;
-}
-
-EvalRecord evalRecordFromJson(const json& j) {
-  checkVersion(j);
-  EvalRecord r;
-  require(j, "step", r.step);
-  read(j, "time_s", r.timeS);
-  require(j, "test_acc", r.testAccuracy);
-  return r;
-}
+StepRecord stepRecordFromJson(const json& j) { return fromJson<StepRecord>(j); }
+EvalRecord evalRecordFromJson(const json& j) { return fromJson<EvalRecord>(j); }
 
 std::optional<EpochRecord> parseEpochRecord(const std::string& line) {
-  const std::optional<json> j = parseObject(line, {"epoch", "samples_per_s"});
-  if (!j) return std::nullopt;
-  try {
-    return epochRecordFromJson(*j);
-  } catch (const Error& e) {
-    refuse("not an epoch record (", e.what(), "): ", line);
-  }
+  return parseLine(line, {"epoch", "samples_per_s"}, epochRecordFromJson, "an epoch");
 }
-
 std::optional<StepRecord> parseStepRecord(const std::string& line) {
-  const std::optional<json> j = parseObject(line, {"step"});
-  if (!j) return std::nullopt;
-  try {
-    return stepRecordFromJson(*j);
-  } catch (const Error& e) {
-    refuse("not a step record (", e.what(), "): ", line);
-  }
+  return parseLine(line, {"step"}, stepRecordFromJson, "a step");
 }
-
 std::optional<EvalRecord> parseEvalRecord(const std::string& line) {
-  const std::optional<json> j = parseObject(line, {"step", "test_acc"});
-  if (!j) return std::nullopt;
-  try {
-    return evalRecordFromJson(*j);
-  } catch (const Error& e) {
-    refuse("not an evaluation record (", e.what(), "): ", line);
-  }
+  return parseLine(line, {"step", "test_acc"}, evalRecordFromJson, "an evaluation");
 }
 
 std::optional<CheckpointConfig> parseCheckpointConfig(const std::string& text) {
@@ -312,17 +296,7 @@ std::optional<CheckpointConfig> parseCheckpointConfig(const std::string& text) {
   if (!j.is_object()) return std::nullopt;
   try {
     CheckpointConfig c;
-    read(j, "model", c.model);
-    read(j, "sync_bn", c.syncBn);
-    read(j, "batch", c.batch);
-    read(j, "seed", c.seed);
-    read(j, "optimizer", c.optimizer);
-    read(j, "world", c.world);
-    read(j, "pp", c.pp);
-    read(j, "tp", c.tp);
-    read(j, "zero", c.zero);
-    read(j, "bucket_cap_mb", c.bucketCapMb);
-    read(j, "stage_layers", c.stageLayers);
+    get(j, c);
     return c;
   } catch (const Error&) {
     return std::nullopt;

@@ -95,6 +95,11 @@ TEST(TrainRecords, RefusalsNameTheField) {
   EXPECT_NE(message(R"({"version":2,"epoch":1,"samples_per_s":1})").find("record version 2"),
             std::string::npos);
   EXPECT_NE(message("[1]").find("a JSON object"), std::string::npos);
+  // A nested record's field is named with the field that holds it.
+  const std::string nested = message(R"({"epoch":1,"samples_per_s":1,"stragglers":[{"rank":"two"}]})");
+  EXPECT_NE(nested.find("'stragglers'"), std::string::npos) << nested;
+  EXPECT_NE(nested.find("'rank'"), std::string::npos) << nested;
+  EXPECT_NE(message(R"({"epoch":1,"samples_per_s":1,"checkpoints":{}})").find("not an array"), std::string::npos);
 }
 
 TEST(TrainRecords, LinesThatAreNoRecordsAreSkipped) {

@@ -223,54 +223,40 @@ class ApexLearner {
 
 RlProgress runApex(rt::Runtime& rt, const RlOptions& o,
                    const std::function<void(const RlProgress&)>& report) {
-  ::torch::manual_seed(o.seed);
-  const std::unique_ptr<Env> probe = makeEnv(o.env);
-  const int actions = probe->actions();
-  ApexLearner learner(probe->observationSize(), actions, o);
+  const EnvShape env = seedAndProbe(o);
+  ApexLearner learner(env.observations, env.actions, o);
   rt::ActorOptions here;
   here.rank = rt.rank();
   auto replay = rt.actorWith<ApexReplay>(here, o.replayCapacity, o.alpha, o.seed);
-  Evaluation evaluation(rt, o, actions);
+  Evaluation evaluation(rt, o, env.actions);
   Publisher weights(rt, learner.weights());
-  std::vector<rt::ActorHandle<ApexActor>> actors;
+  std::vector<rt::ActorHandle<ApexActor>> handles;
   for (int i = 0; i < o.actors; ++i)
-    actors.push_back(rt.actorWith<ApexActor>(rolloutPlacement(rt, i, o), o.env, i, apexEpsilon(i, o.actors),
-                                             o.seed, o.hidden, o.nStep, o.gamma));
-  std::vector<std::optional<rt::Future<Rollout>>> inflight(actors.size());
+    handles.push_back(rt.actorWith<ApexActor>(rolloutPlacement(rt, i, o), o.env, i, apexEpsilon(i, o.actors),
+                                              o.seed, o.hidden, o.nStep, o.gamma));
+  RolloutActors<ApexActor, Rollout> actors(std::move(handles), o.rolloutSteps);
   std::optional<rt::Future<int>> lastPriorities;
 
   Progress progress(o, report);
   RlProgress& p = progress.now();
-  std::int64_t stored = 0, issuedSteps = 0;
+  std::int64_t stored = 0;
+  auto store = [&](Rollout r) {
+    stored = std::min(o.replayCapacity, stored + static_cast<std::int64_t>(r.transitions.size()));
+    replay.call(&ApexReplay::add, r.transitions, r.priorities);
+    return r.envSteps;
+  };
+  auto mayIssue = [&] {
+    const std::int64_t steps = p.envSteps + actors.issuedSteps();
+    const bool withinBudget =
+        o.stepsPerUpdate <= 0 || static_cast<double>(steps) < static_cast<double>(o.learningStarts) +
+                                                                 o.stepsPerUpdate * static_cast<double>(p.updates + 1);
+    return withinBudget && (o.maxEnvSteps <= 0 || steps < o.maxEnvSteps);
+  };
+  auto collect = [&](rt::ActorHandle<ApexActor>& actor) {
+    return actor.call(&ApexActor::collect, weights.latest(), weights.version(), o.rolloutSteps);
+  };
   while (!progress.over()) {
-    bool busy = false;
-    for (std::size_t i = 0; i < actors.size(); ++i) {
-      if (inflight[i] && inflight[i]->isCompleted()) {
-        busy = true;
-        try {
-          Rollout r = inflight[i]->get();
-          progress.actorInstance(i, r.instance);
-          p.envSteps += r.envSteps;
-          progress.actorReturns(r.episodeReturns);
-          stored = std::min(o.replayCapacity, stored + static_cast<std::int64_t>(r.transitions.size()));
-          replay.call(&ApexReplay::add, r.transitions, r.priorities);
-        } catch (const rt::ActorDiedError& e) {
-          progress.actorCallLost(i, e.what());
-        }
-        issuedSteps -= o.rolloutSteps;
-        inflight[i].reset();
-      }
-      const bool withinBudget =
-          o.stepsPerUpdate <= 0 ||
-          static_cast<double>(p.envSteps + issuedSteps) <
-              static_cast<double>(o.learningStarts) + o.stepsPerUpdate * static_cast<double>(p.updates + 1);
-      const bool underMax = o.maxEnvSteps <= 0 || p.envSteps + issuedSteps < o.maxEnvSteps;
-      if (!inflight[i] && withinBudget && underMax) {
-        inflight[i] =
-            actors[i].call(&ApexActor::collect, weights.latest(), weights.version(), o.rolloutSteps);
-        issuedSteps += o.rolloutSteps;
-      }
-    }
+    bool busy = actors.poll(progress, store, mayIssue, collect);
     if (stored >= o.learningStarts) {
       busy = true;
       const double beta = std::min(1.0, o.betaStart + (1.0 - o.betaStart) * static_cast<double>(p.envSteps) /
@@ -284,7 +270,7 @@ RlProgress runApex(rt::Runtime& rt, const RlOptions& o,
     }
     endOfTurn(evaluation, weights, progress, busy);
   }
-  drain(inflight);  // what is still in flight ends before the runtime does
+  actors.drain();  // what is still in flight ends before the runtime does
   evaluation.drain();
   if (lastPriorities) lastPriorities->get(std::chrono::seconds(30));
   return progress.finish();

@@ -33,6 +33,12 @@ std::uint64_t newInstanceId() {
   return (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 }
 
+EnvShape seedAndProbe(const RlOptions& o) {
+  ::torch::manual_seed(o.seed);
+  const std::unique_ptr<Env> probe = makeEnv(o.env);
+  return {probe->observationSize(), probe->actions()};
+}
+
 rt::ActorOptions rolloutPlacement(const rt::Runtime& rt, int i, const RlOptions& o) {
   rt::ActorOptions a;
   a.rank = rt.size() > 1 ? 1 + i % (rt.size() - 1) : rt.rank();

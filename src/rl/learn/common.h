@@ -107,17 +107,71 @@ class Progress {
 // one's return taken, the live report (when due), and a short sleep when the turn did nothing.
 void endOfTurn(Evaluation& evaluation, const Publisher& weights, Progress& progress, bool busy);
 
-// Before the runtime ends: waits (30 s at most each) for the calls still in flight, whatever
-// their outcome.
-template <class T>
-void drain(std::vector<std::optional<rt::Future<T>>>& inflight) {
-  for (auto& f : inflight)
-    if (f) {
-      try {
-        f->get(std::chrono::seconds(30));
-      } catch (const std::exception&) {
+// The probe of the environment a learner starts with (torch seeded with --seed first): the sizes
+// of its observations and of its action set.
+struct EnvShape {
+  int observations = 0;
+  int actions = 0;
+};
+EnvShape seedAndProbe(const RlOptions& o);
+
+// The rollout actors and their calls in flight, each call `stepsPerCall` env steps. poll() is a
+// turn over them: a finished call's result is told to Progress (its instance and episode returns)
+// and handed to `take`, which returns its env steps; a call lost with its process is counted;
+// then each idle actor gets `issue(actor)` while `mayIssue()` allows. Result has `instance` and
+// `episodeReturns`.
+template <class Actor, class Result>
+class RolloutActors {
+ public:
+  RolloutActors(std::vector<rt::ActorHandle<Actor>> actors, std::int64_t stepsPerCall)
+      : actors_(std::move(actors)), inflight_(actors_.size()), stepsPerCall_(stepsPerCall) {}
+
+  // Env steps of the calls in flight.
+  std::int64_t issuedSteps() const { return issuedSteps_; }
+
+  // Returns whether a call finished.
+  template <class Take, class MayIssue, class Issue>
+  bool poll(Progress& progress, Take&& take, MayIssue&& mayIssue, Issue&& issue) {
+    bool finished = false;
+    for (std::size_t i = 0; i < actors_.size(); ++i) {
+      if (inflight_[i] && inflight_[i]->isCompleted()) {
+        finished = true;
+        try {
+          Result r = inflight_[i]->get();
+          progress.actorInstance(i, r.instance);
+          progress.actorReturns(r.episodeReturns);
+          progress.now().envSteps += take(std::move(r));
+        } catch (const rt::ActorDiedError& e) {
+          progress.actorCallLost(i, e.what());
+        }
+        issuedSteps_ -= stepsPerCall_;
+        inflight_[i].reset();
+      }
+      if (!inflight_[i] && mayIssue()) {
+        inflight_[i] = issue(actors_[i]);
+        issuedSteps_ += stepsPerCall_;
       }
     }
-}
+    return finished;
+  }
+
+  // Before the runtime ends: waits (30 s at most each) for the calls still in flight, whatever
+  // their outcome.
+  void drain() {
+    for (auto& f : inflight_)
+      if (f) {
+        try {
+          f->get(std::chrono::seconds(30));
+        } catch (const std::exception&) {
+        }
+      }
+  }
+
+ private:
+  std::vector<rt::ActorHandle<Actor>> actors_;
+  std::vector<std::optional<rt::Future<Result>>> inflight_;
+  std::int64_t stepsPerCall_;
+  std::int64_t issuedSteps_ = 0;
+};
 
 }  // namespace gyre::rl

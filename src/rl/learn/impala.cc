@@ -163,44 +163,32 @@ class ImpalaLearner {
 
 RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
                      const std::function<void(const RlProgress&)>& report) {
-  ::torch::manual_seed(o.seed);
-  const std::unique_ptr<Env> probe = makeEnv(o.env);
-  const int actions = probe->actions();
-  ImpalaLearner learner(probe->observationSize(), actions, o);
-  Evaluation evaluation(rt, o, actions + 1);
+  const EnvShape env = seedAndProbe(o);
+  ImpalaLearner learner(env.observations, env.actions, o);
+  Evaluation evaluation(rt, o, env.actions + 1);
   Publisher weights(rt, learner.weights());
-  std::vector<rt::ActorHandle<ImpalaActor>> actors;
+  std::vector<rt::ActorHandle<ImpalaActor>> handles;
   for (int i = 0; i < o.actors; ++i)
-    actors.push_back(rt.actorWith<ImpalaActor>(rolloutPlacement(rt, i, o), o.env, i, o.seed, o.hidden));
-  std::vector<std::optional<rt::Future<Trajectory>>> inflight(actors.size());
+    handles.push_back(rt.actorWith<ImpalaActor>(rolloutPlacement(rt, i, o), o.env, i, o.seed, o.hidden));
+  RolloutActors<ImpalaActor, Trajectory> actors(std::move(handles), o.unroll);
   std::deque<Trajectory> queue;  // unrolls waiting for the learner; the actors wait beyond 2 batches
 
   Progress progress(o, report);
   RlProgress& p = progress.now();
-  std::int64_t issuedSteps = 0;
+  auto enqueue = [&](Trajectory tr) {
+    const auto steps = static_cast<std::int64_t>(tr.taken.size());
+    queue.push_back(std::move(tr));
+    return steps;
+  };
+  auto mayIssue = [&] {
+    return queue.size() < 2 * static_cast<std::size_t>(o.trajectories) &&
+           (o.maxEnvSteps <= 0 || p.envSteps + actors.issuedSteps() < o.maxEnvSteps);
+  };
+  auto unroll = [&](rt::ActorHandle<ImpalaActor>& actor) {
+    return actor.call(&ImpalaActor::unroll, weights.latest(), weights.version(), o.unroll);
+  };
   while (!progress.over()) {
-    bool busy = false;
-    for (std::size_t i = 0; i < actors.size(); ++i) {
-      if (inflight[i] && inflight[i]->isCompleted()) {
-        busy = true;
-        try {
-          Trajectory tr = inflight[i]->get();
-          progress.actorInstance(i, tr.instance);
-          p.envSteps += static_cast<std::int64_t>(tr.taken.size());
-          progress.actorReturns(tr.episodeReturns);
-          queue.push_back(std::move(tr));
-        } catch (const rt::ActorDiedError& e) {
-          progress.actorCallLost(i, e.what());
-        }
-        issuedSteps -= o.unroll;
-        inflight[i].reset();
-      }
-      const bool underMax = o.maxEnvSteps <= 0 || p.envSteps + issuedSteps < o.maxEnvSteps;
-      if (!inflight[i] && queue.size() < 2 * static_cast<std::size_t>(o.trajectories) && underMax) {
-        inflight[i] = actors[i].call(&ImpalaActor::unroll, weights.latest(), weights.version(), o.unroll);
-        issuedSteps += o.unroll;
-      }
-    }
+    bool busy = actors.poll(progress, enqueue, mayIssue, unroll);
     if (queue.size() >= static_cast<std::size_t>(o.trajectories)) {
       busy = true;
       std::vector<Trajectory> batch(std::make_move_iterator(queue.begin()),
@@ -212,7 +200,7 @@ RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
     }
     endOfTurn(evaluation, weights, progress, busy);
   }
-  drain(inflight);
+  actors.drain();
   evaluation.drain();
   return progress.finish();
 }
