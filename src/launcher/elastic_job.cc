@@ -18,6 +18,7 @@
 #include "launcher/elastic_discovery.h"
 #include "launcher/elastic_policy.h"
 #include "launcher/elastic_report.h"
+#include "launcher/elastic_workers.h"
 #include "launcher/failures.h"
 #include "launcher/output.h"
 #include "launcher/run_metrics.h"
@@ -45,10 +46,7 @@ void checkOptions(const RunOptions& o) {
 class ElasticJob {
  public:
   explicit ElasticJob(const RunOptions& o)
-      : o_(o),
-        agents_(
-            o_, [this](AgentHandle& a, const Event& e) { onEvent(a, e); },
-            [this](AgentHandle& a, const std::string& why) { onAgentError(a, why); }) {}
+      : o_(o), workers_(o_, [this](int id, const WorkerEnd& end) { ended(id, end); }) {}
 
   int run() {
     signal(SIGPIPE, SIG_IGN);
@@ -72,6 +70,7 @@ class ElasticJob {
     client_->setTimeout(std::chrono::seconds(10));
     jobId_ = "gyre-" + auth::generateSecret().substr(0, 12);
     output_ = std::make_unique<OutputSink>(limits.np, o_.tagOutput.value_or(o_.maxNp > 1), o_.outputDir);
+    workers_.setOutput(*output_);
     deadline_ = o_.timeoutS > 0 ? Deadline::after(millis(o_.timeoutS)) : Deadline::never();
 
     policy_.emplace(limits, hosts, Clock::now());
@@ -86,13 +85,6 @@ class ElasticJob {
   }
 
  private:
-  struct Worker {
-    AgentHandle* agent = nullptr;
-    std::string failedText;  // the agent's kFailed: why it could not start the worker
-    bool reported = false;   // its end went to the policy
-    bool running = false;    // counted in RunMetrics' running workers
-  };
-
   std::vector<HostSlots> initialHosts() {
     if (!o_.discoveryScript.empty()) {
       discovery_.emplace(o_.discoveryScript, millis(o_.discoveryIntervalS));
@@ -121,34 +113,32 @@ class ElasticJob {
     if (a.id >= firstWorkers_) RunMetrics::get().replacementStarted();
     const HostPlacement place{a.host, isLocalHost(a.host), a.id, 1};
     const AgentSpec job = elasticWorkerSpec(o_, store_, place, jobId_, a.hostSlots);
-    Worker& w = workers_[a.id];
-    try {
-      if (job.storeCandidates.empty())
-        throw InvalidArgument(
-            "this host has no non-loopback IPv4 address for remote hosts to reach the job's store");
-      w.agent = &agents_.start(place, job);
-    } catch (const Error& e) {
-      workerLost(a.id, "could not be started: " + std::string(e.what()));
+    if (job.storeCandidates.empty()) {
+      workers_.end(a.id, WorkerEnd{false,
+                                   "could not be started: this host has no non-loopback IPv4 address for "
+                                   "remote hosts to reach the job's store",
+                                   1, false});
+      return;
     }
+    workers_.start(a.id, place, job);
   }
 
-  void workerLost(int id, const std::string& what) {
-    Worker& w = workers_[id];
-    if (w.reported) return;
-    w.reported = true;
-    if (std::exchange(w.running, false)) RunMetrics::get().workerExited(true);
-    policy_->exited(id, WorkerEnd{false, what, 1, false}, Clock::now());
+  // A worker's end goes to the policy; one that exited 0 may have finished a membership the
+  // policy has not seen formed yet.
+  void ended(int id, const WorkerEnd& end) {
+    if (end.ok) policy_->formed(formedMembership());
+    policy_->exited(id, end, Clock::now());
   }
 
   void apply(const std::vector<ElasticAction>& actions) {
     for (const ElasticAction& a : actions) {
-      if (stopping_) return;
+      if (workers_.stopping()) return;
       switch (a.kind) {
         case ElasticAction::Kind::kStart:
           startWorker(a);
           break;
         case ElasticAction::Kind::kStop:
-          if (AgentHandle* agent = workers_[a.id].agent) agents_.stop(*agent);
+          workers_.stop(a.id);
           break;
         case ElasticAction::Kind::kPublish:
           elastic::publishMembership(*client_, a.membership);
@@ -167,59 +157,9 @@ class ElasticJob {
   }
 
   void stopEverything() {
-    if (stopping_) return;
-    stopping_ = true;
+    if (workers_.stopping()) return;
     policy_->stopping();
-    killAt_ = Clock::now() + Ms(o_.stopGraceMs + 500);
-    agents_.stopAll();
-  }
-
-  void onEvent(AgentHandle& a, const Event& e) {
-    const int id = a.place.firstRank;
-    if (e.rank != -1 && e.rank != id)
-      GYRE_THROW(ProtocolError, "the agent of worker ", id, " on ", a.place.host, " reported worker ",
-                 e.rank);
-    Worker& w = workers_[id];
-    switch (e.kind) {
-      case Event::Kind::kStore:
-        break;
-      case Event::Kind::kStarted:
-        w.running = true;
-        RunMetrics::get().workerStarted();
-        break;
-      case Event::Kind::kDone:
-        a.done = true;
-        break;
-      case Event::Kind::kOutput:
-        output_->line(id, e.fromStderr, e.text, e.terminator);
-        break;
-      case Event::Kind::kFailed:
-        w.failedText = e.text;
-        break;
-      case Event::Kind::kExit: {
-        if (w.reported) break;
-        w.reported = true;
-        const WorkerEnd end = endOf(e);
-        if (std::exchange(w.running, false)) RunMetrics::get().workerExited(!end.ok);
-        if (end.ok) policy_->formed(formedMembership());
-        policy_->exited(id, end, Clock::now());
-        break;
-      }
-    }
-  }
-
-  // An agent that sends what it should not: stop it; its worker counts as lost.
-  void onAgentError(AgentHandle& a, const std::string& why) {
-    agents_.stop(a);
-    workerLost(a.place.firstRank, "was lost: its agent failed: " + why);
-  }
-
-  void reapAgents() {
-    for (const auto& [a, e] : agents_.reap()) {
-      const Worker& w = workers_[a->place.firstRank];
-      if (w.reported) continue;
-      workerLost(a->place.firstRank, lostAgentText(w.failedText, a->command, e));
-    }
+    workers_.stopAll();
   }
 
   // The newest membership that formed; nullopt when none did or the store cannot say (the
@@ -246,8 +186,8 @@ class ElasticJob {
     }
     if (events != placeEvents_) {
       placeEvents_ = events;
-      for (const auto& [id, w] : workers_)
-        if (!w.reported)
+      for (const int id : workers_.ids())
+        if (!workers_.ended(id))
           if (const std::optional<elastic::Place> place = elastic::placeOf(*client_, id))
             policy_->placed(id, *place, now);
     }
@@ -266,9 +206,8 @@ class ElasticJob {
 
   void supervise() {
     while (true) {
-      agents_.read(AgentPool::kPollMs);
-      reapAgents();
-      if (!stopping_) {
+      workers_.turn();
+      if (!workers_.stopping()) {
         if (const int sig = interruptSignal()) {
           interrupt_ = sig;
           stopEverything();
@@ -286,14 +225,13 @@ class ElasticJob {
           }
         }
       }
-      if (stopping_ && Clock::now() >= killAt_) agents_.killAll();
-      if (agents_.allGone() && (stopping_ || policy_->over())) break;
+      if (workers_.allGone() && (workers_.stopping() || policy_->over())) break;
     }
-    agents_.stopAll();
+    workers_.finish();
   }
 
   const RunOptions& o_;
-  AgentPool agents_;
+  ElasticWorkers workers_;
   std::optional<HostDiscovery> discovery_;
   JobStore store_;
   std::shared_ptr<Store> client_;
@@ -302,15 +240,12 @@ class ElasticJob {
   std::unique_ptr<OutputSink> output_;
   Deadline deadline_ = Deadline::never();
   std::optional<ElasticPolicy> policy_;
-  std::map<int, Worker> workers_;
   std::string lastDiscoveryError_;
   std::string launcherError_;
-  Clock::time_point killAt_{};
   std::int64_t placeEvents_ = 0;  // the places counter when the places were last read
   Clock::time_point nextFormedRead_{};
   int interrupt_ = 0;
   bool timedOut_ = false;
-  bool stopping_ = false;
 };
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "launcher/elastic_job.h"
 #include "launcher/elastic_policy.h"
 #include "launcher/elastic_report.h"
+#include "launcher/elastic_workers.h"
 #include "launcher/failures.h"
 #include "launcher/output.h"
 #include "launcher/rdzv_keys.h"
@@ -45,9 +46,7 @@ class RdzvJob {
   explicit RdzvJob(const RunOptions& o)
       : o_(o),
         url_(rendezvous::parseEtcdUrl(o.rdzv)),
-        agents_(
-            o_, [this](AgentHandle& a, const Event& e) { onEvent(a, e); },
-            [this](AgentHandle& a, const std::string& why) { onAgentError(a, why); }) {}
+        workers_(o_, [this](int id, const WorkerEnd& end) { ended(id, end); }) {}
 
   int run() {
     signal(SIGPIPE, SIG_IGN);
@@ -79,6 +78,7 @@ class RdzvJob {
     say("node " + node_ + " joined job " + formatEtcdUrlPath() + " with " + std::to_string(slots()) +
         " slot(s)");
     output_ = std::make_unique<OutputSink>(o_.maxNp, o_.tagOutput.value_or(true), o_.outputDir);
+    workers_.setOutput(*output_);
     deadline_ = o_.timeoutS > 0 ? Deadline::after(numbers::millis(o_.timeoutS)) : Deadline::never();
     supervise();
     output_->flush();
@@ -86,13 +86,6 @@ class RdzvJob {
   }
 
  private:
-  struct Worker {
-    AgentHandle* agent = nullptr;
-    std::string failedText;
-    bool ended = false;    // its exit went to etcd
-    bool running = false;  // counted in RunMetrics' running workers
-  };
-
   int slots() const { return o_.np > 0 ? o_.np : 1; }
 
   std::string required(const std::string& k) {
@@ -111,21 +104,13 @@ class RdzvJob {
   void startWorker(int id) {
     const HostPlacement place{"localhost", true, id, 1};
     const AgentSpec job = elasticWorkerSpec(o_, jobStore_, place, jobId_, slots());
-    Worker& w = workers_[id];
     etcd_->put(key("alive/" + std::to_string(id)), asBytes(node_), lease_);
-    try {
-      w.agent = &agents_.start(place, job);
-    } catch (const Error& e) {
-      ended(id, WorkerEnd{false, "could not be started: " + std::string(e.what()), 1, false});
-    }
+    workers_.start(id, place, job);
   }
 
-  // Records how worker `id` of this node ended, for the leader.
   // Records how worker `id` of this node ended, for the leader: now, or (etcd not answering)
   // in a later round; the node does not exit before every end is recorded or etcd failed it.
   void ended(int id, const WorkerEnd& end) {
-    Worker& w = workers_[id];
-    if (std::exchange(w.ended, true)) return;
     unrecorded_[id] = end;
     recordEnds();
   }
@@ -143,59 +128,16 @@ class RdzvJob {
     }
   }
 
-  void onEvent(AgentHandle& a, const Event& e) {
-    const int id = a.place.firstRank;
-    Worker& w = workers_[id];
-    switch (e.kind) {
-      case Event::Kind::kOutput:
-        output_->line(id, e.fromStderr, e.text, e.terminator);
-        break;
-      case Event::Kind::kFailed:
-        w.failedText = e.text;
-        break;
-      case Event::Kind::kDone:
-        a.done = true;
-        break;
-      case Event::Kind::kStarted:
-        w.running = true;
-        RunMetrics::get().workerStarted();
-        break;
-      case Event::Kind::kExit: {
-        const WorkerEnd end = endOf(e);
-        if (std::exchange(w.running, false)) RunMetrics::get().workerExited(!end.ok);
-        ended(id, end);
-        break;
-      }
-      default:
-        break;
-    }
-  }
-
-  void onAgentError(AgentHandle& a, const std::string& why) {
-    agents_.stop(a);
-    ended(a.place.firstRank, WorkerEnd{false, "was lost: its agent failed: " + why, 1, false});
-  }
-
-  void reapAgents() {
-    for (const auto& [a, e] : agents_.reap()) {
-      const Worker& w = workers_[a->place.firstRank];
-      if (w.ended) continue;
-      ended(a->place.firstRank, WorkerEnd{false, lostAgentText(w.failedText, a->command, e), 1, false});
-    }
-  }
-
   // Starts what the leader assigned to this node, stops what it asks to stop, sees the end.
   void follow() {
-    if (!stopping_)
+    if (!workers_.stopping())
       for (const EtcdKeyValue& kv : etcd_->list(key("start/"))) {
         const int id = idOf(kv.key);
-        if (id >= 0 && asText(kv.value) == node_ && !workers_.contains(id)) startWorker(id);
+        if (id >= 0 && asText(kv.value) == node_ && !workers_.has(id)) startWorker(id);
       }
     for (const EtcdKeyValue& kv : etcd_->list(key("stop/"))) {
-      const auto it = workers_.find(idOf(kv.key));
-      if (it != workers_.end() && it->second.agent != nullptr && !it->second.ended &&
-          stopped_.insert(it->first).second)
-        agents_.stop(*it->second.agent);
+      const int id = idOf(kv.key);
+      if (workers_.has(id) && !workers_.ended(id) && stopped_.insert(id).second) workers_.stop(id);
     }
     if (const auto end = etcd_->get(key("end"))) end_ = asText(end->value);
   }
@@ -409,12 +351,7 @@ class RdzvJob {
 
   // --- the loop ---------------------------------------------------------------------------
 
-  void stopLocal() {
-    if (stopping_) return;
-    stopping_ = true;
-    killAt_ = Clock::now() + Ms(o_.stopGraceMs + 500);
-    agents_.stopAll();
-  }
+  void stopLocal() { workers_.stopAll(); }
 
   // An interrupt or --timeout of this node: it leaves the job at once (its lease revoked, so the
   // leader, or the node that takes the leader key, counts its workers as lost and goes on) and
@@ -439,10 +376,9 @@ class RdzvJob {
 
   void supervise() {
     while (true) {
-      agents_.read(AgentPool::kPollMs);
-      reapAgents();
+      workers_.turn();
       const Clock::time_point now = Clock::now();
-      if (!stopping_) {
+      if (!workers_.stopping()) {
         if (const int sig = interruptSignal()) {
           interrupt_ = sig;
         } else if (deadline_.expired()) {
@@ -468,10 +404,9 @@ class RdzvJob {
           stopLocal();
         }
       }
-      if (stopping_ && now >= killAt_) agents_.killAll();
-      if (agents_.allGone() && (stopping_ || end_) && (unrecorded_.empty() || etcdFailed())) break;
+      if (workers_.allGone() && (workers_.stopping() || end_) && (unrecorded_.empty() || etcdFailed())) break;
     }
-    agents_.stopAll();
+    workers_.finish();
   }
 
   bool etcdFailed() const { return !etcdError_.empty(); }
@@ -526,7 +461,7 @@ class RdzvJob {
 
   const RunOptions& o_;
   rendezvous::EtcdUrl url_;
-  AgentPool agents_;
+  ElasticWorkers workers_;
   std::unique_ptr<rendezvous::EtcdClient> etcd_;
   std::int64_t lease_ = 0;
   std::unique_ptr<LeaseKeeper> keeper_;
@@ -536,7 +471,6 @@ class RdzvJob {
   std::shared_ptr<Store> store_;
   std::unique_ptr<OutputSink> output_;
   Deadline deadline_ = Deadline::never();
-  std::map<int, Worker> workers_;
   std::set<int> stopped_;
   std::optional<ElasticPolicy> policy_;
   std::set<int> reported_;  // leader: worker ends given to the policy
@@ -548,14 +482,12 @@ class RdzvJob {
   bool reportedEnd_ = false;  // this node led the job to its end
   int leaderCode_ = 0;
   Clock::time_point nextRead_{};
-  Clock::time_point killAt_{};
   std::string etcdError_;
   bool lostLease_ = false;
   bool left_ = false;                    // leave(): this node gave up its lease
   std::map<int, WorkerEnd> unrecorded_;  // ends of this node's workers not yet in etcd
   int interrupt_ = 0;
   bool timedOut_ = false;
-  bool stopping_ = false;
 };
 
 }  // namespace
