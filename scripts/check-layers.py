@@ -24,7 +24,7 @@ LEVELS = {
     "api": 3,
     "torch": 4, "ps": 4, "rt": 4, "launcher": 4, "elastic": 4, "metrics": 4, "plot": 4,
     "bootstrap": 4,
-    "train": 5, "tune": 5, "rl": 5, "report": 5, "python": 5, "info": 5,
+    "train": 5, "tune": 5, "rl": 5, "report": 5, "python": 5, "info": 5, "serve": 5,
     "apps": 6, "bench": 6, "examples": 6, "tests": 7,
 }
 

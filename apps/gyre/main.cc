@@ -18,6 +18,7 @@
 #include "run.h"
 #include "train.h"
 #include "rl.h"
+#include "serve.h"
 #include "tune.h"
 
 int main(int argc, char** argv) {
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   gyre::app::addRun(app, action);
   gyre::app::addTrain(app, action);
   gyre::app::addRl(app, action);
+  gyre::app::addServe(app, action);
   // `gyre tune ... -- COMMAND`: the trial command is not gyre's to parse.
   std::vector<std::string> tuneCommand;
   int parsedArgc = argc;

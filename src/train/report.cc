@@ -71,6 +71,8 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   if (o.pp > 1) resume.stageLayers = stageLayers;
   nlohmann::ordered_json j = toJson(resume);
   j["gyre_version"] = kVersion;
+  if (o.model == "vit")  // what a server needs to build the model again (gyre serve)
+    j["vit"] = {{"depth", o.vitDepth}, {"width", o.vitWidth}, {"heads", o.vitHeads}, {"patch", o.vitPatch}};
   j["plain"] = o.plain;
   j["epochs"] = o.epochs;
   j["per_rank_batch"] =

@@ -1,0 +1,127 @@
+#include "serve/batcher.h"
+
+#include <exception>
+#include <utility>
+
+namespace gyre::serve {
+
+using Clock = std::chrono::steady_clock;
+
+Batcher::Batcher(std::vector<Forward> replicas, BatchOptions options) : options_(options) {
+  if (replicas.empty()) throw InvalidArgument("a Batcher needs at least one replica");
+  for (Forward& f : replicas) threads_.emplace_back([this, f = std::move(f)] { serve(f); });
+}
+
+Batcher::~Batcher() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notifyAll();
+  for (std::thread& t : threads_) t.join();
+}
+
+std::future<::torch::Tensor> Batcher::submit(::torch::Tensor rows) {
+  if (rows.dim() < 1 || rows.size(0) < 1) throw InvalidArgument("a request has at least one row");
+  Request r{std::move(rows), {}, Clock::now()};
+  std::future<::torch::Tensor> answer = r.answer.get_future();
+  {
+    MutexLock lock(mu_);
+    if (stopping_) throw QueueFull("the server is stopping");
+    if (static_cast<int>(queue_.size()) >= options_.maxQueue)
+      throw QueueFull("all " + std::to_string(options_.maxQueue) + " places of the queue are taken (--max-queue)");
+    queue_.push_back(std::move(r));
+    ++stats_.queued;
+  }
+  changed_.notifyAll();
+  return answer;
+}
+
+BatchStats Batcher::stats() const {
+  MutexLock lock(mu_);
+  return stats_;
+}
+
+std::vector<Batcher::Request> Batcher::gather() {
+  std::vector<Request> batch;
+  changed_.wait(mu_, [&]() GYRE_REQUIRES(mu_) {
+    return (!queue_.empty() && !gathering_) || (stopping_ && queue_.empty());
+  });
+  if (queue_.empty()) return batch;
+  gathering_ = true;
+  const ::torch::IntArrayRef shape = queue_.front().rows.sizes().slice(1);
+  const std::vector<std::int64_t> rowShape(shape.begin(), shape.end());
+  const Clock::time_point deadline = queue_.front().arrival + options_.wait;
+  std::int64_t rows = 0;
+  while (true) {
+    // Take what fits from the front; a request of another row shape waits for the next batch.
+    while (!queue_.empty()) {
+      const ::torch::Tensor& next = queue_.front().rows;
+      const bool sameShape = next.sizes().slice(1).vec() == rowShape;
+      if (!batch.empty() && (!sameShape || rows + next.size(0) > options_.maxBatchSize)) break;
+      rows += next.size(0);
+      batch.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+      --stats_.queued;
+      if (rows >= options_.maxBatchSize) break;
+    }
+    const bool full = rows >= options_.maxBatchSize || !queue_.empty();  // the front does not fit
+    if (full || stopping_ || Clock::now() >= deadline) break;
+    changed_.waitUntil(mu_, deadline, [&]() GYRE_REQUIRES(mu_) { return !queue_.empty() || stopping_; });
+  }
+  gathering_ = false;
+  return batch;
+}
+
+void Batcher::run(const Forward& forward, std::vector<Request>& batch) {
+  std::vector<::torch::Tensor> inputs;
+  inputs.reserve(batch.size());
+  for (const Request& r : batch) inputs.push_back(r.rows);
+  try {
+    ::torch::Tensor output;
+    {
+      ::torch::NoGradGuard noGrad;
+      output = forward(inputs.size() == 1 ? inputs.front() : ::torch::cat(inputs));
+    }
+    std::int64_t rows = 0;
+    for (const Request& r : batch) rows += r.rows.size(0);
+    if (output.dim() < 1 || output.size(0) != rows)
+      throw Error("the model answered " + std::to_string(output.dim() < 1 ? 0 : output.size(0)) + " rows for " +
+                  std::to_string(rows));
+    std::int64_t at = 0;
+    for (Request& r : batch) {
+      const std::int64_t n = r.rows.size(0);
+      r.answer.set_value(output.narrow(0, at, n).clone());
+      at += n;
+    }
+    MutexLock lock(mu_);
+    stats_.requests += batch.size();
+    stats_.rows += static_cast<std::uint64_t>(rows);
+    ++stats_.batches;
+  } catch (...) {
+    const std::exception_ptr e = std::current_exception();
+    for (Request& r : batch) r.answer.set_exception(e);
+    MutexLock lock(mu_);
+    stats_.requests += batch.size();
+    ++stats_.batches;
+    ++stats_.failedBatches;
+  }
+}
+
+void Batcher::serve(const Forward& forward) {
+  while (true) {
+    std::vector<Request> batch;
+    {
+      MutexLock lock(mu_);
+      batch = gather();
+      if (batch.empty()) return;
+      ++stats_.busy;
+    }
+    changed_.notifyAll();  // the next replica may gather
+    run(forward, batch);
+    MutexLock lock(mu_);
+    --stats_.busy;
+  }
+}
+
+}  // namespace gyre::serve

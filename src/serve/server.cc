@@ -1,0 +1,218 @@
+#include "serve/server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/mutex.h"
+#include "serve/batcher.h"
+#include "serve/codec.h"
+
+namespace gyre::serve {
+
+using Clock = std::chrono::steady_clock;
+
+// Requests by status and their latency, for /metrics.
+class RequestMetrics {
+ public:
+  static constexpr std::array<double, 12> kBucketsMs = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000};
+
+  void record(int status, double ms) GYRE_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    ++byStatus_[status];
+    for (std::size_t i = 0; i < kBucketsMs.size(); ++i)
+      if (ms <= kBucketsMs[i]) ++buckets_[i];
+    ++count_;
+    sumMs_ += ms;
+  }
+
+  std::string render(const BatchStats& b, int replicas) const GYRE_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    std::string s =
+        "# HELP gyre_serve_requests_total Prediction requests answered, by HTTP status.\n"
+        "# TYPE gyre_serve_requests_total counter\n";
+    for (const auto& [status, n] : byStatus_)
+      s += fmt::format("gyre_serve_requests_total{{code=\"{}\"}} {}\n", status, n);
+    s += "# HELP gyre_serve_request_seconds Time from a prediction request's arrival to its answer.\n"
+         "# TYPE gyre_serve_request_seconds histogram\n";
+    for (std::size_t i = 0; i < kBucketsMs.size(); ++i)
+      s += fmt::format("gyre_serve_request_seconds_bucket{{le=\"{}\"}} {}\n", kBucketsMs[i] / 1000, buckets_[i]);
+    s += fmt::format("gyre_serve_request_seconds_bucket{{le=\"+Inf\"}} {}\n", count_);
+    s += fmt::format("gyre_serve_request_seconds_sum {}\ngyre_serve_request_seconds_count {}\n", sumMs_ / 1000,
+                     count_);
+    s += fmt::format(
+        "# HELP gyre_serve_batches_total Forward passes run.\n# TYPE gyre_serve_batches_total counter\n"
+        "gyre_serve_batches_total {}\n"
+        "# HELP gyre_serve_batch_rows_total Rows of all forward passes.\n# TYPE gyre_serve_batch_rows_total counter\n"
+        "gyre_serve_batch_rows_total {}\n"
+        "# HELP gyre_serve_failed_batches_total Forward passes that failed.\n"
+        "# TYPE gyre_serve_failed_batches_total counter\ngyre_serve_failed_batches_total {}\n"
+        "# HELP gyre_serve_queue_length Requests waiting for a replica.\n# TYPE gyre_serve_queue_length gauge\n"
+        "gyre_serve_queue_length {}\n"
+        "# HELP gyre_serve_replicas Replicas of the model.\n# TYPE gyre_serve_replicas gauge\n"
+        "gyre_serve_replicas {}\n"
+        "# HELP gyre_serve_busy_replicas Replicas running a forward pass.\n# TYPE gyre_serve_busy_replicas gauge\n"
+        "gyre_serve_busy_replicas {}\n",
+        b.batches, b.rows, b.failedBatches, b.queued, replicas, b.busy);
+    return s;
+  }
+
+ private:
+  mutable Mutex mu_;
+  std::map<int, std::uint64_t> byStatus_ GYRE_GUARDED_BY(mu_);
+  std::array<std::uint64_t, kBucketsMs.size()> buckets_ GYRE_GUARDED_BY(mu_){};
+  std::uint64_t count_ GYRE_GUARDED_BY(mu_) = 0;
+  double sumMs_ GYRE_GUARDED_BY(mu_) = 0;
+};
+
+namespace {
+
+void fail(httplib::Response& res, int status, const std::string& what) {
+  res.status = status;
+  res.set_content(errorJson(what), "application/json");
+}
+
+std::string contentType(const httplib::Request& req) {
+  std::string type = req.get_header_value("Content-Type");
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && type.back() == ' ') type.pop_back();
+  return type;
+}
+
+}  // namespace
+
+ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
+    : model_(std::move(model)), o_(options), metrics_(std::make_unique<RequestMetrics>()),
+      http_(std::make_unique<httplib::Server>()) {
+  std::vector<Batcher::Forward> replicas;
+  for (int i = 0; i < o_.replicas; ++i) replicas.push_back(model_.makeReplica());
+  BatchOptions b;
+  b.maxBatchSize = o_.maxBatchSize;
+  b.wait = std::chrono::microseconds(static_cast<std::int64_t>(o_.batchWaitMs * 1000));
+  b.maxQueue = o_.maxQueue;
+  batcher_ = std::make_unique<Batcher>(std::move(replicas), b);
+
+  http_->set_payload_max_length(static_cast<std::size_t>(o_.maxBodyBytes));
+  const auto timeout = std::chrono::microseconds(static_cast<std::int64_t>(o_.readTimeoutS * 1e6));
+  http_->set_read_timeout(timeout);
+  http_->set_write_timeout(timeout);
+  http_->set_keep_alive_max_count(1000);
+  http_->set_keep_alive_timeout(5);
+  const int connections = o_.maxConnections;
+  http_->new_task_queue = [connections] { return new httplib::ThreadPool(static_cast<std::size_t>(connections)); };
+  // SO_REUSEADDR alone: httplib's default adds SO_REUSEPORT, which would let two servers share a port.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  routes();
+  errno = 0;
+  port_ = o_.port == 0 ? http_->bind_to_any_port(o_.host) : (http_->bind_to_port(o_.host, o_.port) ? o_.port : -1);
+  if (port_ <= 0)
+    throw Error(fmt::format("--port {}: cannot listen on {}:{}: {}{}", o_.port, o_.host, o_.port,
+                            errno != 0 ? std::strerror(errno) : "the address is not usable",
+                            errno == EADDRINUSE ? " (another process serves there; pick another port)" : ""));
+  ready_ = true;
+}
+
+ModelServer::~ModelServer() = default;
+
+void ModelServer::serve() {
+  http_->listen_after_bind();
+  ready_ = false;
+  batcher_.reset();  // answers every accepted request, then stops the replicas
+}
+
+void ModelServer::stop() {
+  http_->stop();
+}
+
+void ModelServer::routes() {
+  const std::string name = model_.name;
+  // One prediction: decoded by `decode`, run in a batch, encoded by the protocol's encoder.
+  auto predict = [this](const httplib::Request& req, httplib::Response& res, const std::string& protocol) {
+    const Clock::time_point start = Clock::now();
+    const std::string asked = req.matches[1];
+    if (asked != model_.name) {
+      fail(res, 404, "no model '" + asked + "' here; this server serves '" + model_.name + "'");
+    } else {
+      try {
+        // Raw float32 by its content type; anything else is read as JSON (curl -d sends JSON as a form).
+        const bool raw = contentType(req) == "application/octet-stream";
+        if (raw && protocol != "v1")
+          throw BadRequest("raw tensors go to /v1/models/" + model_.name + ":predict", 415);
+        const ::torch::Tensor rows = raw ? decodeRaw(req.body, req.get_header_value(kShapeHeader), model_.rowShape)
+                                         : protocol == "v1" ? decodeV1(req.body, model_.rowShape)
+                                                            : decodeV2(req.body, model_.rowShape);
+        const ::torch::Tensor output = batcher_->submit(rows).get();
+        if (raw) {
+          res.set_header(kShapeHeader, shapeText(output));
+          res.set_content(encodeRaw(output), "application/octet-stream");
+        } else {
+          res.set_content(protocol == "v1" ? encodeV1(output) : encodeV2(output, model_.name), "application/json");
+        }
+      } catch (const BadRequest& e) {
+        fail(res, e.status(), e.what());
+      } catch (const QueueFull& e) {
+        fail(res, 503, e.what());
+      } catch (const c10::Error& e) {
+        fail(res, 400, std::string("the model could not take the input: ") + e.what_without_backtrace());
+      } catch (const std::exception& e) {
+        fail(res, 500, e.what());
+      }
+    }
+    if (res.status == -1) res.status = 200;  // httplib's "not set yet": a handler that answered
+    metrics_->record(res.status, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+  };
+  http_->Post(R"(/v1/models/([^/:]+):predict)",
+              [predict](const httplib::Request& req, httplib::Response& res) { predict(req, res, "v1"); });
+  http_->Post(R"(/v2/models/([^/]+)/infer)",
+              [predict](const httplib::Request& req, httplib::Response& res) { predict(req, res, "v2"); });
+  auto status = [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string asked = req.matches[1];
+    if (asked != model_.name) return fail(res, 404, "no model '" + asked + "' here; this server serves '" + model_.name + "'");
+    res.set_content(nlohmann::json{{"name", model_.name}, {"ready", ready_.load()}, {"platform", model_.kind}}.dump(),
+                    "application/json");
+  };
+  http_->Get(R"(/v1/models/([^/:]+))", status);
+  http_->Get(R"(/v2/models/([^/]+)/ready)", status);
+  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"alive\"}", "application/json");
+  });
+  http_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    if (!ready_) return fail(res, 503, "not ready");
+    res.set_content("{\"status\":\"ready\"}", "application/json");
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_->render(batcher_ ? batcher_->stats() : BatchStats{}, o_.replicas),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // What no route took, and httplib's own refusals (413 for a body over the limit, 400 for a
+  // malformed request line): a JSON error naming it.
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    switch (res.status) {
+      case 404: return fail(res, 404, "no such path: " + req.method + " " + req.path);
+      case 413: return fail(res, 413, "the body is larger than --max-body-bytes");
+      default: return fail(res, res.status, "the request was refused (HTTP " + std::to_string(res.status) + ")");
+    }
+  });
+  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      fail(res, 500, x.what());
+    } catch (...) {
+      fail(res, 500, "an unknown error");
+    }
+  });
+}
+
+}  // namespace gyre::serve
