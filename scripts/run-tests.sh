@@ -415,6 +415,9 @@ bench_smoke() {
       run_cmd "bench comm ($label)" "$gyre" bench comm --model mlp --compressions none,bf16,topk:0.01,powersgd:2 \
         --algorithms auto,ring --max-steps 30 --eval-every 10 --target 0.5 --run-timeout 300
     fi
+    if [ -x "$1/bin/gyre_serve_worker" ] && [ -x "$1/bin/gyre_train_worker" ]; then
+      run_cmd "bench serve ($label)" "$gyre" bench serve --rates 100,400 --seconds 1
+    fi
   fi
 }
 

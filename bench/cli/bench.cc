@@ -5,6 +5,7 @@
 #include "bench_parallel.h"
 #include "bench_ps.h"
 #include "bench_rt.h"
+#include "bench_serve.h"
 #include "bench_train.h"
 
 namespace gyre::app {
@@ -20,6 +21,7 @@ void addBench(CLI::App& app, std::function<int()>& action, const std::vector<std
   addBenchComm(*bench, action);
   addBenchParallel(*bench, action);
   addBenchRt(*bench, action);
+  addBenchServe(*bench, action);
 }
 
 }  // namespace gyre::app

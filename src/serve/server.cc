@@ -67,7 +67,7 @@ class RequestMetrics {
  private:
   mutable Mutex mu_;
   std::map<int, std::uint64_t> byStatus_ GYRE_GUARDED_BY(mu_);
-  std::array<std::uint64_t, kBucketsMs.size()> buckets_ GYRE_GUARDED_BY(mu_){};
+  std::array<std::uint64_t, kBucketsMs.size()> buckets_ GYRE_GUARDED_BY(mu_) = {};
   std::uint64_t count_ GYRE_GUARDED_BY(mu_) = 0;
   double sumMs_ GYRE_GUARDED_BY(mu_) = 0;
 };
@@ -103,6 +103,9 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
   const auto timeout = std::chrono::microseconds(static_cast<std::int64_t>(o_.readTimeoutS * 1e6));
   http_->set_read_timeout(timeout);
   http_->set_write_timeout(timeout);
+  // Answers go out at once: with Nagle's algorithm a small answer waits for the client's delayed
+  // ACK (40 ms on Linux).
+  http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(1000);
   http_->set_keep_alive_timeout(5);
   const int connections = o_.maxConnections;
@@ -135,8 +138,7 @@ void ModelServer::stop() {
 }
 
 void ModelServer::routes() {
-  const std::string name = model_.name;
-  // One prediction: decoded by `decode`, run in a batch, encoded by the protocol's encoder.
+  // One prediction: decoded as its protocol and content type say, run in a batch, encoded the same way.
   auto predict = [this](const httplib::Request& req, httplib::Response& res, const std::string& protocol) {
     const Clock::time_point start = Clock::now();
     const std::string asked = req.matches[1];

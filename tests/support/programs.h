@@ -47,6 +47,10 @@ std::future<ProgramRun> startProgram(ProgramSpec program, std::chrono::seconds t
 // The whole contents of the file at `path` (bytes as they are); empty when it cannot be read.
 std::string readFile(const std::string& path);
 
+// A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick), for a server the test
+// starts; another process may take it meanwhile, as with any such pick.
+int freePort();
+
 // True when `part` occurs in `text`.
 bool contains(const std::string& text, const std::string& part);
 

@@ -42,15 +42,6 @@ Json query(int port, const std::string& promql, double time) {
   return Json::parse(r.out, nullptr, false);
 }
 
-int freePort() {
-  const test::ProgramRun r = test::runProgram(
-      {{"/usr/bin/python3", "-c",
-        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"},
-       test::cleanEnvironment()},
-      std::chrono::seconds(10));
-  return std::stoi(r.out);
-}
-
 class MetricsPrometheus : public TrainerTest {
  protected:
   void SetUp() override {
@@ -68,7 +59,7 @@ class MetricsPrometheus : public TrainerTest {
 };
 
 TEST_F(MetricsPrometheus, PrometheusGetsTheSeriesOfATrainingJobAtEveryScrape) {
-  const int metricsPort = freePort();
+  const int metricsPort = test::freePort();
   const test::ProgramRun start = test::runProgram(
       {{"/bin/bash", prometheusScript(), "start", path("prom"), "127.0.0.1:" + std::to_string(metricsPort)},
        test::cleanEnvironment()},
@@ -131,7 +122,7 @@ TEST_F(MetricsPrometheus, PrometheusGetsTheSeriesOfATrainingJobAtEveryScrape) {
 }
 
 TEST_F(MetricsPrometheus, APortInUseStopsGyreTrainBeforeItStarts) {
-  const int port = freePort();
+  const int port = test::freePort();
   const std::string hold =
       "import socket, subprocess, sys\n"
       "s = socket.socket(); s.bind(('0.0.0.0', int(sys.argv[1]))); s.listen()\n"

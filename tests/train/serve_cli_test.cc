@@ -72,19 +72,10 @@ Reply request(int port, const std::string& method, const std::string& path, cons
   return reply;
 }
 
-int freePort() {
-  const test::ProgramRun r = test::runProgram(
-      {{"/usr/bin/python3", "-c",
-        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"},
-       test::cleanEnvironment()},
-      std::chrono::seconds(10));
-  return std::stoi(r.out);
-}
-
 // A server of `dir`'s model on a free port, up until the test ends (then SIGTERM).
 class Server {
  public:
-  Server(const std::string& model, std::vector<std::string> flags) : port_(freePort()) {
+  Server(const std::string& model, std::vector<std::string> flags) : port_(test::freePort()) {
     std::vector<std::string> argv = {test::gyreTool(), "serve", model, "--port", std::to_string(port_)};
     argv.insert(argv.end(), flags.begin(), flags.end());
     run_ = test::startProgram({argv, test::cleanEnvironment()}, std::chrono::seconds(300));

@@ -1,0 +1,189 @@
+#include "bench_serve.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <regex>
+#include <thread>
+
+#include "bench_child.h"
+#include "bench_lists.h"
+#include "bench_serve_plan.h"
+#include "bench_trainer.h"
+#include "launcher/process.h"
+
+namespace gyre::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ServeBenchFlags {
+  ServeBenchSettings settings;
+  std::string rates = "100,200,400,800,1600,3200,6400";
+  RunRootFlags runs;
+};
+
+// A cnn that gyre train saved after one step (the figures do not depend on its weights).
+std::string makeModel(const fs::path& root) {
+  const fs::path dir = root / "model";
+  const ChildRun run = runTrainingJob("gyre bench serve: the model",
+                                      {"train", "--model", "cnn", "--np", "1", "--epochs", "1", "--max-steps", "1",
+                                       "--no-eval", "--progress", "off", "--run-dir", dir.string()},
+                                      dir, "train.log", 600);
+  if (!run.ok) throw RunFailed("gyre bench serve: cannot make the model: " + run.error, 1);
+  return dir.string();
+}
+
+// One request's body: a row of 784 pixels in [0, 1).
+LoadSpec loadFor(const ServeBenchSettings& s, int port) {
+  std::mt19937 random(1);
+  std::uniform_real_distribution<float> pixel(0, 1);
+  std::vector<float> row(784);
+  for (float& v : row) v = pixel(random);
+  LoadSpec l;
+  l.port = port;
+  l.path = "/v1/models/cnn:predict";
+  l.seconds = s.seconds;
+  if (s.format == "raw") {
+    l.body.assign(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
+    l.contentType = "application/octet-stream";
+    l.shapeHeader = "1,784";
+  } else {
+    l.body = nlohmann::json{{"instances", {row}}}.dump();
+  }
+  return l;
+}
+
+// A gyre serve of `model` with `config`'s flags, its output in `log`; up until destroyed.
+class ServerRun {
+ public:
+  ServerRun(const std::string& model, const ServeConfig& config, const fs::path& log) : log_(log) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("cannot write " + log.string());
+    launcher::ChildSpec spec;
+    spec.name = "gyre serve (" + config.name + ")";
+    spec.path = launcher::selfExecutable();
+    spec.argv = {"gyre", "serve", model, "--port", "0"};
+    spec.argv.insert(spec.argv.end(), config.flags.begin(), config.flags.end());
+    spec.stdoutFd = spec.stderrFd = fd;
+    group_.spawn(spec);
+    ::close(fd);
+    // Its first line names the port it got.
+    const std::regex address(R"(on http://[^:]+:(\d+) )");
+    for (int i = 0; i < 600 && port_ == 0; ++i) {
+      std::smatch m;
+      const std::string text = readFile();
+      if (std::regex_search(text, m, address)) port_ = std::stoi(m[1]);
+      else if (!group_.reap().empty())
+        throw RunFailed(spec.name + " exited before it served: " + logTail(log_), 1);
+      else std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (port_ == 0) throw RunFailed(spec.name + " did not start serving within 60 s: " + logTail(log_), 1);
+  }
+  ~ServerRun() { group_.stopAll(std::chrono::milliseconds(5000)); }
+  int port() const { return port_; }
+
+ private:
+  std::string readFile() const {
+    std::string text;
+    for (const std::string& line : readLines(log_)) text += line + "\n";
+    return text;
+  }
+  fs::path log_;
+  launcher::ProcessGroup group_;
+  int port_ = 0;
+};
+
+int runServeBench(ServeBenchFlags f) {
+  ServeBenchSettings& s = f.settings;
+  s.rates.clear();
+  for (const std::string& r : splitCommas(f.rates)) s.rates.push_back(std::stod(r));
+  validate(s);
+  requireNoLauncher("gyre bench serve");
+  const RunRoot runRoot(f.runs, "gyre bench serve");
+  launcher::installInterruptHandlers();
+  std::vector<ServeRow> rows;
+  try {
+    const std::string model = s.model.empty() ? makeModel(runRoot.path()) : s.model;
+    if (!s.json) fmt::print("{}", serveHeader(s));
+    std::fflush(stdout);
+    for (const ServeConfig& config : planServeConfigs(s)) {
+      const ServerRun server(model, config, runRoot.path() / (config.name + ".log"));
+      LoadSpec load = loadFor(s, server.port());
+      load.clients = 4;  // a short warm-up: the first forward passes are slow
+      load.seconds = 0.5;
+      runLoad(load);
+      load = loadFor(s, server.port());
+      auto measure = [&](double rate, int clients) {
+        load.rate = rate;
+        load.clients = rate > 0 ? s.senders : clients;
+        rows.push_back(serveRow(config.name, load, runLoad(load)));
+        fmt::print("{}", s.json ? serveRowJson(rows.back()).dump() + "\n" : serveRowText(rows.back()));
+        std::fflush(stdout);
+        if (launcher::interruptSignal() != 0) throw RunFailed("gyre bench serve: interrupted", 130);
+      };
+      if (s.clients > 0) {
+        measure(0, s.clients);
+      } else {
+        for (const double rate : s.rates) {
+          measure(rate, 0);
+          if (!keptUp(rows.back(), s.p99BoundMs)) break;  // past what it sustains
+        }
+      }
+    }
+  } catch (const RunFailed& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    runRoot.done(/*failed=*/true);
+    return e.code();
+  }
+  fmt::print("{}", s.json ? serveSummaryJson(rows, s).dump() + "\n" : serveSummaryText(rows, s));
+  runRoot.done(/*failed=*/false);
+  return 0;
+}
+
+}  // namespace
+
+void addBenchServe(CLI::App& bench, std::function<int()>& action) {
+  auto f = std::make_shared<ServeBenchFlags>();
+  ServeBenchSettings& s = f->settings;
+  CLI::App* cmd = bench.add_subcommand(
+      "serve", "Model serving: requests/s and latency of one request per forward pass against dynamic batching");
+  cmd->footer(
+      "Starts `gyre serve` on a cnn (--model, or one gyre train makes for the run) twice, one after the other:\n"
+      "the baseline (--max-batch-size 1: one request per forward pass) and batched (--max-batch-size,\n"
+      "--batch-wait-ms, --replicas). Each gets requests of one 28x28 image (JSON instances, or raw float32\n"
+      "with --format raw) from this process, open loop at each of --rates (Poisson arrivals; latency\n"
+      "counts from when a request was due) until it falls behind (an error, p99 over --p99-bound-ms or\n"
+      "under 90% of the rate answered), or closed loop with --clients. Prints requests/s, p50/p90/p99\n"
+      "latency and errors per load, then the most requests/s each sustains within the bound and their\n"
+      "ratio (target: batched >= 4x). See docs/serving.md.\n\n"
+      "Examples:\n"
+      "  gyre bench serve\n"
+      "  gyre bench serve --rates 200,800 --seconds 1 --json   # a quick run\n"
+      "  gyre bench serve --clients 16 --format raw");
+  cmd->add_option("--model", s.model, "A run directory of gyre train (default: a cnn made for the run)");
+  cmd->add_option("--format", s.format, "json (v1 instances) or raw (float32)")->capture_default_str();
+  cmd->add_option("--rates", f->rates, "Open-loop request rates per second, comma-separated, in order")
+      ->capture_default_str();
+  cmd->add_option("--clients", s.clients, "Closed loop with this many clients instead of --rates (0: open loop)")
+      ->capture_default_str();
+  cmd->add_option("--seconds", s.seconds, "Seconds of each load")->capture_default_str();
+  cmd->add_option("--max-batch-size", s.maxBatchSize, "The batched server's --max-batch-size")->capture_default_str();
+  cmd->add_option("--batch-wait-ms", s.batchWaitMs, "The batched server's --batch-wait-ms")->capture_default_str();
+  cmd->add_option("--replicas", s.replicas, "The batched server's --replicas")->capture_default_str();
+  cmd->add_option("--p99-bound-ms", s.p99BoundMs, "The p99 latency a sustained rate stays within")
+      ->capture_default_str();
+  cmd->add_option("--senders", s.senders, "Open loop: connections sending at once")->capture_default_str();
+  cmd->add_flag("--json", s.json, "One JSON object per load and a summary object, instead of the table");
+  addRunRootOptions(*cmd, f->runs);
+  cmd->callback([f, &action] { action = [f] { return runServeBench(*f); }; });
+}
+
+}  // namespace gyre::app

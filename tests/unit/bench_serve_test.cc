@@ -1,0 +1,77 @@
+// gyre bench serve's plan and report (bench/cli/bench_serve_plan.h): the configurations, when a
+// load counts as sustained, and the figures each configuration is given.
+#include <gtest/gtest.h>
+
+#include "bench_serve_plan.h"
+#include "gyre/errors.h"
+
+namespace gyre::app {
+namespace {
+
+ServeRow row(const std::string& config, double rate, double perS, double p99, int errors = 0) {
+  ServeRow r;
+  r.config = config;
+  r.rate = rate;
+  r.requests = 100;
+  r.requestsPerS = perS;
+  r.p99Ms = p99;
+  r.errors = errors;
+  return r;
+}
+
+TEST(BenchServe, TheBaselineRunsOneRequestPerForwardPassBesideTheBatchedServer) {
+  ServeBenchSettings s;
+  s.maxBatchSize = 16;
+  s.batchWaitMs = 2.5;
+  s.replicas = 2;
+  const std::vector<ServeConfig> c = planServeConfigs(s);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].name, "baseline");
+  EXPECT_EQ(c[0].flags, (std::vector<std::string>{"--max-batch-size", "1", "--replicas", "1"}));
+  EXPECT_EQ(c[1].flags,
+            (std::vector<std::string>{"--max-batch-size", "16", "--batch-wait-ms", "2.5", "--replicas", "2"}));
+}
+
+TEST(BenchServe, ALoadIsSustainedWithoutErrorsWithinTheBoundAndNearItsRate) {
+  EXPECT_TRUE(keptUp(row("b", 400, 390, 20), 50));
+  EXPECT_FALSE(keptUp(row("b", 400, 300, 20), 50));     // fell behind the offered rate
+  EXPECT_FALSE(keptUp(row("b", 400, 400, 60), 50));     // p99 past the bound
+  EXPECT_FALSE(keptUp(row("b", 400, 400, 20, 1), 50));  // an error
+  EXPECT_TRUE(keptUp(row("b", 0, 5000, 20), 50));       // closed loop: no rate to keep
+  const std::vector<ServeRow> rows = {row("baseline", 100, 99, 5), row("baseline", 200, 150, 80),
+                                      row("batched", 100, 100, 5), row("batched", 800, 790, 30),
+                                      row("batched", 1600, 1000, 300)};
+  EXPECT_EQ(bestWithinBound(rows, "baseline", 50), 99);
+  EXPECT_EQ(bestWithinBound(rows, "batched", 50), 790);
+  const nlohmann::json summary = serveSummaryJson(rows, ServeBenchSettings{});
+  EXPECT_NEAR(summary["ratio"].get<double>(), 790.0 / 99, 1e-9);
+  EXPECT_TRUE(summary["pass"].get<bool>());
+}
+
+TEST(BenchServe, PercentilesAreByNearestRank) {
+  EXPECT_EQ(percentile({}, 0.5), 0);
+  EXPECT_EQ(percentile({5, 1, 3, 2, 4}, 0.5), 3);
+  EXPECT_EQ(percentile({5, 1, 3, 2, 4}, 0.99), 5);
+  EXPECT_EQ(percentile({5, 1, 3, 2, 4}, 0), 1);
+}
+
+TEST(BenchServe, BadSettingsAreRefusedNamingTheFlag) {
+  auto refused = [](auto change) {
+    ServeBenchSettings s;
+    change(s);
+    try {
+      validate(s);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refused([](ServeBenchSettings& s) { s.format = "xml"; }).find("--format"), std::string::npos);
+  EXPECT_NE(refused([](ServeBenchSettings& s) { s.rates = {0}; }).find("--rates"), std::string::npos);
+  EXPECT_NE(refused([](ServeBenchSettings& s) { s.maxBatchSize = 1; }).find("--max-batch-size"), std::string::npos);
+  EXPECT_NE(refused([](ServeBenchSettings& s) { s.seconds = 0; }).find("--seconds"), std::string::npos);
+  EXPECT_EQ(refused([](ServeBenchSettings&) {}), "accepted");
+}
+
+}  // namespace
+}  // namespace gyre::app
