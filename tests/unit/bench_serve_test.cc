@@ -1,5 +1,7 @@
 // gyre bench serve's plan and report (bench/cli/bench_serve_plan.h): the configurations, when a
-// load counts as sustained, and the figures each configuration is given.
+// load counts as sustained, and the figures each configuration is given. Without the gyre tool
+// (GYRE_BUILD_APPS, gyre_bench) this file has no tests.
+#if __has_include("bench_serve_plan.h")
 #include <gtest/gtest.h>
 
 #include "bench_serve_plan.h"
@@ -75,3 +77,4 @@ TEST(BenchServe, BadSettingsAreRefusedNamingTheFlag) {
 
 }  // namespace
 }  // namespace gyre::app
+#endif
