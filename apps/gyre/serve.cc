@@ -27,10 +27,7 @@ int serve(const serve::ServeOptions& o) {
   std::vector<std::string> args = {worker};
   const std::vector<std::string> rest = serve::serveWorkerArguments(o);
   args.insert(args.end(), rest.begin(), rest.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execv(worker.c_str(), argv.data());
+  ::execv(worker.c_str(), launcher::execPointers(args).data());
   throw Error("cannot start " + worker + ": " + std::strerror(errno));
 }
 

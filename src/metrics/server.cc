@@ -41,15 +41,7 @@ Server::Server(const std::string& address, int port, std::function<std::string()
   http_->set_keep_alive_max_count(100);
   // An idle keep-alive connection (Prometheus keeps one) holds stop() up to this long.
   http_->set_keep_alive_timeout(1);
-  reuseAddressOnly(*http_);
-  errno = 0;
-  if (port == 0) {
-    port_ = http_->bind_to_any_port(address);
-    if (port_ <= 0) cannotListen(address, port, flag, errno);
-  } else {
-    if (!http_->bind_to_port(address, port)) cannotListen(address, port, flag, errno);
-    port_ = port;
-  }
+  port_ = bindHttp(*http_, address, port, flag);
   thread_ = std::thread([this] { http_->listen_after_bind(); });
   // stop() is a no-op until the loop runs: wait for it, so that the destructor cannot miss it.
   for (int i = 0; i < 5000 && !http_->is_running(); ++i)
@@ -59,6 +51,18 @@ Server::Server(const std::string& address, int port, std::function<std::string()
     thread_.join();
     throw Error(flag + " " + std::to_string(port_) + ": the server on " + address + " did not start serving");
   }
+}
+
+int bindHttp(httplib::Server& http, const std::string& address, int port, const std::string& flag) {
+  reuseAddressOnly(http);
+  errno = 0;
+  if (port == 0) {
+    const int got = http.bind_to_any_port(address);
+    if (got <= 0) cannotListen(address, port, flag, errno);
+    return got;
+  }
+  if (!http.bind_to_port(address, port)) cannotListen(address, port, flag, errno);
+  return port;
 }
 
 Server::~Server() {

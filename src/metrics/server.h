@@ -32,6 +32,11 @@ class Server {
   int port_ = 0;
 };
 
+// Binds `http` to `address`:`port` (port 0: one the kernel picks) with SO_REUSEADDR alone (httplib's
+// default adds SO_REUSEPORT, which would let a second server share a port in use) and returns the
+// port. Throws like Server. For the HTTP servers of gyre (this one, gyre serve's).
+int bindHttp(httplib::Server& http, const std::string& address, int port, const std::string& flag);
+
 // Checks that `port` can be listened on at `address` now (binds and closes), for a launcher that
 // passes the port to a worker: the error comes before anything starts. Throws like Server.
 void checkPortFree(const std::string& address, int port, const std::string& flag);

@@ -2,16 +2,14 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
-#include <sys/socket.h>
 
 #include <array>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/mutex.h"
+#include "metrics/server.h"  // bindHttp
 #include "serve/batcher.h"
 #include "serve/codec.h"
 
@@ -110,18 +108,8 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
   http_->set_keep_alive_timeout(5);
   const int connections = o_.maxConnections;
   http_->new_task_queue = [connections] { return new httplib::ThreadPool(static_cast<std::size_t>(connections)); };
-  // SO_REUSEADDR alone: httplib's default adds SO_REUSEPORT, which would let two servers share a port.
-  http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
   routes();
-  errno = 0;
-  port_ = o_.port == 0 ? http_->bind_to_any_port(o_.host) : (http_->bind_to_port(o_.host, o_.port) ? o_.port : -1);
-  if (port_ <= 0)
-    throw Error(fmt::format("--port {}: cannot listen on {}:{}: {}{}", o_.port, o_.host, o_.port,
-                            errno != 0 ? std::strerror(errno) : "the address is not usable",
-                            errno == EADDRINUSE ? " (another process serves there; pick another port)" : ""));
+  port_ = metrics::bindHttp(*http_, o_.host, o_.port, "--port");
   ready_ = true;
 }
 
