@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <httplib.h>
 #include <unistd.h>
 
 #include <chrono>
