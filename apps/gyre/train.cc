@@ -183,6 +183,8 @@ int train(train::TrainOptions o) {
     run.maxNp = o.maxNp > 0 ? o.maxNp : o.np;
     run.elasticTimeoutS = o.elasticTimeoutS;
     run.rdzv = o.rdzv;
+    // One shard per worker of the full job: a smaller world computes each step's gradient as it does.
+    if (o.batchShards == 0) o.batchShards = o.np;
   }
   // libgomp's threads otherwise spin while they wait, and with more than one thread per worker
   // they spin against OpenBLAS's and against anything else running: 3 to 25 times slower on a

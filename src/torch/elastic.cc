@@ -68,6 +68,31 @@ double ElasticSampler::weight() const {
   return static_cast<double>(count * world_) / static_cast<double>(batch_);
 }
 
+void ElasticSampler::setShards(int count) {
+  GYRE_USAGE_CHECK(count >= 0 && count <= batch_, "ElasticSampler: ", count, " shards of a global batch of ",
+                   batch_, ": expected 0 (none) to ", batch_);
+  shards_ = count;
+}
+
+std::vector<ElasticSampler::Part> ElasticSampler::parts() const {
+  std::vector<Part> parts;
+  if (epochDone()) return parts;
+  if (shards_ == 0 || shards_ % world_ != 0) {
+    parts.push_back({batch(), weight()});
+    return parts;
+  }
+  const int perRank = shards_ / world_;
+  const std::int64_t end = (step_ + 1) * batch_;
+  for (int v = rank_ * perRank; v < (rank_ + 1) * perRank; ++v) {
+    Part part;
+    for (std::int64_t p = step_ * batch_ + v; p < end; p += shards_) part.indices.push_back(order_[static_cast<std::size_t>(p)]);
+    // The shard's samples of the global batch, times the world: 1 / perRank when S divides B.
+    part.weight = static_cast<double>(part.indices.size()) * world_ / static_cast<double>(batch_);
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
 TorchState::TorchState(std::shared_ptr<::torch::nn::Module> model, std::shared_ptr<::torch::optim::Optimizer> optimizer,
                        ElasticSampler* sampler)
     : model_(std::move(model)), optimizer_(std::move(optimizer)), sampler_(sampler) {

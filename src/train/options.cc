@@ -313,6 +313,8 @@ void validateOptions(const TrainOptions& o) {
                      " .. --max-np ", maxNp);
     GYRE_USAGE_CHECK(o.batch >= maxNp, "--batch ", o.batch,
                      " is the global batch: it needs at least one sample for each of --max-np ", maxNp, " workers");
+    GYRE_USAGE_CHECK(o.batchShards <= o.batch, "--batch-shards ", o.batchShards, " cuts the global batch of ", o.batch,
+                     " into more shards than it has samples");
   }
 }
 

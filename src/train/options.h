@@ -123,6 +123,11 @@ struct TrainOptions {
   bool elastic = false;
   int workerId = -1;
   std::int64_t commitEvery = 10;
+  // Fixed shards of each global batch (ElasticSampler::setShards), each a forward and backward
+  // pass of its own, so that a step computes the same gradient in every world that divides
+  // them: a lost worker changes the speed, not the trajectory. 0: gyre train sets it to --np
+  // (a worker takes 0 as 1: each rank's share of the batch in one pass).
+  int batchShards = 0;
   // How the workers combine their gradients: "allreduce" (the DistributedOptimizer), or through
   // the parameter servers of `gyre run --servers S` (gyre::torch::PSOptimizer, docs/ps.md):
   // "ps:bsp", "ps:asp" or "ps:ssp:S". The servers apply SGD with `momentum` and the rate rule

@@ -272,6 +272,14 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .bound = Bound::kAtLeast,
      .min = 1,
      .needs = "--elastic"},
+    {.name = "--batch-shards",
+     .field = &O::batchShards,
+     .help = "Cut each global batch into N fixed shards, each a forward and backward pass of its own, so "
+             "that a world that divides N computes each step's gradient as the full world does and a lost "
+             "worker changes the speed, not the trajectory (default: --np; 1: one pass per worker)",
+     .group = kElastic,
+     .bound = Bound::kNonNegative,
+     .needs = "--elastic"},
     {.name = "--mode",
      .field = &O::mode,
      .help = "How gradients meet: allreduce, or through parameter servers: ps:bsp (synchronous), ps:asp "

@@ -141,6 +141,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
                    data_.train.size(), " training samples");
   if (o_.elastic) {
     elasticSampler_.emplace(data_.train.size(), o_.batch, o_.seed);
+    // Synchronised batch norm takes its statistics over the whole world's samples: one pass each.
+    if (!o_.syncBn) elasticSampler_->setShards(o_.batchShards);
     stepsPerEpoch_ = elasticSampler_->stepsPerEpoch();
   } else {
     // Padded shards, full batches only: a partial last batch is dropped.
@@ -236,19 +238,26 @@ std::vector<EpochRecord> Trainer::run() {
   return reports;
 }
 
-gyre::data::Batch Trainer::nextBatch(std::optional<gyre::data::Loader>& loader) {
+std::vector<Trainer::StepPart> Trainer::nextBatch(std::optional<gyre::data::Loader>& loader) {
+  std::vector<StepPart> parts;
   if (loader) {
-    gyre::data::Batch batch = loader->next();
+    parts.push_back({loader->next()});
     dataWaitS_ += loader->lastWaitSeconds();
-    GYRE_ENFORCE(static_cast<bool>(batch), "the epoch's loader ran out of batches");
-    return batch;
+    GYRE_ENFORCE(static_cast<bool>(parts.back().batch), "the epoch's loader ran out of batches");
+    return parts;
   }
   // Elastic: the sampler's place is part of the elastic state (rolled back with a commit), so the
   // batch is assembled here, step by step.
   const auto begin = Clock::now();
-  gyre::data::Batch batch = gyre::data::gatherBatch(data_.train, elasticSampler_->batch(), elasticSampler_->step());
+  for (gyre::torch::ElasticSampler::Part& part : elasticSampler_->parts())
+    parts.push_back({gyre::data::gatherBatch(data_.train, part.indices, elasticSampler_->step()), part.weight});
   dataWaitS_ += seconds(Clock::now() - begin);
-  return batch;
+  return parts;
+}
+
+int Trainer::elasticPasses() const {
+  const int shards = elasticSampler_->shards();
+  return shards > 0 && shards % world_ == 0 ? shards / world_ : 1;
 }
 
 // What an epoch's record says of the run itself; the caller adds what the epoch measured.
@@ -309,14 +318,24 @@ double Trainer::forwardBackward(const gyre::data::Batch& batch, double weight) {
     logits = fsdp_ ? fsdp_->forward(batch.images) : model_->forward(batch.images);
   }
   const auto loss = ::torch::nn::functional::cross_entropy(logits.to(::torch::kFloat32), batch.labels);
-  // Elastic worlds that do not divide the batch: each rank's share weighs its mean loss.
-  if (elasticSampler_) weight *= elasticSampler_->weight();
   if (weight != 1.0) {
     (loss * weight).backward();
   } else {
     loss.backward();
   }
   return loss.item<double>();
+}
+
+double Trainer::forwardBackward(const std::vector<StepPart>& parts, double share) {
+  if (parts.size() == 1) return forwardBackward(parts[0].batch, share * parts[0].weight);
+  double sum = 0;
+  std::int64_t samples = 0;
+  for (const StepPart& part : parts) {
+    const std::int64_t n = part.batch.labels.size(0);
+    sum += forwardBackward(part.batch, share * part.weight) * static_cast<double>(n);
+    samples += n;
+  }
+  return sum / static_cast<double>(std::max<std::int64_t>(samples, 1));
 }
 
 EpochRecord Trainer::trainEpoch(int epoch, std::int64_t first) {
@@ -355,7 +374,7 @@ EpochRecord Trainer::trainEpoch(int epoch, std::int64_t first) {
     }
     const double lr = learningRate(globalStep_);
     setLearningRate(lr);
-    const gyre::data::Batch batch = nextBatch(loader);
+    const std::vector<StepPart> batch = nextBatch(loader);
     // Backup workers: a rank that skips adds zeros; the others weigh their loss so that the
     // gradient is their average, and so is the step's loss in steps.jsonl (the mean over ranks).
     const bool skips = backups_ && backups_->skips(group_.rank());

@@ -31,8 +31,10 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
   planWarmup();
   if (world_ > 1) {
-    dist_ =
-        std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, distributedOptions());
+    gyre::torch::DistributedOptimizerOptions d = distributedOptions();
+    // The shards' gradients add up in .grad; the ranks average the sums.
+    d.backwardPassesPerStep = elasticPasses();
+    dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
     autotune_.reset();  // tuned again for the new membership
     // Ranks are renumbered: each membership's history starts afresh.
     if (o_.stragglerThreshold > 0) stragglers_.emplace(o_.stragglerThreshold);

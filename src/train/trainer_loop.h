@@ -114,14 +114,26 @@ class Trainer {
     pipelineStepBusyS_.clear();
     peakActivationBytes_ = 0;
   }
+  // A batch of the step and the weight of its mean loss.
+  struct StepPart {
+    gyre::data::Batch batch;
+    double weight = 1;
+  };
   // Step s's batch (this rank's share): from the epoch's loader, or, elastic, assembled here from
-  // the elastic sampler's indices. Adds the time it took to dataWaitS_.
-  gyre::data::Batch nextBatch(std::optional<gyre::data::Loader>& loader);
+  // the elastic sampler's indices, one part per shard of the batch (ElasticSampler::parts()).
+  // Adds the time it took to dataWaitS_.
+  std::vector<StepPart> nextBatch(std::optional<gyre::data::Loader>& loader);
+  // The forward and backward passes of the step's parts (their gradients add up), the losses
+  // weighed by `share` and each part's weight; returns the unweighted mean loss of the samples.
+  double forwardBackward(const std::vector<StepPart>& parts, double share);
+  // The backward passes an elastic step makes in the current world: one per shard it takes.
+  int elasticPasses() const;
   // Restarted from the checkpoint at an epoch's end whose record is missing (rank 0 looks):
   // evaluates the checkpoint's model and publishes the epoch's record. Collective.
   std::optional<EpochRecord> recordCheckpointedEpoch();
   // The mean of epoch `epoch`'s step losses in rank 0's steps.jsonl text (which keeps the steps
-  // before a restart); nullopt elsewhere, without a run directory, and in elastic mode.
+  // before a restart, and, elastic, on every rank, those of earlier memberships); nullopt on other
+  // ranks and without a run directory.
   std::optional<double> epochLoss(int epoch) const;
   // Rank 0: prints the epoch's line (and JSON), then recordEpoch().
   void publish(const EpochRecord& report);
@@ -135,8 +147,8 @@ class Trainer {
   // time of its previous step; computeDone() records this step's (forward and backward).
   void straggle();
   void computeDone(double seconds) { lastComputeS_ = seconds; }
-  // The forward and backward pass of one batch, the loss weighed by `weight` (and the elastic
-  // share); returns the unweighted loss.
+  // The forward and backward pass of one batch, the loss weighed by `weight`; returns the
+  // unweighted loss.
   double forwardBackward(const gyre::data::Batch& batch, double weight);
   // The data-parallel optimizer's options from the flags (the timeline aside).
   gyre::torch::DistributedOptimizerOptions distributedOptions() const;

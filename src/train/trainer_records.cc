@@ -90,7 +90,8 @@ void Trainer::flushSteps() {
 }
 
 std::optional<double> Trainer::epochLoss(int epoch) const {
-  if (o_.elastic || o_.runDir.empty() || group_.rank() != 0) return std::nullopt;
+  // Elastic: every rank keeps the committed steps' records, whichever world trained them.
+  if (o_.runDir.empty() || (group_.rank() != 0 && !o_.elastic)) return std::nullopt;
   double sum = 0;
   std::int64_t count = 0;
   std::istringstream in(stepsText_);

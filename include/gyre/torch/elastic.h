@@ -55,6 +55,24 @@ class ElasticSampler {
   // exactly, also when W does not divide B. 1 when it does.
   double weight() const;
 
+  // Fixed shards of every global batch, so that a lost worker changes the speed and not the
+  // trajectory. With setShards(S), shard v of step s holds positions sB + v, sB + v + S, ...
+  // below (s + 1)B, whatever the world; with W dividing S, rank r takes shards r·S/W to
+  // (r + 1)·S/W - 1, each its own forward and backward pass (the gradients add up in .grad), so
+  // every shard's gradient is computed alike in every such world. In a world of S each rank
+  // takes one shard: batch() is the same as without shards. 0 (the default): no shards.
+  // Throws InvalidArgument unless 0 <= S <= globalBatch.
+  void setShards(int count);
+  int shards() const { return shards_; }
+  struct Part {
+    std::vector<std::int64_t> indices;
+    double weight;  // multiply the part's mean loss by it (1 / (S/W) when S divides B)
+  };
+  // This rank's part of the current step: its shards, in order; or, without shards or when W
+  // does not divide S, one part, batch() with weight(). Summed as the ranks' gradients are
+  // averaged, the parts' weighted gradients are the gradient of the global batch's mean loss.
+  std::vector<Part> parts() const;
+
  private:
   std::int64_t size_;
   std::int64_t batch_;
@@ -62,6 +80,7 @@ class ElasticSampler {
   bool shuffle_;
   int rank_ = 0;
   int world_ = 1;
+  int shards_ = 0;
   std::int64_t epoch_ = 0;
   std::int64_t step_ = 0;
   std::vector<std::int64_t> order_;  // epoch_'s permutation
