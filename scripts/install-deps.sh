@@ -15,6 +15,7 @@ main_packages=(
   libmsgpack-cxx-dev   # gyre::rt's values on the wire (MessagePack)
   libcpp-httplib-dev   # the Prometheus endpoint (--metrics-port) and the etcd store
   libtorch-dev libopenblas0-pthread dataset-fashion-mnist  # training on libtorch, the data set
+  libpng-dev libjpeg62-turbo-dev  # gyre::data's image folders (PNG, JPEG)
 )
 # What the tests add: the sanitizer builds, MPI, the real daemons and browser, the Python package.
 test_packages=(

@@ -124,7 +124,17 @@ int train(train::TrainOptions o) {
   if (!o.checkpointDir.empty()) o.checkpointDir = fs::absolute(o.checkpointDir).string();
   checkCheckpointDir(o);
   train::checkResumeBeforeStart(o, o.np);  // another layout or model: refused before any worker starts
-  requireData(o.dataDir.empty() ? kDefaultDataDir : o.dataDir);
+  if (o.data.empty()) {
+    requireData(o.dataDir.empty() ? kDefaultDataDir : o.dataDir);
+  } else {
+    // The workers read the folders themselves; what is missing is said here, before they start.
+    o.data = fs::absolute(o.data).string();
+    std::error_code ec;
+    if (!fs::is_directory(fs::path(o.data) / "train", ec) ||
+        (!fs::is_directory(fs::path(o.data) / "test", ec) && !fs::is_directory(fs::path(o.data) / "val", ec)))
+      throw Error("--data " + o.data + " needs a train folder and a test (or val) folder, each holding one folder " +
+                  "of images per class: " + o.data + "/train/CLASS/IMAGE.png");
+  }
 
   const fs::path runDir = fs::absolute(o.runDir.empty() ? uniqueRunDir(fmt::format("{}-np{}", o.model, o.np))
                                                         : fs::path(o.runDir));

@@ -40,8 +40,17 @@ ServedModel builtIn(const fs::path& weights, const fs::path& config, const std::
     vit.heads = it->value("heads", vit.heads);
     vit.patch = it->value("patch", vit.patch);
   }
-  auto load = [weights, model, syncBn, vit]() -> ::torch::nn::Sequential {
-    ::torch::nn::Sequential net = train::makeModel(model, syncBn, vit);
+  // A model trained on gyre train --data: the images' shape and the classes (config.json's
+  // input_shape and classes; Fashion-MNIST's without them).
+  train::ModelShape shape;
+  if (const auto it = j.find("input_shape"); it != j.end() && it->is_array() && it->size() == 3) {
+    shape.channels = (*it)[0].get<int>();
+    shape.height = (*it)[1].get<int>();
+    shape.width = (*it)[2].get<int>();
+  }
+  shape.classes = j.value("classes", shape.classes);
+  auto load = [weights, model, syncBn, vit, shape]() -> ::torch::nn::Sequential {
+    ::torch::nn::Sequential net = train::makeModel(model, syncBn, vit, shape);
     try {
       ::torch::load(net, weights.string());
     } catch (const c10::Error& e) {
@@ -55,7 +64,7 @@ ServedModel builtIn(const fs::path& weights, const fs::path& config, const std::
   ServedModel s;
   s.name = name.empty() ? model : name;
   s.kind = model;
-  s.rowShape = {1, 28, 28};
+  s.rowShape = {shape.channels, shape.height, shape.width};
   s.makeReplica = [load]() -> Forward {
     ::torch::nn::Sequential net = load();
     return [net](const ::torch::Tensor& x) mutable { return net->forward(x); };

@@ -16,14 +16,31 @@ namespace gyre::train {
 // "cnn": Conv2d(1, 32, 3, padding 1) - ReLU - MaxPool2d(2) - Conv2d(32, 64, 3, padding 1) - ReLU -
 //        MaxPool2d(2) - Flatten - Linear(3136, 128) - ReLU - Linear(128, 10).
 // "vit": a small Vision Transformer (train/vit.h), shaped by `vit`.
-// All take [N, 1, 28, 28] images and return [N, 10] logits. With syncBn the cnn has a
+// By default they take [N, 1, 28, 28] images and return [N, 10] logits; the mlp and the cnn take
+// any ModelShape (the mlp's first layer has C·H·W inputs, the cnn's first Linear 64·⌊H/4⌋·⌊W/4⌋,
+// and the last layer of each `classes` outputs). With syncBn the cnn has a
 // gyre::torch::SyncBatchNorm after each Conv2d (before its ReLU); give it the communicator with
 // gyre::torch::setSyncBatchNormCommunicator.
 std::vector<std::string> modelNames();
 
+// What a model takes and answers: images [N, channels, height, width], logits [N, classes].
+struct ModelShape {
+  int channels = 1;
+  int height = 28;
+  int width = 28;
+  int classes = 10;
+  bool operator==(const ModelShape&) const = default;
+};
+// "1x28x28 images in 10 classes".
+std::string describe(const ModelShape& shape);
+// Throws InvalidArgument saying why when model `name` cannot take `shape` (the vit takes only the
+// default; the cnn needs images of at least 4x4).
+void checkModelShape(const std::string& name, const ModelShape& shape);
+
 // A freshly initialised model (libtorch's default initialisation, drawn from its global
 // generator: seed it with torch::manual_seed first for a reproducible start). Throws
 // InvalidArgument for a name not in modelNames().
-::torch::nn::Sequential makeModel(const std::string& name, bool syncBn = false, const VitOptions& vit = {});
+::torch::nn::Sequential makeModel(const std::string& name, bool syncBn = false, const VitOptions& vit = {},
+                                  const ModelShape& shape = {});
 
 }  // namespace gyre::train

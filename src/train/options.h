@@ -71,6 +71,10 @@ struct TrainOptions {
   bool recompute = false;
   std::uint64_t seed = 0;           // model initialisation and the samples' order
   std::string dataDir;              // empty: Debian's /usr/share/datasets/fashion-mnist
+  // An image folder instead of Fashion-MNIST (gyre::data::loadImageFolder): DATA/train/CLASS/*.png
+  // and DATA/test (or DATA/val) with the same classes; the model's shape is taken from it.
+  std::string data;
+  std::int64_t skipBadRecords = 0;  // --data: images that may be unreadable, left out and counted
   std::string runDir;               // empty: write no files
   bool plain = false;               // no gyre: plain torch::optim::SGD in this one process
   std::int64_t maxSteps = 0;        // stop each epoch after this many steps; 0: the whole epoch

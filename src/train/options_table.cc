@@ -118,6 +118,16 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .field = &O::dataDir,
      .help =
          "Fashion-MNIST's IDX files, gzip-compressed or not (default: /usr/share/datasets/fashion-mnist)"},
+    {.name = "--data",
+     .field = &O::data,
+     .help = "Train on an image folder instead of Fashion-MNIST: DATA/train/CLASS/*.png|*.jpg and DATA/test "
+             "(or DATA/val) with the same class folders; the image size, channels and classes shape the model"},
+    {.name = "--skip-bad-records",
+     .field = &O::skipBadRecords,
+     .help = "--data: leave out up to N images that cannot be read or decoded (or have another size), and "
+             "say which; one more is an error",
+     .bound = Bound::kNonNegative,
+     .needs = "--data"},
     {.name = "--run-dir",
      .field = &O::runDir,
      .help = "Where to write the run's files (gyre train's default: runs/MODEL-npN-TIME)"},

@@ -65,7 +65,7 @@ std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr) {
 }
 
 std::string configJson(const TrainOptions& o, int world, double lr, int torchThreads,
-                       const std::vector<int>& stageLayers) {
+                       const std::vector<int>& stageLayers, const ModelShape& shape) {
   // First the fields a resume compares (records.h: CheckpointConfig), then the rest.
   CheckpointConfig resume = checkpointConfigOf(o, world);
   if (o.pp > 1) resume.stageLayers = stageLayers;
@@ -73,6 +73,8 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["gyre_version"] = kVersion;
   if (o.model == "vit")  // what a server needs to build the model again (gyre serve)
     j["vit"] = {{"depth", o.vitDepth}, {"width", o.vitWidth}, {"heads", o.vitHeads}, {"patch", o.vitPatch}};
+  j["input_shape"] = {shape.channels, shape.height, shape.width};
+  j["classes"] = shape.classes;
   j["plain"] = o.plain;
   j["epochs"] = o.epochs;
   j["per_rank_batch"] =
@@ -95,6 +97,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["precision"] = o.precision;
   j["shard_optimizer"] = o.shardOptimizer;
   j["data_dir"] = o.dataDir;
+  if (!o.data.empty()) j["data"] = o.data;
   j["max_steps"] = o.maxSteps;
   j["skip_steps"] = o.skipSteps;
   j["eval"] = o.eval;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "train/models.h"
 #include "train/trainer.h"
 
 namespace gyre::train {
@@ -35,8 +36,9 @@ std::string formatStaleness(const std::vector<std::uint64_t>& histogram);
 
 // The options and what they resolved to in this world, as pretty-printed JSON.
 // `stageLayers`: with --pp, the layers of each stage as the run cut them (stage_layers; a
-// checkpoint of a pipeline needs them to resume on another layout).
+// checkpoint of a pipeline needs them to resume on another layout). `shape`: what the model takes
+// (input_shape [C, H, W] and classes, which gyre serve rebuilds it with).
 std::string configJson(const TrainOptions& options, int world, double lr, int torchThreads,
-                       const std::vector<int>& stageLayers = {});
+                       const std::vector<int>& stageLayers = {}, const ModelShape& shape = {});
 
 }  // namespace gyre::train

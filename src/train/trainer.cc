@@ -27,6 +27,7 @@
 #include "train/report.h"
 #include "train/run_files.h"
 #include "train/trainer_loop.h"
+#include "train/training_data.h"
 
 namespace gyre::train {
 namespace {
@@ -96,13 +97,24 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   // Elastic worlds come and go (attach()); the batch need not divide them, and the fault names a
   // worker id.
   if (!o_.elastic) checkWorld(o_, world_);
-  data_.train = gyre::data::loadFashionMnist(o_.dataDir, "train", {.cache = true});
-  data_.test = gyre::data::loadFashionMnist(o_.dataDir, "t10k", {.cache = true});
+  {
+    TrainingData d = loadTrainingData(o_);
+    data_.train = d.train;
+    data_.test = d.test;
+    shape_ = d.shape;
+    if (group_.rank() == 0 && !d.skipped.empty()) {
+      std::printf("gyre train: left out %zu unreadable image(s) of %s (--skip-bad-records %lld):\n", d.skipped.size(),
+                  o_.data.c_str(), static_cast<long long>(o_.skipBadRecords));
+      for (const std::string& s : d.skipped) std::printf("  %s\n", s.c_str());
+      std::fflush(stdout);
+    }
+  }
 
   // Every rank draws the same initial weights; the broadcast makes sure of it.
   ::torch::manual_seed(o_.seed);
   model_ = makeModel(o_.model, o_.syncBn,
-                     {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch});
+                     {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
+                     shape_);
   if (group_.comm()) gyre::torch::broadcastParameters(*model_, *group_.comm());
   gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
 
@@ -119,7 +131,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
                              : fsdp_   ? fsdp_->parameters()
                                        : model_->parameters(),
                              lr_);
-  config_ = configJson(o_, world_, lr_, torchThreads_, balance_);
+  config_ = configJson(o_, world_, lr_, torchThreads_, balance_, shape_);
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
   } else if (group_.comm() && !fsdp_ && ((layout_.pp == 1 && layout_.tp == 1) || layout_.dp > 1)) {

@@ -15,6 +15,7 @@
 #include "gyre/torch.h"
 #include "train/checkpointing.h"
 #include "train/layout.h"
+#include "train/models.h"
 #include "train/progress.h"
 #include "train/step_log.h"
 #include "train/stragglers.h"
@@ -220,11 +221,12 @@ class Trainer {
   std::int64_t perRankBatch_;  // batch / replicas
   int torchThreads_;
   // Fashion-MNIST through gyre::data (cached: a second trainer in this process does not decode it
-  // again).
+  // again), or --data's image folder (training_data.h).
   struct Data {
     gyre::data::Dataset train;
     gyre::data::Dataset test;
   } data_;
+  ModelShape shape_;  // what the model takes: the data's images and classes
   ::torch::nn::Sequential model_;
   ::torch::nn::Sequential wholeModel_{nullptr};  // --tp: the unsplit model, for model.pt (model_ holds a share)
   std::shared_ptr<Communicator> tensorComm_;  // --tp: this rank's tensor-parallel group

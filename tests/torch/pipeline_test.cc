@@ -133,24 +133,24 @@ nn::Sequential model() {
 
 Tensor lossOf(const Tensor& output, const Tensor& target) { return ::torch::mse_loss(output, target); }
 
-struct Batch {
+struct PipelineBatch {
   Tensor input, target;
 };
 
-std::vector<Batch> batches(int steps, int size) {
+std::vector<PipelineBatch> batches(int steps, int size) {
   auto gen = ::at::detail::createCPUGenerator(5);
-  std::vector<Batch> out;
+  std::vector<PipelineBatch> out;
   for (int i = 0; i < steps; ++i) out.push_back({::torch::randn({size, 6}, gen), ::torch::randn({size, 3}, gen)});
   return out;
 }
 
-struct Case {
+struct PipelineCase {
   PipelineSchedule schedule;
   int p, m, v;
   bool recompute = false;
 };
 
-std::string nameOf(const ::testing::TestParamInfo<Case>& info) {
+std::string nameOf(const ::testing::TestParamInfo<PipelineCase>& info) {
   std::string name = std::string(toString(info.param.schedule)) + "_p" + std::to_string(info.param.p) + "_m" +
                      std::to_string(info.param.m) + "_v" + std::to_string(info.param.v) +
                      (info.param.recompute ? "_recompute" : "");
@@ -159,12 +159,12 @@ std::string nameOf(const ::testing::TestParamInfo<Case>& info) {
   return name;
 }
 
-class PipelineTraining : public ::testing::TestWithParam<Case> {};
+class PipelineTraining : public ::testing::TestWithParam<PipelineCase> {};
 
 TEST_P(PipelineTraining, MatchesTheUnsplitModelStepForStep) {
-  const Case c = GetParam();
+  const PipelineCase c = GetParam();
   constexpr int kSteps = 20;
-  const std::vector<Batch> data = batches(kSteps, 10);
+  const std::vector<PipelineBatch> data = batches(kSteps, 10);
 
   // The unsplit model on one thread: its losses and final parameters.
   nn::Sequential whole;
@@ -176,7 +176,7 @@ TEST_P(PipelineTraining, MatchesTheUnsplitModelStepForStep) {
   std::vector<double> expectedLoss;
   {
     ::torch::optim::SGD sgd(whole->parameters(), ::torch::optim::SGDOptions(0.1));
-    for (const Batch& b : data) {
+    for (const PipelineBatch& b : data) {
       sgd.zero_grad();
       Tensor loss = lossOf(whole->forward(b.input), b.target);
       loss.backward();
@@ -242,18 +242,18 @@ TEST_P(PipelineTraining, MatchesTheUnsplitModelStepForStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, PipelineTraining,
-                         ::testing::Values(Case{PipelineSchedule::kGPipe, 2, 3, 1},
-                                           Case{PipelineSchedule::kGPipe, 4, 5, 1},
-                                           Case{PipelineSchedule::kOneFOneB, 2, 3, 1},
-                                           Case{PipelineSchedule::kOneFOneB, 4, 6, 1},
-                                           Case{PipelineSchedule::kOneFOneB, 4, 3, 1, true},
-                                           Case{PipelineSchedule::kZeroBubble, 2, 3, 1},
-                                           Case{PipelineSchedule::kZeroBubble, 4, 5, 1},
-                                           Case{PipelineSchedule::kOneFOneB, 1, 3, 1},
-                                           Case{PipelineSchedule::kInterleaved, 2, 4, 2},
-                                           Case{PipelineSchedule::kInterleaved, 4, 4, 2},
-                                           Case{PipelineSchedule::kInterleaved, 2, 6, 3, true},
-                                           Case{PipelineSchedule::kInterleaved, 1, 3, 2}),
+                         ::testing::Values(PipelineCase{PipelineSchedule::kGPipe, 2, 3, 1},
+                                           PipelineCase{PipelineSchedule::kGPipe, 4, 5, 1},
+                                           PipelineCase{PipelineSchedule::kOneFOneB, 2, 3, 1},
+                                           PipelineCase{PipelineSchedule::kOneFOneB, 4, 6, 1},
+                                           PipelineCase{PipelineSchedule::kOneFOneB, 4, 3, 1, true},
+                                           PipelineCase{PipelineSchedule::kZeroBubble, 2, 3, 1},
+                                           PipelineCase{PipelineSchedule::kZeroBubble, 4, 5, 1},
+                                           PipelineCase{PipelineSchedule::kOneFOneB, 1, 3, 1},
+                                           PipelineCase{PipelineSchedule::kInterleaved, 2, 4, 2},
+                                           PipelineCase{PipelineSchedule::kInterleaved, 4, 4, 2},
+                                           PipelineCase{PipelineSchedule::kInterleaved, 2, 6, 3, true},
+                                           PipelineCase{PipelineSchedule::kInterleaved, 1, 3, 2}),
                          nameOf);
 
 TEST(PipelineTraining, RefusesABatchSmallerThanItsMicroBatches) {

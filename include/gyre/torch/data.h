@@ -1,9 +1,10 @@
-// gyre::data: the data pipeline of the libtorch part, which `gyre train` uses too. Four pieces,
+// gyre::data: the data pipeline of the libtorch part, which `gyre train` uses too. Five pieces,
 // each usable alone (docs/data.md):
 //
 //   - readIdxFile: the IDX format of MNIST-like data sets, gzip-compressed or plain;
 //   - loadMnist, loadFashionMnist: one split as normalised float images and int64 labels,
 //     optionally kept in a process-wide cache of decoded sets;
+//   - loadImageFolder: a folder of PNG or JPEG images, one folder per class, decoded in parallel;
 //   - DistributedBatchSampler: this rank's batches of sample indices for an epoch, built on
 //     gyre::torch::DistributedSampler (seeded, shuffled per epoch, disjoint shards);
 //   - Loader: assembles an epoch's batches on background threads, a bounded number ahead, and
@@ -54,8 +55,9 @@ IdxArray readIdxFile(const std::string& path, int rank);
 // ---------------------------------------------------------------------------------------------
 // Data sets
 
-// Images [N, 1, 28, 28] float32, normalised as (x / 255 - mean) / std, and labels [N] int64 in
-// 0..9. The tensors are CPU tensors; copying a Dataset copies handles, not the data.
+// Images [N, C, H, W] float32, normalised as (x / 255 - mean) / std, and labels [N] int64 (the
+// MNIST sets: [N, 1, 28, 28] and 0..9). The tensors are CPU tensors; copying a Dataset copies
+// handles, not the data.
 struct Dataset {
   ::torch::Tensor images;
   ::torch::Tensor labels;
@@ -95,6 +97,41 @@ Dataset loadMnist(const std::string& dir, const std::string& split, DatasetOptio
 // Drops every cached data set (tensors still held by callers stay valid). Returns how many there
 // were.
 std::size_t clearCache();
+
+// ---------------------------------------------------------------------------------------------
+// Image folders
+
+struct ImageFolderOptions {
+  // Decoding threads (each reads and decodes the next image); 0: one per core.
+  int threads = 0;
+  // 1 (grayscale) or 3 (RGB) channels, every image converted to them; 0: the first image's.
+  int channels = 0;
+  // Per channel, of the pixels scaled to [0, 1]: images are (x / 255 - mean) / std. Empty: the
+  // set's own mean and standard deviation (give the training set's to its test set).
+  std::vector<double> mean = {};
+  std::vector<double> std = {};
+  // Up to this many images that cannot be read or decoded, or have another size than the first,
+  // are left out and listed in ImageFolder::skipped; one more is an error. 0: the first is one.
+  std::int64_t skipBadRecords = 0;
+};
+
+struct ImageFolder {
+  Dataset data;                      // images [N, C, H, W] float32, normalised; labels [N] int64
+  std::vector<std::string> classes;  // label i is classes[i]: the class folders' names, sorted
+  std::vector<std::string> files;    // image i's path (as torchvision's ImageFolder.samples)
+  std::vector<double> mean, std;     // the normalisation applied, per channel
+  std::vector<std::string> skipped;  // "FILE: why", for each image left out
+};
+
+// An image folder as torchvision's ImageFolder reads one (ImageNet's layout): ROOT/CLASS/NAME
+// for every .png, .jpg or .jpeg (any case) in each class folder, the classes and the images of a
+// class in name order; other files are ignored. PNG is decoded by libpng, JPEG by libjpeg-turbo,
+// recognised by their first bytes. Every image must have the first one's width and height (a
+// resize stage is not there yet). Throws gyre::Error naming the folder or the file: ROOT missing
+// or without class folders, a class folder without images, an image that cannot be opened, is
+// truncated or corrupt (libjpeg's warnings included), or has another size (beyond
+// skipBadRecords); InvalidArgument for bad options.
+ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
 // Batches of indices
