@@ -15,6 +15,16 @@
 namespace gyre::data::detail {
 namespace {
 
+// Interleaved pixels (RGBRGB...) to one plane per channel (RR...GG...BB...).
+void toPlanar(const std::vector<std::uint8_t>& interleaved, int channels, std::size_t plane, std::uint8_t* out) {
+  if (channels == 1) {
+    std::memcpy(out, interleaved.data(), plane);
+    return;
+  }
+  for (std::size_t i = 0; i < plane; ++i)
+    for (int c = 0; c < channels; ++c) out[c * plane + i] = interleaved[i * channels + c];
+}
+
 std::string pngHeader(const std::vector<std::uint8_t>& bytes, png_image& image) {
   std::memset(&image, 0, sizeof image);
   image.version = PNG_IMAGE_VERSION;
@@ -38,12 +48,7 @@ std::string decodePng(const std::vector<std::uint8_t>& bytes, int channels, std:
     png_image_free(&image);
     return "a damaged PNG (" + why + ")";
   }
-  if (channels == 1) {
-    std::memcpy(out, interleaved.data(), plane);
-  } else {
-    for (std::size_t i = 0; i < plane; ++i)
-      for (int c = 0; c < channels; ++c) out[c * plane + i] = interleaved[i * channels + c];
-  }
+  toPlanar(interleaved, channels, plane, out);
   return "";
 }
 
@@ -139,12 +144,7 @@ std::string decode(const std::vector<std::uint8_t>& bytes, int channels, const I
   JpegErrors e;
   ImageHeader seen;
   if (!runJpeg(bytes, channels, seen, interleaved.data(), e)) return std::string("a damaged JPEG (") + e.message + ")";
-  if (channels == 1) {
-    std::memcpy(out, interleaved.data(), plane);
-  } else {
-    for (std::size_t i = 0; i < plane; ++i)
-      for (int c = 0; c < channels; ++c) out[c * plane + i] = interleaved[i * channels + c];
-  }
+  toPlanar(interleaved, channels, plane, out);
   return "";
 }
 
