@@ -1,6 +1,6 @@
 # `cmake --install`: headers, the libraries as exported targets gyre::core, gyre::rt, gyre::rl and gyre::torch (with
 # a gyreConfig.cmake for find_package(gyre) and a gyre.pc for pkg-config), and the gyre tool with
-# the trainer's and gyre rl's workers beside it. docs/install.md shows how a program uses them.
+# the trainer's, gyre rl's and gyre serve's workers and the benchmarks' programs beside it. docs/install.md shows how a program uses them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -16,11 +16,14 @@ else()  # no libtorch: the gyre::torch headers would not compile against anythin
   install(DIRECTORY include/gyre DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN "torch" EXCLUDE
           PATTERN "torch.h" EXCLUDE PATTERN "tensor.h" EXCLUDE)
 endif()
-foreach(program gyre gyre_train_worker gyre_rl_worker gyre_mpi_bench)
+foreach(program gyre gyre_train_worker gyre_rl_worker gyre_serve_worker gyre_data_load gyre_mpi_bench)
   if(TARGET ${program})
     install(TARGETS ${program} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()
 endforeach()
+# The scripts gyre bench runs from beside the tool: the DDP and torchvision baselines, the export.
+install(PROGRAMS ${CMAKE_BINARY_DIR}/bin/gyre_ddp_train.py ${CMAKE_BINARY_DIR}/bin/gyre_torchvision_loader.py
+                 ${CMAKE_BINARY_DIR}/bin/gyre_export_fashion_mnist.py DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 install(EXPORT gyreTargets NAMESPACE gyre:: DESTINATION ${GYRE_CMAKE_DIR})
 set(GYRE_CONFIG_WITH_MPI ${GYRE_WITH_MPI})

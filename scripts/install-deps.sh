@@ -28,6 +28,7 @@ test_packages=(
   librsvg2-bin  # gyre report's PNGs (rsvg-convert)
   chromium      # the test that opens gyre report's page in a real browser
   python3-torch pybind11-dev python3-dev python3-pytest  # the Python package (import gyre), its tests
+  python3-torchvision  # gyre bench data's baseline: DataLoader(ImageFolder(...))
 )
 
 case "${1:-}" in

@@ -418,6 +418,9 @@ bench_smoke() {
     if [ -x "$1/bin/gyre_serve_worker" ] && [ -x "$1/bin/gyre_train_worker" ]; then
       run_cmd "bench serve ($label)" "$gyre" bench serve --rates 100,400 --seconds 1
     fi
+    if [ -x "$1/bin/gyre_data_load" ]; then
+      run_cmd "bench data ($label)" "$gyre" bench data --limit 500 --threads 1 --json
+    fi
   fi
 }
 

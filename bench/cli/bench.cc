@@ -2,6 +2,7 @@
 
 #include "bench_collectives.h"
 #include "bench_comm.h"
+#include "bench_data.h"
 #include "bench_parallel.h"
 #include "bench_ps.h"
 #include "bench_rt.h"
@@ -22,6 +23,7 @@ void addBench(CLI::App& app, std::function<int()>& action, const std::vector<std
   addBenchParallel(*bench, action);
   addBenchRt(*bench, action);
   addBenchServe(*bench, action);
+  addBenchData(*bench, action);
 }
 
 }  // namespace gyre::app
