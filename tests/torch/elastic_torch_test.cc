@@ -66,6 +66,58 @@ TEST(ElasticSampler, MatchesDistributedSamplerWhenTheWorldDividesTheBatch) {
   EXPECT_THROW(ElasticSampler(10, 11, 0), InvalidArgument);
 }
 
+// Fixed shards: every world that divides them takes the same shards (the same samples in the
+// same order, whoever holds them), the full world's ranks one each (as batch() without shards), and
+// the weights sum to the world; a world that does not divide them falls back to batch().
+TEST(ElasticSampler, ShardsAreTheSameInEveryWorldThatDividesThem) {
+  const auto shardsOf = [](int world, std::int64_t step) {
+    std::vector<ElasticSampler::Part> all;
+    double weights = 0;
+    for (int r = 0; r < world; ++r) {
+      ElasticSampler s(1000, 128, 7);
+      s.setShards(4);
+      s.setWorld(r, world);
+      s.setStep(step);
+      for (ElasticSampler::Part& p : s.parts()) {
+        weights += p.weight;
+        all.push_back(std::move(p));
+      }
+    }
+    EXPECT_DOUBLE_EQ(weights, world) << "world " << world;
+    return all;
+  };
+  for (const std::int64_t step : {0, 5}) {
+    const std::vector<ElasticSampler::Part> four = shardsOf(4, step);
+    ASSERT_EQ(four.size(), 4u);
+    for (const int world : {1, 2}) {
+      const std::vector<ElasticSampler::Part> fewer = shardsOf(world, step);
+      ASSERT_EQ(fewer.size(), 4u) << "world " << world;
+      for (std::size_t v = 0; v < 4; ++v) {
+        EXPECT_EQ(fewer[v].indices, four[v].indices) << "world " << world << " shard " << v;
+        EXPECT_DOUBLE_EQ(fewer[v].weight * 4, world) << "world " << world;  // 1 / (4 / W)
+      }
+    }
+    // In the full world each rank's one shard is its batch() without shards.
+    for (int r = 0; r < 4; ++r) {
+      ElasticSampler plain(1000, 128, 7);
+      plain.setWorld(r, 4);
+      plain.setStep(step);
+      EXPECT_EQ(four[static_cast<std::size_t>(r)].indices, plain.batch());
+    }
+    // 3 does not divide 4: one part per rank, its batch() and weight().
+    const std::vector<ElasticSampler::Part> three = shardsOf(3, step);
+    ASSERT_EQ(three.size(), 3u);
+    Indices all;
+    for (const auto& p : three) all.insert(all.end(), p.indices.begin(), p.indices.end());
+    Indices every;
+    for (const auto& p : four) every.insert(every.end(), p.indices.begin(), p.indices.end());
+    EXPECT_EQ(sorted(all), sorted(every));
+  }
+  ElasticSampler s(1000, 128, 7);
+  EXPECT_THROW(s.setShards(129), InvalidArgument);
+  EXPECT_THROW(s.setShards(-1), InvalidArgument);
+}
+
 ::torch::nn::Sequential tinyModel() {
   ::torch::manual_seed(0);
   return ::torch::nn::Sequential(::torch::nn::Linear(4, 8), ::torch::nn::ReLU(), ::torch::nn::Linear(8, 3));
