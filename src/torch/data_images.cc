@@ -77,6 +77,26 @@ std::string shapeText(const detail::ImageHeader& h) {
   return std::to_string(h.width) + "x" + std::to_string(h.height) + (h.channels == 1 ? " grayscale" : " colour");
 }
 
+// Decoded at its own size, then resized bilinearly to `shape` (rounded back to 8 bits).
+std::string decodeResized(const std::vector<std::uint8_t>& bytes, const detail::ImageHeader& shape,
+                          const detail::ImageHeader& header, std::uint8_t* out) {
+  ::torch::Tensor own = ::torch::empty({1, shape.channels, header.height, header.width}, ::torch::kUInt8);
+  if (std::string why = detail::decode(bytes, shape.channels, header, own.data_ptr<std::uint8_t>()); !why.empty())
+    return why;
+  namespace F = ::torch::nn::functional;
+  const ::torch::Tensor resized =
+      F::interpolate(own.to(::torch::kFloat32), F::InterpolateFuncOptions()
+                                                    .size(std::vector<std::int64_t>{shape.height, shape.width})
+                                                    .mode(::torch::kBilinear)
+                                                    .align_corners(false))
+          .round_()
+          .clamp_(0, 255)
+          .to(::torch::kUInt8)
+          .contiguous();
+  std::memcpy(out, resized.data_ptr<std::uint8_t>(), static_cast<std::size_t>(resized.numel()));
+  return "";
+}
+
 }  // namespace
 
 ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& options) {
@@ -101,6 +121,14 @@ ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& o
   }
   GYRE_ENFORCE(shape.width > 0, "no readable image in ", root);
   if (options.channels != 0) shape.channels = options.channels;
+  GYRE_USAGE_CHECK((options.height == 0) == (options.width == 0) && options.height >= 0 && options.width >= 0,
+                   "loadImageFolder: height and width must both be 0 (the first image's) or both positive, not ",
+                   options.height, " x ", options.width);
+  const bool resize = options.height > 0;
+  if (resize) {
+    shape.height = options.height;
+    shape.width = options.width;
+  }
   const std::size_t plane = static_cast<std::size_t>(shape.width) * static_cast<std::size_t>(shape.height);
   const std::size_t imageBytes = plane * static_cast<std::size_t>(shape.channels);
 
@@ -116,10 +144,13 @@ ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& o
       const std::vector<std::uint8_t> bytes = readBytes(file, why);
       detail::ImageHeader header;
       if (why.empty()) why = detail::readHeader(bytes, header);
-      if (why.empty() && (header.width != shape.width || header.height != shape.height))
+      const bool sameSize = header.width == shape.width && header.height == shape.height;
+      if (why.empty() && !sameSize && !resize)
         why = "is " + shapeText(header) + " where the first image is " + shapeText(shape) +
               " (every image of a set must have one size)";
-      if (why.empty()) why = detail::decode(bytes, shape.channels, header, out + static_cast<std::size_t>(i) * imageBytes);
+      std::uint8_t* const image = out + static_cast<std::size_t>(i) * imageBytes;
+      if (why.empty() && sameSize) why = detail::decode(bytes, shape.channels, header, image);
+      if (why.empty() && !sameSize) why = decodeResized(bytes, shape, header, image);
     }
   };
   const int threads = std::max(1, std::min<int>(options.threads > 0 ? options.threads

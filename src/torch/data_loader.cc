@@ -103,6 +103,7 @@ class Loader::Impl {
   Batch assemble(std::int64_t i) {
     if (options_.onAssemble) options_.onAssemble(i);
     Batch batch = gatherBatch(data_, batches_[static_cast<std::size_t>(i)], i);
+    applyTransforms(batch, options_.transforms, options_.seed);
     if (options_.pin) {
       batch.images = batch.images.pin_memory();
       batch.labels = batch.labels.pin_memory();

@@ -78,13 +78,14 @@ std::vector<ElasticSampler::Part> ElasticSampler::parts() const {
   std::vector<Part> parts;
   if (epochDone()) return parts;
   if (shards_ == 0 || shards_ % world_ != 0) {
-    parts.push_back({batch(), weight()});
+    parts.push_back({batch(), weight(), rank_});
     return parts;
   }
   const int perRank = shards_ / world_;
   const std::int64_t end = (step_ + 1) * batch_;
   for (int v = rank_ * perRank; v < (rank_ + 1) * perRank; ++v) {
     Part part;
+    part.shard = v;
     for (std::int64_t p = step_ * batch_ + v; p < end; p += shards_) part.indices.push_back(order_[static_cast<std::size_t>(p)]);
     // The shard's samples of the global batch, times the world: 1 / perRank when S divides B.
     part.weight = static_cast<double>(part.indices.size()) * world_ / static_cast<double>(batch_);

@@ -242,8 +242,54 @@ std::vector<std::string> changedArguments(const TrainOptions& o, FlagScope progr
   return argv;
 }
 
+namespace {
+
+// A whole decimal number, all of `text`.
+std::optional<std::int64_t> wholeNumber(std::string_view text) {
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<std::pair<int, int>> parseResize(const std::string& text) {
+  const std::size_t x = text.find('x');
+  if (x == std::string::npos) return std::nullopt;
+  const std::optional<std::int64_t> h = wholeNumber(text.substr(0, x));
+  const std::optional<std::int64_t> w = wholeNumber(text.substr(x + 1));
+  if (!h || !w || *h < 1 || *w < 1 || *h > 65536 || *w > 65536) return std::nullopt;
+  return std::pair{static_cast<int>(*h), static_cast<int>(*w)};
+}
+
+std::vector<AugmentStage> parseAugment(const std::string& text) {
+  std::vector<AugmentStage> stages;
+  if (text.empty()) return stages;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    const std::size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    if (item == "flip") {
+      stages.push_back({"flip", 0});
+    } else if (item.rfind("crop:", 0) == 0) {
+      const std::optional<std::int64_t> n = wholeNumber(item.substr(5));
+      GYRE_USAGE_CHECK(n && *n >= 1 && *n <= 1024, "--augment '", text, "': crop:N needs a padding N from 1 to 1024, not '",
+                       item.substr(5), "'");
+      stages.push_back({"crop", static_cast<int>(*n)});
+    } else {
+      throw InvalidArgument("--augment '" + text + "': '" + item + "' is not flip or crop:N");
+    }
+    begin = end + 1;
+  }
+  return stages;
+}
+
 void validateOptions(const TrainOptions& o) {
   for (const TrainFlag& f : trainFlags()) checkFlag(f, o);
+  GYRE_USAGE_CHECK(o.resize.empty() || parseResize(o.resize), "--resize '", o.resize,
+                   "': expected HEIGHTxWIDTH, like 32x32");
+  parseAugment(o.augment);
   const bool ps = isParameterServerMode(o.mode);
   GYRE_USAGE_CHECK(o.restartCount >= 0, "GYRE_RESTART_COUNT must not be negative (got ", o.restartCount, ")");
   GYRE_USAGE_CHECK(o.maxSteps == 0 || o.skipSteps < o.maxSteps, "--skip-steps ", o.skipSteps,

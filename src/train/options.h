@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,6 +77,10 @@ struct TrainOptions {
   // and DATA/test (or DATA/val) with the same classes; the model's shape is taken from it.
   std::string data;
   std::int64_t skipBadRecords = 0;  // --data: images that may be unreadable, left out and counted
+  std::string resize;   // --data: "HxW", every image resized to it; empty: the images' own size
+  // Random augmentations of each training batch, comma-separated: "flip" (left to right, p 0.5),
+  // "crop:N" (pad by N, cut a window of the image's size at random). Empty: none.
+  std::string augment;
   std::string runDir;               // empty: write no files
   bool plain = false;               // no gyre: plain torch::optim::SGD in this one process
   std::int64_t maxSteps = 0;        // stop each epoch after this many steps; 0: the whole epoch
@@ -224,6 +230,15 @@ std::vector<std::string> workerArguments(const TrainOptions& o);
 // and the forwarded ones); kLauncher: what `gyre train` takes (its own flags and the forwarded ones). How a
 // program that starts training jobs (gyre bench) says what they do, without naming flags itself.
 std::vector<std::string> changedArguments(const TrainOptions& o, FlagScope program);
+
+// --resize's HEIGHTxWIDTH, or nullopt when it is not one (1 to 65536 each).
+std::optional<std::pair<int, int>> parseResize(const std::string& text);
+// --augment's stages in order: {"flip", 0} or {"crop", N}. Throws InvalidArgument naming a bad one.
+struct AugmentStage {
+  std::string name;
+  int padding = 0;
+};
+std::vector<AugmentStage> parseAugment(const std::string& text);
 
 // Throws InvalidArgument, with the same message whichever program was given the flag, when a
 // flag's value is out of its bound or not one of its choices, or when flags that cannot go

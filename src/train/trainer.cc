@@ -102,6 +102,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     data_.train = d.train;
     data_.test = d.test;
     shape_ = d.shape;
+    transforms_ = augmentations(o_, d);
     if (group_.rank() == 0 && !d.skipped.empty()) {
       std::printf("gyre train: left out %zu unreadable image(s) of %s (--skip-bad-records %lld):\n", d.skipped.size(),
                   o_.data.c_str(), static_cast<long long>(o_.skipBadRecords));
@@ -261,8 +262,14 @@ std::vector<Trainer::StepPart> Trainer::nextBatch(std::optional<gyre::data::Load
   // Elastic: the sampler's place is part of the elastic state (rolled back with a commit), so the
   // batch is assembled here, step by step.
   const auto begin = Clock::now();
-  for (gyre::torch::ElasticSampler::Part& part : elasticSampler_->parts())
-    parts.push_back({gyre::data::gatherBatch(data_.train, part.indices, elasticSampler_->step()), part.weight});
+  // A shard's augmentations are drawn alike in every world: its batch index is (step, shard).
+  const std::int64_t perStep = std::max(elasticSampler_->shards(), world_);
+  for (gyre::torch::ElasticSampler::Part& part : elasticSampler_->parts()) {
+    parts.push_back({gyre::data::gatherBatch(data_.train, part.indices, elasticSampler_->step() * perStep + part.shard),
+                     part.weight});
+    gyre::data::applyTransforms(parts.back().batch, transforms_,
+                                augmentSeed(static_cast<int>(elasticSampler_->epoch()) + 1));
+  }
   dataWaitS_ += seconds(Clock::now() - begin);
   return parts;
 }
@@ -361,6 +368,8 @@ EpochRecord Trainer::trainEpoch(int epoch, std::int64_t first) {
     batches.erase(batches.begin(), batches.begin() + static_cast<std::ptrdiff_t>(first));
     gyre::data::LoaderOptions l;
     l.workers = o_.dataWorkers;
+    l.transforms = transforms_;
+    l.seed = augmentSeed(epoch);
     loader.emplace(data_.train, std::move(batches), std::move(l));
   }
   // The warm-up steps left out of the throughput: epoch 1's first, unless it is resumed midway.

@@ -227,6 +227,9 @@ class Trainer {
     gyre::data::Dataset test;
   } data_;
   ModelShape shape_;  // what the model takes: the data's images and classes
+  std::vector<gyre::data::Transform> transforms_;  // --augment
+  // The seed of epoch `epoch`'s (from 1) augmentations: another draw every epoch.
+  std::uint64_t augmentSeed(int epoch) const { return o_.seed * 1000003ULL + static_cast<std::uint64_t>(epoch); }
   ::torch::nn::Sequential model_;
   ::torch::nn::Sequential wholeModel_{nullptr};  // --tp: the unsplit model, for model.pt (model_ holds a share)
   std::shared_ptr<Communicator> tensorComm_;  // --tp: this rank's tensor-parallel group

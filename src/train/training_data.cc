@@ -29,6 +29,8 @@ TrainingData loadTrainingData(const TrainOptions& o) {
   if (o.data.empty()) {
     d.train = gyre::data::loadFashionMnist(o.dataDir, "train", {.cache = true});
     d.test = gyre::data::loadFashionMnist(o.dataDir, "t10k", {.cache = true});
+    d.mean = {gyre::data::kFashionMnistMean};
+    d.std = {gyre::data::kFashionMnistStd};
     checkModelShape(o.model, d.shape);
     return d;
   }
@@ -40,6 +42,10 @@ TrainingData loadTrainingData(const TrainOptions& o) {
                 "of images per class: " + o.data + "/train/CLASS/IMAGE.png");
   gyre::data::ImageFolderOptions options;
   options.skipBadRecords = o.skipBadRecords;
+  if (const std::optional<std::pair<int, int>> size = parseResize(o.resize)) {
+    options.height = size->first;
+    options.width = size->second;
+  }
   gyre::data::ImageFolder train = gyre::data::loadImageFolder(trainDir, options);
   options.channels = static_cast<int>(train.data.images.size(1));
   options.mean = train.mean;
@@ -60,8 +66,23 @@ TrainingData loadTrainingData(const TrainOptions& o) {
   d.classes = std::move(train.classes);
   d.skipped = std::move(train.skipped);
   d.skipped.insert(d.skipped.end(), test.skipped.begin(), test.skipped.end());
+  d.mean = train.mean;
+  d.std = train.std;
   checkModelShape(o.model, d.shape);
   return d;
+}
+
+std::vector<gyre::data::Transform> augmentations(const TrainOptions& o, const TrainingData& data) {
+  std::vector<gyre::data::Transform> transforms;
+  for (const AugmentStage& stage : parseAugment(o.augment)) {
+    if (stage.name == "flip") {
+      transforms.push_back(gyre::data::randomHorizontalFlip(0.5));
+    } else {
+      // Black in the first channel's normalised units (the padding torchvision adds before Normalize).
+      transforms.push_back(gyre::data::randomCrop(stage.padding, -data.mean.at(0) / data.std.at(0)));
+    }
+  }
+  return transforms;
 }
 
 }  // namespace gyre::train

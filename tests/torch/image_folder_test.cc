@@ -179,6 +179,91 @@ TEST_F(ImageFolderTest, BadInputNamesTheFileOrFolder) {
   EXPECT_EQ(jpeg.rfind(at("jpeg/y/0.jpg") + ": a damaged JPEG", 0), 0u) << jpeg;
 }
 
+TEST_F(ImageFolderTest, ResizesImagesOfAnySize) {
+  fs::create_directories(at("sizes/a"));
+  writePng(at("sizes/a/0.png"), 4, 4, 1, Bytes(16, 100));
+  writePng(at("sizes/a/1.png"), 8, 6, 1, Bytes(48, 40));
+  const ImageFolder set = loadImageFolder(at("sizes"), {.height = 5, .width = 3, .mean = {0}, .std = {1}});
+  ASSERT_EQ(set.data.images.sizes(), (std::vector<std::int64_t>{2, 1, 5, 3}));
+  // A flat image stays flat.
+  EXPECT_FLOAT_EQ(set.data.images[0].min().item<float>() * 255, 100);
+  EXPECT_FLOAT_EQ(set.data.images[0].max().item<float>() * 255, 100);
+  EXPECT_FLOAT_EQ(set.data.images[1].max().item<float>() * 255, 40);
+  EXPECT_THROW(loadImageFolder(at("sizes"), {.height = 5}), InvalidArgument);
+}
+
+Batch counting(std::int64_t n, std::int64_t side, std::int64_t index) {
+  Batch b;
+  b.images = ::torch::arange(n * side * side, ::torch::kFloat32).reshape({n, 1, side, side});
+  b.labels = ::torch::zeros({n}, ::torch::kInt64);
+  b.index = index;
+  return b;
+}
+
+TEST(Transforms, FlipsAndCropsDrawnFromTheBatchsOwnSeed) {
+  Batch all = counting(4, 5, 0);
+  applyTransforms(all, {randomHorizontalFlip(1.0)}, 7);
+  EXPECT_TRUE(all.images.equal(counting(4, 5, 0).images.flip({-1})));
+  Batch none = counting(4, 5, 0);
+  applyTransforms(none, {randomHorizontalFlip(0.0)}, 7);
+  EXPECT_TRUE(none.images.equal(counting(4, 5, 0).images));
+
+  // A crop: the image's size, each a window of the padded image (fill where it reaches the pad).
+  Batch cropped = counting(64, 5, 3);
+  applyTransforms(cropped, {randomCrop(2, -1)}, 7);
+  ASSERT_EQ(cropped.images.sizes(), (std::vector<std::int64_t>{64, 1, 5, 5}));
+  const ::torch::Tensor padded = ::torch::constant_pad_nd(counting(64, 5, 3).images, {2, 2, 2, 2}, -1);
+  int shifted = 0;
+  for (std::int64_t k = 0; k < 64; ++k) {
+    bool found = false;
+    for (std::int64_t y = 0; y <= 4 && !found; ++y)
+      for (std::int64_t x = 0; x <= 4 && !found; ++x)
+        found = cropped.images[k].equal(padded[k].narrow(-2, y, 5).narrow(-1, x, 5));
+    EXPECT_TRUE(found) << "image " << k;
+    shifted += cropped.images[k].equal(counting(64, 5, 3).images[k]) ? 0 : 1;
+  }
+  EXPECT_GT(shifted, 32);  // 24 of 25 places move the window
+
+  // The same (seed, index): the same draws; another index or seed: others.
+  const auto draw = [](std::uint64_t seed, std::int64_t index) {
+    Batch b = counting(64, 5, index);
+    applyTransforms(b, {randomHorizontalFlip(0.5), randomCrop(2)}, seed);
+    return b.images;
+  };
+  EXPECT_TRUE(draw(1, 5).equal(draw(1, 5)));
+  EXPECT_FALSE(draw(1, 5).equal(draw(1, 6)));
+  EXPECT_FALSE(draw(1, 5).equal(draw(2, 5)));
+  EXPECT_THROW(randomHorizontalFlip(1.5), InvalidArgument);
+  EXPECT_THROW(randomCrop(-1), InvalidArgument);
+}
+
+TEST(Transforms, ALoaderAppliesThemAlikeOnAnyNumberOfThreads) {
+  Dataset data;
+  data.images = ::torch::randn({256, 1, 6, 6});
+  data.labels = ::torch::zeros({256}, ::torch::kInt64);
+  std::vector<std::vector<std::int64_t>> batches;
+  for (std::int64_t b = 0; b < 8; ++b) {
+    batches.emplace_back();
+    for (std::int64_t i = 0; i < 32; ++i) batches.back().push_back(b * 32 + i);
+  }
+  const auto run = [&](int workers) {
+    LoaderOptions o;
+    o.workers = workers;
+    o.transforms = {randomHorizontalFlip(), randomCrop(1)};
+    o.seed = 11;
+    Loader loader(data, batches, o);
+    std::vector<::torch::Tensor> out;
+    while (Batch b = loader.next()) out.push_back(b.images);
+    return out;
+  };
+  const auto alone = run(0), three = run(3);
+  ASSERT_EQ(alone.size(), 8u);
+  ASSERT_EQ(three.size(), 8u);
+  for (std::size_t i = 0; i < alone.size(); ++i) EXPECT_TRUE(alone[i].equal(three[i])) << "batch " << i;
+  EXPECT_FALSE(alone[0].equal(data.images.narrow(0, 0, 32)));  // transformed
+  EXPECT_TRUE(data.images.equal(data.images.clone()));
+}
+
 // The export script's PNGs are the IDX files' images, to the bit after the same normalisation.
 TEST_F(ImageFolderTest, ExportedFashionMnistLoadsAsTheIdxFiles) {
   std::error_code ec;

@@ -214,6 +214,27 @@ TEST(TrainOptions, CombinationsAreRefused) {
   EXPECT_NE(refusal(o).find("--max-restarts 1 needs --checkpoint-dir"), std::string::npos);
 }
 
+TEST(TrainOptions, ResizeAndAugmentationsAreParsedOrRefusedByName) {
+  EXPECT_EQ(parseResize("32x24"), (std::pair{32, 24}));
+  for (const char* bad : {"32", "x32", "32x", "0x32", "32x-1", "32x32x3", "axb"})
+    EXPECT_EQ(parseResize(bad), std::nullopt) << bad;
+  const std::vector<AugmentStage> stages = parseAugment("flip,crop:4");
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_EQ(stages[0].name, "flip");
+  EXPECT_EQ(stages[1].name, "crop");
+  EXPECT_EQ(stages[1].padding, 4);
+  EXPECT_TRUE(parseAugment("").empty());
+  TrainOptions o;
+  o.augment = "flip,rotate";
+  EXPECT_EQ(refusal(o), "--augment 'flip,rotate': 'rotate' is not flip or crop:N");
+  o.augment = "crop:0";
+  EXPECT_EQ(refusal(o), "--augment 'crop:0': crop:N needs a padding N from 1 to 1024, not '0'");
+  o = {};
+  o.data = "d";
+  o.resize = "32";
+  EXPECT_EQ(refusal(o), "--resize '32': expected HEIGHTxWIDTH, like 32x32");
+}
+
 TEST(TrainOptions, ZeroStagesAndWhatTheyDoNotGoWith) {
   auto zero = [](int stage) {
     TrainOptions o;

@@ -106,6 +106,10 @@ struct ImageFolderOptions {
   int threads = 0;
   // 1 (grayscale) or 3 (RGB) channels, every image converted to them; 0: the first image's.
   int channels = 0;
+  // Every image resized to height x width (bilinear, as torchvision's Resize((h, w)) on a tensor),
+  // so the images may have any sizes; 0 x 0: the first image's size, which every image must have.
+  int height = 0;
+  int width = 0;
   // Per channel, of the pixels scaled to [0, 1]: images are (x / 255 - mean) / std. Empty: the
   // set's own mean and standard deviation (give the training set's to its test set).
   std::vector<double> mean = {};
@@ -126,8 +130,8 @@ struct ImageFolder {
 // An image folder as torchvision's ImageFolder reads one (ImageNet's layout): ROOT/CLASS/NAME
 // for every .png, .jpg or .jpeg (any case) in each class folder, the classes and the images of a
 // class in name order; other files are ignored. PNG is decoded by libpng, JPEG by libjpeg-turbo,
-// recognised by their first bytes. Every image must have the first one's width and height (a
-// resize stage is not there yet). Throws gyre::Error naming the folder or the file: ROOT missing
+// recognised by their first bytes. Every image must have the first one's width and height (or,
+// with `height` and `width` every image is resized to them). Throws gyre::Error naming the folder or the file: ROOT missing
 // or without class folders, a class folder without images, an image that cannot be opened, is
 // truncated or corrupt (libjpeg's warnings included), or has another size (beyond
 // skipBadRecords); InvalidArgument for bad options.
@@ -194,6 +198,25 @@ struct Batch {
 // the Loader does for each batch, for a loop that picks its indices one step at a time.
 Batch gatherBatch(const Dataset& data, const std::vector<std::int64_t>& indices, std::int64_t index);
 
+// ---------------------------------------------------------------------------------------------
+// Transforms
+
+// A stage applied to each assembled batch on the thread that assembled it (a Loader's worker): it
+// changes batch.images (or labels) in place or replaces them. `random` is the batch's own
+// generator, seeded from the loader's seed and the batch's index (applyTransforms), so a batch
+// comes out the same whichever thread made it, in every run with that seed.
+using Transform = std::function<void(Batch& batch, at::Generator& random)>;
+
+// Flips each image left to right with probability p (torchvision's RandomHorizontalFlip).
+// Throws InvalidArgument unless 0 <= p <= 1.
+Transform randomHorizontalFlip(double p = 0.5);
+// Pads each image with `padding` rows and columns of `fill` on every side, then cuts a window of
+// its size at a random place (torchvision's RandomCrop(size, padding)). `fill` is in the images'
+// normalised units (0: the mean pixel). Throws InvalidArgument for a negative padding.
+Transform randomCrop(std::int64_t padding, double fill = 0);
+// Applies `transforms` in order to batch `batch.index` with a generator seeded from (seed, index).
+void applyTransforms(Batch& batch, const std::vector<Transform>& transforms, std::uint64_t seed);
+
 struct LoaderOptions {
   // Background threads assembling batches; 0: next() assembles each batch itself, on the
   // caller's thread (then `prefetch` does not apply). With threads, next() still assembles a
@@ -212,6 +235,10 @@ struct LoaderOptions {
   // before it does (with several workers, on several threads at once). An exception it throws is
   // that batch's error.
   std::function<void(std::int64_t)> onAssemble = nullptr;
+  // Applied to every batch as it is assembled (applyTransforms with `seed`): set another seed for
+  // every epoch, or each epoch repeats the last one's augmentations.
+  std::vector<Transform> transforms = {};
+  std::uint64_t seed = 0;
 };
 
 // Hands out `batches` of `data` in order: batch i holds data's images and labels at batches[i].

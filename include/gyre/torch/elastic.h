@@ -67,6 +67,7 @@ class ElasticSampler {
   struct Part {
     std::vector<std::int64_t> indices;
     double weight;  // multiply the part's mean loss by it (1 / (S/W) when S divides B)
+    int shard;      // which shard of the step (0 to S - 1); without shards, the rank
   };
   // This rank's part of the current step: its shards, in order; or, without shards or when W
   // does not divide S, one part, batch() with weight(). Summed as the ranks' gradients are
