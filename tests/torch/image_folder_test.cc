@@ -29,7 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using Bytes = std::vector<std::uint8_t>;
 
-std::string errorOf(const std::function<void()>& load) {
+std::string loadError(const std::function<void()>& load) {
   try {
     load();
   } catch (const Error& e) {
@@ -144,21 +144,21 @@ TEST_F(ImageFolderTest, ColourAndJpegImages) {
 
 TEST_F(ImageFolderTest, BadInputNamesTheFileOrFolder) {
   const std::string root = smallSet();
-  EXPECT_EQ(errorOf([&] { loadImageFolder(at("missing")); }), "image folder " + at("missing") + " is not a directory");
+  EXPECT_EQ(loadError([&] { loadImageFolder(at("missing")); }), "image folder " + at("missing") + " is not a directory");
   fs::create_directories(at("flat"));
-  EXPECT_TRUE(errorOf([&] { loadImageFolder(at("flat")); }).find("has no class folders") != std::string::npos);
+  EXPECT_TRUE(loadError([&] { loadImageFolder(at("flat")); }).find("has no class folders") != std::string::npos);
 
   fs::create_directories(root + "/c");
-  EXPECT_EQ(errorOf([&] { loadImageFolder(root); }),
+  EXPECT_EQ(loadError([&] { loadImageFolder(root); }),
             "class folder " + root + "/c holds no images (.png, .jpg or .jpeg files)");
   fs::remove(root + "/c");
 
   truncate(root + "/a/1.png", 40);
-  const std::string truncated = errorOf([&] { loadImageFolder(root); });
+  const std::string truncated = loadError([&] { loadImageFolder(root); });
   EXPECT_EQ(truncated.rfind(root + "/a/1.png: ", 0), 0u) << truncated;
 
   std::ofstream(root + "/b/1.png") << "text, not a PNG";
-  const std::string text = errorOf([&] { loadImageFolder(root, {.skipBadRecords = 1}); });
+  const std::string text = loadError([&] { loadImageFolder(root, {.skipBadRecords = 1}); });
   EXPECT_EQ(text.rfind(root + "/b/1.png: neither a PNG nor a JPEG file", 0), 0u) << text;
   EXPECT_NE(text.find("more than the 1 to skip"), std::string::npos) << text;
 
@@ -175,7 +175,7 @@ TEST_F(ImageFolderTest, BadInputNamesTheFileOrFolder) {
   fs::create_directories(at("jpeg/y"));
   writeJpeg(at("jpeg/y/0.jpg"), 16, 16, pattern(256, 1));
   truncate(at("jpeg/y/0.jpg"), fs::file_size(at("jpeg/y/0.jpg")) / 2);
-  const std::string jpeg = errorOf([&] { loadImageFolder(at("jpeg")); });
+  const std::string jpeg = loadError([&] { loadImageFolder(at("jpeg")); });
   EXPECT_EQ(jpeg.rfind(at("jpeg/y/0.jpg") + ": a damaged JPEG", 0), 0u) << jpeg;
 }
 
