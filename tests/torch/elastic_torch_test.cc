@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <numeric>
 #include <thread>
 
 #include "elastic/membership.h"
@@ -116,6 +118,45 @@ TEST(ElasticSampler, ShardsAreTheSameInEveryWorldThatDividesThem) {
   ElasticSampler s(1000, 128, 7);
   EXPECT_THROW(s.setShards(129), InvalidArgument);
   EXPECT_THROW(s.setShards(-1), InvalidArgument);
+}
+
+// An epoch through a lost worker and a joiner, as gyre train runs it: 2 workers commit every 4
+// steps, one is lost after step 10 (the survivor rolls back to the commit at step 8 and goes on
+// alone), a replacement joins at the commit of step 16. The steps of the final trajectory (a
+// rolled-back step is trained again) cover every sample of the epoch exactly once.
+TEST(ElasticSampler, AnEpochThroughALostWorkerAndAJoinerTrainsEachSampleOnce) {
+  constexpr std::int64_t kSamples = 24 * 40, kBatch = 40;
+  std::map<std::int64_t, Indices> trained;  // step -> the samples of its final training
+  std::int64_t committed = 0;
+  const auto train = [&](int world, std::int64_t from, std::int64_t until) {
+    std::vector<ElasticSampler> ranks;
+    for (int r = 0; r < world; ++r) {
+      ranks.emplace_back(kSamples, kBatch, 9);
+      ranks.back().setShards(2);
+      ranks.back().setWorld(r, world);
+      ranks.back().setEpoch(0);
+      ranks.back().setStep(from);  // what TorchState restores from the commit
+    }
+    for (std::int64_t step = from; step < until; ++step) {
+      Indices all;
+      for (ElasticSampler& s : ranks) {
+        for (const ElasticSampler::Part& p : s.parts()) all.insert(all.end(), p.indices.begin(), p.indices.end());
+        s.advance();
+      }
+      trained[step] = all;  // a rolled-back step's earlier training is replaced
+      if ((step + 1) % 4 == 0) committed = step + 1;
+    }
+  };
+  train(2, 0, 10);  // worker 1 is lost after step 10: the last commit was at step 8
+  ASSERT_EQ(committed, 8);
+  train(1, committed, 16);
+  train(2, 16, kSamples / kBatch);
+  Indices all;
+  for (const auto& [step, samples] : trained) all.insert(all.end(), samples.begin(), samples.end());
+  Indices every(kSamples);
+  std::iota(every.begin(), every.end(), 0);
+  EXPECT_EQ(sorted(all), every);
+  EXPECT_EQ(trained.size(), static_cast<std::size_t>(kSamples / kBatch));
 }
 
 ::torch::nn::Sequential tinyModel() {
