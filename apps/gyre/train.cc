@@ -129,11 +129,7 @@ int train(train::TrainOptions o) {
   } else {
     // The workers read the folders themselves; what is missing is said here, before they start.
     o.data = fs::absolute(o.data).string();
-    std::error_code ec;
-    if (!fs::is_directory(fs::path(o.data) / "train", ec) ||
-        (!fs::is_directory(fs::path(o.data) / "test", ec) && !fs::is_directory(fs::path(o.data) / "val", ec)))
-      throw Error("--data " + o.data + " needs a train folder and a test (or val) folder, each holding one folder " +
-                  "of images per class: " + o.data + "/train/CLASS/IMAGE.png");
+    train::testFolderOf(o.data);
   }
 
   const fs::path runDir = fs::absolute(o.runDir.empty() ? uniqueRunDir(fmt::format("{}-np{}", o.model, o.np))

@@ -181,9 +181,12 @@ ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& o
                                               : ""));
     set.skipped.push_back(file + ": " + why);
   }
-  if (static_cast<std::int64_t>(kept.size()) < n) pixels = pixels.index_select(0, ::torch::tensor(kept));
   set.data.labels = ::torch::tensor(listing.labels, ::torch::kInt64);
-  if (static_cast<std::int64_t>(kept.size()) < n) set.data.labels = set.data.labels.index_select(0, ::torch::tensor(kept));
+  if (static_cast<std::int64_t>(kept.size()) < n) {
+    const ::torch::Tensor keep = ::torch::tensor(kept);
+    pixels = pixels.index_select(0, keep);
+    set.data.labels = set.data.labels.index_select(0, keep);
+  }
 
   // Per channel: (x / 255 - mean) / std, with the given figures or the set's own.
   ::torch::Tensor images = pixels.to(::torch::kFloat32).div_(255);

@@ -81,7 +81,7 @@ std::vector<ElasticSampler::Part> ElasticSampler::parts() const {
     parts.push_back({batch(), weight(), rank_});
     return parts;
   }
-  const int perRank = shards_ / world_;
+  const int perRank = passes();
   const std::int64_t end = (step_ + 1) * batch_;
   for (int v = rank_ * perRank; v < (rank_ + 1) * perRank; ++v) {
     Part part;

@@ -231,6 +231,11 @@ std::vector<std::string> workerArguments(const TrainOptions& o);
 // program that starts training jobs (gyre bench) says what they do, without naming flags itself.
 std::vector<std::string> changedArguments(const TrainOptions& o, FlagScope program);
 
+// --data's test split: DATA/test, or DATA/val when there is no test folder. Throws gyre::Error
+// unless DATA holds a train folder and one of those (said by gyre train before any worker starts,
+// and by the worker that loads them).
+std::string testFolderOf(const std::string& data);
+
 // --resize's HEIGHTxWIDTH, or nullopt when it is not one (1 to 65536 each).
 std::optional<std::pair<int, int>> parseResize(const std::string& text);
 // --augment's stages in order: {"flip", 0} or {"crop", N}. Throws InvalidArgument naming a bad one.

@@ -274,11 +274,6 @@ std::vector<Trainer::StepPart> Trainer::nextBatch(std::optional<gyre::data::Load
   return parts;
 }
 
-int Trainer::elasticPasses() const {
-  const int shards = elasticSampler_->shards();
-  return shards > 0 && shards % world_ == 0 ? shards / world_ : 1;
-}
-
 // What an epoch's record says of the run itself; the caller adds what the epoch measured.
 EpochRecord Trainer::reportOf(int epoch) const {
   EpochRecord r;

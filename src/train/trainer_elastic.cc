@@ -33,7 +33,7 @@ void Trainer::attach(std::shared_ptr<Communicator> comm) {
   if (world_ > 1) {
     gyre::torch::DistributedOptimizerOptions d = distributedOptions();
     // The shards' gradients add up in .grad; the ranks average the sums.
-    d.backwardPassesPerStep = elasticPasses();
+    d.backwardPassesPerStep = elasticSampler_->passes();
     dist_ = std::make_unique<gyre::torch::DistributedOptimizer>(group_.comm(), optimizer_, d);
     autotune_.reset();  // tuned again for the new membership
     // Ranks are renumbered: each membership's history starts afresh.

@@ -127,8 +127,6 @@ class Trainer {
   // The forward and backward passes of the step's parts (their gradients add up), the losses
   // weighed by `share` and each part's weight; returns the unweighted mean loss of the samples.
   double forwardBackward(const std::vector<StepPart>& parts, double share);
-  // The backward passes an elastic step makes in the current world: one per shard it takes.
-  int elasticPasses() const;
   // Restarted from the checkpoint at an epoch's end whose record is missing (rank 0 looks):
   // evaluates the checkpoint's model and publishes the epoch's record. Collective.
   std::optional<EpochRecord> recordCheckpointedEpoch();

@@ -17,13 +17,6 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-std::string testFolderOf(const std::string& data) {
-  std::error_code ec;
-  for (const char* split : {"test", "val"})
-    if (fs::is_directory(fs::path(data) / split, ec)) return (fs::path(data) / split).string();
-  return "";
-}
-
 TrainingData loadTrainingData(const TrainOptions& o) {
   TrainingData d;
   if (o.data.empty()) {
@@ -34,12 +27,8 @@ TrainingData loadTrainingData(const TrainOptions& o) {
     checkModelShape(o.model, d.shape);
     return d;
   }
-  const std::string trainDir = (fs::path(o.data) / "train").string();
   const std::string testDir = testFolderOf(o.data);
-  std::error_code ec;
-  if (!fs::is_directory(trainDir, ec) || testDir.empty())
-    throw Error("--data " + o.data + " needs a train folder and a test (or val) folder, each holding one folder " +
-                "of images per class: " + o.data + "/train/CLASS/IMAGE.png");
+  const std::string trainDir = (fs::path(o.data) / "train").string();
   gyre::data::ImageFolderOptions options;
   options.skipBadRecords = o.skipBadRecords;
   if (const std::optional<std::pair<int, int>> size = parseResize(o.resize)) {
@@ -55,7 +44,7 @@ TrainingData loadTrainingData(const TrainOptions& o) {
   if (test.classes != train.classes)
     throw Error(testDir + " has the classes " + joined(test.classes) + "; " + trainDir + " has " +
                 joined(train.classes) + ": they must be the same folders");
-  if (test.data.images.sizes() .slice(1) != train.data.images.sizes().slice(1))
+  if (test.data.images.sizes().slice(1) != train.data.images.sizes().slice(1))
     throw Error(testDir + "'s images are " + std::to_string(test.data.images.size(3)) + "x" +
                 std::to_string(test.data.images.size(2)) + ", " + trainDir + "'s " +
                 std::to_string(train.data.images.size(3)) + "x" + std::to_string(train.data.images.size(2)));

@@ -29,7 +29,4 @@ std::vector<gyre::data::Transform> augmentations(const TrainOptions& o, const Tr
 // cannot take the images.
 TrainingData loadTrainingData(const TrainOptions& o);
 
-// DATA/test, or DATA/val when there is no test folder; empty when neither is a directory.
-std::string testFolderOf(const std::string& data);
-
 }  // namespace gyre::train

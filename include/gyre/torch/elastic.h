@@ -73,6 +73,9 @@ class ElasticSampler {
   // does not divide S, one part, batch() with weight(). Summed as the ranks' gradients are
   // averaged, the parts' weighted gradients are the gradient of the global batch's mean loss.
   std::vector<Part> parts() const;
+  // How many parts (forward and backward passes) a step of this rank has: S/W when W divides S,
+  // else 1.
+  int passes() const { return shards_ > 0 && shards_ % world_ == 0 ? shards_ / world_ : 1; }
 
  private:
   std::int64_t size_;
