@@ -9,7 +9,7 @@ set(GYRE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/gyre)
 install(TARGETS gyre_core gyre_rt gyre_rl_envs EXPORT gyreTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 if(TARGET gyre_torch)
-  install(TARGETS gyre_torch EXPORT gyreTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  install(TARGETS gyre_torch gyre_data_files EXPORT gyreTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
           LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(DIRECTORY include/gyre DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 else()  # no libtorch: the gyre::torch headers would not compile against anything

@@ -18,7 +18,7 @@ import tempfile
 
 # Level of each layer: a file may include a header whose level is not higher than its own.
 LEVELS = {
-    "common": 0,
+    "common": 0, "data": 1,
     "transport": 1, "rendezvous": 1, "engine": 1,
     "collectives": 2,
     "api": 3,

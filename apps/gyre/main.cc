@@ -9,6 +9,7 @@
 
 #include "bench.h"
 #include "common/config.h"
+#include "data.h"
 #include "gyre/errors.h"
 #include "gyre/init.h"
 #include "gyre/version.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   app.footer("Run `gyre COMMAND --help` for a command's options. Documentation: docs/README.md");
 
   gyre::app::addBench(app, action, args);  // bench/cli/
+  gyre::app::addData(app, action);
   gyre::app::addInfo(app, action);
   gyre::app::addReport(app, action);
   gyre::app::addRun(app, action);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "data/data_root.h"
 #include "gyre/errors.h"
 #include "gyre/ps.h"
 #include "launcher/agent.h"
@@ -129,7 +130,7 @@ int train(train::TrainOptions o) {
   } else {
     // The workers read the folders themselves; what is missing is said here, before they start.
     o.data = fs::absolute(o.data).string();
-    train::testFolderOf(o.data);
+    gyre::data::detail::describeDataRoot(o.data);
   }
 
   const fs::path runDir = fs::absolute(o.runDir.empty() ? uniqueRunDir(fmt::format("{}-np{}", o.model, o.np))

@@ -42,15 +42,35 @@ std::vector<std::vector<std::int64_t>> DistributedBatchSampler::batches() const 
   return out;
 }
 
-class Loader::Impl {
+namespace {
+
+class InMemory final : public Source {
  public:
-  Impl(Dataset data, std::vector<std::vector<std::int64_t>> batches, LoaderOptions options)
-      : data_(std::move(data)), batches_(std::move(batches)), options_(std::move(options)) {
-    GYRE_USAGE_CHECK(options_.workers >= 0, "Loader: workers must not be negative, not ", options_.workers);
-    GYRE_USAGE_CHECK(options_.prefetch >= 1, "Loader: prefetch must be at least 1, not ", options_.prefetch);
+  explicit InMemory(Dataset data) : data_(std::move(data)) {
     GYRE_USAGE_CHECK(data_.images.defined() && data_.labels.defined(), "Loader: the data set has no tensors");
     GYRE_USAGE_CHECK(data_.images.size(0) == data_.labels.size(0), "Loader: the data set has ",
                      data_.images.size(0), " images but ", data_.labels.size(0), " labels");
+  }
+  std::int64_t size() const override { return data_.size(); }
+  Batch gather(const std::vector<std::int64_t>& indices, std::int64_t index) const override {
+    return gatherBatch(data_, indices, index);
+  }
+
+ private:
+  const Dataset data_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Source> inMemory(Dataset data) { return std::make_shared<InMemory>(std::move(data)); }
+
+class Loader::Impl {
+ public:
+  Impl(std::shared_ptr<const Source> source, std::vector<std::vector<std::int64_t>> batches, LoaderOptions options)
+      : source_(std::move(source)), batches_(std::move(batches)), options_(std::move(options)) {
+    GYRE_USAGE_CHECK(source_ != nullptr, "Loader: no source");
+    GYRE_USAGE_CHECK(options_.workers >= 0, "Loader: workers must not be negative, not ", options_.workers);
+    GYRE_USAGE_CHECK(options_.prefetch >= 1, "Loader: prefetch must be at least 1, not ", options_.prefetch);
     GYRE_USAGE_CHECK(!options_.pin || ::torch::cuda::is_available(),
                      "Loader: pin needs a libtorch with CUDA (pinned memory speeds up copies to a GPU); this one "
                      "has none");
@@ -102,7 +122,7 @@ class Loader::Impl {
 
   Batch assemble(std::int64_t i) {
     if (options_.onAssemble) options_.onAssemble(i);
-    Batch batch = gatherBatch(data_, batches_[static_cast<std::size_t>(i)], i);
+    Batch batch = source_->gather(batches_[static_cast<std::size_t>(i)], i);
     applyTransforms(batch, options_.transforms, options_.seed);
     if (options_.pin) {
       batch.images = batch.images.pin_memory();
@@ -197,7 +217,7 @@ class Loader::Impl {
     }
   }
 
-  const Dataset data_;
+  const std::shared_ptr<const Source> source_;
   const std::vector<std::vector<std::int64_t>> batches_;
   const LoaderOptions options_;
 
@@ -217,7 +237,11 @@ class Loader::Impl {
 };
 
 Loader::Loader(Dataset data, std::vector<std::vector<std::int64_t>> batches, LoaderOptions options)
-    : impl_(std::make_unique<Impl>(std::move(data), std::move(batches), std::move(options))) {}
+    : Loader(inMemory(std::move(data)), std::move(batches), std::move(options)) {}
+
+Loader::Loader(std::shared_ptr<const Source> source, std::vector<std::vector<std::int64_t>> batches,
+               LoaderOptions options)
+    : impl_(std::make_unique<Impl>(std::move(source), std::move(batches), std::move(options))) {}
 
 Loader::Loader(Dataset data, const DistributedBatchSampler& sampler, LoaderOptions options)
     : Loader(std::move(data), sampler.batches(), std::move(options)) {}

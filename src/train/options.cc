@@ -255,16 +255,6 @@ std::optional<std::int64_t> wholeNumber(std::string_view text) {
 
 }  // namespace
 
-std::string testFolderOf(const std::string& data) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(fs::path(data) / "train", ec))
-    for (const char* split : {"test", "val"})
-      if (fs::is_directory(fs::path(data) / split, ec)) return (fs::path(data) / split).string();
-  throw Error("--data " + data + " needs a train folder and a test (or val) folder, each holding one folder of " +
-              "images per class: " + data + "/train/CLASS/IMAGE.png");
-}
-
 std::optional<std::pair<int, int>> parseResize(const std::string& text) {
   const std::size_t x = text.find('x');
   if (x == std::string::npos) return std::nullopt;

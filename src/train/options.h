@@ -73,10 +73,12 @@ struct TrainOptions {
   bool recompute = false;
   std::uint64_t seed = 0;           // model initialisation and the samples' order
   std::string dataDir;              // empty: Debian's /usr/share/datasets/fashion-mnist
-  // An image folder instead of Fashion-MNIST (gyre::data::loadImageFolder): DATA/train/CLASS/*.png
-  // and DATA/test (or DATA/val) with the same classes; the model's shape is taken from it.
+  // A data set of the user's instead of Fashion-MNIST: image folders (DATA/train/CLASS/*.png and
+  // DATA/test or DATA/val with the same classes), tables (DATA/train.csv and DATA/test.csv, or
+  // .jsonl) or record shards (DATA/index.json, gyre data pack); the model's shape is taken from it.
   std::string data;
-  std::int64_t skipBadRecords = 0;  // --data: images that may be unreadable, left out and counted
+  std::string labelColumn = "label";  // --data's tables: the label's column
+  std::int64_t skipBadRecords = 0;  // --data: images, rows or records that may be bad, left out and counted
   std::string resize;   // --data: "HxW", every image resized to it; empty: the images' own size
   // Random augmentations of each training batch, comma-separated: "flip" (left to right, p 0.5),
   // "crop:N" (pad by N, cut a window of the image's size at random). Empty: none.
@@ -230,11 +232,6 @@ std::vector<std::string> workerArguments(const TrainOptions& o);
 // and the forwarded ones); kLauncher: what `gyre train` takes (its own flags and the forwarded ones). How a
 // program that starts training jobs (gyre bench) says what they do, without naming flags itself.
 std::vector<std::string> changedArguments(const TrainOptions& o, FlagScope program);
-
-// --data's test split: DATA/test, or DATA/val when there is no test folder. Throws gyre::Error
-// unless DATA holds a train folder and one of those (said by gyre train before any worker starts,
-// and by the worker that loads them).
-std::string testFolderOf(const std::string& data);
 
 // --resize's HEIGHTxWIDTH, or nullopt when it is not one (1 to 65536 each).
 std::optional<std::pair<int, int>> parseResize(const std::string& text);

@@ -120,12 +120,17 @@ const std::array kFlags = std::to_array<TrainFlag>({
          "Fashion-MNIST's IDX files, gzip-compressed or not (default: /usr/share/datasets/fashion-mnist)"},
     {.name = "--data",
      .field = &O::data,
-     .help = "Train on an image folder instead of Fashion-MNIST: DATA/train/CLASS/*.png|*.jpg and DATA/test "
-             "(or DATA/val) with the same class folders; the image size, channels and classes shape the model"},
+     .help = "Train on your data instead of Fashion-MNIST: image folders (DATA/train/CLASS/*.png|*.jpg and "
+             "DATA/test or DATA/val with the same class folders), tables (DATA/train.csv and DATA/test.csv, or "
+             ".jsonl) or record shards (DATA/index.json, from gyre data pack); the data shape the model"},
+    {.name = "--label-column",
+     .field = &O::labelColumn,
+     .help = "--data's tables: the column (or JSON key) holding the label; every other one is a feature",
+     .needs = "--data"},
     {.name = "--skip-bad-records",
      .field = &O::skipBadRecords,
-     .help = "--data: leave out up to N images that cannot be read or decoded (or have another size), and "
-             "say which; one more is an error",
+     .help = "--data: leave out up to N images, rows or records that cannot be read or decoded (or have "
+             "another size), and say which (records: at the end of each epoch); one more is an error",
      .bound = Bound::kNonNegative,
      .needs = "--data"},
     {.name = "--resize",

@@ -104,7 +104,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     shape_ = d.shape;
     transforms_ = augmentations(o_, d);
     if (group_.rank() == 0 && !d.skipped.empty()) {
-      std::printf("gyre train: left out %zu unreadable image(s) of %s (--skip-bad-records %lld):\n", d.skipped.size(),
+      std::printf("gyre train: left out %zu bad sample(s) of %s (--skip-bad-records %lld):\n", d.skipped.size(),
                   o_.data.c_str(), static_cast<long long>(o_.skipBadRecords));
       for (const std::string& s : d.skipped) std::printf("  %s\n", s.c_str());
       std::fflush(stdout);
@@ -150,10 +150,10 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   // part of the buckets, which the DistributedOptimizer makes (the model loads in place, into them).
   resume();
 
-  GYRE_USAGE_CHECK(o_.batch <= data_.train.size(), "--batch ", o_.batch, " is larger than the ",
-                   data_.train.size(), " training samples");
+  GYRE_USAGE_CHECK(o_.batch <= data_.train->size(), "--batch ", o_.batch, " is larger than the ",
+                   data_.train->size(), " training samples");
   if (o_.elastic) {
-    elasticSampler_.emplace(data_.train.size(), o_.batch, o_.seed);
+    elasticSampler_.emplace(data_.train->size(), o_.batch, o_.seed);
     // Synchronised batch norm takes its statistics over the whole world's samples: one pass each.
     if (!o_.syncBn) elasticSampler_->setShards(o_.batchShards);
     stepsPerEpoch_ = elasticSampler_->stepsPerEpoch();
@@ -162,7 +162,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     gyre::data::BatchSamplerOptions s;
     s.seed = o_.seed;
     s.dropLastBatch = true;
-    batchSampler_.emplace(data_.train.size(), layout_.dp, layout_.replica(), perRankBatch_, s);
+    batchSampler_.emplace(data_.train->size(), layout_.dp, layout_.replica(), perRankBatch_, s);
     stepsPerEpoch_ = batchSampler_->size();
   }
   GYRE_USAGE_CHECK(stepsPerEpoch_ > 0, "--batch ", o_.batch, " leaves no step for a worker of the ", world_);
@@ -265,13 +265,26 @@ std::vector<Trainer::StepPart> Trainer::nextBatch(std::optional<gyre::data::Load
   // A shard's augmentations are drawn alike in every world: its batch index is (step, shard).
   const std::int64_t perStep = std::max(elasticSampler_->shards(), world_);
   for (gyre::torch::ElasticSampler::Part& part : elasticSampler_->parts()) {
-    parts.push_back({gyre::data::gatherBatch(data_.train, part.indices, elasticSampler_->step() * perStep + part.shard),
+    parts.push_back({data_.train->gather(part.indices, elasticSampler_->step() * perStep + part.shard),
                      part.weight});
     gyre::data::applyTransforms(parts.back().batch, transforms_,
                                 augmentSeed(static_cast<int>(elasticSampler_->epoch()) + 1));
   }
   dataWaitS_ += seconds(Clock::now() - begin);
   return parts;
+}
+
+// The training samples this rank's batches left out (record shards read as the batches ask, with
+// --skip-bad-records) since the last report: each rank says its own, as it met them.
+void Trainer::reportSkips(int epoch) {
+  const std::vector<std::string> skipped = data_.train->skipped();
+  if (skipped.size() <= data_.skipsReported) return;
+  std::printf("gyre train: epoch %d: worker %d left out %zu bad sample(s) (%zu in all, --skip-bad-records %lld):\n",
+              epoch, group_.rank(), skipped.size() - data_.skipsReported, skipped.size(),
+              static_cast<long long>(o_.skipBadRecords));
+  for (std::size_t i = data_.skipsReported; i < skipped.size(); ++i) std::printf("  %s\n", skipped[i].c_str());
+  std::fflush(stdout);
+  data_.skipsReported = skipped.size();
 }
 
 // What an epoch's record says of the run itself; the caller adds what the epoch measured.
@@ -434,6 +447,7 @@ EpochRecord Trainer::trainEpoch(int epoch, std::int64_t first) {
   group_.barrier();
   const double elapsed = seconds(Clock::now() - begin);
   progress_.finish();
+  reportSkips(epoch);
   flushSteps();
   // The end of training (or of this run): a checkpoint unless the last step just had one.
   if ((stopped_ || epoch == o_.epochs) && checkpoints_.enabled() &&

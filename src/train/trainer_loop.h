@@ -124,6 +124,7 @@ class Trainer {
   // the elastic sampler's indices, one part per shard of the batch (ElasticSampler::parts()).
   // Adds the time it took to dataWaitS_.
   std::vector<StepPart> nextBatch(std::optional<gyre::data::Loader>& loader);
+  void reportSkips(int epoch);
   // The forward and backward passes of the step's parts (their gradients add up), the losses
   // weighed by `share` and each part's weight; returns the unweighted mean loss of the samples.
   double forwardBackward(const std::vector<StepPart>& parts, double share);
@@ -219,10 +220,11 @@ class Trainer {
   std::int64_t perRankBatch_;  // batch / replicas
   int torchThreads_;
   // Fashion-MNIST through gyre::data (cached: a second trainer in this process does not decode it
-  // again), or --data's image folder (training_data.h).
+  // again), or --data's set (training_data.h): the training split read batch by batch.
   struct Data {
-    gyre::data::Dataset train;
+    std::shared_ptr<const gyre::data::Source> train;
     gyre::data::Dataset test;
+    std::size_t skipsReported = 0;  // of train->skipped(): said at the end of an epoch
   } data_;
   ModelShape shape_;  // what the model takes: the data's images and classes
   std::vector<gyre::data::Transform> transforms_;  // --augment

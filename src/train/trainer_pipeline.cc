@@ -20,7 +20,9 @@ void Trainer::attachPipeline() {
     // Measured on rank 0 alone, on a micro-batch, so that every rank cuts the same way.
     std::vector<std::int64_t> counts(static_cast<std::size_t>(stages));
     if (group_.rank() == 0) {
-      const ::torch::Tensor sample = data_.train.images.slice(0, 0, std::max<std::int64_t>(perRankBatch_ / m, 1));
+      std::vector<std::int64_t> first(static_cast<std::size_t>(std::max<std::int64_t>(perRankBatch_ / m, 1)));
+      std::iota(first.begin(), first.end(), 0);
+      const ::torch::Tensor sample = data_.train->gather(first, 0).images;
       // With --tp, on the unsplit twin: its layers are the split model's, and rank 0 alone cannot
       // run a tensor-parallel layer.
       const std::vector<int> b = gyre::torch::balanceByCost(

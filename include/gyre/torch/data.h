@@ -199,6 +199,30 @@ struct Batch {
 Batch gatherBatch(const Dataset& data, const std::vector<std::int64_t>& indices, std::int64_t index);
 
 // ---------------------------------------------------------------------------------------------
+// Sources: data sets read batch by batch
+
+// What a Loader draws its batches from: a Dataset in memory (inMemory), or samples read and
+// decoded as each batch asks for them (gyre::data::RecordSet, data_files.h), so that memory holds
+// the batches in flight rather than the whole set.
+//
+// Thread-safety: gather() is called from several loader threads at once.
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual std::int64_t size() const = 0;
+  // Batch `index`: the samples at `indices`, in order. A source that skips bad samples
+  // (skipBadRecords) leaves them out, so the batch may be shorter; it throws for one beyond its
+  // budget.
+  virtual Batch gather(const std::vector<std::int64_t>& indices, std::int64_t index) const = 0;
+  // "WHERE: why" for each bad sample skipped so far (none for a Dataset).
+  virtual std::vector<std::string> skipped() const { return {}; }
+};
+
+// A Dataset as a Source (gatherBatch). Throws InvalidArgument for a data set without tensors or
+// whose images and labels disagree in length.
+std::shared_ptr<const Source> inMemory(Dataset data);
+
+// ---------------------------------------------------------------------------------------------
 // Transforms
 
 // A stage applied to each assembled batch on the thread that assembled it (a Loader's worker): it
@@ -259,6 +283,9 @@ class Loader {
   // Throws InvalidArgument for workers < 0, prefetch < 1, a `pin` without CUDA, or a data set
   // whose images and labels disagree in length.
   Loader(Dataset data, std::vector<std::vector<std::int64_t>> batches, LoaderOptions options = {});
+  // Batches read from `source` (the same order and guarantees; a batch's error is gather()'s).
+  Loader(std::shared_ptr<const Source> source, std::vector<std::vector<std::int64_t>> batches,
+         LoaderOptions options = {});
   // The sampler's batches of its current epoch.
   Loader(Dataset data, const DistributedBatchSampler& sampler, LoaderOptions options = {});
   ~Loader();

@@ -1,7 +1,7 @@
 // PNG through libpng's simplified API, JPEG through libjpeg(-turbo) with its errors and warnings
 // turned into a returned message (longjmp back to the call; nothing with a destructor lives
 // between the setjmp and the library calls).
-#include "torch/image_decode.h"
+#include "data/image_decode.h"
 
 // clang-format off
 #include <cstdio>  // before jpeglib.h, which uses FILE

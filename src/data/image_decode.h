@@ -1,5 +1,5 @@
 // Decoding one PNG or JPEG file's bytes into 8-bit pixels, with Debian's libpng and
-// libjpeg-turbo. Internal to gyre::data (data_images.cc).
+// libjpeg-turbo. Internal to gyre::data (the image folders and record shards).
 #pragma once
 
 #include <cstdint>
