@@ -28,8 +28,23 @@ ModelShape shapeOf(const std::vector<std::int64_t>& sample, std::size_t classes)
           static_cast<int>(sample[static_cast<std::size_t>(n - 1)]), static_cast<int>(classes)};
 }
 
-TrainingData imageFolders(const TrainOptions& o, const gyre::data::detail::DataRoot& root) {
+// Both splits loaded whole (an ImageFolder or a Table each): the samples' shape is the training
+// split's, the skips are both splits'.
+template <typename Split>
+TrainingData wholeSplits(Split train, const Split& test) {
   TrainingData d;
+  d.shape = shapeOf(train.data.images.sizes().slice(1).vec(), train.classes.size());
+  d.train = gyre::data::inMemory(train.data);
+  d.test = test.data;
+  d.classes = std::move(train.classes);
+  d.skipped = std::move(train.skipped);
+  d.skipped.insert(d.skipped.end(), test.skipped.begin(), test.skipped.end());
+  d.mean = std::move(train.mean);
+  d.std = std::move(train.std);
+  return d;
+}
+
+TrainingData imageFolders(const TrainOptions& o, const gyre::data::detail::DataRoot& root) {
   gyre::data::ImageFolderOptions options;
   options.skipBadRecords = o.skipBadRecords;
   if (const std::optional<std::pair<int, int>> size = parseResize(o.resize)) {
@@ -47,20 +62,11 @@ TrainingData imageFolders(const TrainOptions& o, const gyre::data::detail::DataR
     throw Error(root.test + "'s images are " + std::to_string(test.data.images.size(3)) + "x" +
                 std::to_string(test.data.images.size(2)) + ", " + root.train + "'s " +
                 std::to_string(train.data.images.size(3)) + "x" + std::to_string(train.data.images.size(2)));
-  d.shape = shapeOf(train.data.images.sizes().slice(1).vec(), train.classes.size());
-  d.train = gyre::data::inMemory(train.data);
-  d.test = test.data;
-  d.classes = std::move(train.classes);
-  d.skipped = std::move(train.skipped);
-  d.skipped.insert(d.skipped.end(), test.skipped.begin(), test.skipped.end());
-  d.mean = train.mean;
-  d.std = train.std;
-  return d;
+  return wholeSplits(std::move(train), test);
 }
 
 TrainingData tables(const TrainOptions& o, const gyre::data::detail::DataRoot& root) {
   GYRE_USAGE_CHECK(o.resize.empty(), "--resize needs images; --data ", o.data, " holds tables");
-  TrainingData d;
   gyre::data::TableOptions options;
   options.labelColumn = o.labelColumn;
   options.skipBadRecords = o.skipBadRecords;
@@ -73,14 +79,7 @@ TrainingData tables(const TrainOptions& o, const gyre::data::detail::DataRoot& r
   if (test.columns != train.columns)
     throw Error(root.test + " has the columns " + joined(test.columns) + "; " + root.train + " has " +
                 joined(train.columns) + ": they must be the same, in the same order");
-  d.shape = shapeOf({train.data.images.size(1)}, train.classes.size());
-  d.train = gyre::data::inMemory(train.data);
-  d.test = test.data;
-  d.classes = std::move(train.classes);
-  d.skipped = std::move(train.skipped);
-  d.skipped.insert(d.skipped.end(), test.skipped.begin(), test.skipped.end());
-  d.mean = train.mean;
-  d.std = train.std;
+  TrainingData d = wholeSplits(std::move(train), test);
   d.images = false;
   return d;
 }
