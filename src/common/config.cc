@@ -16,7 +16,7 @@ namespace gyre::config {
 namespace {
 
 // The table. Keep it in documentation order; docs/configuration.md is generated from it.
-constexpr std::array<Knob, 37> kKnobs = {{
+constexpr std::array<Knob, 38> kKnobs = {{
     {"GYRE_RANK",
      KnobType::kInt,
      "",
@@ -102,6 +102,10 @@ constexpr std::array<Knob, 37> kKnobs = {{
     {"GYRE_TIMELINE", KnobType::kString, "",
      "A Chrome-trace/Perfetto timeline file that gyre's libtorch training writes (backward, each bucket's "
      "allreduce, waits, optimizer steps; one track per rank). Unset: none."},
+    {"GYRE_SAMPLE_LOG", KnobType::kString, "",
+     "A file prefix: each `gyre train` worker appends, for every step, the indices of the training samples "
+     "it trained to PREFIX.PID.jsonl (epoch, step, part, samples), to check that an epoch trains each sample "
+     "once through restarts and membership changes. Unset: none."},
     {"GYRE_NUM_THREADS",
      KnobType::kInt,
      "0",

@@ -2,12 +2,15 @@
 
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -109,6 +112,12 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
       for (const std::string& s : d.skipped) std::printf("  %s\n", s.c_str());
       std::fflush(stdout);
     }
+  }
+
+  if (const std::string log = config::getString(config::processEnvironment(), "GYRE_SAMPLE_LOG"); !log.empty()) {
+    const std::string file = log + "." + std::to_string(::getpid()) + ".jsonl";
+    sampleLog_.reset(std::fopen(file.c_str(), "a"));
+    GYRE_ENFORCE(sampleLog_ != nullptr, "GYRE_SAMPLE_LOG: cannot open ", file, ": ", std::strerror(errno));
   }
 
   // Every rank draws the same initial weights; the broadcast makes sure of it.
@@ -251,42 +260,6 @@ std::vector<EpochRecord> Trainer::run() {
   return reports;
 }
 
-std::vector<Trainer::StepPart> Trainer::nextBatch(std::optional<gyre::data::Loader>& loader) {
-  std::vector<StepPart> parts;
-  if (loader) {
-    parts.push_back({loader->next()});
-    dataWaitS_ += loader->lastWaitSeconds();
-    GYRE_ENFORCE(static_cast<bool>(parts.back().batch), "the epoch's loader ran out of batches");
-    return parts;
-  }
-  // Elastic: the sampler's place is part of the elastic state (rolled back with a commit), so the
-  // batch is assembled here, step by step.
-  const auto begin = Clock::now();
-  // A shard's augmentations are drawn alike in every world: its batch index is (step, shard).
-  const std::int64_t perStep = std::max(elasticSampler_->shards(), world_);
-  for (gyre::torch::ElasticSampler::Part& part : elasticSampler_->parts()) {
-    parts.push_back({data_.train->gather(part.indices, elasticSampler_->step() * perStep + part.shard),
-                     part.weight});
-    gyre::data::applyTransforms(parts.back().batch, transforms_,
-                                augmentSeed(static_cast<int>(elasticSampler_->epoch()) + 1));
-  }
-  dataWaitS_ += seconds(Clock::now() - begin);
-  return parts;
-}
-
-// The training samples this rank's batches left out (record shards read as the batches ask, with
-// --skip-bad-records) since the last report: each rank says its own, as it met them.
-void Trainer::reportSkips(int epoch) {
-  const std::vector<std::string> skipped = data_.train->skipped();
-  if (skipped.size() <= data_.skipsReported) return;
-  std::printf("gyre train: epoch %d: worker %d left out %zu bad sample(s) (%zu in all, --skip-bad-records %lld):\n",
-              epoch, group_.rank(), skipped.size() - data_.skipsReported, skipped.size(),
-              static_cast<long long>(o_.skipBadRecords));
-  for (std::size_t i = data_.skipsReported; i < skipped.size(); ++i) std::printf("  %s\n", skipped[i].c_str());
-  std::fflush(stdout);
-  data_.skipsReported = skipped.size();
-}
-
 // What an epoch's record says of the run itself; the caller adds what the epoch measured.
 EpochRecord Trainer::reportOf(int epoch) const {
   EpochRecord r;
@@ -378,6 +351,7 @@ EpochRecord Trainer::trainEpoch(int epoch, std::int64_t first) {
     l.workers = o_.dataWorkers;
     l.transforms = transforms_;
     l.seed = augmentSeed(epoch);
+    if (sampleLog_) epochBatches_ = batches;
     loader.emplace(data_.train, std::move(batches), std::move(l));
   }
   // The warm-up steps left out of the throughput: epoch 1's first, unless it is resumed midway.
@@ -404,6 +378,7 @@ EpochRecord Trainer::trainEpoch(int epoch, std::int64_t first) {
     const double lr = learningRate(globalStep_);
     setLearningRate(lr);
     const std::vector<StepPart> batch = nextBatch(loader);
+    if (sampleLog_) logSamples(epoch, batch);
     // Backup workers: a rank that skips adds zeros; the others weigh their loss so that the
     // gradient is their average, and so is the step's loss in steps.jsonl (the mean over ranks).
     const bool skips = backups_ && backups_->skips(group_.rank());

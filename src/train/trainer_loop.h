@@ -119,7 +119,13 @@ class Trainer {
   struct StepPart {
     gyre::data::Batch batch;
     double weight = 1;
+    std::int64_t part = 0;               // this rank's replica, or (elastic) the batch shard
+    std::vector<std::int64_t> samples;   // the batch's sample indices: with GYRE_SAMPLE_LOG only
   };
+  // GYRE_SAMPLE_LOG: the samples of each step's parts, one line each (docs/training.md).
+  void logSamples(int epoch, const std::vector<StepPart>& parts);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> sampleLog_{nullptr, &std::fclose};
+  std::vector<std::vector<std::int64_t>> epochBatches_;  // the loader's list, kept for the log
   // Step s's batch (this rank's share): from the epoch's loader, or, elastic, assembled here from
   // the elastic sampler's indices, one part per shard of the batch (ElasticSampler::parts()).
   // Adds the time it took to dataWaitS_.
