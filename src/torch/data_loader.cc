@@ -243,6 +243,9 @@ Loader::Loader(std::shared_ptr<const Source> source, std::vector<std::vector<std
                LoaderOptions options)
     : impl_(std::make_unique<Impl>(std::move(source), std::move(batches), std::move(options))) {}
 
+Loader::Loader(std::shared_ptr<const Source> source, const DistributedBatchSampler& sampler, LoaderOptions options)
+    : Loader(std::move(source), sampler.batches(), std::move(options)) {}
+
 Loader::Loader(Dataset data, const DistributedBatchSampler& sampler, LoaderOptions options)
     : Loader(std::move(data), sampler.batches(), std::move(options)) {}
 

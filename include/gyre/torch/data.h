@@ -286,6 +286,7 @@ class Loader {
   // Batches read from `source` (the same order and guarantees; a batch's error is gather()'s).
   Loader(std::shared_ptr<const Source> source, std::vector<std::vector<std::int64_t>> batches,
          LoaderOptions options = {});
+  Loader(std::shared_ptr<const Source> source, const DistributedBatchSampler& sampler, LoaderOptions options = {});
   // The sampler's batches of its current epoch.
   Loader(Dataset data, const DistributedBatchSampler& sampler, LoaderOptions options = {});
   ~Loader();
