@@ -234,10 +234,12 @@ class Reader {
         if (std::string w = number(value[i], key + "[" + std::to_string(i) + "]"); !w.empty()) return w;
     }
     if (object.size() != keys_.size() + 1) {
-      for (const auto& [key, value] : object.items())
+      for (const auto& item : object.items()) {
+        const std::string& key = item.key();
         if (key != labelColumn_ &&
             std::none_of(keys_.begin(), keys_.end(), [&](const auto& k) { return k.first == key; }))
           return "has '" + key + "', which the first row has not";
+      }
     }
     std::string why;
     std::string label = labelText(object[labelColumn_], why);
