@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,12 +11,16 @@
 #include <memory>
 #include <random>
 #include <regex>
+#include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "bench_child.h"
 #include "bench_lists.h"
 #include "bench_serve_plan.h"
+#include "bench_serve_step.h"
 #include "bench_trainer.h"
+#include "common/check.h"
 #include "launcher/process.h"
 
 namespace gyre::app {
@@ -27,7 +32,15 @@ struct ServeBenchFlags {
   ServeBenchSettings settings;
   std::string rates = "100,200,400,800,1600,3200,6400";
   RunRootFlags runs;
+  // --autoscale-step LOW,HIGH: one autoscaling server under a step of load instead.
+  std::string step;
+  std::string stepSeconds = "5,15,35";
+  int maxReplicas = 2;
+  double upscaleDelayS = 1;
+  double downscaleDelayS = 10;
 };
+
+constexpr double kStepP99BoundMs = 100;  // the autoscaling target's bound
 
 // A cnn that gyre train saved after one step (the figures do not depend on its weights).
 std::string makeModel(const fs::path& root) {
@@ -48,7 +61,7 @@ LoadSpec loadFor(const ServeBenchSettings& s, int port) {
   for (float& v : row) v = pixel(random);
   LoadSpec l;
   l.port = port;
-  l.path = "/v1/models/cnn:predict";
+  l.path = "/v1/models/bench:predict";  // the name ServerRun gives any model
   l.seconds = s.seconds;
   if (s.format == "raw") {
     l.body.assign(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
@@ -69,7 +82,7 @@ class ServerRun {
     launcher::ChildSpec spec;
     spec.name = "gyre serve (" + config.name + ")";
     spec.path = launcher::selfExecutable();
-    spec.argv = {"gyre", "serve", model, "--port", "0"};
+    spec.argv = {"gyre", "serve", model, "--port", "0", "--name", "bench"};
     spec.argv.insert(spec.argv.end(), config.flags.begin(), config.flags.end());
     spec.stdoutFd = spec.stderrFd = fd;
     group_.spawn(spec);
@@ -100,17 +113,103 @@ class ServerRun {
   int port_ = 0;
 };
 
+// The step: LOW, HIGH, LOW requests/s for --step-seconds each, open loop, on one server
+// autoscaling between 1 and --max-replicas, its replica count read from /metrics every 200 ms.
+int runStepBench(const ServeBenchFlags& f, const std::string& model, const RunRoot& runRoot) {
+  const ServeBenchSettings& s = f.settings;
+  const std::vector<std::string> rates = splitCommas(f.step);
+  const std::vector<std::string> lengths = splitCommas(f.stepSeconds);
+  GYRE_USAGE_CHECK(rates.size() == 2, "--autoscale-step takes LOW,HIGH requests/s (got '", f.step, "')");
+  GYRE_USAGE_CHECK(lengths.size() == 3, "--step-seconds takes three lengths, LOW,HIGH,LOW (got '", f.stepSeconds, "')");
+  GYRE_USAGE_CHECK(f.maxReplicas >= 2 && f.maxReplicas <= 64, "--max-replicas must be between 2 and 64");
+  const ServeConfig config{
+      "autoscaled",
+      {"--max-batch-size", std::to_string(s.maxBatchSize), "--batch-wait-ms", fmt::format("{}", s.batchWaitMs),
+       "--max-connections", std::to_string(2 * s.senders + 8),  // the /metrics reader gets in under any load
+       "--min-replicas", "1", "--max-replicas", std::to_string(f.maxReplicas), "--upscale-delay",
+       fmt::format("{}", f.upscaleDelayS), "--downscale-delay", fmt::format("{}", f.downscaleDelayS)}};
+  const ServerRun server(model, config, runRoot.path() / "autoscaled.log");
+  LoadSpec warm = loadFor(s, server.port());
+  warm.clients = 4;
+  warm.seconds = 0.5;
+  runLoad(warm);
+
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  const auto since = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  std::vector<ReplicaSample> samples;
+  std::atomic<bool> done{false};
+  std::thread scraper([&] {
+    httplib::Client client("127.0.0.1", server.port());
+    const std::regex replicas(R"(\ngyre_serve_replicas (\d+))");
+    while (!done) {
+      const double at = since();
+      if (const httplib::Result r = client.Get("/metrics"); r && r->status == 200) {
+        std::smatch m;
+        if (std::regex_search(r->body, m, replicas)) samples.push_back({at, std::stoi(m[1])});
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::vector<StepPhase> phases;
+  try {
+    for (std::size_t i = 0; i < 3; ++i) {
+      StepPhase p;
+      p.rate = std::stod(rates[i == 1 ? 1 : 0]);
+      p.seconds = std::stod(lengths[i]);
+      LoadSpec load = loadFor(s, server.port());
+      load.rate = p.rate;
+      load.clients = s.senders;
+      load.seconds = p.seconds;
+      p.startS = since() + 0.02;  // runLoad's first request is due 20 ms after its call
+      LoadResult r = runLoad(load);
+      for (double& d : r.dueS) d += p.startS;
+      p.seconds = std::max(p.seconds, r.seconds);  // a server that fell behind stretches the phase
+      p.dueS = std::move(r.dueS);
+      p.latenciesMs = std::move(r.latenciesMs);
+      p.errors = r.errors;
+      phases.push_back(std::move(p));
+      if (launcher::interruptSignal() != 0) break;
+    }
+  } catch (...) {
+    done = true;
+    scraper.join();
+    throw;
+  }
+  done = true;
+  scraper.join();
+  if (launcher::interruptSignal() != 0) throw RunFailed("gyre bench serve: interrupted", 130);
+  const std::vector<StepWindow> windows = stepWindows(phases, samples);
+  const StepVerdict v = stepVerdict(phases, samples, 1, f.maxReplicas, kStepP99BoundMs);
+  if (s.json) {
+    fmt::print("{}\n", stepJson(windows, v, kStepP99BoundMs).dump());
+  } else {
+    fmt::print("gyre bench serve: autoscaling 1-{} replicas, {} then {} then {} requests/s for {} s (--max-batch-size "
+               "{}, --upscale-delay {}, --downscale-delay {})\n{}",
+               f.maxReplicas, rates[0], rates[1], rates[0], f.stepSeconds, s.maxBatchSize, f.upscaleDelayS,
+               f.downscaleDelayS, stepText(windows, v, kStepP99BoundMs));
+  }
+  return 0;
+}
+
 int runServeBench(ServeBenchFlags f) {
   ServeBenchSettings& s = f.settings;
   s.rates.clear();
   for (const std::string& r : splitCommas(f.rates)) s.rates.push_back(std::stod(r));
-  validate(s);
+  ServeBenchSettings checked = s;  // the step's one server may run unbatched (--max-batch-size 1)
+  if (!f.step.empty()) checked.maxBatchSize = std::max(checked.maxBatchSize, 2);
+  validate(checked);
   requireNoLauncher("gyre bench serve");
   const RunRoot runRoot(f.runs, "gyre bench serve");
   launcher::installInterruptHandlers();
   std::vector<ServeRow> rows;
   try {
     const std::string model = s.model.empty() ? makeModel(runRoot.path()) : s.model;
+    if (!f.step.empty()) {
+      const int code = runStepBench(f, model, runRoot);
+      runRoot.done(/*failed=*/false);
+      return code;
+    }
     if (!s.json) fmt::print("{}", serveHeader(s));
     std::fflush(stdout);
     for (const ServeConfig& config : planServeConfigs(s)) {
@@ -162,11 +261,14 @@ void addBenchServe(CLI::App& bench, std::function<int()>& action) {
       "counts from when a request was due) until it falls behind (an error, p99 over --p99-bound-ms or\n"
       "under 90% of the rate answered), or closed loop with --clients. Prints requests/s, p50/p90/p99\n"
       "latency and errors per load, then the most requests/s each sustains within the bound and their\n"
-      "ratio (target: batched >= 4x). See docs/serving.md.\n\n"
+      "ratio (target: batched >= 4x). With --autoscale-step LOW,HIGH: one server autoscaling between 1 and\n"
+      "--max-replicas under LOW, HIGH, LOW requests/s, per second (targets: the most replicas and p99 <= 100 ms\n"
+      "within 10 s of the step up, back to 1 within 30 s of the step down). See docs/serving.md.\n\n"
       "Examples:\n"
       "  gyre bench serve\n"
       "  gyre bench serve --rates 200,800 --seconds 1 --json   # a quick run\n"
-      "  gyre bench serve --clients 16 --format raw");
+      "  gyre bench serve --clients 16 --format raw\n"
+      "  gyre bench serve --autoscale-step 100,1200");
   cmd->add_option("--model", s.model, "A run directory of gyre train (default: a cnn made for the run)");
   cmd->add_option("--format", s.format, "json (v1 instances) or raw (float32)")->capture_default_str();
   cmd->add_option("--rates", f->rates, "Open-loop request rates per second, comma-separated, in order")
@@ -180,6 +282,16 @@ void addBenchServe(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--p99-bound-ms", s.p99BoundMs, "The p99 latency a sustained rate stays within")
       ->capture_default_str();
   cmd->add_option("--senders", s.senders, "Open loop: connections sending at once")->capture_default_str();
+  cmd->add_option("--autoscale-step", f->step,
+                  "LOW,HIGH: one server autoscaling between 1 and --max-replicas under LOW, HIGH, LOW requests/s");
+  cmd->add_option("--step-seconds", f->stepSeconds, "--autoscale-step: the three phases' lengths")
+      ->capture_default_str();
+  cmd->add_option("--max-replicas", f->maxReplicas, "--autoscale-step: the server's --max-replicas")
+      ->capture_default_str();
+  cmd->add_option("--upscale-delay", f->upscaleDelayS, "--autoscale-step: the server's --upscale-delay")
+      ->capture_default_str();
+  cmd->add_option("--downscale-delay", f->downscaleDelayS, "--autoscale-step: the server's --downscale-delay")
+      ->capture_default_str();
   cmd->add_flag("--json", s.json, "One JSON object per load and a summary object, instead of the table");
   addRunRootOptions(*cmd, f->runs);
   cmd->callback([f, &action] { action = [f] { return runServeBench(*f); }; });

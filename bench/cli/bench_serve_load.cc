@@ -22,10 +22,11 @@ struct Tally {
   Mutex mu;
   LoadResult result GYRE_GUARDED_BY(mu);
 
-  void add(double ms, int status, const std::string& error) GYRE_EXCLUDES(mu) {
+  void add(double ms, double dueS, int status, const std::string& error) GYRE_EXCLUDES(mu) {
     MutexLock lock(mu);
     if (status == 200) {
       result.latenciesMs.push_back(ms);
+      result.dueS.push_back(dueS);
       return;
     }
     if (result.errors++ == 0) result.firstError = error;
@@ -80,7 +81,8 @@ LoadResult runLoad(const LoadSpec& s) {
           std::this_thread::sleep_until(at);
           std::string error;
           const int status = send(*client, s, error);
-          tally.add(std::chrono::duration<double, std::milli>(Clock::now() - at).count(), status, error);
+          tally.add(std::chrono::duration<double, std::milli>(Clock::now() - at).count(),
+                    std::chrono::duration<double>(due[k]).count(), status, error);
         }
       });
   } else {
@@ -91,7 +93,8 @@ LoadResult runLoad(const LoadSpec& s) {
         for (Clock::time_point sent = Clock::now(); sent < end; sent = Clock::now()) {
           std::string error;
           const int status = send(*client, s, error);
-          tally.add(std::chrono::duration<double, std::milli>(Clock::now() - sent).count(), status, error);
+          tally.add(std::chrono::duration<double, std::milli>(Clock::now() - sent).count(),
+                    std::chrono::duration<double>(sent - start).count(), status, error);
         }
       });
   }

@@ -25,6 +25,7 @@ struct LoadSpec {
 
 struct LoadResult {
   std::vector<double> latenciesMs;  // of the answered requests (200)
+  std::vector<double> dueS;         // when each of them was due (sent, closed loop), seconds from the start
   int errors = 0;                   // anything but a 200
   std::string firstError;
   double seconds = 0;  // from the first request due to the last answer

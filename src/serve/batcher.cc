@@ -9,16 +9,40 @@ using Clock = std::chrono::steady_clock;
 
 Batcher::Batcher(std::vector<Forward> replicas, BatchOptions options) : options_(options) {
   if (replicas.empty()) throw InvalidArgument("a Batcher needs at least one replica");
-  for (Forward& f : replicas) threads_.emplace_back([this, f = std::move(f)] { serve(f); });
+  for (Forward& f : replicas) addReplica(std::move(f));
 }
 
 Batcher::~Batcher() {
+  std::vector<std::thread> threads;
   {
     MutexLock lock(mu_);
     stopping_ = true;
+    threads.swap(threads_);
   }
   changed_.notifyAll();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads) t.join();
+}
+
+int Batcher::replicas() const {
+  MutexLock lock(mu_);
+  return stats_.replicas;
+}
+
+void Batcher::addReplica(Forward forward) {
+  MutexLock lock(mu_);
+  if (stopping_) return;
+  threads_.emplace_back([this, f = std::move(forward)] { serve(f); });
+  ++stats_.replicas;
+}
+
+void Batcher::removeReplica() {
+  {
+    MutexLock lock(mu_);
+    if (stats_.replicas <= 1) throw InvalidArgument("the last replica cannot be removed");
+    --stats_.replicas;
+    ++retiring_;
+  }
+  changed_.notifyAll();
 }
 
 std::future<::torch::Tensor> Batcher::submit(::torch::Tensor rows) {
@@ -45,8 +69,12 @@ BatchStats Batcher::stats() const {
 std::vector<Batcher::Request> Batcher::gather() {
   std::vector<Request> batch;
   changed_.wait(mu_, [&]() GYRE_REQUIRES(mu_) {
-    return (!queue_.empty() && !gathering_) || (stopping_ && queue_.empty());
+    return retiring_ > 0 || (!queue_.empty() && !gathering_) || (stopping_ && queue_.empty());
   });
+  if (retiring_ > 0) {  // this one leaves; the queue is the others'
+    --retiring_;
+    return batch;
+  }
   if (queue_.empty()) return batch;
   gathering_ = true;
   const ::torch::IntArrayRef shape = queue_.front().rows.sizes().slice(1);
@@ -116,11 +144,13 @@ void Batcher::serve(const Forward& forward) {
       batch = gather();
       if (batch.empty()) return;
       ++stats_.busy;
+      stats_.running += static_cast<int>(batch.size());
     }
     changed_.notifyAll();  // the next replica may gather
     run(forward, batch);
     MutexLock lock(mu_);
     --stats_.busy;
+    stats_.running -= static_cast<int>(batch.size());
   }
 }
 

@@ -41,6 +41,8 @@ struct BatchStats {
   std::uint64_t failedBatches = 0;  // the forward pass threw
   int queued = 0;                   // requests waiting now
   int busy = 0;                     // replicas computing now
+  int running = 0;                  // requests in the batches being computed now
+  int replicas = 0;                 // replicas now (those retiring not counted)
 };
 
 class Batcher {
@@ -60,7 +62,13 @@ class Batcher {
   std::future<::torch::Tensor> submit(::torch::Tensor rows) GYRE_EXCLUDES(mu_);
 
   BatchStats stats() const GYRE_EXCLUDES(mu_);
-  int replicas() const { return static_cast<int>(threads_.size()); }
+  int replicas() const GYRE_EXCLUDES(mu_);
+
+  // Autoscaling: one more replica, computing at once; or one fewer, the next replica to look for
+  // a batch leaving (after the batch it computes, if any): no accepted request is dropped, the
+  // others answer what is queued. Removing the last replica is refused (InvalidArgument).
+  void addReplica(Forward forward) GYRE_EXCLUDES(mu_);
+  void removeReplica() GYRE_EXCLUDES(mu_);
 
  private:
   struct Request {
@@ -71,7 +79,7 @@ class Batcher {
 
   void serve(const Forward& forward) GYRE_EXCLUDES(mu_);
   // Waits for its turn to gather, then takes the next batch off the queue; empty when stopping
-  // with nothing queued.
+  // with nothing queued, or when this replica is to leave.
   std::vector<Request> gather() GYRE_REQUIRES(mu_);
   // Runs one batch and answers its requests.
   void run(const Forward& forward, std::vector<Request>& batch) GYRE_EXCLUDES(mu_);
@@ -82,8 +90,9 @@ class Batcher {
   std::deque<Request> queue_ GYRE_GUARDED_BY(mu_);
   bool gathering_ GYRE_GUARDED_BY(mu_) = false;  // a replica is gathering a batch
   bool stopping_ GYRE_GUARDED_BY(mu_) = false;
+  int retiring_ GYRE_GUARDED_BY(mu_) = 0;  // replicas asked to leave that have not yet
   BatchStats stats_ GYRE_GUARDED_BY(mu_);
-  std::vector<std::thread> threads_;
+  std::vector<std::thread> threads_ GYRE_GUARDED_BY(mu_);  // every replica's, those gone too (joined at the end)
 };
 
 }  // namespace gyre::serve

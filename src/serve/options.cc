@@ -15,6 +15,19 @@ void addServeFlags(CLI::App& app, ServeOptions& o) {
   app.add_option("--port", o.port, "Port to listen on (0: any free port, printed at the start)")->capture_default_str();
   app.add_option("--replicas", o.replicas, "Copies of the model answering requests, one thread each")
       ->capture_default_str();
+  app.add_option("--min-replicas", o.minReplicas,
+                 "Autoscaling (with --max-replicas): the fewest replicas; the count follows the requests in flight")
+      ->capture_default_str();
+  app.add_option("--max-replicas", o.maxReplicas, "Autoscaling (with --min-replicas): the most replicas")
+      ->capture_default_str();
+  app.add_option("--target-ongoing-requests", o.targetOngoing,
+                 "Autoscaling: requests in flight (queued or computing) per replica to aim at")
+      ->capture_default_str();
+  app.add_option("--upscale-delay", o.upscaleDelayS, "Autoscaling: seconds more replicas must be wanted before they start")
+      ->capture_default_str();
+  app.add_option("--downscale-delay", o.downscaleDelayS,
+                 "Autoscaling: seconds fewer replicas must be wanted before some leave")
+      ->capture_default_str();
   app.add_option("--max-batch-size", o.maxBatchSize, "Most rows one forward pass takes (1: no batching)")
       ->capture_default_str();
   app.add_option("--batch-wait-ms", o.batchWaitMs,
@@ -35,6 +48,18 @@ void validateServeOptions(const ServeOptions& o) {
   GYRE_USAGE_CHECK(o.port >= 0 && o.port <= 65535, "--port ", o.port, " is not a port (0 to 65535)");
   GYRE_USAGE_CHECK(o.replicas >= 1 && o.replicas <= 256, "--replicas must be between 1 and 256 (got ",
                    o.replicas, ")");
+  GYRE_USAGE_CHECK((o.minReplicas == 0) == (o.maxReplicas == 0),
+                   "--min-replicas and --max-replicas go together (autoscaling between them)");
+  if (o.minReplicas != 0) {
+    GYRE_USAGE_CHECK(o.minReplicas >= 1 && o.maxReplicas >= o.minReplicas && o.maxReplicas <= 256,
+                     "autoscaling needs 1 <= --min-replicas <= --max-replicas <= 256 (got ", o.minReplicas, " and ",
+                     o.maxReplicas, ")");
+    GYRE_USAGE_CHECK(o.targetOngoing > 0 && o.targetOngoing <= 100000,
+                     "--target-ongoing-requests must be in (0, 100000] (got ", o.targetOngoing, ")");
+    GYRE_USAGE_CHECK(o.upscaleDelayS >= 0 && o.upscaleDelayS <= 3600 && o.downscaleDelayS >= 0 &&
+                         o.downscaleDelayS <= 3600,
+                     "--upscale-delay and --downscale-delay must be in [0, 3600] seconds");
+  }
   GYRE_USAGE_CHECK(o.maxBatchSize >= 1 && o.maxBatchSize <= 65536,
                    "--max-batch-size must be between 1 and 65536 (got ", o.maxBatchSize, ")");
   GYRE_USAGE_CHECK(o.batchWaitMs >= 0 && o.batchWaitMs <= 10000,
@@ -60,6 +85,11 @@ std::vector<std::string> serveWorkerArguments(const ServeOptions& o) {
                            std::to_string(o.threads), "--max-connections", std::to_string(o.maxConnections),
                            "--max-queue", std::to_string(o.maxQueue), "--max-body-bytes",
                            std::to_string(o.maxBodyBytes), "--read-timeout", fmt::format("{}", o.readTimeoutS)});
+  if (o.minReplicas != 0)
+    args.insert(args.end(), {"--min-replicas", std::to_string(o.minReplicas), "--max-replicas",
+                             std::to_string(o.maxReplicas), "--target-ongoing-requests", fmt::format("{}", o.targetOngoing),
+                             "--upscale-delay", fmt::format("{}", o.upscaleDelayS), "--downscale-delay",
+                             fmt::format("{}", o.downscaleDelayS)});
   return args;
 }
 

@@ -17,7 +17,14 @@ struct ServeOptions {
   std::string name;  // the model's name in the URLs; default: the built-in model's, or the file's stem
   std::string host = "127.0.0.1";
   int port = 8000;  // 0: any free port (the worker prints the one it got)
-  int replicas = 1;
+  int replicas = 1;  // with autoscaling: the count to start with, kept within [min, max]
+  // Autoscaling (serve/autoscaler.h): both 0, off; otherwise the replicas follow the requests in
+  // flight, targetOngoing per replica, within [minReplicas, maxReplicas].
+  int minReplicas = 0;
+  int maxReplicas = 0;
+  double targetOngoing = 2;
+  double upscaleDelayS = 1;
+  double downscaleDelayS = 10;
   int maxBatchSize = 32;
   double batchWaitMs = 5;  // how long a request waits for others to fill its batch
   int threads = 1;         // compute threads per replica

@@ -3,13 +3,16 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/mutex.h"
 #include "metrics/server.h"  // bindHttp
+#include "serve/autoscaler.h"
 #include "serve/batcher.h"
 #include "serve/codec.h"
 
@@ -89,8 +92,9 @@ std::string contentType(const httplib::Request& req) {
 ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
     : model_(std::move(model)), o_(options), metrics_(std::make_unique<RequestMetrics>()),
       http_(std::make_unique<httplib::Server>()) {
+  const int start = o_.minReplicas > 0 ? std::clamp(o_.replicas, o_.minReplicas, o_.maxReplicas) : o_.replicas;
   std::vector<Batcher::Forward> replicas;
-  for (int i = 0; i < o_.replicas; ++i) replicas.push_back(model_.makeReplica());
+  for (int i = 0; i < start; ++i) replicas.push_back(model_.makeReplica());
   BatchOptions b;
   b.maxBatchSize = o_.maxBatchSize;
   b.wait = std::chrono::microseconds(static_cast<std::int64_t>(o_.batchWaitMs * 1000));
@@ -111,14 +115,52 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
   routes();
   port_ = metrics::bindHttp(*http_, o_.host, o_.port, "--port");
   ready_ = true;
+  if (o_.minReplicas > 0) autoscaler_ = std::thread([this] { autoscale(); });
 }
 
-ModelServer::~ModelServer() = default;
+ModelServer::~ModelServer() {
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  stopped_.notifyAll();
+  if (autoscaler_.joinable()) autoscaler_.join();
+}
 
 void ModelServer::serve() {
   http_->listen_after_bind();
   ready_ = false;
+  {
+    MutexLock lock(mu_);
+    stopping_ = true;
+  }
+  stopped_.notifyAll();
+  if (autoscaler_.joinable()) autoscaler_.join();
   batcher_.reset();  // answers every accepted request, then stops the replicas
+}
+
+void ModelServer::autoscale() {
+  AutoscalePolicy policy({.minReplicas = o_.minReplicas,
+                          .maxReplicas = o_.maxReplicas,
+                          .targetOngoing = o_.targetOngoing,
+                          .upscaleDelay = std::chrono::milliseconds(static_cast<std::int64_t>(o_.upscaleDelayS * 1000)),
+                          .downscaleDelay = std::chrono::milliseconds(static_cast<std::int64_t>(o_.downscaleDelayS * 1000))});
+  UniqueLock lock(mu_);
+  while (!stopping_) {
+    stopped_.waitFor(mu_, std::chrono::milliseconds(100), [&]() GYRE_REQUIRES(mu_) { return stopping_; });
+    if (stopping_) break;
+    const BatchStats b = batcher_->stats();
+    const double ongoing = b.queued + b.running;
+    const int want = policy.decide(AutoscalePolicy::Clock::now(), ongoing, b.replicas);
+    if (want == b.replicas) continue;
+    std::printf("gyre serve: replicas %d -> %d (%.0f requests in flight, --target-ongoing-requests %g)\n", b.replicas,
+                want, ongoing, o_.targetOngoing);
+    std::fflush(stdout);
+    lock.unlock();  // a replica loads its copy of the model meanwhile
+    for (int r = b.replicas; r < want; ++r) batcher_->addReplica(model_.makeReplica());
+    for (int r = want; r < b.replicas; ++r) batcher_->removeReplica();
+    lock.lock();
+  }
 }
 
 void ModelServer::stop() {
@@ -181,7 +223,8 @@ void ModelServer::routes() {
     res.set_content("{\"status\":\"ready\"}", "application/json");
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_->render(batcher_ ? batcher_->stats() : BatchStats{}, o_.replicas),
+    const BatchStats b = batcher_ ? batcher_->stats() : BatchStats{};
+    res.set_content(metrics_->render(b, b.replicas),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   // What no route took, and httplib's own refusals (413 for a body over the limit, 400 for a

@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
+
+#include "common/mutex.h"
 
 #include "serve/model.h"
 #include "serve/options.h"
@@ -41,9 +44,16 @@ class ModelServer {
  private:
   void routes();
 
+  // --min/--max-replicas: every 100 ms, the replicas the requests in flight want (autoscaler.h).
+  void autoscale() GYRE_EXCLUDES(mu_);
+
   ServedModel model_;
   ServeOptions o_;
   std::unique_ptr<Batcher> batcher_;
+  Mutex mu_;
+  CondVar stopped_;
+  bool stopping_ GYRE_GUARDED_BY(mu_) = false;
+  std::thread autoscaler_;
   std::unique_ptr<RequestMetrics> metrics_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "serve/autoscaler.h"
 #include "serve/batcher.h"
 #include "serve/codec.h"
 
@@ -146,6 +147,58 @@ TEST(ServeBatcher, StoppingAnswersEveryAcceptedRequest) {
     for (int i = 0; i < 5; ++i) answers.push_back(b.submit(::torch::full({1, 1}, static_cast<float>(i))));
   }  // the odd one out does not wait its 30 s
   for (int i = 0; i < 5; ++i) EXPECT_EQ(answers[i].get().item<float>(), 2.0f * i);
+}
+
+TEST(ServeBatcher, ReplicasComeAndGoWithoutDroppingARequest) {
+  std::atomic<int> calls{0};
+  const Batcher::Forward slow = [&](const ::torch::Tensor& x) {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return x + 1;
+  };
+  Batcher b({slow}, {.maxBatchSize = 1, .wait = std::chrono::milliseconds(0), .maxQueue = 256});
+  EXPECT_EQ(b.replicas(), 1);
+  EXPECT_THROW(b.removeReplica(), InvalidArgument);  // never the last one
+  std::vector<std::future<::torch::Tensor>> answers;
+  for (int i = 0; i < 60; ++i) {
+    answers.push_back(b.submit(::torch::full({1, 1}, static_cast<float>(i))));
+    if (i == 10) b.addReplica(slow);
+    if (i == 20) b.addReplica(slow);
+    if (i == 30) b.removeReplica();
+    if (i == 40) b.removeReplica();
+  }
+  EXPECT_EQ(b.replicas(), 1);
+  for (int i = 0; i < 60; ++i) EXPECT_EQ(answers[static_cast<std::size_t>(i)].get().item<float>(), i + 1.0f) << i;
+  EXPECT_EQ(calls.load(), 60);
+  EXPECT_EQ(b.stats().running, 0);
+  EXPECT_EQ(b.stats().queued, 0);
+}
+
+// Ray Serve's policy, replayed on a clock of its own: up after the upscale delay, down after the
+// downscale delay to the most wanted over it, within [min, max].
+TEST(ServeAutoscale, FollowsTheRequestsInFlightAfterItsDelays) {
+  using namespace std::chrono_literals;
+  AutoscalePolicy p({.minReplicas = 1, .maxReplicas = 4, .targetOngoing = 2, .upscaleDelay = 1s, .downscaleDelay = 5s});
+  EXPECT_EQ(p.wanted(0), 1);
+  EXPECT_EQ(p.wanted(3), 2);
+  EXPECT_EQ(p.wanted(4), 2);
+  EXPECT_EQ(p.wanted(100), 4);
+  const AutoscalePolicy::Clock::time_point t0{};
+  EXPECT_EQ(p.decide(t0, 7, 1), 1);           // 4 wanted: not yet
+  EXPECT_EQ(p.decide(t0 + 500ms, 7, 1), 1);
+  EXPECT_EQ(p.decide(t0 + 1s, 5, 1), 3);      // wanted for a second: the count now wanted
+  EXPECT_EQ(p.decide(t0 + 2s, 1, 3), 3);      // fewer wanted from here
+  EXPECT_EQ(p.decide(t0 + 4s, 3, 3), 3);      // 2 wanted meanwhile
+  EXPECT_EQ(p.decide(t0 + 7s, 0, 3), 2);      // five seconds of fewer: to the most wanted over them
+  EXPECT_EQ(p.decide(t0 + 8s, 0, 2), 2);
+  EXPECT_EQ(p.decide(t0 + 9s, 4, 2), 2);      // as many as wanted: the clock restarts
+  EXPECT_EQ(p.decide(t0 + 10s, 0, 2), 2);
+  EXPECT_EQ(p.decide(t0 + 15s, 0, 2), 1);
+  // A burst shorter than the upscale delay adds none.
+  EXPECT_EQ(p.decide(t0 + 16s, 9, 1), 1);
+  EXPECT_EQ(p.decide(t0 + 16500ms, 0, 1), 1);
+  EXPECT_THROW(AutoscalePolicy({.minReplicas = 2, .maxReplicas = 1}), InvalidArgument);
+  EXPECT_THROW(AutoscalePolicy({.minReplicas = 1, .maxReplicas = 2, .targetOngoing = 0}), InvalidArgument);
 }
 
 }  // namespace

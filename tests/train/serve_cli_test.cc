@@ -237,6 +237,8 @@ TEST_F(ServeCli, ABadModelOrFlagIsRefusedClearly) {
       {{runDir("mlp"), "--replicas", "0"}, 2, "--replicas must be between 1 and 256"},
       {{runDir("mlp"), "--port", "70000"}, 2, "--port 70000 is not a port"},
       {{runDir("mlp"), "--max-batch-size", "x"}, 2, "--max-batch-size"},
+      {{runDir("mlp"), "--min-replicas", "2"}, 2, "--min-replicas and --max-replicas go together"},
+      {{runDir("mlp"), "--min-replicas", "3", "--max-replicas", "2"}, 2, "autoscaling needs 1 <= --min-replicas"},
       {{}, 2, "model is required"},
   };
   for (const Case& c : cases) {
@@ -246,6 +248,45 @@ TEST_F(ServeCli, ABadModelOrFlagIsRefusedClearly) {
     EXPECT_EQ(r.exitCode, c.code) << r.describe();
     EXPECT_TRUE(contains(r.err, c.says)) << r.err;
   }
+}
+
+// Eight clients at once for two seconds on an unbatched server that may autoscale at once: a
+// second replica starts, every request is answered, and once the load is gone the second leaves.
+TEST_F(ServeCli, AutoscalingAddsAReplicaUnderLoadAndRemovesItAfter) {
+  Server server(runDir("cnn"), {"--max-batch-size", "1", "--min-replicas", "1", "--max-replicas", "2",
+                                "--upscale-delay", "0", "--downscale-delay", "0.5"});
+  ASSERT_TRUE(server.up());
+  const std::string code =
+      "import http.client, json, sys, threading, time\n"
+      "port = int(sys.argv[1]); body = json.dumps({'instances': [[0.5] * 784]})\n"
+      "codes = []; end = time.time() + 2\n"
+      "def client():\n"
+      "  c = http.client.HTTPConnection('127.0.0.1', port, timeout=30)\n"
+      "  while time.time() < end:\n"
+      "    c.request('POST', '/v1/models/cnn:predict', body=body, headers={'Content-Type': 'application/json'})\n"
+      "    r = c.getresponse(); r.read(); codes.append(r.status)\n"
+      "ts = [threading.Thread(target=client) for _ in range(8)]\n"
+      "[t.start() for t in ts]; [t.join() for t in ts]\n"
+      "print(len(codes), sum(1 for x in codes if x != 200))\n";
+  const test::ProgramRun load = test::runProgram(
+      {{"/usr/bin/python3", "-c", code, std::to_string(server.port())}, test::cleanEnvironment()},
+      std::chrono::seconds(60));
+  ASSERT_EQ(load.exitCode, 0) << load.describe() << load.err;
+  std::istringstream counts(load.out);
+  int answered = 0, failed = -1;
+  counts >> answered >> failed;
+  EXPECT_GT(answered, 16) << load.out;
+  EXPECT_EQ(failed, 0) << load.out;
+  // Idle: back to one replica after the 0.5 s delay.
+  bool one = false;
+  for (int i = 0; i < 100 && !one; ++i) {
+    one = contains(request(server.port(), "GET", "/metrics").body, "\ngyre_serve_replicas 1\n");
+    if (!one) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(one);
+  const test::ProgramRun r = server.stop();
+  EXPECT_TRUE(contains(r.out, "gyre serve: replicas 1 -> 2")) << r.out;
+  EXPECT_TRUE(contains(r.out, "gyre serve: replicas 2 -> 1")) << r.out;
 }
 
 }  // namespace

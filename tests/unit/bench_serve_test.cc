@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "bench_serve_plan.h"
+#include "bench_serve_step.h"
 #include "gyre/errors.h"
 
 namespace gyre::app {
@@ -73,6 +74,33 @@ TEST(BenchServe, BadSettingsAreRefusedNamingTheFlag) {
   EXPECT_NE(refused([](ServeBenchSettings& s) { s.maxBatchSize = 1; }).find("--max-batch-size"), std::string::npos);
   EXPECT_NE(refused([](ServeBenchSettings& s) { s.seconds = 0; }).find("--seconds"), std::string::npos);
   EXPECT_EQ(refused([](ServeBenchSettings&) {}), "accepted");
+}
+
+// The step's timeline: per second, the phase's rate, the answers due in it and their p99, the
+// replicas seen; the verdict's times from the step up and down.
+TEST(BenchServeStep, WindowsAndTheTimesTheTargetsAsk) {
+  std::vector<StepPhase> phases(3);
+  phases[0] = {10, 0, 2, {0.1, 1.5}, {5, 6}, 0};
+  phases[1] = {100, 2, 4, {2.1, 2.2, 3.5, 4.5, 5.5}, {300, 400, 90, 20, 30}, 1};
+  phases[2] = {10, 6, 4, {6.5, 9.5}, {4, 5}, 0};
+  const std::vector<ReplicaSample> replicas = {{1, 1}, {2.5, 1}, {3.4, 2}, {6.2, 2}, {8.7, 1}, {9.6, 1}};
+  const std::vector<StepWindow> w = stepWindows(phases, replicas);
+  ASSERT_EQ(w.size(), 10u);
+  EXPECT_EQ(w[0].offered, 10);
+  EXPECT_EQ(w[2].offered, 100);
+  EXPECT_EQ(w[6].offered, 10);
+  EXPECT_EQ(w[2].answered, 2);
+  EXPECT_EQ(w[2].p99Ms, 400);
+  EXPECT_EQ(w[3].replicas, 2);
+  const StepVerdict v = stepVerdict(phases, replicas, 1, 2, 100);
+  EXPECT_DOUBLE_EQ(v.upReplicasS, 1.4);
+  EXPECT_DOUBLE_EQ(v.upP99S, 1.0);  // window 2 (p99 400 ms) is over the bound; 3, 4, 5 within
+  EXPECT_DOUBLE_EQ(v.downReplicasS, 2.7);
+  EXPECT_EQ(v.errors, 1);
+  EXPECT_NE(stepText(w, v, 100).find("up: 2 replicas after 1.4 s, p99 within the bound from 1.0 s  PASS"),
+            std::string::npos)
+      << stepText(w, v, 100);
+  EXPECT_EQ(stepJson(w, v, 100).at("summary").at("down"), "pass");
 }
 
 }  // namespace
