@@ -102,11 +102,17 @@ ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& o
   if (set.mean.empty() || set.std.empty()) {
     std::vector<double> mean, sd;
     for (std::int64_t c = 0; c < shape.channels; ++c) {
-      const ::torch::Tensor values = pixels.select(1, c).to(::torch::kInt64);
+      // Exact integer sums, a few thousand images at a time (int64 copies of them all would take
+      // eight times the pixels' memory).
+      std::uint64_t sum = 0, squares = 0;
+      for (std::int64_t first = 0; first < pixels.size(0); first += 4096) {
+        const ::torch::Tensor values = pixels.select(1, c).narrow(0, first, std::min<std::int64_t>(4096, pixels.size(0) - first))
+                                           .to(::torch::kInt64);
+        sum += static_cast<std::uint64_t>(values.sum().item<std::int64_t>());
+        squares += static_cast<std::uint64_t>(values.mul(values).sum().item<std::int64_t>());
+      }
       double m = 0, s = 0;
-      detail::pixelMoments(static_cast<std::uint64_t>(values.sum().item<std::int64_t>()),
-                           static_cast<std::uint64_t>(values.mul(values).sum().item<std::int64_t>()),
-                           static_cast<std::uint64_t>(values.numel()), m, s);
+      detail::pixelMoments(sum, squares, static_cast<std::uint64_t>(pixels.numel() / shape.channels), m, s);
       mean.push_back(m);
       sd.push_back(s);
     }
