@@ -64,6 +64,9 @@ RunRoot::RunRoot(const RunRootFlags& flags, const std::string& tool)
     path_ = pattern;
   }
   path_ = std::filesystem::absolute(path_);
+  std::error_code ec;  // a --run-root that does not exist yet is made
+  std::filesystem::create_directories(path_, ec);
+  if (ec) throw Error("cannot create the run root " + path_.string() + ": " + ec.message());
 }
 
 void RunRoot::done(bool failed) const {

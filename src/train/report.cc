@@ -65,7 +65,7 @@ std::string stepJsonLine(std::int64_t step, int epoch, double loss, double lr) {
 }
 
 std::string configJson(const TrainOptions& o, int world, double lr, int torchThreads,
-                       const std::vector<int>& stageLayers, const ModelShape& shape) {
+                       const std::vector<int>& stageLayers, const ModelShape& shape, const DataFigures& data) {
   // First the fields a resume compares (records.h: CheckpointConfig), then the rest.
   CheckpointConfig resume = checkpointConfigOf(o, world);
   if (o.pp > 1) resume.stageLayers = stageLayers;
@@ -75,6 +75,8 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
     j["vit"] = {{"depth", o.vitDepth}, {"width", o.vitWidth}, {"heads", o.vitHeads}, {"patch", o.vitPatch}};
   j["input_shape"] = {shape.channels, shape.height, shape.width};
   j["classes"] = shape.classes;
+  if (!data.mean.empty()) j["normalize"] = {{"mean", data.mean}, {"std", data.std}};  // x -> (x - mean) / std
+  if (!data.classNames.empty()) j["class_names"] = data.classNames;
   j["plain"] = o.plain;
   j["epochs"] = o.epochs;
   j["per_rank_batch"] =

@@ -37,8 +37,14 @@ std::string formatStaleness(const std::vector<std::uint64_t>& histogram);
 // The options and what they resolved to in this world, as pretty-printed JSON.
 // `stageLayers`: with --pp, the layers of each stage as the run cut them (stage_layers; a
 // checkpoint of a pipeline needs them to resume on another layout). `shape`: what the model takes
-// (input_shape [C, H, W] and classes, which gyre serve rebuilds it with).
+// (input_shape [C, H, W] and classes, which gyre serve rebuilds it with). `data`: how the samples
+// were prepared, for whoever sends the model inputs later (a gyre serve client).
+struct DataFigures {
+  std::vector<double> mean, std;         // the normalisation, per channel (of pixels in [0, 1]) or feature
+  std::vector<std::string> classNames;   // --data: label k's name (empty: Fashion-MNIST's 0..9)
+};
 std::string configJson(const TrainOptions& options, int world, double lr, int torchThreads,
-                       const std::vector<int>& stageLayers = {}, const ModelShape& shape = {});
+                       const std::vector<int>& stageLayers = {}, const ModelShape& shape = {},
+                       const DataFigures& data = {});
 
 }  // namespace gyre::train

@@ -105,6 +105,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     data_.train = d.train;
     data_.test = d.test;
     shape_ = d.shape;
+    dataFigures_ = {d.mean, d.std, d.classes};
     transforms_ = augmentations(o_, d);
     if (group_.rank() == 0 && !d.skipped.empty()) {
       std::printf("gyre train: left out %zu bad sample(s) of %s (--skip-bad-records %lld):\n", d.skipped.size(),
@@ -141,7 +142,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
                              : fsdp_   ? fsdp_->parameters()
                                        : model_->parameters(),
                              lr_);
-  config_ = configJson(o_, world_, lr_, torchThreads_, balance_, shape_);
+  config_ = configJson(o_, world_, lr_, torchThreads_, balance_, shape_, dataFigures_);
   if (isParameterServerMode(o_.mode)) {
     attachParameterServer();
   } else if (group_.comm() && !fsdp_ && ((layout_.pp == 1 && layout_.tp == 1) || layout_.dp > 1)) {

@@ -17,6 +17,7 @@
 #include "train/layout.h"
 #include "train/models.h"
 #include "train/progress.h"
+#include "train/report.h"
 #include "train/step_log.h"
 #include "train/stragglers.h"
 #include "train/trainer.h"
@@ -233,6 +234,7 @@ class Trainer {
     std::size_t skipsReported = 0;  // of train->skipped(): said at the end of an epoch
   } data_;
   ModelShape shape_;  // what the model takes: the data's images and classes
+  DataFigures dataFigures_;  // the data's normalisation and class names, for config.json
   std::vector<gyre::data::Transform> transforms_;  // --augment
   // The seed of epoch `epoch`'s (from 1) augmentations: another draw every epoch.
   std::uint64_t augmentSeed(int epoch) const { return o_.seed * 1000003ULL + static_cast<std::uint64_t>(epoch); }

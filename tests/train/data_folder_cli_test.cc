@@ -73,6 +73,11 @@ TEST_F(DataFolderCli, TwoWorkersTrainOnTheExportedPngs) {
   EXPECT_EQ(config.at("input_shape"), nlohmann::json({1, 28, 28}));
   EXPECT_EQ(config.at("classes"), 10);
   EXPECT_EQ(config.at("data"), nlohmann::json(exported()));
+  // How a client prepares inputs: the training split's figures and the classes' names.
+  EXPECT_EQ(config.at("normalize").at("mean").size(), 1u);
+  EXPECT_GT(config.at("normalize").at("std").at(0).get<double>(), 0);
+  ASSERT_EQ(config.at("class_names").size(), 10u);
+  EXPECT_EQ(config.at("class_names").at(0), "0-t-shirt-top");
 }
 
 TEST_F(DataFolderCli, BadFoldersAndImagesAreNamed) {
