@@ -244,14 +244,17 @@ RecordReader::RecordReader(const std::string& dir, const std::string& split, con
     const std::uint64_t count = why.empty() ? getU64(tail) : 0;
     if (why.empty() && std::memcmp(tail + 8, kRecordIndexMagic, kMagicBytes) != 0)
       why = "has no record index at its end (not a record shard, or truncated)";
+    if (why.empty() && count > static_cast<std::uint64_t>(end) / 8)
+      why = "has a record index longer than the file (damaged)";
     if (why.empty() && static_cast<std::int64_t>(count) != s.records)
       why = "holds " + std::to_string(count) + " records where index.json says " + std::to_string(s.records);
     if (why.empty() && (count + 2) * 8 + kMagicBytes > static_cast<std::uint64_t>(end))
-      why = "has a record index longer than the file";
+      why = "has a record index longer than the file (damaged)";
     if (why.empty()) {
       std::vector<std::uint8_t> index(count * 8);
       why = preadAll(open.fd, index.data(), index.size(), static_cast<std::uint64_t>(end) - 16 - index.size());
       open.offsets.resize(count);
+      open.records = static_cast<std::uint64_t>(end) - 16 - index.size();
       for (std::uint64_t i = 0; why.empty() && i < count; ++i) open.offsets[i] = getU64(index.data() + 8 * i);
     }
     if (!why.empty()) {
@@ -306,6 +309,7 @@ std::string RecordReader::read(std::int64_t i, std::int64_t& label, std::vector<
   if (std::string why = preadAll(s.fd, head, kHeadBytes, offset); !why.empty()) return why;
   const std::uint32_t bytes = getU32(head);
   if (bytes < kLabelBytes) return "has a record too short to hold a label (damaged)";
+  if (offset + kHeadBytes + bytes > s.records) return "has a record longer than its shard (damaged)";
   std::vector<std::uint8_t> payload(bytes);
   if (std::string why = preadAll(s.fd, payload.data(), bytes, offset + kHeadBytes); !why.empty()) return why;
   if (crcOf(payload.data(), bytes) != getU32(head + 4)) return "fails its CRC check (damaged)";

@@ -107,6 +107,7 @@ class RecordReader {
     std::string path;
     int fd = -1;
     std::int64_t first = 0;  // the split's index of its first record
+    std::uint64_t records = 0;  // bytes before the footer: where the records end
     std::vector<std::uint64_t> offsets;
   };
   const Shard& shardOf(std::int64_t i) const;

@@ -90,17 +90,23 @@ TEST_F(RecordsTest, DamagedTruncatedAndMiscountedShardsAreNamed) {
     f.seekp(8 + 8 + 8 + static_cast<std::streamoff>(sampleOf(0).size()) + 8 + 8 + 2);
     f.put('\x7f');
   }
+  {  // record 2's length field: past the end of the shard
+    std::fstream f(first, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8 + 2 * 8 + 2 * 8 + static_cast<std::streamoff>(sampleOf(0).size() + sampleOf(1).size()));
+    f.write("\xf0\xff\xff\xff", 4);
+  }
   const RecordReader reader(at("set"), "train", split);
   std::int64_t label = 0;
   Bytes sample;
   EXPECT_EQ(reader.read(0, label, sample), "");
   EXPECT_EQ(reader.read(1, label, sample), "fails its CRC check (damaged)");
+  EXPECT_EQ(reader.read(2, label, sample), "has a record longer than its shard (damaged)");
 
   // Truncated after it was opened: the records past the end cannot be read, the others can.
   const std::string last = at("set/" + split.shards.back().file);
   fs::resize_file(last, 8 + 12);
   EXPECT_EQ(reader.read(39, label, sample), "ends early (truncated?)");
-  EXPECT_EQ(reader.read(2, label, sample), "");
+  EXPECT_EQ(reader.read(0, label, sample), "");
   // ...and opened again: named at once.
   EXPECT_EQ(recordError([&] { RecordReader again(at("set"), "train", split); }),
             last + " is too short to be a record shard");
