@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -19,6 +21,41 @@
 namespace gyre::serve {
 
 using Clock = std::chrono::steady_clock;
+
+// JSON bodies over kLargeBody are parsed at most kLargeDecodes at a time: a parsed JSON value
+// takes several times its text's bytes, so --max-connections of them at once would hold
+// connections x body x that factor. Once one is done, freed memory goes back to the system.
+constexpr std::size_t kLargeBody = std::size_t{1} << 20;
+constexpr int kLargeDecodes = 2;
+
+class LargeDecodes {
+ public:
+  ::torch::Tensor decode(const std::function<::torch::Tensor()>& f, std::size_t bytes) GYRE_EXCLUDES(mu_) {
+    if (bytes <= kLargeBody) return f();
+    {
+      MutexLock lock(mu_);
+      room_.wait(mu_, [&]() GYRE_REQUIRES(mu_) { return running_ < kLargeDecodes; });
+      ++running_;
+    }
+    struct Done {
+      LargeDecodes& d;
+      ~Done() {
+        {
+          MutexLock lock(d.mu_);
+          --d.running_;
+        }
+        d.room_.notifyOne();
+        ::malloc_trim(0);
+      }
+    } done{*this};
+    return f();
+  }
+
+ private:
+  Mutex mu_;
+  CondVar room_;
+  int running_ GYRE_GUARDED_BY(mu_) = 0;
+};
 
 // Requests by status and their latency, for /metrics.
 class RequestMetrics {
@@ -91,6 +128,7 @@ std::string contentType(const httplib::Request& req) {
 
 ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
     : model_(std::move(model)), o_(options), metrics_(std::make_unique<RequestMetrics>()),
+      largeDecodes_(std::make_unique<LargeDecodes>()),
       http_(std::make_unique<httplib::Server>()) {
   const int start = o_.minReplicas > 0 ? std::clamp(o_.replicas, o_.minReplicas, o_.maxReplicas) : o_.replicas;
   std::vector<Batcher::Forward> replicas;
@@ -180,9 +218,14 @@ void ModelServer::routes() {
         const bool raw = contentType(req) == "application/octet-stream";
         if (raw && protocol != "v1")
           throw BadRequest("raw tensors go to /v1/models/" + model_.name + ":predict", 415);
-        const ::torch::Tensor rows = raw ? decodeRaw(req.body, req.get_header_value(kShapeHeader), model_.rowShape)
-                                         : protocol == "v1" ? decodeV1(req.body, model_.rowShape)
-                                                            : decodeV2(req.body, model_.rowShape);
+        const ::torch::Tensor rows =
+            raw ? decodeRaw(req.body, req.get_header_value(kShapeHeader), model_.rowShape)
+                : largeDecodes_->decode(
+                      [&] {
+                        return protocol == "v1" ? decodeV1(req.body, model_.rowShape)
+                                                : decodeV2(req.body, model_.rowShape);
+                      },
+                      req.body.size());
         const ::torch::Tensor output = batcher_->submit(rows).get();
         if (raw) {
           res.set_header(kShapeHeader, shapeText(output));

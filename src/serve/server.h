@@ -28,6 +28,7 @@ class Server;
 namespace gyre::serve {
 
 class Batcher;
+class LargeDecodes;
 class RequestMetrics;
 
 class ModelServer {
@@ -55,6 +56,7 @@ class ModelServer {
   bool stopping_ GYRE_GUARDED_BY(mu_) = false;
   std::thread autoscaler_;
   std::unique_ptr<RequestMetrics> metrics_;
+  std::unique_ptr<LargeDecodes> largeDecodes_;
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
   std::atomic<bool> ready_{false};
