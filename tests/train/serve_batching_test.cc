@@ -170,6 +170,8 @@ TEST(ServeBatcher, ReplicasComeAndGoWithoutDroppingARequest) {
   EXPECT_EQ(b.replicas(), 1);
   for (int i = 0; i < 60; ++i) EXPECT_EQ(answers[static_cast<std::size_t>(i)].get().item<float>(), i + 1.0f) << i;
   EXPECT_EQ(calls.load(), 60);
+  // A replica counts its batch done just after it answers it: wait for that.
+  for (int i = 0; i < 5000 && b.stats().running != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(b.stats().running, 0);
   EXPECT_EQ(b.stats().queued, 0);
 }
