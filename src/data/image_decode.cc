@@ -148,4 +148,17 @@ std::string decode(const std::vector<std::uint8_t>& bytes, int channels, const I
   return "";
 }
 
+std::string decodeSized(const std::vector<std::uint8_t>& bytes, const ImageHeader& shape, ImageHeader& header,
+                        std::uint8_t* out) {
+  if (std::string why = readHeader(bytes, header); !why.empty()) return why;
+  if (header.width != shape.width || header.height != shape.height) {
+    const auto text = [](const ImageHeader& h) {
+      return std::to_string(h.width) + "x" + std::to_string(h.height) + (h.channels == 1 ? " grayscale" : " colour");
+    };
+    return "is " + text(header) + " where the first image is " + text(shape) +
+           " (every image of a set must have one size)";
+  }
+  return decode(bytes, shape.channels, header, out);
+}
+
 }  // namespace gyre::data::detail

@@ -29,4 +29,11 @@ std::string readHeader(const std::vector<std::uint8_t>& bytes, ImageHeader& head
 std::string decode(const std::vector<std::uint8_t>& bytes, int channels, const ImageHeader& header,
                    std::uint8_t* out);
 
+// An image of a set whose images all have `shape`'s width and height: decoded (as decode()) into
+// shape.channels planes at `out`. Returns an empty string, or why not: unreadable, corrupt, or of
+// another size ("is 5x4 grayscale where the first image is 6x5 grayscale (every image of a set
+// must have one size)"). `header` gets the image's own header when it could be read.
+std::string decodeSized(const std::vector<std::uint8_t>& bytes, const ImageHeader& shape, ImageHeader& header,
+                        std::uint8_t* out);
+
 }  // namespace gyre::data::detail

@@ -14,6 +14,7 @@
 #include "data/data_root.h"
 #include "data/image_decode.h"
 #include "data/image_files.h"
+#include "data/skips.h"
 #include "data/table.h"
 #include "gyre/errors.h"
 
@@ -24,18 +25,6 @@ namespace fs = std::filesystem;
 
 constexpr std::size_t kChunk = 2048;  // images read and checked at a time
 
-struct Budget {
-  std::int64_t limit = 0;
-  std::vector<std::string>* skipped = nullptr;
-  void bad(const std::string& where) {
-    if (static_cast<std::int64_t>(skipped->size()) >= limit)
-      throw Error(where + (limit > 0 ? " (and " + std::to_string(skipped->size()) + " bad samples before it, more than the " +
-                                           std::to_string(limit) + " to skip)"
-                                     : ""));
-    skipped->push_back(where);
-  }
-};
-
 struct PixelSums {
   std::vector<std::uint64_t> sum, squares;
   std::uint64_t pixels = 0;  // per channel
@@ -43,7 +32,7 @@ struct PixelSums {
 
 class ImagePacker {
  public:
-  ImagePacker(RecordManifest& m, Budget& budget, int threads) : m_(m), budget_(budget), threads_(threads) {}
+  ImagePacker(RecordManifest& m, SkipBudget& budget, int threads) : m_(m), budget_(budget), threads_(threads) {}
 
   void pack(const std::string& folder, RecordWriter& writer, bool training) {
     const ImageListing listing = listImageFolder(folder);
@@ -64,7 +53,7 @@ class ImagePacker {
       check(listing, first, count, bytes, why, training);
       for (std::size_t k = 0; k < count; ++k) {
         if (!why[k].empty()) {
-          budget_.bad(listing.files[first + k] + ": " + why[k]);
+          budget_.skip(listing.files[first + k] + ": " + why[k]);
           continue;
         }
         writer.add(listing.labels[first + k], bytes[k].data(), bytes[k].size());
@@ -107,6 +96,7 @@ class ImagePacker {
     std::atomic<std::size_t> next{0};
     std::mutex mu;
     const std::size_t plane = static_cast<std::size_t>(m_.height) * static_cast<std::size_t>(m_.width);
+    const ImageHeader shape{m_.width, m_.height, m_.channels};
     const auto work = [&] {
       PixelSums local;
       local.sum.assign(static_cast<std::size_t>(m_.channels), 0);
@@ -115,11 +105,7 @@ class ImagePacker {
       for (std::size_t k = next++; k < count; k = next++) {
         bytes[k] = readFileBytes(listing.files[first + k], why[k]);
         ImageHeader header;
-        if (why[k].empty()) why[k] = readHeader(bytes[k], header);
-        if (why[k].empty() && (header.width != m_.width || header.height != m_.height))
-          why[k] = "is " + std::to_string(header.width) + "x" + std::to_string(header.height) + " where the first image is " +
-                   std::to_string(m_.width) + "x" + std::to_string(m_.height) + " (every image of a set must have one size)";
-        if (why[k].empty()) why[k] = decode(bytes[k], m_.channels, header, pixels.data());
+        if (why[k].empty()) why[k] = decodeSized(bytes[k], shape, header, pixels.data());
         if (!why[k].empty()) {
           bytes[k].clear();
           continue;
@@ -152,16 +138,15 @@ class ImagePacker {
   }
 
   RecordManifest& m_;
-  Budget& budget_;
+  SkipBudget& budget_;
   int threads_;
   PixelSums sums_;
 };
 
-void packTable(RecordManifest& m, Budget& budget, const std::string& file, RecordWriter& writer, bool training,
+void packTable(RecordManifest& m, SkipBudget& budget, const std::string& file, RecordWriter& writer, bool training,
                const std::string& labelColumn) {
-  const std::int64_t left = budget.limit - static_cast<std::int64_t>(budget.skipped->size());
-  TableRows rows = readTable(file, labelColumn, left);
-  for (const std::string& s : rows.skipped) budget.skipped->push_back(s);
+  TableRows rows = readTable(file, labelColumn, budget.left());
+  for (const std::string& s : rows.skipped) budget.skipped().push_back(s);
   if (training) {
     m.features = rows.columns;
     m.classes = classesOf(rows.labels);
@@ -208,7 +193,7 @@ RecordManifest packDataSet(const std::string& source, const std::string& dest, c
   RecordManifest m;
   m.kind = root.kind == DataKind::kImageFolders ? "images" : "features";
   m.source = fs::absolute(source, ec).lexically_normal().string();
-  Budget budget{options.skipBadRecords, &m.skipped};
+  SkipBudget budget(options.skipBadRecords, "samples");
   const int threads = options.threads > 0 ? options.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   ImagePacker images(m, budget, threads);
   std::vector<std::unique_ptr<RecordWriter>> writers;
@@ -226,6 +211,7 @@ RecordManifest packDataSet(const std::string& source, const std::string& dest, c
       m.splits[split] = writers.back()->finish();
       if (m.splits[split].records == 0) throw Error(path + " holds no sample that could be packed");
     }
+    m.skipped = budget.skipped();
     writeRecordManifest(dest, m);
   } catch (...) {
     for (auto& w : writers) w->remove();

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "data/skips.h"
 #include "gyre/errors.h"
 
 namespace gyre::data::detail {
@@ -101,7 +102,7 @@ std::string labelText(const OrderedJson& value, std::string& why) {
 class Reader {
  public:
   Reader(std::string path, std::string labelColumn, std::int64_t skipBadRecords)
-      : path_(std::move(path)), labelColumn_(std::move(labelColumn)), budget_(skipBadRecords) {}
+      : path_(std::move(path)), labelColumn_(std::move(labelColumn)), budget_(skipBadRecords, "rows") {}
 
   TableRows read() {
     const TableFormat format = tableFormatOf(path_);
@@ -128,6 +129,7 @@ class Reader {
     }
     if (in.bad()) throw Error(path_ + " cannot be read (" + std::strerror(errno) + ")");
     if (format == TableFormat::kCsv && !header) throw Error(path_ + " is empty: a CSV table needs a header line");
+    rows_.skipped = std::move(budget_.skipped());
     if (rows_.labels.empty())
       throw Error(path_ + " has no rows" + (rows_.skipped.empty() ? "" : " that could be read"));
     return std::move(rows_);
@@ -135,13 +137,7 @@ class Reader {
 
  private:
   void bad(std::int64_t line, const std::string& why) {
-    const std::string where = path_ + ":" + std::to_string(line) + ": " + why;
-    if (static_cast<std::int64_t>(rows_.skipped.size()) >= budget_)
-      throw Error(where + (budget_ > 0 ? " (and " + std::to_string(rows_.skipped.size()) +
-                                             " bad rows before it, more than the " + std::to_string(budget_) +
-                                             " to skip)"
-                                       : ""));
-    rows_.skipped.push_back(where);
+    budget_.skip(path_ + ":" + std::to_string(line) + ": " + why);
   }
 
   void readCsvHeader(const std::string& line, std::int64_t number) {
@@ -257,7 +253,7 @@ class Reader {
 
   const std::string path_;
   const std::string labelColumn_;
-  const std::int64_t budget_;
+  SkipBudget budget_;
   TableRows rows_;
   // CSV: the header's width and where the label is.
   std::size_t width_ = 0;

@@ -10,6 +10,7 @@
 #include "gyre/torch/data.h"
 #include "data/image_decode.h"
 #include "data/image_files.h"
+#include "data/skips.h"
 #include "torch/image_tensor.h"
 
 namespace gyre::data {
@@ -72,6 +73,7 @@ ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& o
   set.classes = listing.classes;
   std::vector<std::int64_t> kept;
   kept.reserve(static_cast<std::size_t>(n));
+  detail::SkipBudget budget(options.skipBadRecords, "images");
   for (std::int64_t i = 0; i < n; ++i) {
     const std::string& why = failures[static_cast<std::size_t>(i)];
     if (why.empty()) {
@@ -79,15 +81,9 @@ ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& o
       set.files.push_back(listing.files[static_cast<std::size_t>(i)]);
       continue;
     }
-    const std::string& file = listing.files[static_cast<std::size_t>(i)];
-    if (static_cast<std::int64_t>(set.skipped.size()) >= options.skipBadRecords)
-      throw Error(file + ": " + why +
-                  (options.skipBadRecords > 0 ? " (and " + std::to_string(set.skipped.size()) +
-                                                    " bad images before it, more than the " +
-                                                    std::to_string(options.skipBadRecords) + " to skip)"
-                                              : ""));
-    set.skipped.push_back(file + ": " + why);
+    budget.skip(listing.files[static_cast<std::size_t>(i)] + ": " + why);
   }
+  set.skipped = std::move(budget.skipped());
   set.data.labels = ::torch::tensor(listing.labels, ::torch::kInt64);
   if (static_cast<std::int64_t>(kept.size()) < n) {
     const ::torch::Tensor keep = ::torch::tensor(kept);
@@ -119,17 +115,14 @@ ImageFolder loadImageFolder(const std::string& root, const ImageFolderOptions& o
     if (set.mean.empty()) set.mean = mean;
     if (set.std.empty()) set.std = sd;
   }
-  ::torch::Tensor images = pixels.to(::torch::kFloat32).div_(255);
   GYRE_USAGE_CHECK(static_cast<int>(set.mean.size()) == shape.channels &&
                        static_cast<int>(set.std.size()) == shape.channels,
                    "loadImageFolder: ", set.mean.size(), " means and ", set.std.size(), " standard deviations for ",
                    shape.channels, " channel(s)");
-  for (int c = 0; c < shape.channels; ++c) {
+  for (int c = 0; c < shape.channels; ++c)
     GYRE_USAGE_CHECK(set.std[static_cast<std::size_t>(c)] > 0, "image folder ", root, ": channel ", c,
                      " has standard deviation 0 (every pixel alike): give ImageFolderOptions::std");
-    images.select(1, c).sub_(set.mean[static_cast<std::size_t>(c)]).div_(set.std[static_cast<std::size_t>(c)]);
-  }
-  set.data.images = images;
+  set.data.images = normalisedImages(pixels, set.mean, set.std);
   return set;
 }
 

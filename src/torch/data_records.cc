@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "common/mutex.h"
 #include "data/records.h"
+#include "data/skips.h"
 #include "gyre/errors.h"
 #include "gyre/torch/data_files.h"
 #include "torch/image_tensor.h"
@@ -25,7 +26,7 @@ struct RecordSet::Impl {
 
   mutable Mutex mu;
   mutable std::set<std::int64_t> badRecords GYRE_GUARDED_BY(mu);
-  mutable std::vector<std::string> skipped GYRE_GUARDED_BY(mu);
+  mutable detail::SkipBudget budget GYRE_GUARDED_BY(mu) = detail::SkipBudget(0, "records");
 
   // Record i into `out` (sampleBytes); its label. Returns "" or why it cannot be had.
   std::string readInto(std::int64_t i, std::uint8_t* out, std::int64_t& label) const {
@@ -46,13 +47,8 @@ struct RecordSet::Impl {
     const std::string where = reader->where(i) + ": " + why;
     MutexLock lock(mu);
     if (badRecords.count(i) > 0) return;
-    if (static_cast<std::int64_t>(badRecords.size()) >= options.skipBadRecords)
-      throw Error(where + (options.skipBadRecords > 0 ? " (and " + std::to_string(badRecords.size()) +
-                                                            " bad records before it, more than the " +
-                                                            std::to_string(options.skipBadRecords) + " to skip)"
-                                                      : ""));
+    budget.skip(where);
     badRecords.insert(i);
-    skipped.push_back(where);
   }
 };
 
@@ -65,6 +61,10 @@ RecordSet::RecordSet(const std::string& dir, RecordSetOptions options) : impl_(s
   Impl& d = *impl_;
   d.dir = dir;
   d.options = options;
+  {
+    MutexLock lock(d.mu);
+    d.budget = detail::SkipBudget(options.skipBadRecords, "records");
+  }
   d.manifest = detail::readRecordManifest(dir);
   const auto split = d.manifest.splits.find(options.split);
   if (split == d.manifest.splits.end()) {
@@ -103,7 +103,7 @@ std::vector<std::int64_t> RecordSet::sampleShape() const {
 
 std::vector<std::string> RecordSet::skipped() const {
   MutexLock lock(impl_->mu);
-  return impl_->skipped;
+  return impl_->budget.skipped();
 }
 
 Batch RecordSet::gather(const std::vector<std::int64_t>& indices, std::int64_t index) const {

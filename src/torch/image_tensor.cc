@@ -3,26 +3,16 @@
 #include <cstring>
 
 namespace gyre::data {
-namespace {
-
-std::string shapeText(const detail::ImageHeader& h) {
-  return std::to_string(h.width) + "x" + std::to_string(h.height) + (h.channels == 1 ? " grayscale" : " colour");
-}
-
-}  // namespace
 
 std::string decodeImage(const std::vector<std::uint8_t>& bytes, const detail::ImageHeader& shape, bool resize,
                         std::uint8_t* out) {
   detail::ImageHeader header;
-  if (std::string why = detail::readHeader(bytes, header); !why.empty()) return why;
-  if (header.width == shape.width && header.height == shape.height)
-    return detail::decode(bytes, shape.channels, header, out);
-  if (!resize)
-    return "is " + shapeText(header) + " where the first image is " + shapeText(shape) +
-           " (every image of a set must have one size)";
+  const std::string why = detail::decodeSized(bytes, shape, header, out);
+  const bool otherSize = header.width > 0 && (header.width != shape.width || header.height != shape.height);
+  if (!resize || !otherSize) return why;
   ::torch::Tensor own = ::torch::empty({1, shape.channels, header.height, header.width}, ::torch::kUInt8);
-  if (std::string why = detail::decode(bytes, shape.channels, header, own.data_ptr<std::uint8_t>()); !why.empty())
-    return why;
+  if (std::string failed = detail::decode(bytes, shape.channels, header, own.data_ptr<std::uint8_t>()); !failed.empty())
+    return failed;
   namespace F = ::torch::nn::functional;
   const ::torch::Tensor resized =
       F::interpolate(own.to(::torch::kFloat32), F::InterpolateFuncOptions()
