@@ -109,14 +109,14 @@ def slow(port, seconds):
 def run_phase(name, pid, jobs, threads):
     counts = {}
     lock = threading.Lock()
-    todo = list(jobs)
+    pending = list(jobs)
 
     def worker():
         while True:
             with lock:
-                if not todo:
+                if not pending:
                     return
-                job = todo.pop()
+                job = pending.pop()
             status = job()
             with lock:
                 counts[str(status)] = counts.get(str(status), 0) + 1

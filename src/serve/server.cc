@@ -156,25 +156,22 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
   if (o_.minReplicas > 0) autoscaler_ = std::thread([this] { autoscale(); });
 }
 
-ModelServer::~ModelServer() {
-  {
-    MutexLock lock(mu_);
-    stopping_ = true;
-  }
-  stopped_.notifyAll();
-  if (autoscaler_.joinable()) autoscaler_.join();
-}
+ModelServer::~ModelServer() { stopAutoscaler(); }
 
 void ModelServer::serve() {
   http_->listen_after_bind();
   ready_ = false;
+  stopAutoscaler();
+  batcher_.reset();  // answers every accepted request, then stops the replicas
+}
+
+void ModelServer::stopAutoscaler() {
   {
     MutexLock lock(mu_);
     stopping_ = true;
   }
   stopped_.notifyAll();
   if (autoscaler_.joinable()) autoscaler_.join();
-  batcher_.reset();  // answers every accepted request, then stops the replicas
 }
 
 void ModelServer::autoscale() {

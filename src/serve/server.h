@@ -47,6 +47,7 @@ class ModelServer {
 
   // --min/--max-replicas: every 100 ms, the replicas the requests in flight want (autoscaler.h).
   void autoscale() GYRE_EXCLUDES(mu_);
+  void stopAutoscaler() GYRE_EXCLUDES(mu_);
 
   ServedModel model_;
   ServeOptions o_;
