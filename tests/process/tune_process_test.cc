@@ -270,8 +270,11 @@ TEST(GyreTune, TpeSearchesAndAnInterruptedTunerStopsItsTrialsAndResumes) {
   const Json s = summaryOf(resumed);
   EXPECT_EQ(s.at("trials"), 16);
   EXPECT_EQ(resultsOf(exp).size(), 48u);
-  // The search got near the optimum (x = 0.3, y = 2: 0.833 at iteration 3).
-  EXPECT_GT(s.at("best_score").get<double>(), 0.8) << resumed.out;
+  // The search got near the optimum (x = 0.3, y = 2: 0.833 at iteration 3). Which results TPE
+  // has seen when it proposes depends on the interrupt's timing, so this bound is loose (random
+  // search alone misses it 1.3% of the time, TPE far less; CI once saw 0.793 against 0.8); how
+  // closely TPE concentrates is checked deterministically in TuneSearch.TpeConcentratesNearTheBest.
+  EXPECT_GT(s.at("best_score").get<double>(), 0.7) << resumed.out;
 }
 
 // -H: trials run on "hosts" reached through an --rsh-agent that runs the command here, through
