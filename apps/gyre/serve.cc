@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "common/config.h"
 #include "gyre/errors.h"
+#include "launcher/agent.h"
+#include "launcher/job.h"
 #include "launcher/process.h"
 #include "serve/options.h"
 
@@ -27,6 +30,20 @@ int serve(const serve::ServeOptions& o) {
   std::vector<std::string> args = {worker};
   const std::vector<std::string> rest = serve::serveWorkerArguments(o);
   args.insert(args.end(), rest.begin(), rest.end());
+  if (o.replicaProcesses) {
+    // The server (rank 0) and one process per replica, a gyre::rt job on this host: a replica's
+    // process that dies does not stop it (--keep-going); stopping the server stops the rest.
+    launcher::RunOptions run;
+    run.np = serve::replicaProcessCount(o) + 1;
+    run.tagOutput = false;
+    run.threads = o.threads;
+    run.keepGoing = true;
+    run.stopGraceMs = 10000;  // the server answers what it accepted before it exits
+    if (run.np > launcher::usableCores() && !config::isSet(config::processEnvironment(), "GYRE_SPIN_US"))
+      run.exports.emplace_back("GYRE_SPIN_US", "0");  // waits that spin take the cycles the replicas need
+    run.program = args;
+    return launcher::runJob(run);
+  }
   ::execv(worker.c_str(), launcher::execPointers(args).data());
   throw Error("cannot start " + worker + ": " + std::strerror(errno));
 }

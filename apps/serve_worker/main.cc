@@ -1,7 +1,9 @@
 // gyre_serve_worker: the process of `gyre serve` (the gyre tool replaces itself with it): loads
 // the model, makes its replicas and serves HTTP until SIGINT or SIGTERM, then answers the
 // requests it accepted and exits 0. Its first line names the address it serves, with the port it
-// got for --port 0.
+// got for --port 0. With --replica-processes it is one process of a gyre::rt job that `gyre serve`
+// starts: rank 0 serves HTTP and places the replicas' actors on the others, which host them until
+// rank 0 has answered what it accepted.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -12,12 +14,16 @@
 #include <cerrno>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <thread>
 
 #include "gyre/errors.h"
+#include "gyre/rt.h"
 #include "serve/model.h"
 #include "serve/options.h"
+#include "serve/process_replicas.h"
 #include "serve/server.h"
+#include "torch/compute_threads.h"
 
 namespace {
 
@@ -30,6 +36,22 @@ void onStopSignal(int sig) {
   received = sig;
   const char byte = 1;
   [[maybe_unused]] const ssize_t n = ::write(stopPipe[1], &byte, 1);
+}
+
+constexpr const char* kDoneKey = "gyre-serve/done";
+
+// A replica process: hosts the actors rank 0 places here until rank 0 says it is done. SIGINT and
+// SIGTERM do not end it: the server answers what it accepted first, on these replicas.
+int hostReplicas(gyre::Store& store) {
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  while (true) {
+    try {
+      store.get(kDoneKey, std::chrono::minutes(10));
+      return 0;
+    } catch (const gyre::TimeoutError&) {  // still serving
+    }
+  }
 }
 
 }  // namespace
@@ -53,14 +75,45 @@ int main(int argc, char** argv) {
     sigaction(SIGINT, &action, nullptr);
     sigaction(SIGTERM, &action, nullptr);
     signal(SIGPIPE, SIG_IGN);
-    ::torch::set_num_threads(o.threads);
+    gyre::torch::setComputeThreads(o.threads);
+    std::shared_ptr<gyre::Store> store;
+    std::unique_ptr<gyre::rt::Runtime> rt;
+    if (o.replicaProcesses) {
+      const gyre::rt::RuntimeOptions ro = gyre::rt::RuntimeOptions::fromEnvironment();
+      if (ro.size < 2)
+        throw gyre::InvalidArgument(
+            "--replica-processes: this process is not in a job with replica processes (run `gyre serve "
+            "--replica-processes`, which starts them)");
+      store = ro.store;
+      rt = std::make_unique<gyre::rt::Runtime>(ro);
+      if (rt->rank() != 0) return hostReplicas(*store);
+    }
+    struct Done {  // the replica processes end once the server has answered what it accepted
+      gyre::Store* store;
+      ~Done() {
+        try {
+          if (store != nullptr) store->set(kDoneKey, {1});
+        } catch (const std::exception&) {  // the launcher is gone, and the replicas with it
+        }
+      }
+    } done{store.get()};
     gyre::serve::ServedModel model = gyre::serve::loadServedModel(o.model, o.name);
     const std::string name = model.name, kind = model.kind;
+    std::unique_ptr<gyre::serve::ProcessReplicas> processes;
+    if (rt) {
+      processes = std::make_unique<gyre::serve::ProcessReplicas>(*rt, o.model, o.name);
+      model.makeReplica = [p = processes.get()] { return p->make(); };
+    }
     gyre::serve::ModelServer server(std::move(model), o);
     fmt::print("gyre serve: {} ({}) on http://{}:{} with {} replica{}, batches of up to {} rows waiting up to {} ms\n",
                name, kind, o.host, server.port(), o.replicas, o.replicas == 1 ? "" : "s", o.maxBatchSize,
                o.batchWaitMs);
     fmt::print("  POST /v1/models/{}:predict  POST /v2/models/{}/infer  GET /healthz /readyz /metrics\n", name, name);
+    if (processes) {
+      std::string pids;
+      for (const int pid : processes->processIds()) pids += (pids.empty() ? "" : ", ") + std::to_string(pid);
+      fmt::print("  replica processes (gyre::rt actors): {}\n", pids);
+    }
     std::fflush(stdout);
     std::thread watcher([&] {
       char byte = 0;

@@ -137,6 +137,9 @@ void Batcher::run(const Forward& forward, std::vector<Request>& batch) {
 }
 
 void Batcher::serve(const Forward& forward) {
+  // This thread computes with the threads torch::set_num_threads gave (--threads): a thread
+  // OpenMP did not start has the machine's count otherwise.
+  at::init_num_threads();
   while (true) {
     std::vector<Request> batch;
     {

@@ -34,6 +34,9 @@ void addServeFlags(CLI::App& app, ServeOptions& o) {
                  "How long a request waits for others to fill its batch, in milliseconds")
       ->capture_default_str();
   app.add_option("--threads", o.threads, "Compute threads per replica")->capture_default_str();
+  app.add_flag("--replica-processes", o.replicaProcesses,
+               "Each replica in a process of its own (a gyre::rt actor): a replica whose process dies is rebuilt "
+               "in a live one and its batch answered there");
   app.add_option("--max-connections", o.maxConnections, "Connections served at once; more wait to be accepted")
       ->capture_default_str();
   app.add_option("--max-queue", o.maxQueue, "Requests waiting for a replica; beyond it: 503")->capture_default_str();
@@ -90,7 +93,12 @@ std::vector<std::string> serveWorkerArguments(const ServeOptions& o) {
                              std::to_string(o.maxReplicas), "--target-ongoing-requests", fmt::format("{}", o.targetOngoing),
                              "--upscale-delay", fmt::format("{}", o.upscaleDelayS), "--downscale-delay",
                              fmt::format("{}", o.downscaleDelayS)});
+  if (o.replicaProcesses) args.emplace_back("--replica-processes");
   return args;
+}
+
+int replicaProcessCount(const ServeOptions& o) {
+  return o.maxReplicas > 0 ? o.maxReplicas : o.replicas;
 }
 
 }  // namespace gyre::serve

@@ -28,6 +28,9 @@ struct ServeOptions {
   int maxBatchSize = 32;
   double batchWaitMs = 5;  // how long a request waits for others to fill its batch
   int threads = 1;         // compute threads per replica
+  // Each replica in a process of its own, a gyre::rt actor (process_replicas.h): `gyre serve`
+  // starts the server and one process per replica (--max-replicas with autoscaling) as a job.
+  bool replicaProcesses = false;
   int maxConnections = 64;
   int maxQueue = 1024;  // requests waiting for a replica; beyond it: 503
   std::int64_t maxBodyBytes = 64ll << 20;
@@ -40,5 +43,7 @@ void addServeFlags(CLI::App& app, ServeOptions& o);
 void validateServeOptions(const ServeOptions& o);
 // The arguments that give the worker the same options.
 std::vector<std::string> serveWorkerArguments(const ServeOptions& o);
+// With --replica-processes: the processes that host replicas (beside the server's own).
+int replicaProcessCount(const ServeOptions& o);
 
 }  // namespace gyre::serve

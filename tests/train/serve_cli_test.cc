@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "support/processes.h"
 #include "support/programs.h"
 #include "support/ranks.h"
+#include "torch/compute_threads.h"
 #include "train/models.h"
 
 namespace gyre::serve {
@@ -130,7 +132,7 @@ TEST_F(ServeCli, PredictionsAreTheModelsOwnForwardPassBitForBitInEachWireFormat)
   ::torch::nn::Sequential net = train::makeModel("cnn");
   ::torch::load(net, dir + "/model.pt");
   net->eval();
-  ::torch::set_num_threads(1);
+  gyre::torch::setComputeThreads(1);  // as the server: --threads 1
   const ::torch::Tensor want = net->forward(x).detach();
 
   json instances = json::array();
@@ -234,6 +236,7 @@ TEST_F(ServeCli, ABadModelOrFlagIsRefusedClearly) {
       {{dir_.path() + "/nothing"}, 1, "no such file or directory"},
       {{dir_.path() + "/empty"}, 1, "holds no model.pt"},
       {{dir_.path() + "/junk.pt"}, 1, "cannot load"},
+      {{dir_.path() + "/junk.pt", "--replica-processes", "--replicas", "2"}, 1, "cannot load"},
       {{runDir("mlp"), "--replicas", "0"}, 2, "--replicas must be between 1 and 256"},
       {{runDir("mlp"), "--port", "70000"}, 2, "--port 70000 is not a port"},
       {{runDir("mlp"), "--max-batch-size", "x"}, 2, "--max-batch-size"},
@@ -287,6 +290,78 @@ TEST_F(ServeCli, AutoscalingAddsAReplicaUnderLoadAndRemovesItAfter) {
   const test::ProgramRun r = server.stop();
   EXPECT_TRUE(contains(r.out, "gyre serve: replicas 1 -> 2")) << r.out;
   EXPECT_TRUE(contains(r.out, "gyre serve: replicas 2 -> 1")) << r.out;
+}
+
+// The process of `gyre serve --replica-processes` whose environment says it is `rank` of the job.
+int replicaProcess(int port, int rank) {
+  for (const std::string& p : test::processesWith("gyre_serve_worker")) {
+    if (!contains(p, "--port " + std::to_string(port))) continue;
+    const int pid = std::stoi(p);
+    std::string environ = test::readFile("/proc/" + std::to_string(pid) + "/environ");
+    std::replace(environ.begin(), environ.end(), '\0', '\n');
+    if (contains("\n" + environ, "\nGYRE_RANK=" + std::to_string(rank) + "\n")) return pid;
+  }
+  return -1;
+}
+
+// --replica-processes: each replica an actor in a process of its own. One SIGKILLed under load
+// fails no request (its batch is answered by a replica rebuilt in a live process), and the
+// answers are still the model's own forward pass, bit for bit.
+TEST_F(ServeCli, AReplicaProcessKilledUnderLoadFailsNoRequest) {
+  const std::string dir = runDir("cnn");
+  Server server(dir, {"--threads", "1", "--replicas", "2", "--replica-processes", "--max-batch-size", "4"});
+  ASSERT_TRUE(server.up());
+  const int victim = replicaProcess(server.port(), 1);
+  ASSERT_GT(victim, 0) << "no replica process of rank 1";
+  const std::string code =
+      "import http.client, json, os, signal, sys, threading, time\n"
+      "port, victim = int(sys.argv[1]), int(sys.argv[2]); body = json.dumps({'instances': [[0.5] * 784]})\n"
+      "codes = []; start = time.time()\n"
+      "def client():\n"
+      "  c = http.client.HTTPConnection('127.0.0.1', port, timeout=30)\n"
+      "  while time.time() < start + 3:\n"
+      "    c.request('POST', '/v1/models/cnn:predict', body=body, headers={'Content-Type': 'application/json'})\n"
+      "    r = c.getresponse(); r.read(); codes.append(r.status)\n"
+      "ts = [threading.Thread(target=client) for _ in range(8)]\n"
+      "[t.start() for t in ts]; time.sleep(1); os.kill(victim, signal.SIGKILL); [t.join() for t in ts]\n"
+      "print(len(codes), sum(1 for x in codes if x != 200))\n";
+  const test::ProgramRun load = test::runProgram(
+      {{"/usr/bin/python3", "-c", code, std::to_string(server.port()), std::to_string(victim)},
+       test::cleanEnvironment()},
+      std::chrono::seconds(60));
+  ASSERT_EQ(load.exitCode, 0) << load.describe() << load.err;
+  std::istringstream counts(load.out);
+  int answered = 0, failed = -1;
+  counts >> answered >> failed;
+  EXPECT_GT(answered, 16) << load.out;
+  EXPECT_EQ(failed, 0) << load.out;
+  EXPECT_EQ(replicaProcess(server.port(), 1), -1);  // it is gone, and the job went on
+
+  ::torch::manual_seed(3);
+  const ::torch::Tensor x = ::torch::rand({2, 1, 28, 28});
+  ::torch::nn::Sequential net = train::makeModel("cnn");
+  ::torch::load(net, dir + "/model.pt");
+  net->eval();
+  gyre::torch::setComputeThreads(1);  // as the server: --threads 1
+  const ::torch::Tensor want = net->forward(x).detach();
+  const ::torch::Tensor xc = x.contiguous();
+  const Reply raw = request(server.port(), "POST", "/v1/models/cnn:predict",
+                            std::string(reinterpret_cast<const char*>(xc.data_ptr<float>()), xc.numel() * 4),
+                            "application/octet-stream", "2,1,28,28");
+  ASSERT_EQ(raw.status, 200) << raw.body;
+  ASSERT_EQ(raw.body.size(), 20 * sizeof(float));
+  for (int i = 0; i < 20; ++i) {
+    float r = 0;
+    std::memcpy(&r, raw.body.data() + i * 4, 4);
+    EXPECT_EQ(r, want.flatten()[i].item<float>()) << i;
+  }
+  const test::ProgramRun end = server.stop();
+  EXPECT_EQ(end.exitCode, 0) << end.describe();
+  EXPECT_TRUE(contains(end.out, "replica processes (gyre::rt actors): ")) << end.out;
+  EXPECT_TRUE(contains(end.out, "gyre serve: a replica's process (rank 1) was lost")) << end.out;
+  EXPECT_TRUE(contains(end.out, "the replica was rebuilt in process")) << end.out;
+  EXPECT_TRUE(contains(end.err, "stopped by SIGTERM")) << end.err;
+  EXPECT_TRUE(test::processesWith("--port " + std::to_string(server.port())).empty());
 }
 
 }  // namespace
