@@ -417,6 +417,7 @@ bench_smoke() {
     fi
     if [ -x "$1/bin/gyre_serve_worker" ] && [ -x "$1/bin/gyre_train_worker" ]; then
       run_cmd "bench serve ($label)" "$gyre" bench serve --rates 100,400 --seconds 1
+      run_cmd "bench serve --kill-replica ($label)" "$gyre" bench serve --kill-replica 200 --replicas 2 --seconds 2
     fi
     if [ -x "$1/bin/gyre_data_load" ]; then
       run_cmd "bench data ($label)" "$gyre" bench data --limit 500 --threads 1 --json

@@ -5,7 +5,10 @@
 #include <httplib.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <chrono>
+#include <fstream>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -38,6 +41,8 @@ struct ServeBenchFlags {
   int maxReplicas = 2;
   double upscaleDelayS = 1;
   double downscaleDelayS = 10;
+  // --kill-replica RATE: one server of --replicas replica processes, one SIGKILLed under load.
+  double killRate = 0;
 };
 
 constexpr double kStepP99BoundMs = 100;  // the autoscaling target's bound
@@ -192,6 +197,77 @@ int runStepBench(const ServeBenchFlags& f, const std::string& model, const RunRo
   return 0;
 }
 
+// The process of the running `gyre serve --replica-processes` that is rank `rank` of its job
+// (one server runs at a time here); -1 when there is none.
+int replicaProcess(int rank) {
+  const std::string want = "GYRE_RANK=" + std::to_string(rank);
+  for (const fs::directory_entry& e : fs::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline, environ;
+    for (const std::string& line : readLines(e.path() / "cmdline")) cmdline += line;
+    if (cmdline.find("gyre_serve_worker") == std::string::npos) continue;
+    std::ifstream in(e.path() / "environ", std::ios::binary);
+    for (std::string var; std::getline(in, var, '\0');)
+      if (var == want) return std::stoi(pid);
+  }
+  return -1;
+}
+
+// --kill-replica RATE: RATE requests/s for --seconds, open loop, on a server of --replicas replica
+// processes; a third of the way in, the process of the first replica is SIGKILLed. The row counts
+// the errors (the target: none) and how long after its loss the lost replica's batch was answered
+// by its replacement (from the server's log; the target: within 5 s).
+int runKillBench(const ServeBenchFlags& f, const std::string& model, const RunRoot& runRoot) {
+  const ServeBenchSettings& s = f.settings;
+  const ServeConfig config{
+      "replica-killed",
+      {"--max-batch-size", std::to_string(s.maxBatchSize), "--batch-wait-ms", fmt::format("{}", s.batchWaitMs),
+       "--replicas", std::to_string(s.replicas), "--replica-processes", "--max-connections",
+       std::to_string(2 * s.senders + 8)}};
+  const fs::path log = runRoot.path() / "replica-killed.log";
+  const ServerRun server(model, config, log);
+  LoadSpec load = loadFor(s, server.port());
+  load.clients = 4;
+  load.seconds = 0.5;
+  runLoad(load);
+  const int victim = replicaProcess(1);
+  if (victim < 0) throw RunFailed("gyre bench serve: no replica process of rank 1 to kill", 1);
+  load = loadFor(s, server.port());
+  load.rate = f.killRate;
+  load.clients = s.senders;
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(s.seconds / 3));
+    ::kill(victim, SIGKILL);
+  });
+  const LoadResult result = runLoad(load);
+  killer.join();
+  double replacedMs = -1;
+  const std::regex answered(R"(was lost .* answered there (\d+) ms later)");
+  for (int i = 0; i < 50 && replacedMs < 0; ++i) {  // the line may come a moment after the load
+    for (const std::string& line : readLines(log)) {
+      std::smatch m;
+      if (std::regex_search(line, m, answered)) replacedMs = std::stod(m[1]);
+    }
+    if (replacedMs < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const ServeRow row = serveRow(config.name, load, result);
+  const bool pass = row.errors == 0 && replacedMs >= 0 && replacedMs <= 5000;
+  if (s.json) {
+    nlohmann::json j = serveRowJson(row);
+    j["replaced_ms"] = replacedMs;
+    j["target"] = pass ? "pass" : "miss";
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("gyre bench serve: {} requests/s for {} s on {} replica process(es); process {} (rank 1) SIGKILLed "
+               "after {:.1f} s\n{}{}targets: 0 failed requests, the replica replaced within 5 s: {} failed, replaced "
+               "after {}  {}\n",
+               f.killRate, s.seconds, s.replicas, victim, s.seconds / 3, serveHeader(s), serveRowText(row), row.errors,
+               replacedMs < 0 ? std::string("never") : fmt::format("{:.0f} ms", replacedMs), pass ? "PASS" : "MISS");
+  }
+  return 0;  // a figure, PASS or MISS, as the step's
+}
+
 int runServeBench(ServeBenchFlags f) {
   ServeBenchSettings& s = f.settings;
   s.rates.clear();
@@ -205,6 +281,11 @@ int runServeBench(ServeBenchFlags f) {
   std::vector<ServeRow> rows;
   try {
     const std::string model = s.model.empty() ? makeModel(runRoot.path()) : s.model;
+    if (f.killRate > 0) {
+      const int code = runKillBench(f, model, runRoot);
+      runRoot.done(/*failed=*/false);
+      return code;
+    }
     if (!f.step.empty()) {
       const int code = runStepBench(f, model, runRoot);
       runRoot.done(/*failed=*/false);
@@ -263,12 +344,15 @@ void addBenchServe(CLI::App& bench, std::function<int()>& action) {
       "latency and errors per load, then the most requests/s each sustains within the bound and their\n"
       "ratio (target: batched >= 4x). With --autoscale-step LOW,HIGH: one server autoscaling between 1 and\n"
       "--max-replicas under LOW, HIGH, LOW requests/s, per second (targets: the most replicas and p99 <= 100 ms\n"
-      "within 10 s of the step up, back to 1 within 30 s of the step down). See docs/serving.md.\n\n"
+      "within 10 s of the step up, back to 1 within 30 s of the step down). With --kill-replica RATE: one\n"
+      "server of --replicas replica processes under RATE requests/s, one process SIGKILLed (targets: no\n"
+      "failed request, the replica replaced within 5 s). See docs/serving.md.\n\n"
       "Examples:\n"
       "  gyre bench serve\n"
       "  gyre bench serve --rates 200,800 --seconds 1 --json   # a quick run\n"
       "  gyre bench serve --clients 16 --format raw\n"
-      "  gyre bench serve --autoscale-step 100,1200");
+      "  gyre bench serve --autoscale-step 100,1200\n"
+      "  gyre bench serve --kill-replica 400 --replicas 2 --seconds 6");
   cmd->add_option("--model", s.model, "A run directory of gyre train (default: a cnn made for the run)");
   cmd->add_option("--format", s.format, "json (v1 instances) or raw (float32)")->capture_default_str();
   cmd->add_option("--rates", f->rates, "Open-loop request rates per second, comma-separated, in order")
@@ -292,6 +376,9 @@ void addBenchServe(CLI::App& bench, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--downscale-delay", f->downscaleDelayS, "--autoscale-step: the server's --downscale-delay")
       ->capture_default_str();
+  cmd->add_option("--kill-replica", f->killRate,
+                  "RATE: one server of --replicas replica processes under RATE requests/s for --seconds, the first "
+                  "replica's process SIGKILLed a third of the way in");
   cmd->add_flag("--json", s.json, "One JSON object per load and a summary object, instead of the table");
   addRunRootOptions(*cmd, f->runs);
   cmd->callback([f, &action] { action = [f] { return runServeBench(*f); }; });
