@@ -43,6 +43,7 @@ struct ServeBenchFlags {
   double downscaleDelayS = 10;
   // --kill-replica RATE: one server of --replicas replica processes, one SIGKILLed under load.
   double killRate = 0;
+  bool replicaProcesses = false;  // --autoscale-step's server: replicas in processes of their own
 };
 
 constexpr double kStepP99BoundMs = 100;  // the autoscaling target's bound
@@ -127,12 +128,13 @@ int runStepBench(const ServeBenchFlags& f, const std::string& model, const RunRo
   GYRE_USAGE_CHECK(rates.size() == 2, "--autoscale-step takes LOW,HIGH requests/s (got '", f.step, "')");
   GYRE_USAGE_CHECK(lengths.size() == 3, "--step-seconds takes three lengths, LOW,HIGH,LOW (got '", f.stepSeconds, "')");
   GYRE_USAGE_CHECK(f.maxReplicas >= 2 && f.maxReplicas <= 64, "--max-replicas must be between 2 and 64");
-  const ServeConfig config{
+  ServeConfig config{
       "autoscaled",
       {"--max-batch-size", std::to_string(s.maxBatchSize), "--batch-wait-ms", fmt::format("{}", s.batchWaitMs),
        "--max-connections", std::to_string(2 * s.senders + 8),  // the /metrics reader gets in under any load
        "--min-replicas", "1", "--max-replicas", std::to_string(f.maxReplicas), "--upscale-delay",
        fmt::format("{}", f.upscaleDelayS), "--downscale-delay", fmt::format("{}", f.downscaleDelayS)}};
+  if (f.replicaProcesses) config.flags.emplace_back("--replica-processes");
   const ServerRun server(model, config, runRoot.path() / "autoscaled.log");
   LoadSpec warm = loadFor(s, server.port());
   warm.clients = 4;
@@ -376,6 +378,8 @@ void addBenchServe(CLI::App& bench, std::function<int()>& action) {
       ->capture_default_str();
   cmd->add_option("--downscale-delay", f->downscaleDelayS, "--autoscale-step: the server's --downscale-delay")
       ->capture_default_str();
+  cmd->add_flag("--replica-processes", f->replicaProcesses,
+               "--autoscale-step: the server's replicas in processes of their own (gyre serve --replica-processes)");
   cmd->add_option("--kill-replica", f->killRate,
                   "RATE: one server of --replicas replica processes under RATE requests/s for --seconds, the first "
                   "replica's process SIGKILLed a third of the way in");
