@@ -14,7 +14,7 @@ if(TARGET gyre_torch)
   install(DIRECTORY include/gyre DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 else()  # no libtorch: the gyre::torch headers would not compile against anything
   install(DIRECTORY include/gyre DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN "torch" EXCLUDE
-          PATTERN "torch.h" EXCLUDE PATTERN "tensor.h" EXCLUDE)
+          PATTERN "torch.h" EXCLUDE PATTERN "tensor.h" EXCLUDE PATTERN "serve.h" EXCLUDE)
 endif()
 foreach(program gyre gyre_train_worker gyre_rl_worker gyre_serve_worker gyre_data_load gyre_mpi_bench)
   if(TARGET ${program})

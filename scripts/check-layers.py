@@ -35,8 +35,9 @@ PUBLIC = {
     "gyre/communicator.h": "api", "gyre/init.h": "api", "gyre/gyre.h": "api",
     "gyre/ps.h": "ps", "gyre/elastic.h": "elastic", "gyre/rt.h": "rt", "gyre/torch.h": "torch",
     "gyre/tune.h": "api",  # gyre::tune::report, for a trial: the launch environment, no tuner
+    "gyre/serve.h": "serve",
 }
-PUBLIC_FOLDERS = {"gyre/torch/": "torch", "gyre/rt/": "rt", "gyre/rl/": "rl"}
+PUBLIC_FOLDERS = {"gyre/torch/": "torch", "gyre/rt/": "rt", "gyre/rl/": "rl", "gyre/serve/": "serve"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -19,7 +19,7 @@
 
 #include "gyre/errors.h"
 #include "gyre/rt.h"
-#include "serve/model.h"
+#include "gyre/serve.h"
 #include "serve/options.h"
 #include "serve/process_replicas.h"
 #include "serve/server.h"

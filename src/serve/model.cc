@@ -1,4 +1,5 @@
-#include "serve/model.h"
+// The models gyre serve loads from files (gyre/serve.h's loadServedModel).
+#include "gyre/serve.h"
 
 #include <torch/script.h>
 
@@ -14,8 +15,6 @@ namespace gyre::serve {
 namespace {
 
 namespace fs = std::filesystem;
-
-using Forward = std::function<::torch::Tensor(const ::torch::Tensor&)>;
 
 nlohmann::json readConfig(const fs::path& config) {
   std::ifstream in(config);

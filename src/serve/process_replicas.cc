@@ -13,7 +13,7 @@
 #include "gyre/errors.h"
 #include "gyre/rt.h"
 #include "gyre/rt/tensor.h"
-#include "serve/model.h"
+#include "gyre/serve.h"
 
 namespace gyre::serve {
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/mutex.h"
 #include "metrics/server.h"  // bindHttp
@@ -130,15 +131,6 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
     : model_(std::move(model)), o_(options), metrics_(std::make_unique<RequestMetrics>()),
       largeDecodes_(std::make_unique<LargeDecodes>()),
       http_(std::make_unique<httplib::Server>()) {
-  const int start = o_.minReplicas > 0 ? std::clamp(o_.replicas, o_.minReplicas, o_.maxReplicas) : o_.replicas;
-  std::vector<Batcher::Forward> replicas;
-  for (int i = 0; i < start; ++i) replicas.push_back(model_.makeReplica());
-  BatchOptions b;
-  b.maxBatchSize = o_.maxBatchSize;
-  b.wait = std::chrono::microseconds(static_cast<std::int64_t>(o_.batchWaitMs * 1000));
-  b.maxQueue = o_.maxQueue;
-  batcher_ = std::make_unique<Batcher>(std::move(replicas), b);
-
   http_->set_payload_max_length(static_cast<std::size_t>(o_.maxBodyBytes));
   const auto timeout = std::chrono::microseconds(static_cast<std::int64_t>(o_.readTimeoutS * 1e6));
   http_->set_read_timeout(timeout);
@@ -151,7 +143,15 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
   const int connections = o_.maxConnections;
   http_->new_task_queue = [connections] { return new httplib::ThreadPool(static_cast<std::size_t>(connections)); };
   routes();
-  port_ = metrics::bindHttp(*http_, o_.host, o_.port, "--port");
+  port_ = metrics::bindHttp(*http_, o_.host, o_.port, "--port");  // a port taken fails before any replica loads
+  const int start = o_.minReplicas > 0 ? std::clamp(o_.replicas, o_.minReplicas, o_.maxReplicas) : o_.replicas;
+  std::vector<Batcher::Forward> replicas;
+  for (int i = 0; i < start; ++i) replicas.push_back(model_.makeReplica());
+  BatchOptions b;
+  b.maxBatchSize = o_.maxBatchSize;
+  b.wait = std::chrono::microseconds(static_cast<std::int64_t>(o_.batchWaitMs * 1000));
+  b.maxQueue = o_.maxQueue;
+  batcher_ = std::make_unique<Batcher>(std::move(replicas), b);
   ready_ = true;
   if (o_.minReplicas > 0) autoscaler_ = std::thread([this] { autoscale(); });
 }
@@ -159,7 +159,9 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
 ModelServer::~ModelServer() { stopAutoscaler(); }
 
 void ModelServer::serve() {
-  http_->listen_after_bind();
+  serving_ = true;
+  if (!stopRequested_) http_->listen_after_bind();
+  serving_ = false;
   ready_ = false;
   stopAutoscaler();
   batcher_.reset();  // answers every accepted request, then stops the replicas
@@ -199,6 +201,10 @@ void ModelServer::autoscale() {
 }
 
 void ModelServer::stop() {
+  // httplib's stop() reaches only a server that listens already: a serve() that has begun but does
+  // not listen yet is waited for; one that has not begun sees stopRequested_ and does not listen.
+  stopRequested_ = true;
+  while (serving_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   http_->stop();
 }
 

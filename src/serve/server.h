@@ -18,7 +18,7 @@
 
 #include "common/mutex.h"
 
-#include "serve/model.h"
+#include "gyre/serve.h"
 #include "serve/options.h"
 
 namespace httplib {
@@ -61,6 +61,8 @@ class ModelServer {
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
   std::atomic<bool> ready_{false};
+  std::atomic<bool> serving_{false};        // in serve()
+  std::atomic<bool> stopRequested_{false};  // stop() was called
 };
 
 }  // namespace gyre::serve
