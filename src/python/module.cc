@@ -10,6 +10,7 @@
 #include "python/malloc.h"
 #include "python/optimizer.h"
 #include "python/ps.h"
+#include "python/serve.h"
 #include "python/tune.h"
 #include "python/world.h"
 
@@ -96,5 +97,8 @@ PYBIND11_MODULE(_C, m) {
   gyre::python::bindOptimizer(m);
   gyre::python::bindMalloc(m);
   gyre::python::bindTune(m);
+#ifdef GYRE_PYTHON_SERVE
+  gyre::python::bindServe(m);
+#endif
   gyre::python::bindPs(m);
 }
