@@ -365,6 +365,9 @@ void addBenchServe(CLI::App& bench, std::function<int()>& action) {
   cmd->add_option("--max-batch-size", s.maxBatchSize, "The batched server's --max-batch-size")->capture_default_str();
   cmd->add_option("--batch-wait-ms", s.batchWaitMs, "The batched server's --batch-wait-ms")->capture_default_str();
   cmd->add_option("--replicas", s.replicas, "The batched server's --replicas")->capture_default_str();
+  cmd->add_option("--baseline-replicas", s.baselineReplicas,
+                  "The baseline's --replicas (each answers one request per forward pass)")
+      ->capture_default_str();
   cmd->add_option("--p99-bound-ms", s.p99BoundMs, "The p99 latency a sustained rate stays within")
       ->capture_default_str();
   cmd->add_option("--senders", s.senders, "Open loop: connections sending at once")->capture_default_str();

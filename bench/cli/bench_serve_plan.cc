@@ -18,12 +18,14 @@ void validate(const ServeBenchSettings& s) {
                    "--max-batch-size must be between 2 and 65536 (the baseline is 1; got ", s.maxBatchSize, ")");
   GYRE_USAGE_CHECK(s.batchWaitMs >= 0 && s.batchWaitMs <= 10000, "--batch-wait-ms must be in [0, 10000]");
   GYRE_USAGE_CHECK(s.replicas >= 1 && s.replicas <= 256, "--replicas must be between 1 and 256");
+  GYRE_USAGE_CHECK(s.baselineReplicas >= 1 && s.baselineReplicas <= 256,
+                   "--baseline-replicas must be between 1 and 256");
   GYRE_USAGE_CHECK(s.p99BoundMs > 0, "--p99-bound-ms must be positive");
   GYRE_USAGE_CHECK(s.senders >= 1 && s.senders <= 4096, "--senders must be between 1 and 4096");
 }
 
 std::vector<ServeConfig> planServeConfigs(const ServeBenchSettings& s) {
-  return {{"baseline", {"--max-batch-size", "1", "--replicas", "1"}},
+  return {{"baseline", {"--max-batch-size", "1", "--replicas", std::to_string(s.baselineReplicas)}},
           {"batched",
            {"--max-batch-size", std::to_string(s.maxBatchSize), "--batch-wait-ms", fmt::format("{}", s.batchWaitMs),
             "--replicas", std::to_string(s.replicas)}}};
@@ -59,8 +61,8 @@ double bestWithinBound(const std::vector<ServeRow>& rows, const std::string& con
 std::string serveHeader(const ServeBenchSettings& s) {
   return fmt::format(
       "gyre bench serve: {} requests of one row, {} s per load, batched: up to {} rows waiting up to {} ms, {} "
-      "replica(s)\n{:<10} {:>8} {:>8} {:>12} {:>9} {:>9} {:>9} {:>7}\n",
-      s.format, s.seconds, s.maxBatchSize, s.batchWaitMs, s.replicas, "config", s.clients > 0 ? "clients" : "rate",
+      "replica(s); baseline: one row per forward pass, {} replica(s)\n{:<10} {:>8} {:>8} {:>12} {:>9} {:>9} {:>9} {:>7}\n",
+      s.format, s.seconds, s.maxBatchSize, s.batchWaitMs, s.replicas, s.baselineReplicas, "config", s.clients > 0 ? "clients" : "rate",
       "answered", "requests/s", "p50 ms", "p90 ms", "p99 ms", "errors");
 }
 

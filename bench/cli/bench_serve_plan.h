@@ -22,6 +22,7 @@ struct ServeBenchSettings {
   int maxBatchSize = 32;
   double batchWaitMs = 5;
   int replicas = 1;
+  int baselineReplicas = 1;  // the baseline's replicas, one request per forward pass each
   double p99BoundMs = 50;
   int senders = 64;  // open loop: connections sending at once
   bool json = false;

@@ -33,6 +33,8 @@ TEST(BenchServe, TheBaselineRunsOneRequestPerForwardPassBesideTheBatchedServer) 
   EXPECT_EQ(c[0].flags, (std::vector<std::string>{"--max-batch-size", "1", "--replicas", "1"}));
   EXPECT_EQ(c[1].flags,
             (std::vector<std::string>{"--max-batch-size", "16", "--batch-wait-ms", "2.5", "--replicas", "2"}));
+  s.baselineReplicas = 2;  // a baseline of as many replicas, for a like-for-like ratio
+  EXPECT_EQ(planServeConfigs(s)[0].flags, (std::vector<std::string>{"--max-batch-size", "1", "--replicas", "2"}));
 }
 
 TEST(BenchServe, ALoadIsSustainedWithoutErrorsWithinTheBoundAndNearItsRate) {
