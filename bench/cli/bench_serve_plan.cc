@@ -25,10 +25,13 @@ void validate(const ServeBenchSettings& s) {
 }
 
 std::vector<ServeConfig> planServeConfigs(const ServeBenchSettings& s) {
-  return {{"baseline", {"--max-batch-size", "1", "--replicas", std::to_string(s.baselineReplicas)}},
+  // Room for every sender's connection and the warm-up's (beyond --max-connections: 503).
+  const std::string connections = std::to_string(std::max(s.senders, s.clients) + 8);
+  return {{"baseline",
+           {"--max-batch-size", "1", "--replicas", std::to_string(s.baselineReplicas), "--max-connections", connections}},
           {"batched",
            {"--max-batch-size", std::to_string(s.maxBatchSize), "--batch-wait-ms", fmt::format("{}", s.batchWaitMs),
-            "--replicas", std::to_string(s.replicas)}}};
+            "--replicas", std::to_string(s.replicas), "--max-connections", connections}}};
 }
 
 ServeRow serveRow(const std::string& config, const LoadSpec& load, const LoadResult& result) {

@@ -18,6 +18,7 @@
 #include "serve/autoscaler.h"
 #include "serve/batcher.h"
 #include "serve/codec.h"
+#include "serve/connections.h"
 
 namespace gyre::serve {
 
@@ -141,7 +142,18 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
   http_->set_keep_alive_max_count(1000);
   http_->set_keep_alive_timeout(5);
   const int connections = o_.maxConnections;
-  http_->new_task_queue = [connections] { return new httplib::ThreadPool(static_cast<std::size_t>(connections)); };
+  http_->new_task_queue = [this, connections] {
+    auto* pool = new ConnectionPool(connections);  // httplib owns it, for the time it listens
+    connections_ = pool;
+    return pool;
+  };
+  http_->set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
+    if (!ConnectionPool::overflowing()) return httplib::Server::HandlerResponse::Unhandled;
+    fail(res, 503,
+         fmt::format("all --max-connections ({}) connections are being served; try again", o_.maxConnections));
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   routes();
   port_ = metrics::bindHttp(*http_, o_.host, o_.port, "--port");  // a port taken fails before any replica loads
   const int start = o_.minReplicas > 0 ? std::clamp(o_.replicas, o_.minReplicas, o_.maxReplicas) : o_.replicas;
@@ -270,7 +282,12 @@ void ModelServer::routes() {
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const BatchStats b = batcher_ ? batcher_->stats() : BatchStats{};
-    res.set_content(metrics_->render(b, b.replicas),
+    const ConnectionPool* pool = connections_.load();
+    res.set_content(metrics_->render(b, b.replicas) +
+                        fmt::format("# HELP gyre_serve_refused_connections_total Connections answered 503 beyond "
+                                    "--max-connections.\n# TYPE gyre_serve_refused_connections_total counter\n"
+                                    "gyre_serve_refused_connections_total {}\n",
+                                    pool != nullptr ? pool->refused() : 0),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   // What no route took, and httplib's own refusals (413 for a body over the limit, 400 for a

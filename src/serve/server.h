@@ -28,6 +28,7 @@ class Server;
 namespace gyre::serve {
 
 class Batcher;
+class ConnectionPool;
 class LargeDecodes;
 class RequestMetrics;
 
@@ -61,6 +62,7 @@ class ModelServer {
   std::unique_ptr<httplib::Server> http_;
   int port_ = 0;
   std::atomic<bool> ready_{false};
+  std::atomic<ConnectionPool*> connections_{nullptr};  // httplib's, while it listens
   std::atomic<bool> serving_{false};        // in serve()
   std::atomic<bool> stopRequested_{false};  // stop() was called
 };

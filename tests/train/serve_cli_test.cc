@@ -255,6 +255,41 @@ TEST_F(ServeCli, AutoscalingAddsAReplicaUnderLoadAndRemovesItAfter) {
   EXPECT_TRUE(contains(r.out, "gyre serve: replicas 2 -> 1")) << r.out;
 }
 
+// --max-connections 2 with two keep-alive connections held open: a third is answered 503 naming the
+// limit, at once and before its body is read, and closed; once the two close, requests are served
+// again, and /metrics counts the refusals.
+TEST_F(ServeCli, ConnectionsBeyondTheLimitGetA503AndTheServerGoesOn) {
+  Server server(runDir("mlp"), {"--max-connections", "2"});
+  ASSERT_TRUE(server.up());
+  const std::string code =
+      "import http.client, json, sys, time\n"
+      "port = int(sys.argv[1]); body = json.dumps({'instances': [[0.5] * 784]})\n"
+      "def conn(): return http.client.HTTPConnection('127.0.0.1', port, timeout=30)\n"
+      "held = []\n"
+      "for _ in range(2):\n"
+      "  c = conn(); c.request('GET', '/healthz'); c.getresponse().read(); held.append(c)\n"
+      "c = conn(); c.request('POST', '/v1/models/mlp:predict', body=body, headers={'Content-Type': 'application/json'})\n"
+      "r = c.getresponse(); print(r.status, r.getheader('Connection'), r.read().decode())\n"
+      "[h.close() for h in held]\n"
+      "for _ in range(200):\n"
+      "  c = conn(); c.request('POST', '/v1/models/mlp:predict', body=body, headers={'Content-Type': 'application/json'})\n"
+      "  r = c.getresponse(); r.read(); c.close()\n"
+      "  if r.status == 200: break\n"
+      "  time.sleep(0.01)\n"
+      "print(r.status)\n"
+      "c = conn(); c.request('GET', '/metrics'); m = c.getresponse().read().decode()\n"
+      "print([l for l in m.splitlines() if l.startswith('gyre_serve_refused_connections_total')][0])\n";
+  const test::ProgramRun r = test::runProgram(
+      {{"/usr/bin/python3", "-c", code, std::to_string(server.port())}, test::cleanEnvironment()},
+      std::chrono::seconds(60));
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << r.err;
+  EXPECT_TRUE(contains(r.out, "503 close {\"error\":\"all --max-connections (2) connections are being served; try again\"}"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "\n200\n")) << r.out;
+  EXPECT_FALSE(contains(r.out, "gyre_serve_refused_connections_total 0")) << r.out;
+  EXPECT_EQ(server.stop().exitCode, 0);
+}
+
 // The process of `gyre serve --replica-processes` whose environment says it is `rank` of the job.
 int replicaProcess(int port, int rank) {
   for (const std::string& p : test::processesWith("gyre_serve_worker")) {

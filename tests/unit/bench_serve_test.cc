@@ -30,11 +30,13 @@ TEST(BenchServe, TheBaselineRunsOneRequestPerForwardPassBesideTheBatchedServer) 
   const std::vector<ServeConfig> c = planServeConfigs(s);
   ASSERT_EQ(c.size(), 2u);
   EXPECT_EQ(c[0].name, "baseline");
-  EXPECT_EQ(c[0].flags, (std::vector<std::string>{"--max-batch-size", "1", "--replicas", "1"}));
-  EXPECT_EQ(c[1].flags,
-            (std::vector<std::string>{"--max-batch-size", "16", "--batch-wait-ms", "2.5", "--replicas", "2"}));
+  EXPECT_EQ(c[0].flags,
+            (std::vector<std::string>{"--max-batch-size", "1", "--replicas", "1", "--max-connections", "72"}));
+  EXPECT_EQ(c[1].flags, (std::vector<std::string>{"--max-batch-size", "16", "--batch-wait-ms", "2.5", "--replicas",
+                                                  "2", "--max-connections", "72"}));
   s.baselineReplicas = 2;  // a baseline of as many replicas, for a like-for-like ratio
-  EXPECT_EQ(planServeConfigs(s)[0].flags, (std::vector<std::string>{"--max-batch-size", "1", "--replicas", "2"}));
+  EXPECT_EQ(planServeConfigs(s)[0].flags,
+            (std::vector<std::string>{"--max-batch-size", "1", "--replicas", "2", "--max-connections", "72"}));
 }
 
 TEST(BenchServe, ALoadIsSustainedWithoutErrorsWithinTheBoundAndNearItsRate) {
