@@ -24,20 +24,22 @@ std::uint64_t ConnectionPool::refused() const {
 }
 
 void ConnectionPool::enqueue(std::function<void()> fn) {
+  bool overflow = false;
   {
     MutexLock lock(mu_);
     if (idle_ > static_cast<int>(jobs_.size())) {
       jobs_.push_back(std::move(fn));
     } else {
       // Beyond the limit: wait for room among the overflow's (the accept loop waits meanwhile).
-      changed_.wait(mu_, [&]() GYRE_REQUIRES(mu_) {
+      room_.wait(mu_, [&]() GYRE_REQUIRES(mu_) {
         return shutdown_ || static_cast<int>(overflow_.size()) < kOverflowQueue;
       });
       overflow_.push_back(std::move(fn));
       ++refused_;
+      overflow = true;
     }
   }
-  changed_.notifyAll();
+  (overflow ? overflowReady_ : jobsReady_).notifyOne();
 }
 
 void ConnectionPool::shutdown() {
@@ -46,7 +48,9 @@ void ConnectionPool::shutdown() {
     if (shutdown_ && threads_.empty()) return;
     shutdown_ = true;
   }
-  changed_.notifyAll();
+  jobsReady_.notifyAll();
+  overflowReady_.notifyAll();
+  room_.notifyAll();
   for (std::thread& t : threads_)
     if (t.joinable()) t.join();
   threads_.clear();
@@ -60,13 +64,13 @@ void ConnectionPool::work(bool overflow) {
       MutexLock lock(mu_);
       std::deque<std::function<void()>>& queue = overflow ? overflow_ : jobs_;
       if (!overflow) ++idle_;
-      changed_.wait(mu_, [&]() GYRE_REQUIRES(mu_) { return !queue.empty() || shutdown_; });
+      (overflow ? overflowReady_ : jobsReady_).wait(mu_, [&]() GYRE_REQUIRES(mu_) { return !queue.empty() || shutdown_; });
       if (!overflow) --idle_;
       if (queue.empty()) return;  // shut down, nothing left
       fn = std::move(queue.front());
       queue.pop_front();
     }
-    changed_.notifyAll();  // room in the overflow queue
+    if (overflow) room_.notifyOne();  // the accept loop may hand over the next
     fn();
   }
 }

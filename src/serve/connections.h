@@ -40,7 +40,9 @@ class ConnectionPool : public httplib::TaskQueue {
   void work(bool overflow) GYRE_EXCLUDES(mu_);
 
   mutable Mutex mu_;
-  CondVar changed_;
+  CondVar jobsReady_;      // a connection for the connection threads
+  CondVar overflowReady_;  // one for the overflow threads
+  CondVar room_;           // room in the overflow queue
   std::deque<std::function<void()>> jobs_ GYRE_GUARDED_BY(mu_);
   std::deque<std::function<void()>> overflow_ GYRE_GUARDED_BY(mu_);
   int idle_ GYRE_GUARDED_BY(mu_) = 0;  // connection threads waiting for a connection
