@@ -375,6 +375,10 @@ void checkWorld(const TrainOptions& o, int world) {
                    world);
   GYRE_USAGE_CHECK(o.stragglerRank < world, "--straggler-rank ", o.stragglerRank, " is not a rank of the ", world,
                    " workers (0 to ", world - 1, ", or -1 for none)");
+  GYRE_USAGE_CHECK(o.stragglerCpu == 0 || (o.stragglerRank >= 0 && o.stragglerCpu >= 0.01 && o.stragglerCpu <= 64),
+                   "--straggler-cpu ", o.stragglerCpu, " needs --straggler-rank and a share in [0.01, 64] cores");
+  GYRE_USAGE_CHECK(o.stragglerCpu == 0 || o.stragglerFactor == 1,
+                   "--straggler-cpu and --straggler-factor are two ways to slow the straggler: give one");
   GYRE_USAGE_CHECK(o.backupWorkers < world, "--backup-workers ", o.backupWorkers, " must be fewer than the ",
                    world, " workers: the step needs at least one gradient");
   GYRE_USAGE_CHECK(o.faultAtStep == 0 || o.faultRank < world, "--fault-rank ", o.faultRank, " is not a ",

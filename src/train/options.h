@@ -151,6 +151,9 @@ struct TrainOptions {
   // stragglerFactor times slower. -1: no straggler.
   int stragglerRank = -1;
   double stragglerFactor = 1;
+  // Or, > 0: the straggler's process is confined to this many cores by a CPU quota in a cgroup
+  // of its own (cpu_quota.h), as a slower machine would be, instead of sleeping.
+  double stragglerCpu = 0;
   // Straggler detection (stragglers.h): a worker whose gradients are ready later than this many
   // times the others' median in 8 of 10 steps is named; 0: off.
   double stragglerThreshold = 1.5;

@@ -325,6 +325,12 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .group = kBenchmarking,
      .bound = Bound::kAtLeast,
      .min = 1},
+    {.name = "--straggler-cpu",
+     .field = &O::stragglerCpu,
+     .help = "Instead of sleeping, the straggler's process gets this many cores by a CPU quota in a cgroup of "
+             "its own (0.01 to 64; needs root and a cgroup cpu controller; 0: off)",
+     .group = kBenchmarking,
+     .bound = Bound::kNonNegative},
     {.name = "--straggler-threshold",
      .field = &O::stragglerThreshold,
      .help = "Name a worker whose gradients are ready later than this many times the other workers' median "

@@ -115,6 +115,7 @@ std::string configJson(const TrainOptions& o, int world, double lr, int torchThr
   j["mode"] = o.mode;
   j["straggler_rank"] = o.stragglerRank;
   j["straggler_factor"] = o.stragglerFactor;
+  j["straggler_cpu"] = o.stragglerCpu;
   j["backup_workers"] = o.backupWorkers;
   j["autotune"] = o.autotune;
   j["allreduce"] = o.allreduce;

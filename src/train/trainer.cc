@@ -115,6 +115,12 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     }
   }
 
+  if (o_.stragglerCpu > 0 && group_.rank() == o_.stragglerRank) {
+    cpuQuota_ = CpuQuota::confine(o_.stragglerCpu);
+    std::printf("gyre train: rank %d (the straggler) runs on %g core(s): a CPU quota in cgroup %s\n", group_.rank(),
+                o_.stragglerCpu, cpuQuota_->path().c_str());
+    std::fflush(stdout);
+  }
   if (const std::string log = config::getString(config::processEnvironment(), "GYRE_SAMPLE_LOG"); !log.empty()) {
     const std::string file = log + "." + std::to_string(::getpid()) + ".jsonl";
     sampleLog_.reset(std::fopen(file.c_str(), "a"));

@@ -14,6 +14,7 @@
 #include "gyre/ps.h"
 #include "gyre/torch.h"
 #include "train/checkpointing.h"
+#include "train/cpu_quota.h"
 #include "train/layout.h"
 #include "train/models.h"
 #include "train/progress.h"
@@ -126,6 +127,7 @@ class Trainer {
   // GYRE_SAMPLE_LOG: the samples of each step's parts, one line each (docs/training.md).
   void logSamples(int epoch, const std::vector<StepPart>& parts);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> sampleLog_{nullptr, &std::fclose};
+  std::unique_ptr<CpuQuota> cpuQuota_;  // --straggler-cpu, on the straggler's rank
   std::vector<std::vector<std::int64_t>> epochBatches_;  // the loader's list, kept for the log
   // Step s's batch (this rank's share): from the epoch's loader, or, elastic, assembled here from
   // the elastic sampler's indices, one part per shard of the batch (ElasticSampler::parts()).

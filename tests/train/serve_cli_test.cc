@@ -222,27 +222,9 @@ TEST_F(ServeCli, AutoscalingAddsAReplicaUnderLoadAndRemovesItAfter) {
   Server server(runDir("cnn"), {"--max-batch-size", "1", "--min-replicas", "1", "--max-replicas", "2",
                                 "--upscale-delay", "0", "--downscale-delay", "0.5"});
   ASSERT_TRUE(server.up());
-  const std::string code =
-      "import http.client, json, sys, threading, time\n"
-      "port = int(sys.argv[1]); body = json.dumps({'instances': [[0.5] * 784]})\n"
-      "codes = []; end = time.time() + 2\n"
-      "def client():\n"
-      "  c = http.client.HTTPConnection('127.0.0.1', port, timeout=30)\n"
-      "  while time.time() < end:\n"
-      "    c.request('POST', '/v1/models/cnn:predict', body=body, headers={'Content-Type': 'application/json'})\n"
-      "    r = c.getresponse(); r.read(); codes.append(r.status)\n"
-      "ts = [threading.Thread(target=client) for _ in range(8)]\n"
-      "[t.start() for t in ts]; [t.join() for t in ts]\n"
-      "print(len(codes), sum(1 for x in codes if x != 200))\n";
-  const test::ProgramRun load = test::runProgram(
-      {{"/usr/bin/python3", "-c", code, std::to_string(server.port())}, test::cleanEnvironment()},
-      std::chrono::seconds(60));
-  ASSERT_EQ(load.exitCode, 0) << load.describe() << load.err;
-  std::istringstream counts(load.out);
-  int answered = 0, failed = -1;
-  counts >> answered >> failed;
-  EXPECT_GT(answered, 16) << load.out;
-  EXPECT_EQ(failed, 0) << load.out;
+  const LoadCounts load = closedLoad(server.port(), "cnn", 8, 2);
+  EXPECT_GT(load.answered, 16) << load.output;
+  EXPECT_EQ(load.failed, 0) << load.output;
   // Idle: back to one replica after the 0.5 s delay.
   bool one = false;
   for (int i = 0; i < 100 && !one; ++i) {
@@ -311,28 +293,9 @@ TEST_F(ServeCli, AReplicaProcessKilledUnderLoadFailsNoRequest) {
   ASSERT_TRUE(server.up());
   const int victim = replicaProcess(server.port(), 1);
   ASSERT_GT(victim, 0) << "no replica process of rank 1";
-  const std::string code =
-      "import http.client, json, os, signal, sys, threading, time\n"
-      "port, victim = int(sys.argv[1]), int(sys.argv[2]); body = json.dumps({'instances': [[0.5] * 784]})\n"
-      "codes = []; start = time.time()\n"
-      "def client():\n"
-      "  c = http.client.HTTPConnection('127.0.0.1', port, timeout=30)\n"
-      "  while time.time() < start + 3:\n"
-      "    c.request('POST', '/v1/models/cnn:predict', body=body, headers={'Content-Type': 'application/json'})\n"
-      "    r = c.getresponse(); r.read(); codes.append(r.status)\n"
-      "ts = [threading.Thread(target=client) for _ in range(8)]\n"
-      "[t.start() for t in ts]; time.sleep(1); os.kill(victim, signal.SIGKILL); [t.join() for t in ts]\n"
-      "print(len(codes), sum(1 for x in codes if x != 200))\n";
-  const test::ProgramRun load = test::runProgram(
-      {{"/usr/bin/python3", "-c", code, std::to_string(server.port()), std::to_string(victim)},
-       test::cleanEnvironment()},
-      std::chrono::seconds(60));
-  ASSERT_EQ(load.exitCode, 0) << load.describe() << load.err;
-  std::istringstream counts(load.out);
-  int answered = 0, failed = -1;
-  counts >> answered >> failed;
-  EXPECT_GT(answered, 16) << load.out;
-  EXPECT_EQ(failed, 0) << load.out;
+  const LoadCounts load = closedLoad(server.port(), "cnn", 8, 3, victim, 1);
+  EXPECT_GT(load.answered, 16) << load.output;
+  EXPECT_EQ(load.failed, 0) << load.output;
   EXPECT_EQ(replicaProcess(server.port(), 1), -1);  // it is gone, and the job went on
 
   ::torch::manual_seed(3);
