@@ -20,6 +20,7 @@
 #include "plot/svg_chart.h"
 #include "rl/cli/options.h"
 #include "rl/learn/learners.h"
+#include "torch/compute_threads.h"
 
 namespace {
 
@@ -119,7 +120,7 @@ int main(int argc, char** argv) {
   }
   try {
     gyre::rl::validateRlOptions(o);
-    gyre::rl::setComputeThreads(1);
+    gyre::torch::setComputeThreads(1);  // the learners and actors use one thread each
     gyre::rt::RuntimeOptions ro = gyre::rt::RuntimeOptions::fromEnvironment();
     const std::shared_ptr<gyre::Store> store = ro.store;
     if (o.runDir.empty()) o.runDir = ".";

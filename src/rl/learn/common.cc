@@ -14,10 +14,6 @@ namespace gyre::rl {
 
 using Clock = std::chrono::steady_clock;
 
-void setComputeThreads(int threads) {
-  at::set_num_threads(threads);
-}
-
 void refreshWeights(::torch::nn::Sequential& net, std::int64_t& held, const WeightsRef& weights,
                     std::int64_t version) {
   if (version == held) return;

@@ -38,9 +38,6 @@ struct RlProgress {
   double solvedAtS = -1;
 };
 
-// libtorch's intra-op threads in this process (the learners and actors use one each).
-void setComputeThreads(int threads);
-
 // The epsilon of actor i of n.
 double apexEpsilon(int i, int n);
 
