@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include "gyre/errors.h"
 
@@ -59,31 +61,27 @@ std::string currentGroup(bool v2) {
 std::unique_ptr<CpuQuota> CpuQuota::confine(double cores) {
   if (!(cores >= 0.01 && cores <= 64)) throw InvalidArgument(fmt::format("--straggler-cpu {} is not in [0.01, 64] cores", cores));
   const Bandwidth b = bandwidthFor(cores);
-  const std::string name = fmt::format("gyre-straggler-{}", ::getpid());
+  // Where the cgroup goes and the files that hold its quota: cgroup v1's cpu controller, or v2.
+  std::string parent;
+  std::vector<std::pair<std::string, std::string>> limits;
   std::error_code ec;
-  if (fs::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", ec)) {  // cgroup v1's cpu controller
-    const std::string parent = "/sys/fs/cgroup/cpu" + currentGroup(false);
-    const std::string dir = (fs::path(parent) / name).string();
-    if (::mkdir(dir.c_str(), 0755) != 0)
-      throw Error(fmt::format("--straggler-cpu: cannot make the cgroup {}: {}", dir, std::strerror(errno)));
-    std::unique_ptr<CpuQuota> q(new CpuQuota(dir, parent + "/cgroup.procs"));
-    writeFile(dir + "/cpu.cfs_period_us", std::to_string(b.periodUs));
-    writeFile(dir + "/cpu.cfs_quota_us", std::to_string(b.quotaUs));
-    writeFile(dir + "/cgroup.procs", std::to_string(::getpid()));
-    return q;
+  if (fs::exists("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", ec)) {
+    parent = "/sys/fs/cgroup/cpu" + currentGroup(false);
+    limits = {{"cpu.cfs_period_us", std::to_string(b.periodUs)}, {"cpu.cfs_quota_us", std::to_string(b.quotaUs)}};
+  } else if (fs::exists("/sys/fs/cgroup/cgroup.controllers", ec)) {
+    parent = "/sys/fs/cgroup" + currentGroup(true);
+    writeFile(parent + "/cgroup.subtree_control", "+cpu");  // v2: the children of `parent` may have a quota
+    limits = {{"cpu.max", fmt::format("{} {}", b.quotaUs, b.periodUs)}};
+  } else {
+    throw Error("--straggler-cpu: this machine has no cgroup cpu controller (neither /sys/fs/cgroup/cpu nor cgroup v2)");
   }
-  if (fs::exists("/sys/fs/cgroup/cgroup.controllers", ec)) {  // cgroup v2
-    const std::string parent = "/sys/fs/cgroup" + currentGroup(true);
-    const std::string dir = (fs::path(parent) / name).string();
-    writeFile(parent + "/cgroup.subtree_control", "+cpu");
-    if (::mkdir(dir.c_str(), 0755) != 0)
-      throw Error(fmt::format("--straggler-cpu: cannot make the cgroup {}: {}", dir, std::strerror(errno)));
-    std::unique_ptr<CpuQuota> q(new CpuQuota(dir, parent + "/cgroup.procs"));
-    writeFile(dir + "/cpu.max", fmt::format("{} {}", b.quotaUs, b.periodUs));
-    writeFile(dir + "/cgroup.procs", std::to_string(::getpid()));
-    return q;
-  }
-  throw Error("--straggler-cpu: this machine has no cgroup cpu controller (neither /sys/fs/cgroup/cpu nor cgroup v2)");
+  const std::string dir = (fs::path(parent) / fmt::format("gyre-straggler-{}", ::getpid())).string();
+  if (::mkdir(dir.c_str(), 0755) != 0)
+    throw Error(fmt::format("--straggler-cpu: cannot make the cgroup {}: {}", dir, std::strerror(errno)));
+  std::unique_ptr<CpuQuota> q(new CpuQuota(dir, parent + "/cgroup.procs"));  // removes it if a write fails
+  for (const auto& [file, value] : limits) writeFile(dir + "/" + file, value);
+  writeFile(dir + "/cgroup.procs", std::to_string(::getpid()));
+  return q;
 }
 
 CpuQuota::~CpuQuota() {
