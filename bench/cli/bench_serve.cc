@@ -79,6 +79,14 @@ LoadSpec loadFor(const ServeBenchSettings& s, int port) {
   return l;
 }
 
+// A short load before the measured ones: the first forward passes are slow.
+void warmUp(const ServeBenchSettings& s, int port) {
+  LoadSpec warm = loadFor(s, port);
+  warm.clients = 4;
+  warm.seconds = 0.5;
+  runLoad(warm);
+}
+
 // A gyre serve of `model` with `config`'s flags, its output in `log`; up until destroyed.
 class ServerRun {
  public:
@@ -136,10 +144,7 @@ int runStepBench(const ServeBenchFlags& f, const std::string& model, const RunRo
        fmt::format("{}", f.upscaleDelayS), "--downscale-delay", fmt::format("{}", f.downscaleDelayS)}};
   if (f.replicaProcesses) config.flags.emplace_back("--replica-processes");
   const ServerRun server(model, config, runRoot.path() / "autoscaled.log");
-  LoadSpec warm = loadFor(s, server.port());
-  warm.clients = 4;
-  warm.seconds = 0.5;
-  runLoad(warm);
+  warmUp(s, server.port());
 
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
@@ -229,13 +234,10 @@ int runKillBench(const ServeBenchFlags& f, const std::string& model, const RunRo
        std::to_string(2 * s.senders + 8)}};
   const fs::path log = runRoot.path() / "replica-killed.log";
   const ServerRun server(model, config, log);
-  LoadSpec load = loadFor(s, server.port());
-  load.clients = 4;
-  load.seconds = 0.5;
-  runLoad(load);
+  warmUp(s, server.port());
   const int victim = replicaProcess(1);
   if (victim < 0) throw RunFailed("gyre bench serve: no replica process of rank 1 to kill", 1);
-  load = loadFor(s, server.port());
+  LoadSpec load = loadFor(s, server.port());
   load.rate = f.killRate;
   load.clients = s.senders;
   std::thread killer([&] {
@@ -297,11 +299,8 @@ int runServeBench(ServeBenchFlags f) {
     std::fflush(stdout);
     for (const ServeConfig& config : planServeConfigs(s)) {
       const ServerRun server(model, config, runRoot.path() / (config.name + ".log"));
+      warmUp(s, server.port());
       LoadSpec load = loadFor(s, server.port());
-      load.clients = 4;  // a short warm-up: the first forward passes are slow
-      load.seconds = 0.5;
-      runLoad(load);
-      load = loadFor(s, server.port());
       auto measure = [&](double rate, int clients) {
         load.rate = rate;
         load.clients = rate > 0 ? s.senders : clients;

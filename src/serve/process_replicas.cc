@@ -1,9 +1,7 @@
 #include "serve/process_replicas.h"
 
-#include <fmt/format.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>

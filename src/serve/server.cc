@@ -73,7 +73,8 @@ class RequestMetrics {
     sumMs_ += ms;
   }
 
-  std::string render(const BatchStats& b, int replicas) const GYRE_EXCLUDES(mu_) {
+  // `refused`: connections answered 503 beyond --max-connections.
+  std::string render(const BatchStats& b, std::uint64_t refused) const GYRE_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     std::string s =
         "# HELP gyre_serve_requests_total Prediction requests answered, by HTTP status.\n"
@@ -99,8 +100,10 @@ class RequestMetrics {
         "# HELP gyre_serve_replicas Replicas of the model.\n# TYPE gyre_serve_replicas gauge\n"
         "gyre_serve_replicas {}\n"
         "# HELP gyre_serve_busy_replicas Replicas running a forward pass.\n# TYPE gyre_serve_busy_replicas gauge\n"
-        "gyre_serve_busy_replicas {}\n",
-        b.batches, b.rows, b.failedBatches, b.queued, replicas, b.busy);
+        "gyre_serve_busy_replicas {}\n"
+        "# HELP gyre_serve_refused_connections_total Connections answered 503 beyond --max-connections.\n"
+        "# TYPE gyre_serve_refused_connections_total counter\ngyre_serve_refused_connections_total {}\n",
+        b.batches, b.rows, b.failedBatches, b.queued, b.replicas, b.busy, refused);
     return s;
   }
 
@@ -283,11 +286,7 @@ void ModelServer::routes() {
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const BatchStats b = batcher_ ? batcher_->stats() : BatchStats{};
     const ConnectionPool* pool = connections_.load();
-    res.set_content(metrics_->render(b, b.replicas) +
-                        fmt::format("# HELP gyre_serve_refused_connections_total Connections answered 503 beyond "
-                                    "--max-connections.\n# TYPE gyre_serve_refused_connections_total counter\n"
-                                    "gyre_serve_refused_connections_total {}\n",
-                                    pool != nullptr ? pool->refused() : 0),
+    res.set_content(metrics_->render(b, pool != nullptr ? pool->refused() : 0),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   // What no route took, and httplib's own refusals (413 for a body over the limit, 400 for a

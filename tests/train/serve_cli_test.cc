@@ -83,6 +83,14 @@ class ServeCli : public ::testing::Test {
     std::ofstream(dir + "/config.json") << json{{"model", model}, {"sync_bn", false}}.dump();
     return dir;
   }
+  // What the cnn saved in `dir` answers for `x`, computed as the server does with --threads 1.
+  static ::torch::Tensor ownForward(const std::string& dir, const ::torch::Tensor& x) {
+    ::torch::nn::Sequential net = train::makeModel("cnn");
+    ::torch::load(net, dir + "/model.pt");
+    net->eval();
+    gyre::torch::setComputeThreads(1);
+    return net->forward(x).detach();
+  }
   test::TempDir dir_;
 };
 
@@ -92,11 +100,7 @@ TEST_F(ServeCli, PredictionsAreTheModelsOwnForwardPassBitForBitInEachWireFormat)
   ASSERT_TRUE(server.up());
   ::torch::manual_seed(3);
   const ::torch::Tensor x = ::torch::rand({3, 1, 28, 28});
-  ::torch::nn::Sequential net = train::makeModel("cnn");
-  ::torch::load(net, dir + "/model.pt");
-  net->eval();
-  gyre::torch::setComputeThreads(1);  // as the server: --threads 1
-  const ::torch::Tensor want = net->forward(x).detach();
+  const ::torch::Tensor want = ownForward(dir, x);
 
   json instances = json::array();
   for (int i = 0; i < 3; ++i) {
@@ -300,11 +304,7 @@ TEST_F(ServeCli, AReplicaProcessKilledUnderLoadFailsNoRequest) {
 
   ::torch::manual_seed(3);
   const ::torch::Tensor x = ::torch::rand({2, 1, 28, 28});
-  ::torch::nn::Sequential net = train::makeModel("cnn");
-  ::torch::load(net, dir + "/model.pt");
-  net->eval();
-  gyre::torch::setComputeThreads(1);  // as the server: --threads 1
-  const ::torch::Tensor want = net->forward(x).detach();
+  const ::torch::Tensor want = ownForward(dir, x);
   const ::torch::Tensor xc = x.contiguous();
   const Reply raw = request(server.port(), "POST", "/v1/models/cnn:predict",
                             std::string(reinterpret_cast<const char*>(xc.data_ptr<float>()), xc.numel() * 4),
