@@ -38,6 +38,8 @@ double readValue(DataType t, const std::byte* base, std::uint64_t i) {
       return load(std::int32_t{});
     case DataType::kInt64:
       return static_cast<double>(load(std::int64_t{}));
+    case DataType::kInt16:
+      return load(std::int16_t{});
   }
   return 0;
 }
@@ -62,11 +64,14 @@ void writeValue(DataType t, std::byte* base, std::uint64_t i, double v) {
       return store(static_cast<std::int32_t>(v));
     case DataType::kInt64:
       return store(static_cast<std::int64_t>(v));
+    case DataType::kInt16:
+      return store(static_cast<std::int16_t>(v));
   }
 }
 
 bool isInteger(DataType t) {
-  return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kInt32 || t == DataType::kInt64;
+  return t == DataType::kInt8 || t == DataType::kUInt8 || t == DataType::kInt16 || t == DataType::kInt32 ||
+         t == DataType::kInt64;
 }
 
 bool closeEnough(DataType t, double got, double want) {

@@ -59,12 +59,14 @@ static void parseDtype(Options* o, const char* s) {
     o->dtype = MPI_INT8_T, o->elemSize = 1, o->isFloat = 0;
   } else if (!strcmp(s, "uint8")) {
     o->dtype = MPI_UINT8_T, o->elemSize = 1, o->isFloat = 0;
+  } else if (!strcmp(s, "int16")) {
+    o->dtype = MPI_INT16_T, o->elemSize = 2, o->isFloat = 0;
   } else if (!strcmp(s, "int32")) {
     o->dtype = MPI_INT32_T, o->elemSize = 4, o->isFloat = 0;
   } else if (!strcmp(s, "int64")) {
     o->dtype = MPI_INT64_T, o->elemSize = 8, o->isFloat = 0;
   } else {
-    usageError("--dtype (MPI has float32, float64, int8, uint8, int32, int64)", s);
+    usageError("--dtype (MPI has float32, float64, int8, uint8, int16, int32, int64)", s);
   }
 }
 
@@ -168,6 +170,8 @@ static void divideBy(const Options* o, char* buf, size_t count, int np) {
     for (size_t i = 0; i < count; ++i) ((int32_t*)buf)[i] /= np;
   else if (o->dtype == MPI_INT64_T)
     for (size_t i = 0; i < count; ++i) ((int64_t*)buf)[i] /= np;
+  else if (o->dtype == MPI_INT16_T)
+    for (size_t i = 0; i < count; ++i) ((int16_t*)buf)[i] /= np;
   else if (o->dtype == MPI_INT8_T)
     for (size_t i = 0; i < count; ++i) ((int8_t*)buf)[i] /= np;
   else

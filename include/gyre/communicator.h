@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "gyre/shared_memory.h"
 #include "gyre/store.h"
@@ -110,6 +111,10 @@ class Communicator {
   int rank() const;
   int size() const;
   const CommunicatorOptions& options() const;
+  // Each rank's host as an index, in rank order: ranks with the same index share a kernel and
+  // memory (and talk over shared memory). Hosts are numbered in the order of their lowest rank.
+  // Never blocks.
+  std::vector<int> hostIndices() const;
 
   // Collective: ranks with the same color form a new communicator, ordered by (key, old rank).
   // A negative color returns null (the rank joins no group).

@@ -17,6 +17,7 @@ enum class DataType : std::uint8_t {
   kUInt8,
   kInt32,
   kInt64,
+  kInt16,  // after the others: the values above are on the wire and in saved files
 };
 
 // Average divides the sum by the number of ranks once, at the end. For integer types the

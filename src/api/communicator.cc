@@ -17,7 +17,7 @@ using collectives::OpType;
 namespace {
 
 void checkDtype(DataType t) {
-  GYRE_ARG_CHECK(static_cast<unsigned>(t) <= static_cast<unsigned>(DataType::kInt64), "invalid dtype ",
+  GYRE_ARG_CHECK(static_cast<unsigned>(t) <= static_cast<unsigned>(DataType::kInt16), "invalid dtype ",
                  static_cast<int>(t));
 }
 
@@ -52,6 +52,7 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<Store> store,
 
 int Communicator::rank() const { return impl_->rank(); }
 int Communicator::size() const { return impl_->size(); }
+std::vector<int> Communicator::hostIndices() const { return impl_->hostIndices(); }
 const CommunicatorOptions& Communicator::options() const { return impl_->options(); }
 
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {

@@ -2,6 +2,8 @@
 // runs each validated call through debug checks, the dispatcher and error context.
 #pragma once
 
+#include <vector>
+
 #include <cstdint>
 #include <memory>
 
@@ -20,6 +22,10 @@ class Communicator::Impl {
   Impl(std::shared_ptr<Store> store, int rank, int size, CommunicatorOptions options);
 
   int rank() const { return rank_; }
+  std::vector<int> hostIndices() const {
+    const auto hosts = mesh_->hostIndices();
+    return {hosts.begin(), hosts.end()};
+  }
   int size() const { return size_; }
   const CommunicatorOptions& options() const { return options_; }
   const std::shared_ptr<Store>& store() const { return store_; }

@@ -379,7 +379,7 @@ GYRE_AVX2 void vectorAvx2Kernel(void* dst, const void* a, const void* b, std::si
 using BinaryFn = void (*)(void* dst, const void* a, const void* b, std::size_t n);
 using DivideFn = void (*)(void* dst, std::size_t n, std::size_t divisor);
 
-constexpr std::size_t kDataTypes = 8;
+constexpr std::size_t kDataTypes = 9;
 constexpr std::size_t kOps = 5;
 
 struct Kernels {
@@ -438,6 +438,7 @@ constexpr Kernels makeKernels() {
   fill<Native<std::uint8_t>, kAvx2>(k, DataType::kUInt8);
   fill<Native<std::int32_t>, kAvx2>(k, DataType::kInt32);
   fill<Native<std::int64_t>, kAvx2>(k, DataType::kInt64);
+  fill<Native<std::int16_t>, kAvx2>(k, DataType::kInt16);
   return k;
 }
 

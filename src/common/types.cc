@@ -39,6 +39,7 @@ std::size_t dtypeSize(DataType dtype) {
     case DataType::kUInt8: return 1;
     case DataType::kInt32: return 4;
     case DataType::kInt64: return 8;
+    case DataType::kInt16: return 2;
   }
   GYRE_THROW(InvalidArgument, "invalid DataType ", static_cast<int>(dtype));
 }
@@ -53,6 +54,7 @@ std::string_view toString(DataType dtype) {
     case DataType::kUInt8: return "uint8";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
+    case DataType::kInt16: return "int16";
   }
   return "invalid";
 }
@@ -101,13 +103,13 @@ std::string_view toString(Transport transport) {
 }
 
 DataType parseDataType(std::string_view name) {
-  static constexpr std::array<std::pair<const char*, DataType>, 16> kTable{{
+  static constexpr std::array<std::pair<const char*, DataType>, 17> kTable{{
       {"float32", DataType::kFloat32}, {"f32", DataType::kFloat32}, {"float", DataType::kFloat32},
       {"float64", DataType::kFloat64}, {"f64", DataType::kFloat64}, {"double", DataType::kFloat64},
       {"float16", DataType::kFloat16}, {"f16", DataType::kFloat16}, {"half", DataType::kFloat16},
       {"bfloat16", DataType::kBFloat16}, {"bf16", DataType::kBFloat16}, {"int8", DataType::kInt8},
       {"uint8", DataType::kUInt8}, {"int32", DataType::kInt32}, {"int64", DataType::kInt64},
-      {"int", DataType::kInt32},
+      {"int", DataType::kInt32}, {"int16", DataType::kInt16},
   }};
   return parseFrom("dtype", name, kTable);
 }

@@ -20,6 +20,7 @@ DataType toDataType(::torch::ScalarType type) {
     case ::torch::kUInt8: return DataType::kUInt8;
     case ::torch::kInt32: return DataType::kInt32;
     case ::torch::kInt64: return DataType::kInt64;
+    case ::torch::kInt16: return DataType::kInt16;
     default: break;
   }
   throw InvalidArgument(std::string("gyre cannot reduce tensors of type ") + ::c10::toString(type));

@@ -94,6 +94,8 @@ void encode(DataType dtype, double value, void* p) {
       return put(p, static_cast<std::int32_t>(value));
     case DataType::kInt64:
       return put(p, static_cast<std::int64_t>(value));
+    case DataType::kInt16:
+      return put(p, static_cast<std::int16_t>(value));
   }
   throw std::logic_error("bad dtype");
 }
@@ -116,6 +118,8 @@ double decode(DataType dtype, const void* p) {
       return get<std::int32_t>(p);
     case DataType::kInt64:
       return static_cast<double>(get<std::int64_t>(p));
+    case DataType::kInt16:
+      return get<std::int16_t>(p);
   }
   throw std::logic_error("bad dtype");
 }

@@ -40,6 +40,7 @@ void store(DataType t, void* base, std::size_t i, double v) {
     case DataType::kUInt8: static_cast<std::uint8_t*>(base)[i] = static_cast<std::uint8_t>(v); break;
     case DataType::kInt32: static_cast<std::int32_t*>(base)[i] = static_cast<std::int32_t>(v); break;
     case DataType::kInt64: static_cast<std::int64_t*>(base)[i] = static_cast<std::int64_t>(v); break;
+    case DataType::kInt16: static_cast<std::int16_t*>(base)[i] = static_cast<std::int16_t>(v); break;
   }
 }
 

@@ -33,7 +33,7 @@ using AllreduceFn = void (*)(Context&, const void*, void*, std::size_t, DataType
 
 constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
                                DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                               DataType::kInt32,    DataType::kInt64};
+                               DataType::kInt32,    DataType::kInt64, DataType::kInt16};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct, ReduceOp::kMin,
                              ReduceOp::kMax};
 constexpr std::size_t kSmallCounts[] = {0, 1, 7, 1023};

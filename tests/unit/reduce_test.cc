@@ -23,7 +23,7 @@ namespace {
 
 constexpr DataType kTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
                                DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                               DataType::kInt32,    DataType::kInt64};
+                               DataType::kInt32,    DataType::kInt64, DataType::kInt16};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kProduct, ReduceOp::kMin,
                              ReduceOp::kMax};
 // Empty, one element, and lengths that leave every kind of vector tail.
@@ -70,6 +70,8 @@ decltype(auto) withType(DataType dtype, F&& f) {
       return f(Plain<std::int32_t>{});
     case DataType::kInt64:
       return f(Plain<std::int64_t>{});
+    case DataType::kInt16:
+      return f(Plain<std::int16_t>{});
   }
   throw std::logic_error("bad dtype");
 }
