@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The DDP baseline of `gyre bench train --baseline ddp`: PyTorch DistributedDataParallel with the
-gloo backend (Debian's python3-torch) training the same models on Fashion-MNIST as gyre_train_worker,
+gloo backend (Debian's python3-torch; --backend gyre: gyre's torch.distributed backend) training the same models on Fashion-MNIST as gyre_train_worker,
 with the same flags for steps, warm-up and threads. The build copies it next to gyre as
 gyre_ddp_train.py. It starts its own WORLD processes (torch.multiprocessing) on this host.
 
@@ -67,7 +67,9 @@ def blas_threads():
 def run(rank, a, init_file):
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=a.world)
+    if a.backend == "gyre":
+        import gyre.torch.distributed  # noqa: F401  registers the backend
+    dist.init_process_group(a.backend, init_method=f"file://{init_file}", rank=rank, world_size=a.world)
     xtr, ytr = load(a.data_dir, "train")
     net = DDP(make_model(a.model))
     opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum)
@@ -94,7 +96,7 @@ def run(rank, a, init_file):
         seconds = time.perf_counter() - t0
         timed = steps - skip
         if rank == 0:
-            out = {"runner": "ddp", "epoch": epoch + 1, "world": a.world, "model": a.model, "batch": a.batch,
+            out = {"runner": "ddp", "backend": a.backend, "epoch": epoch + 1, "world": a.world, "model": a.model, "batch": a.batch,
                    "samples_per_s": timed * b * a.world / seconds, "seconds": seconds, "steps": timed,
                    "torch_threads": torch.get_num_threads(), "blas_threads": blas_threads(),
                    "loss": loss.item()}
@@ -109,6 +111,8 @@ def run(rank, a, init_file):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--world", type=int, default=2)
+    p.add_argument("--backend", choices=["gloo", "gyre"], default="gloo",
+                   help="torch.distributed's backend: gloo, or gyre's (gyre.torch.distributed)")
     p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=0, help="steps per epoch (0: the whole shard)")

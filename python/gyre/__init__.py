@@ -30,7 +30,13 @@ if _numeric(_torch.__version__) != _numeric(_C.torch_version):
                       "(Debian's /usr/bin/python3 with python3-torch).")
 
 from ._api import *  # noqa: E402,F401,F403
-from ._api import __all__  # noqa: E402
+from ._api import __all__ as _api_all  # noqa: E402
+from ._capabilities import *  # noqa: E402,F401,F403
+from ._capabilities import __all__ as _capabilities_all  # noqa: E402
+from ._grouped import *  # noqa: E402,F401,F403
+from ._grouped import __all__ as _grouped_all  # noqa: E402
+
+__all__ = _api_all + _capabilities_all + _grouped_all
 
 import atexit as _atexit  # noqa: E402
 

@@ -5,10 +5,11 @@ import os
 import torch
 
 from . import _C
+from ._adasum import Adasum, allreduce_adasum
 
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "Sum", "Average", "Min", "Max", "Product", "ReduceOp",
+    "Sum", "Average", "Min", "Max", "Product", "Adasum", "ReduceOp",
     "GyreError", "PeerLostError", "InvalidArgumentError",  # and gyre.TimeoutError, not starred
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
@@ -204,11 +205,46 @@ class _Broadcast(torch.autograd.Function):
         return (reduced if _C.process_set_rank(set_id) == root else torch.zeros_like(reduced)), None, None
 
 
+class _PyHandle:
+    """A handle made in Python around native ones (alltoall with splits, grouped calls, Adasum's)."""
+
+    def wait(self):
+        raise NotImplementedError
+
+    def poll(self):
+        raise NotImplementedError
+
+
+def _adasum(tensor, prescale_factor, postscale_factor, process_set, call):
+    """allreduce with op=Adasum (the world only, as Horovod's)."""
+    if process_set is not global_process_set:
+        raise NotImplementedError("Adasum does not support non-global process sets yet.")
+    scaled = tensor * prescale_factor if prescale_factor != 1.0 else tensor
+    out = allreduce_adasum(scaled, lambda t: allgather(t), size(), call)
+    return out * postscale_factor if postscale_factor != 1.0 else out
+
+
+class _DoneHandle(_PyHandle):
+    """The handle of a call that finished when it was made (Adasum's)."""
+
+    def __init__(self, output):
+        self._output = output
+
+    def wait(self):
+        return self._output
+
+    def poll(self):
+        return True
+
+
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
-    """A new tensor holding `tensor` reduced over the ranks (op: Average by default). `name` is
-    accepted for Horovod's sake; gyre matches calls by their order. Differentiable."""
+    """A new tensor holding `tensor` reduced over the ranks (op: Average by default; gyre.Adasum
+    combines them adaptively, see gyre/_adasum.py). `name` is accepted for Horovod's sake; gyre
+    matches calls by their order. Differentiable (not with Adasum)."""
     _tensor(tensor, "allreduce")
+    if op is Adasum:
+        return _adasum(tensor, prescale_factor, postscale_factor, process_set, "allreduce")
     op, set_id = _op(op, average, "allreduce"), _set(process_set, "allreduce")
     compressed, ctx = compression.compress(tensor)
     if _differentiable(compressed):
@@ -221,6 +257,9 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                process_set=global_process_set):
     """Reduces `tensor` over the ranks in place (it must be contiguous) and returns it."""
+    if op is Adasum:
+        return tensor.copy_(_adasum(_tensor(tensor, "allreduce_"), prescale_factor, postscale_factor, process_set,
+                                    "allreduce_"))
     return _C.allreduce_(_tensor(tensor, "allreduce_"), _op(op, average, "allreduce_"), prescale_factor,
                          postscale_factor, _set(process_set, "allreduce_"))
 
@@ -228,12 +267,18 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                     process_set=global_process_set):
     """allreduce, started: returns a handle for gyre.synchronize(handle) (or handle.wait())."""
+    if op is Adasum:
+        return _DoneHandle(allreduce(tensor, op=Adasum, prescale_factor=prescale_factor,
+                                     postscale_factor=postscale_factor, process_set=process_set))
     return _C.allreduce_async(_tensor(tensor, "allreduce_async"), _op(op, average, "allreduce_async"),
                               prescale_factor, postscale_factor, _set(process_set, "allreduce_async"))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
+    if op is Adasum:
+        return _DoneHandle(allreduce_(tensor, op=Adasum, prescale_factor=prescale_factor,
+                                      postscale_factor=postscale_factor, process_set=process_set))
     return _C.allreduce_async_(_tensor(tensor, "allreduce_async_"), _op(op, average, "allreduce_async_"),
                                prescale_factor, postscale_factor, _set(process_set, "allreduce_async_"))
 
@@ -311,7 +356,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return out if splits is None else (out, received)
 
 
-class _SplitsHandle:
+class _SplitsHandle(_PyHandle):
     """alltoall_async with splits: synchronize() returns the output and the rows from each rank."""
 
     def __init__(self, handle, received):
@@ -335,15 +380,18 @@ def barrier(process_set=global_process_set):
 
 
 def synchronize(handle):
-    """Waits for an asynchronous collective and returns its output (raises its failure)."""
-    if not isinstance(handle, (_C.Handle, _SplitsHandle)):
+    """Waits for an asynchronous collective and returns its output (raises its failure); a grouped
+    call's handle gives a tuple, sparse_allreduce_async's function the sparse result."""
+    if callable(handle) and not isinstance(handle, (_C.Handle, _PyHandle)):
+        return handle()  # sparse_allreduce_async's, which Horovod's optimizer calls itself
+    if not isinstance(handle, (_C.Handle, _PyHandle)):
         raise TypeError(f"gyre.synchronize: handle must come from a gyre *_async call, not {type(handle).__name__}")
     return handle.wait()
 
 
 def poll(handle):
     """True once the asynchronous collective has finished; never blocks."""
-    if not isinstance(handle, (_C.Handle, _SplitsHandle)):
+    if not isinstance(handle, (_C.Handle, _PyHandle)):
         raise TypeError(f"gyre.poll: handle must come from a gyre *_async call, not {type(handle).__name__}")
     return handle.poll()
 

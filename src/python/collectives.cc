@@ -27,10 +27,20 @@ struct Prepared {
   double postscale = 1.0;
 };
 
+// Multiplies `t` by `factor` in place. Integer tensors as Horovod's: the product in float64,
+// truncated toward zero.
+void scaleInPlace(at::Tensor& t, double factor) {
+  if (factor == 1.0) return;
+  if (at::isFloatingType(t.scalar_type()))
+    t.mul_(factor);
+  else
+    t.copy_(t.to(at::kDouble).mul_(factor));
+}
+
 // Runs `p` on `comm`, blocking, and returns its output.
 at::Tensor runNow(Communicator& comm, Prepared p) {
   p.run(comm, false);
-  if (p.postscale != 1.0) p.output.mul_(p.postscale);
+  scaleInPlace(p.output, p.postscale);
   return p.output;
 }
 
@@ -64,19 +74,16 @@ Prepared prepareAllreduce(const at::Tensor& tensor, ReduceOp op, double prescale
   AllreduceOptions o;
   o.op = op;
   Prepared p;
-  if ((prescale != 1.0 || postscale != 1.0) && !at::isFloatingType(tensor.scalar_type()) &&
-      tensor.layout() == at::kStrided)
-    throw py::value_error(std::string("gyre.") + call + ": prescale_factor and postscale_factor need a " +
-                          "floating-point tensor; tensor has dtype torch." +
-                          ::torch::utils::getDtypeNames(tensor.scalar_type()).first);
   if (inPlace) {
     o.dtype = checkedInPlace(tensor, call, "tensor");
-    if (prescale != 1.0) tensor.mul_(prescale);
+    at::Tensor scaled = tensor;
+    scaleInPlace(scaled, prescale);
     p.output = tensor;
     p.keep = {tensor};
   } else {
     o.dtype = checkedDataType(tensor, call, "tensor");
-    at::Tensor input = prescale != 1.0 ? tensor.mul(prescale) : contiguousInput(tensor);
+    at::Tensor input = prescale != 1.0 ? tensor.clone(at::MemoryFormat::Contiguous) : contiguousInput(tensor);
+    scaleInPlace(input, prescale);
     p.output = at::empty_like(input, at::MemoryFormat::Contiguous);
     p.keep = {input, p.output};
   }
@@ -315,7 +322,7 @@ bool Handle::poll() const {
 at::Tensor Handle::wait() {
   if (!done_) {
     work_->wait();  // rethrows the collective's failure
-    if (postscale_ != 1.0) output_.mul_(postscale_);
+    scaleInPlace(output_, postscale_);
     keep_.clear();
     done_ = true;
   }

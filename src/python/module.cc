@@ -9,6 +9,7 @@
 #include "python/collectives.h"
 #include "python/malloc.h"
 #include "python/optimizer.h"
+#include "python/process_group.h"
 #include "python/ps.h"
 #include "python/serve.h"
 #include "python/tune.h"
@@ -51,6 +52,8 @@ void bindWorld(py::module_& m) {
   m.def("size", [] { return World::world("size")->size(); });
   m.def("local_rank", [] { return World::launch("local_rank").localRank; });
   m.def("local_size", [] { return World::launch("local_size").localSize; });
+  m.def("host_indices", [] { return World::world("cross_rank")->hostIndices(); },
+        "Each rank's host as an index (the world communicator's), in rank order.");
   m.def("add_process_set", &World::addProcessSet, py::call_guard<py::gil_scoped_release>(), py::arg("ranks"));
   m.def("remove_process_set", &World::removeProcessSet, py::arg("process_set_id"));
   m.def("process_set_ranks", &World::processSetRanks, py::arg("process_set_id"));
@@ -85,6 +88,11 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "gyre's native core: communicators and collectives on torch tensors";
   m.attr("__version__") = gyre::kVersion;
   m.attr("torch_version") = TORCH_VERSION;  // the libtorch this module was built against
+#ifdef GYRE_WITH_MPI
+  m.attr("mpi_built") = true;
+#else
+  m.attr("mpi_built") = false;
+#endif
   py::enum_<ReduceOp>(m, "ReduceOp")
       .value("Sum", ReduceOp::kSum)
       .value("Average", ReduceOp::kAverage)
@@ -101,4 +109,5 @@ PYBIND11_MODULE(_C, m) {
   gyre::python::bindServe(m);
 #endif
   gyre::python::bindPs(m);
+  gyre::python::bindProcessGroup(m);
 }

@@ -29,7 +29,7 @@ DataType checkedDataType(const at::Tensor& tensor, const char* call, const char*
   }
   throw pybind11::type_error(
       where(call, arg) + " has dtype torch." + ::torch::utils::getDtypeNames(tensor.scalar_type()).first +
-      "; gyre takes float16, bfloat16, float32, float64, int8, uint8, int32 and int64");
+      "; gyre takes float16, bfloat16, float32, float64, int8, uint8, int16, int32 and int64");
 }
 
 DataType checkedInPlace(const at::Tensor& tensor, const char* call, const char* arg) {

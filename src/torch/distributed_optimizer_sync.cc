@@ -23,10 +23,12 @@ void DistributedOptimizer::Impl::adoptGradient(Slot& slot, Bucket& bucket) {
   // The bucket becomes the gradient autograd produced (contiguous and of the parameter's type;
   // zeros when there is none), so nothing is copied.
   ::torch::Tensor grad = slot.param.grad();
-  if (grad.defined() && slot.view.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
+  if (grad.defined() && !grad.is_sparse() && slot.view.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
   ::torch::NoGradGuard noGrad;
   if (!grad.defined()) {
     grad = ::torch::zeros_like(slot.param, ::torch::MemoryFormat::Contiguous);
+  } else if (grad.is_sparse()) {  // nn.Embedding(sparse=True): reduced dense (Horovod's sparse_as_dense)
+    grad = grad.to_dense().to(slot.param.scalar_type()).contiguous().view(slot.param.sizes());
   } else if (!grad.is_contiguous() || grad.scalar_type() != slot.param.scalar_type() ||
              grad.sizes() != slot.param.sizes()) {
     grad = grad.to(slot.param.scalar_type()).contiguous().view(slot.param.sizes());
@@ -44,10 +46,10 @@ void DistributedOptimizer::Impl::ensureAliased(Slot& slot) {
   if (!bucket.flat.defined()) materialize(bucket);  // ZeRO-2: this step's first gradient here
   // Someone replaced the gradient (set it to none, assigned a tensor): bring it home.
   const ::torch::Tensor& grad = slot.param.grad();
-  if (grad.defined() && grad.data_ptr() == slot.view.data_ptr()) return;
+  if (grad.defined() && !grad.is_sparse() && grad.data_ptr() == slot.view.data_ptr()) return;
   ::torch::NoGradGuard noGrad;
   if (grad.defined()) {
-    slot.view.copy_(grad);
+    slot.view.copy_(grad.is_sparse() ? grad.to_dense() : grad);
   } else {
     slot.view.zero_();
   }

@@ -91,7 +91,8 @@ def test_ranks_started_by_mpirun(np):
 
 def test_ranks_started_by_srun_in_a_real_slurm_cluster(tmp_path):
     """srun -n 3 on a one-node Slurm cluster this test starts (tests/slurm/cluster.sh): the ranks meet
-    through Slurm's variables and train with DistributedOptimizer."""
+    through Slurm's variables and train with DistributedOptimizer, and torch.distributed's backend
+    "gyre" finds env://'s variables from Slurm's."""
     cluster, where = ROOT / "tests" / "slurm" / "cluster.sh", tmp_path / "cluster"
     start = subprocess.run(["/bin/bash", str(cluster), "start", str(where)], env=env(), capture_output=True,
                            text=True, timeout=600)
@@ -100,10 +101,11 @@ def test_ranks_started_by_srun_in_a_real_slurm_cluster(tmp_path):
     try:
         assert start.returncode == 0, f"cluster.sh start failed:\n{start.stdout}\n{start.stderr}"
         slurm = env(SLURM_CONF=str(where / "slurm.conf"))
-        for case in ("collectives", "optimizer"):
-            p = subprocess.run(["srun", "-n", "3", "--time", "5", PYTHON, str(WORKERS), case], env=slurm,
+        c10d = WORKERS.parent / "c10d_workers.py"  # torch.distributed's backend "gyre", env:// from Slurm's
+        for workers, case in ((WORKERS, "collectives"), (WORKERS, "optimizer"), (c10d, "collectives")):
+            p = subprocess.run(["srun", "-n", "3", "--time", "5", PYTHON, str(workers), case], env=slurm,
                                capture_output=True, text=True, timeout=TIMEOUT)
-            check(p, f"{case} under srun")
+            check(p, f"{workers.name} {case} under srun")
             for r in range(3):
                 assert f"rank {r}: " in p.stdout, p.stdout
     finally:

@@ -58,10 +58,10 @@ def case_collectives():
     assert torch.equal(h.wait(), torch.full((3,), n * 0.5)), "a second wait scaled again"
     for k in range(3):  # dropped unwaited: the handle waits for its collective itself
         gyre.allreduce_async(torch.ones(1 << 16))
-    expect_error(ValueError, ["prescale_factor", "floating-point", "torch.int64"], gyre.allreduce,
-                 torch.ones(3, dtype=torch.int64), prescale_factor=2.0)
-    expect_error(ValueError, ["postscale_factor", "torch.int32"], gyre.allreduce_,
-                 torch.ones(3, dtype=torch.int32), postscale_factor=0.5)
+    check_ints = gyre.allreduce(torch.ones(3, dtype=torch.int64), op=gyre.Sum, prescale_factor=2.5)
+    assert torch.equal(check_ints, torch.full((3,), 2 * n, dtype=torch.int64)), check_ints  # trunc(1 * 2.5) each
+    ints = gyre.allreduce_(torch.ones(3, dtype=torch.int32), op=gyre.Sum, postscale_factor=0.5)
+    assert torch.equal(ints, torch.full((3,), n // 2, dtype=torch.int32)), ints  # trunc(n * 0.5)
     t = torch.ones(8)
     h = gyre.allreduce_async_(t, op=gyre.Sum)
     assert h.wait() is t and torch.all(t == n)

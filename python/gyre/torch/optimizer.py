@@ -1,12 +1,15 @@
 """gyre.torch.DistributedOptimizer: the user's optimizer, its gradients averaged by gyre's native
 bucketing engine (the C++ DistributedOptimizer) during backward."""
 import contextlib
+import warnings
 import weakref
 
 import torch
 
 from gyre import _C
-from gyre._api import Average, Compression, ReduceOp, _set, global_process_set
+from gyre._api import Adasum, Average, Compression, ReduceOp, _set, global_process_set, size
+
+from .adasum_optimizer import adasum_optimizer
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -89,25 +92,69 @@ def _rebuild_reducers():
         optimizer._reducer = _C.GradientReducer(*optimizer._reducer_args)
 
 
+def _check_groups(groups, num_groups, optimizer):
+    """Horovod's fusion groups, checked as Horovod checks them. gyre fuses by bucket (25 MiB, in the
+    order gradients become ready), which gives the same sums; the groups change no result."""
+    if num_groups:
+        warnings.warn("gyre.DistributedOptimizer: num_groups is deprecated (as in Horovod); use groups",
+                      DeprecationWarning)
+        groups = num_groups if groups is None else groups
+    if groups is None:
+        return
+    if isinstance(groups, int) and not isinstance(groups, bool):
+        if groups < 0:
+            raise ValueError("groups should be a non-negative integer or a list of list of torch.Tensor.")
+        return
+    if not isinstance(groups, list) or any(not isinstance(g, (list, tuple)) for g in groups):
+        raise ValueError("groups should be a non-negative integer or a list of list of torch.Tensor.")
+    seen = set()
+    for g in groups:
+        for p in g:
+            if not isinstance(p, torch.Tensor):
+                raise ValueError("groups must consist of torch.Tensor.")
+            if id(p) in seen:
+                raise ValueError("A parameter can only appear once in groups.")
+            seen.add(id(p))
+
+
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
-                         op=Average, process_set=global_process_set):
+                         op=Average, gradient_predivide_factor=1.0, num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
     """Wraps `optimizer` (any torch.optim.Optimizer) as Horovod does: gradients are averaged (op=Sum
     sums them) across the ranks during backward, in buckets overlapped with it; step() waits for
     them and steps. compression: gyre.Compression.none, fp16 or bf16. backward_passes_per_step: k
-    backward passes accumulate locally before one allreduce. Collective: every rank passes the same
-    model."""
+    backward passes accumulate locally before one allreduce. gradient_predivide_factor (op=Average
+    only): Horovod divides by it before the sum and multiplies after; gyre's buckets sum in
+    float32 (fp16 and bf16 ones too), so the average is the same without it. groups/num_groups:
+    Horovod's fusion groups, checked; gyre fuses by bucket. Sparse gradients (nn.Embedding(sparse=
+    True)) are reduced dense and stay dense, whatever sparse_as_dense says (Horovod allgathers them
+    without it: the same average). Collective: every rank passes the same model."""
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError("gyre.DistributedOptimizer: optimizer must be a torch.optim.Optimizer, "
                         f"not {type(optimizer).__name__}")
     if hasattr(optimizer, "_reducer"):
         raise ValueError("gyre.DistributedOptimizer: optimizer is a gyre DistributedOptimizer already; wrap the "
                          "plain optimizer once")
+    if op is Adasum:
+        if process_set is not global_process_set:
+            raise NotImplementedError("Adasum does not support non-global process sets yet.")
+        if backward_passes_per_step <= 0:
+            raise ValueError("backward_passes_per_step must be > 0")
+        if size() == 1:  # as Horovod: one rank has nothing to combine
+            op = Average
+        else:
+            return adasum_optimizer(optimizer, backward_passes_per_step)
     if not isinstance(op, ReduceOp):
-        raise TypeError(f"gyre.DistributedOptimizer: op must be gyre.Average or gyre.Sum, not {op!r}")
+        raise TypeError(f"gyre.DistributedOptimizer: op must be gyre.Average, Sum or Adasum, not {op!r}")
     if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, int):
         raise TypeError("gyre.DistributedOptimizer: backward_passes_per_step must be an int")
     if getattr(compression, "name", None) not in ("none", "fp16", "bf16"):
         raise TypeError("gyre.DistributedOptimizer: compression must be gyre.Compression.none, fp16 or bf16")
+    if backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be > 0")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor not supported with op != Average")
+    _check_groups(groups, num_groups, optimizer)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op,
                _set(process_set, "DistributedOptimizer"))

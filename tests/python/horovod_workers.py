@@ -1,0 +1,198 @@
+"""The ranks' side of tests/python/test_horovod.py: Horovod names beyond the core collectives
+(capability queries, cross ranks, int16, integer scaling, grouped and sparse allreduces, the
+optimizer's sparse gradients and arguments, SyncBatchNorm), each checked against the result
+Horovod documents. `python3 horovod_workers.py CASE`."""
+import sys
+import warnings
+
+import torch
+
+import gyre.torch as hvd
+from workers import expect_error
+
+
+def check_equal(got, want, what):
+    assert torch.equal(got, want), f"{what}: got {got.tolist()}, want {want.tolist()}"
+
+
+def case_names():
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    # capability queries: gyre's transports stand where Horovod's MPI/Gloo/NCCL do
+    assert isinstance(hvd.mpi_built(), bool) and hvd.gloo_built() is False and hvd.gloo_enabled() is False
+    assert hvd.nccl_built() == 0 and not hvd.ccl_built() and not hvd.cuda_built() and not hvd.rocm_built()
+    assert not hvd.ddl_built() and hvd.mpi_enabled() is False
+    expect_error(ValueError, ["MPI is not enabled"], hvd.mpi_threads_supported)
+    # one host: every rank is alone in its cross group
+    assert (hvd.cross_rank(), hvd.cross_size()) == (0, 1), (hvd.cross_rank(), hvd.cross_size())
+    # int16 travels and reduces
+    t = torch.full((5,), r + 1, dtype=torch.int16)
+    check_equal(hvd.allreduce(t, op=hvd.Sum), torch.full((5,), n * (n + 1) // 2, dtype=torch.int16), "int16 sum")
+    check_equal(hvd.allreduce(t, op=hvd.Max), torch.full((5,), n, dtype=torch.int16), "int16 max")
+    check_equal(hvd.broadcast(t, root_rank=n - 1), torch.full((5,), n, dtype=torch.int16), "int16 broadcast")
+    check_equal(hvd.allgather(t[:1]), torch.arange(1, n + 1, dtype=torch.int16), "int16 allgather")
+    # integer tensors take prescale and postscale factors, as Horovod's: float64, truncated
+    ints = torch.full((3,), r + 1, dtype=torch.int32)
+    want = sum(int((k + 1) * 1.5) for k in range(n))
+    check_equal(hvd.allreduce(ints, op=hvd.Sum, prescale_factor=1.5), torch.full((3,), want, dtype=torch.int32),
+                "int32 prescale")
+    check_equal(hvd.allreduce(ints, op=hvd.Sum, postscale_factor=0.5),
+                torch.full((3,), int(n * (n + 1) // 2 * 0.5), dtype=torch.int32), "int32 postscale")
+    check_equal(hvd.allreduce_(ints.clone(), op=hvd.Sum, prescale_factor=2.0),
+                torch.full((3,), n * (n + 1), dtype=torch.int32), "int32 in-place prescale")
+    print(f"rank {r}: names ok", flush=True)
+
+
+def case_grouped():
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    group = [torch.full((3,), float(r)), torch.arange(4, dtype=torch.int64) * (r + 1),
+             torch.full((2, 2), r + 0.5, dtype=torch.float64), torch.full((1,), float(r + 1))]
+    want = [hvd.allreduce(t, op=hvd.Sum) for t in group]
+    got = hvd.grouped_allreduce(group, op=hvd.Sum)
+    assert isinstance(got, list) and len(got) == len(group)
+    for g, w in zip(got, want):
+        check_equal(g, w, "grouped_allreduce")
+    for g, t in zip(hvd.grouped_allreduce([t.double() for t in group[:1]] + group[2:3]), group[:1] + group[2:3]):
+        check_equal(g, hvd.allreduce(t.double()), "grouped_allreduce's average")
+    handle = hvd.grouped_allreduce_async(group, op=hvd.Sum)
+    outs = hvd.synchronize(handle)
+    assert isinstance(outs, tuple) and all(torch.equal(o, w) for o, w in zip(outs, want))
+    copies = [t.clone() for t in group]
+    returned = hvd.grouped_allreduce_(copies, op=hvd.Sum)
+    assert all(a is b for a, b in zip(returned, copies)), "grouped_allreduce_ returns its tensors"
+    for c, w in zip(copies, want):
+        check_equal(c, w, "grouped_allreduce_")
+    handle = hvd.grouped_allreduce_async_(copies, op=hvd.Sum)
+    hvd.synchronize(handle)
+    assert hvd.poll(handle)
+    gathered = hvd.grouped_allgather([torch.full((r + 1,), r), torch.full((1, 2), float(r))])
+    check_equal(gathered[0], torch.cat([torch.full((k + 1,), k) for k in range(n)]), "grouped_allgather")
+    check_equal(gathered[1], torch.arange(n, dtype=torch.float32).repeat_interleave(2).view(n, 2), "grouped_allgather")
+    scattered = hvd.grouped_reducescatter([torch.ones(2 * n, 3) * (r + 1)], op=hvd.Sum)
+    check_equal(scattered[0], torch.full((2, 3), float(n * (n + 1) // 2)), "grouped_reducescatter")
+    # a sparse allreduce: each rank's entries, summed (duplicates included) or averaged
+    dense = torch.zeros(5, 3)
+    dense[r % 5] = r + 1.0
+    dense[4] = 1.0
+    total = hvd.allreduce(dense, op=hvd.Sum)
+    result = hvd.sparse_allreduce_async(dense.to_sparse(), name="emb", op=hvd.Sum)
+    check_equal(hvd.synchronize(result).to_dense(), total, "sparse_allreduce_async Sum")
+    check_equal(hvd.sparse_allreduce_async(dense.to_sparse(), op=hvd.Average)().to_dense(), total / n,
+                "sparse_allreduce_async Average")
+    expect_error(TypeError, ["sparse"], hvd.sparse_allreduce_async, dense)
+    expect_error(TypeError, ["list"], hvd.grouped_allreduce, torch.ones(2))
+    print(f"rank {r}: grouped ok", flush=True)
+
+
+def case_optimizer_options():
+    """An embedding with sparse gradients trains as one process on the whole batch; Horovod's
+    argument checks."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.EmbeddingBag(20, 4, mode="sum", sparse=True), torch.nn.Linear(4, 2))
+    g = torch.Generator().manual_seed(5)
+    words, targets = torch.randint(0, 20, (12 * n, 3), generator=g), torch.randn(12 * n, 2, generator=g)
+
+    def train(net, opt, x, y):
+        for _ in range(4):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(net(x), y).backward()
+            opt.step()
+        return [p.detach() for p in net.parameters()]
+    net = model()
+    alone = train(net, torch.optim.SGD(net.parameters(), lr=0.1), words, targets)
+    net = model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), named_parameters=net.named_parameters(),
+                                   sparse_as_dense=True, gradient_predivide_factor=2.0, groups=2)
+    mine = train(net, opt, words[12 * r:12 * (r + 1)], targets[12 * r:12 * (r + 1)])
+    for a, b in zip(alone, mine):
+        assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
+    net = model()
+    sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+    expect_error(ValueError, ["gradient_predivide_factor", "op != Average"], hvd.DistributedOptimizer, sgd,
+                 op=hvd.Sum, gradient_predivide_factor=2.0)
+    expect_error(ValueError, ["only appear once"], hvd.DistributedOptimizer, sgd,
+                 groups=[[net[1].weight], [net[1].weight]])
+    expect_error(ValueError, ["non-negative integer"], hvd.DistributedOptimizer, sgd, groups=-1)
+    expect_error(ValueError, ["backward_passes_per_step must be > 0"], hvd.DistributedOptimizer, sgd,
+                 backward_passes_per_step=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hvd.DistributedOptimizer(torch.optim.SGD(model().parameters(), lr=0.1), num_groups=2)
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught), caught
+    print(f"rank {r}: optimizer_options ok", flush=True)
+
+
+def case_sync_batch_norm():
+    """SyncBatchNorm on each rank's rows equals BatchNorm on the whole batch: outputs, running
+    statistics and input gradients (of the sum of every rank's loss)."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4 * n, 3, 5, generator=g) * 2 + 1
+    weights = torch.randn(4 * n, 3, 5, generator=g)
+    whole = torch.nn.BatchNorm1d(3)
+    sync = hvd.SyncBatchNorm(3)
+    with torch.no_grad():
+        for bn in (whole, sync):
+            bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+            bn.bias.copy_(torch.tensor([0.0, -1.0, 3.0]))
+    xw = x.clone().requires_grad_()
+    reference = whole(xw)
+    (reference * weights).sum().backward()
+    mine = x[4 * r:4 * (r + 1)].clone().requires_grad_()
+    out = sync(mine)
+    (out * weights[4 * r:4 * (r + 1)]).sum().backward()
+    assert torch.allclose(out, reference[4 * r:4 * (r + 1)], atol=1e-5), (out - reference[4 * r:]).abs().max()
+    assert torch.allclose(mine.grad, xw.grad[4 * r:4 * (r + 1)], atol=1e-4), (mine.grad - xw.grad[4 * r:]).abs().max()
+    assert torch.allclose(sync.running_mean, whole.running_mean, atol=1e-5), (sync.running_mean, whole.running_mean)
+    assert torch.allclose(sync.running_var, whole.running_var, atol=1e-4), (sync.running_var, whole.running_var)
+    sync.eval()
+    whole.eval()
+    assert torch.allclose(sync(mine.detach()), whole(mine.detach()), atol=1e-5)
+    expect_error(ValueError, ["at least 2D"], sync, torch.ones(3))
+    print(f"rank {r}: sync_batch_norm ok", flush=True)
+
+
+def case_adasum():
+    """op=Adasum: orthogonal tensors add, equal ones average; the optimizer applies the Adasum of
+    the ranks' steps; a world that is not a power of 2 is refused, as Horovod's."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    if n & (n - 1):
+        expect_error(ValueError, ["power of 2"], hvd.allreduce, torch.ones(2), op=hvd.Adasum)
+        print(f"rank {r}: adasum ok (refused for {n} ranks)", flush=True)
+        return
+    check_equal(hvd.allreduce(torch.eye(n)[r] * 3, op=hvd.Adasum), torch.full((n,), 3.0), "orthogonal")
+    same = torch.tensor([1.0, -2.0, 0.5])
+    assert torch.allclose(hvd.allreduce(same, op=hvd.Adasum), same), "equal tensors average"
+    a, b = torch.tensor([1.0, 2.0, 0.0]), torch.tensor([2.0, 0.0, 1.0])
+    dot = float(a @ b)
+    want = (1 - dot / (2 * float(a @ a))) * a + (1 - dot / (2 * float(b @ b))) * b
+    got = hvd.allreduce(a if r % 2 == 0 else b, op=hvd.Adasum)
+    if n == 2:
+        assert torch.allclose(got, want, atol=1e-6), (got, want)
+    assert torch.equal(got, hvd.broadcast(got, root_rank=0)), "every rank has the same result"
+    net = torch.nn.Linear(3, 1)
+    torch.nn.init.constant_(net.weight, 0.5)
+    torch.nn.init.zeros_(net.bias)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), op=hvd.Adasum)
+    x = torch.eye(3)[r % 3].unsqueeze(0) * (r + 1)
+    before = [p.detach().clone() for p in net.parameters()]
+    opt.zero_grad()
+    net(x).sum().backward()
+    local = [b - 0.1 * p.grad for b, p in zip(before, net.parameters())]
+    deltas = [hvd.allreduce(l - b, op=hvd.Adasum) for l, b in zip(local, before)]
+    opt.step()
+    for p, b, d in zip(net.parameters(), before, deltas):
+        assert torch.allclose(p.detach(), b + d, atol=1e-6), (p, b + d)
+        assert torch.equal(p.detach(), hvd.broadcast(p.detach(), root_rank=0))
+    print(f"rank {r}: adasum ok", flush=True)
+
+
+if __name__ == "__main__":
+    globals()["case_" + sys.argv[1]]()
