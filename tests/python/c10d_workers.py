@@ -12,17 +12,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 import gyre.torch.distributed  # noqa: F401  registers the backend
-
-
-def expect_error(kind, words, call, *args, **kwargs):
-    """call(*args) must raise `kind` whose message holds each of `words`."""
-    try:
-        call(*args, **kwargs)
-    except kind as e:
-        for w in words:
-            assert w in str(e), f"{kind.__name__} without {w!r}: {e}"
-        return e
-    raise AssertionError(f"{getattr(call, '__name__', call)}{args} raised no {kind.__name__}")
+from workers import expect_error
 
 
 def init():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from test_gyre import BUILD, PYTHON, TIMEOUT, check, env, free_port
+from test_gyre import BUILD, PYTHON, TIMEOUT, check, env, torchrun_ranks
 
 WORKERS = Path(__file__).resolve().parent / "c10d_workers.py"
 
@@ -33,26 +33,9 @@ def test_case_under_gyre_run(case, np):
 
 
 def torchrun_like(np, case):
-    """The ranks as torchrun starts them: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT, and nothing
-    of gyre's (no GYRE_SECRET: the backend makes one and hands it over through torch's store).
-    Debian's torchrun itself fails on Python 3.11 before starting any process (its Std.from_str
-    returns what its to_map does not take), so the test sets what it would."""
-    port = free_port()
-    procs = [subprocess.Popen([PYTHON, str(WORKERS), case], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env(RANK=str(r), WORLD_SIZE=str(np), LOCAL_RANK=str(r),
-                                                 LOCAL_WORLD_SIZE=str(np), MASTER_ADDR="127.0.0.1",
-                                                 MASTER_PORT=str(port)))
-             for r in range(np)]
-    outputs = []
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise AssertionError(f"{case}: a rank hung")
-        outputs.append((p.returncode, out, err))
-    return outputs
+    """The ranks as torchrun starts them, with nothing of gyre's (no GYRE_SECRET: the backend makes
+    one and hands it over through torch's store)."""
+    return torchrun_ranks(np, case, workers=WORKERS, secret=False)
 
 
 @pytest.mark.parametrize("case", ["collectives", "ddp"])

@@ -160,16 +160,19 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torchrun_ranks(np, case, **extra):
-    """The ranks of a job started as torchrun would: RANK, WORLD_SIZE, MASTER_ADDR/PORT."""
+def torchrun_ranks(np, case, workers=WORKERS, secret=True, **extra):
+    """The ranks of a job started as torchrun would: RANK, WORLD_SIZE, MASTER_ADDR/PORT (and, with
+    `secret`, a GYRE_SECRET, which torchrun does not set). Debian's torchrun itself fails on Python
+    3.11 before starting any process (its Std.from_str returns what its to_map does not take)."""
     port = free_port()
+    if secret:
+        extra.setdefault("GYRE_SECRET", f"pytest-{port}")
     procs = []
     for r in range(np):
         procs.append(subprocess.Popen(
-            [PYTHON, str(WORKERS), case], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [PYTHON, str(workers), case], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=env(RANK=str(r), WORLD_SIZE=str(np), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(np),
-                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GYRE_TIMEOUT_MS="20000",
-                    GYRE_SECRET=f"pytest-{port}", **extra)))
+                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GYRE_TIMEOUT_MS="20000", **extra)))
     outputs = []
     for p in procs:
         try:
