@@ -1,4 +1,6 @@
 """The calls of `import gyre`: the world, process sets and the collectives on torch tensors."""
+import functools
+import inspect
 import io
 import os
 
@@ -264,6 +266,39 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
                          postscale_factor, _set(process_set, "allreduce_"))
 
 
+# Async calls by name, as Horovod's: a name may not be given again while its call is in flight
+# (gyre matches calls by order, so the name is only checked, never sent).
+_in_flight = {}
+
+_DUPLICATE_NAME = ("Requested to allreduce, allgather, or broadcast a tensor with the same name as another tensor "
+                   "that is currently being processed.  If you want to request another tensor, use a different "
+                   "tensor name.")
+
+
+def _named(call):
+    """Horovod's duplicate-name check around an *_async call."""
+    position = list(inspect.signature(call).parameters).index("name")
+
+    @functools.wraps(call)
+    def checked(*args, **kwargs):
+        name = args[position] if len(args) > position else kwargs.get("name")
+        if name is None:
+            return call(*args, **kwargs)
+        pending = _in_flight.get(name)
+        if pending is not None and not pending.poll():
+            raise ValueError(f"gyre.{call.__name__}: {_DUPLICATE_NAME} (name {name!r})")
+        handle = call(*args, **kwargs)
+        _in_flight[name] = handle
+        return handle
+    return checked
+
+
+def _release(handle):
+    for name in [n for n, h in _in_flight.items() if h is handle]:
+        del _in_flight[name]
+
+
+@_named
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                     process_set=global_process_set):
     """allreduce, started: returns a handle for gyre.synchronize(handle) (or handle.wait())."""
@@ -274,6 +309,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                               prescale_factor, postscale_factor, _set(process_set, "allreduce_async"))
 
 
+@_named
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
     if op is Adasum:
@@ -301,11 +337,13 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
                          _set(process_set, "broadcast_"))
 
 
+@_named
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     return _C.broadcast_async(_tensor(tensor, "broadcast_async"), _root(root_rank, "broadcast_async"),
                               _set(process_set, "broadcast_async"))
 
 
+@_named
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     return _C.broadcast_async_(_tensor(tensor, "broadcast_async_"), _root(root_rank, "broadcast_async_"),
                                _set(process_set, "broadcast_async_"))
@@ -318,6 +356,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return _Allgather.apply(*args) if _differentiable(tensor) else _C.allgather(*args)
 
 
+@_named
 def allgather_async(tensor, name=None, process_set=global_process_set):
     return _C.allgather_async(_tensor(tensor, "allgather_async"), _set(process_set, "allgather_async"))
 
@@ -329,6 +368,7 @@ def reducescatter(tensor, name=None, op=None, process_set=global_process_set):
                              _set(process_set, "reducescatter"))
 
 
+@_named
 def reducescatter_async(tensor, name=None, op=None, process_set=global_process_set):
     return _C.reduce_scatter_async(_tensor(tensor, "reducescatter_async"), _op(op, None, "reducescatter_async"),
                                    _set(process_set, "reducescatter_async"))
@@ -369,6 +409,7 @@ class _SplitsHandle(_PyHandle):
         return self._handle.poll()
 
 
+@_named
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     handle, received = _C.alltoall_async(_tensor(tensor, "alltoall_async"), _splits(splits, "alltoall_async"),
                                          _set(process_set, "alltoall_async"))
@@ -386,7 +427,10 @@ def synchronize(handle):
         return handle()  # sparse_allreduce_async's, which Horovod's optimizer calls itself
     if not isinstance(handle, (_C.Handle, _PyHandle)):
         raise TypeError(f"gyre.synchronize: handle must come from a gyre *_async call, not {type(handle).__name__}")
-    return handle.wait()
+    try:
+        return handle.wait()
+    finally:
+        _release(handle)
 
 
 def poll(handle):

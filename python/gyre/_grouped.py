@@ -4,8 +4,8 @@ dtype), which every rank must pass in the same order with the same shapes."""
 import torch
 
 from . import _C
-from ._api import (Adasum, Average, Compression, Sum, _op, _PyHandle, _set, _tensor, allgather, allgather_async,
-                   allreduce, global_process_set, synchronize)
+from ._api import (Adasum, Average, Compression, Sum, _named, _op, _PyHandle, _set, _tensor, allgather,
+                   allgather_async, allreduce, global_process_set, synchronize)
 
 __all__ = ["grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
            "grouped_allgather", "grouped_allgather_async", "grouped_reducescatter", "grouped_reducescatter_async",
@@ -67,6 +67,7 @@ def _fused_allreduce_async(tensors, op, prescale, postscale, set_id, in_place):
     return _GroupHandle(parts, finish)
 
 
+@_named
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                             process_set=global_process_set):
     """allreduce of every tensor of the list, fused; gyre.synchronize(handle) returns their
@@ -76,6 +77,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                                   postscale_factor, _set(process_set, call), in_place=False)
 
 
+@_named
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """The same, writing each result into its tensor; synchronize returns the tensors."""
@@ -110,6 +112,7 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
                                                 postscale_factor=postscale_factor, process_set=process_set))
 
 
+@_named
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """allgather of each tensor (one collective each, in order); synchronize returns a tuple."""
     tensors = _tensors(tensors, "grouped_allgather_async")
@@ -121,6 +124,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     return tuple(allgather(t, process_set=process_set) for t in _tensors(tensors, "grouped_allgather"))
 
 
+@_named
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     tensors = _tensors(tensors, "grouped_reducescatter_async")

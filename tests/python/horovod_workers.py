@@ -3,6 +3,7 @@
 optimizer's sparse gradients and arguments, SyncBatchNorm), each checked against the result
 Horovod documents. `python3 horovod_workers.py CASE`."""
 import sys
+import time
 import warnings
 
 import torch
@@ -40,6 +41,15 @@ def case_names():
                 torch.full((3,), int(n * (n + 1) // 2 * 0.5), dtype=torch.int32), "int32 postscale")
     check_equal(hvd.allreduce_(ints.clone(), op=hvd.Sum, prescale_factor=2.0),
                 torch.full((3,), n * (n + 1), dtype=torch.int32), "int32 in-place prescale")
+    # a name may not be given again while its call is in flight (the other ranks join late)
+    if r != 0:
+        time.sleep(1.0)
+    first = hvd.allreduce_async(torch.ones(8), name="grad.w")
+    if r == 0:
+        expect_error(ValueError, ["same name as another tensor", "grad.w"], hvd.allreduce_async, torch.ones(8),
+                     name="grad.w")
+    hvd.synchronize(first)
+    hvd.synchronize(hvd.allreduce_async(torch.ones(8), name="grad.w"))  # free again once synchronized
     print(f"rank {r}: names ok", flush=True)
 
 
@@ -192,6 +202,21 @@ def case_adasum():
         assert torch.allclose(p.detach(), b + d, atol=1e-6), (p, b + d)
         assert torch.equal(p.detach(), hvd.broadcast(p.detach(), root_rank=0))
     print(f"rank {r}: adasum ok", flush=True)
+
+
+def case_mismatch_recovers():
+    """Under GYRE_DEBUG_COLLECTIVES=1 every call is checked in full before it moves anything: ranks
+    that disagree get an error naming both calls, and the next call works (as Horovod's)."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    expect_error(hvd.InvalidArgumentError, ["count=4", "count=8"], hvd.allreduce, torch.ones(4 + 4 * min(r, 1)))
+    check_equal(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), float(n)), "allreduce after a mismatch")
+    expect_error(hvd.InvalidArgumentError, ["root"], hvd.broadcast, torch.ones(2), root_rank=min(r, 1))
+    check_equal(hvd.broadcast(torch.full((2,), float(r)), root_rank=0), torch.zeros(2), "broadcast after a mismatch")
+    expect_error(hvd.InvalidArgumentError, ["int64", "float32"], hvd.allreduce,
+                 torch.ones(2, dtype=torch.int64 if r == 0 else torch.float32))
+    check_equal(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), float(n)), "allreduce after a mismatch")
+    print(f"rank {r}: mismatch_recovers ok", flush=True)
 
 
 if __name__ == "__main__":
