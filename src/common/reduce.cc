@@ -199,7 +199,8 @@ struct F64 : Native<double>, OneRegister {
 template <typename T>
 using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
 
-// Integer sum and product wrap modulo 2^bits (computed unsigned: no undefined overflow).
+// Integer sum and product wrap modulo 2^bits (computed unsigned: no undefined overflow; types
+// narrower than int in unsigned int, which they would otherwise be promoted past to int).
 template <typename T>
 struct WrapOf {
   using type = T;
@@ -207,7 +208,7 @@ struct WrapOf {
 template <typename T>
 requires std::is_integral_v<T>
 struct WrapOf<T> {
-  using type = std::make_unsigned_t<T>;
+  using type = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 };
 template <typename T>
 using Wrap = typename WrapOf<T>::type;

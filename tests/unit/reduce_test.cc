@@ -80,8 +80,8 @@ decltype(auto) withType(DataType dtype, F&& f) {
 // min/max return NaN if either operand is NaN and order -0 below +0.
 template <typename T>
 T refOp(ReduceOp op, T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
+  if constexpr (std::is_integral_v<T>) {  // narrower than int: unsigned int, not promoted to int
+    using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAverage:
