@@ -39,8 +39,10 @@ Signature signatureOf(std::uint64_t sequence, const OpDesc& d) {
   s.sequence = sequence;
   s.type = static_cast<std::uint32_t>(d.type);
   s.dtype = static_cast<std::uint32_t>(d.dtype);
-  s.count = d.count;
-  // alltoallv counts legitimately differ between ranks; allgatherv counts must agree.
+  // An allgatherv's and an alltoallv's own count (this rank's part, its total sent) differ between
+  // ranks by design: allgatherv's list of counts must agree (its hash), alltoallv's need not.
+  const bool vector = d.type == OpType::kAllgatherv || d.type == OpType::kAlltoallv;
+  s.count = vector ? 0 : d.count;
   s.countsHash = d.type == OpType::kAllgatherv ? hashCounts(d.counts) : 0;
   s.op = reduces ? static_cast<std::uint32_t>(d.op) : 0;
   s.root = rooted ? d.root : 0;

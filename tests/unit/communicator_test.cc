@@ -123,6 +123,16 @@ TEST(CommunicatorTest, DebugModeTurnsAMismatchIntoAnErrorNamingTheRanks) {
     } catch (const InvalidArgument& e) {
       EXPECT_NE(std::string(e.what()).find("broadcast"), std::string::npos) << e.what();
     }
+    // Calls whose ranks give different sizes by design are not mismatches: allgatherv's parts
+    // (with the same list of counts everywhere) and alltoallv's.
+    const std::vector<std::size_t> counts = {1, 2, 3};
+    std::vector<float> mine(counts[rank], static_cast<float>(rank)), all(6, -1.0f);
+    comm->allgatherv(mine.data(), all.data(), counts);
+    EXPECT_EQ(all, (std::vector<float>{0, 1, 1, 2, 2, 2}));
+    const std::vector<std::size_t> sends(3, static_cast<std::size_t>(rank + 1)), recvs = {1, 2, 3};
+    std::vector<float> out(3 * (rank + 1), static_cast<float>(rank)), in(6, -1.0f);
+    comm->alltoallv(out.data(), sends, in.data(), recvs);
+    EXPECT_EQ(in, (std::vector<float>{0, 1, 1, 2, 2, 2}));
   });
 }
 
