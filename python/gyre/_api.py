@@ -222,7 +222,7 @@ def _adasum(tensor, prescale_factor, postscale_factor, process_set, call):
     if process_set is not global_process_set:
         raise NotImplementedError("Adasum does not support non-global process sets yet.")
     scaled = tensor * prescale_factor if prescale_factor != 1.0 else tensor
-    out = allreduce_adasum(scaled, lambda t: allgather(t), size(), call)
+    out = allreduce_adasum(scaled, allgather, size(), call)
     return out * postscale_factor if postscale_factor != 1.0 else out
 
 

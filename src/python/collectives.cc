@@ -29,7 +29,7 @@ struct Prepared {
 
 // Multiplies `t` by `factor` in place. Integer tensors as Horovod's: the product in float64,
 // truncated toward zero.
-void scaleInPlace(at::Tensor& t, double factor) {
+void scaleInPlace(const at::Tensor& t, double factor) {
   if (factor == 1.0) return;
   if (at::isFloatingType(t.scalar_type()))
     t.mul_(factor);
@@ -76,8 +76,7 @@ Prepared prepareAllreduce(const at::Tensor& tensor, ReduceOp op, double prescale
   Prepared p;
   if (inPlace) {
     o.dtype = checkedInPlace(tensor, call, "tensor");
-    at::Tensor scaled = tensor;
-    scaleInPlace(scaled, prescale);
+    scaleInPlace(tensor, prescale);
     p.output = tensor;
     p.keep = {tensor};
   } else {

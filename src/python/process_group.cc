@@ -91,9 +91,9 @@ ProcessGroupGyre::ProcessGroupGyre(const c10::intrusive_ptr<c10d::Store>& store,
 // Out of line: the queue (which runs what is still queued) goes before the communicator.
 ProcessGroupGyre::~ProcessGroupGyre() = default;
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::enqueue(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                                         ops::Run run) {
-  auto work = c10::make_intrusive<GyreWork>(queue_.get(), getRank(), type, std::move(outputs), std::move(run));
+c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::enqueue(c10d::OpType type, ops::Op op) {
+  auto work =
+      c10::make_intrusive<GyreWork>(queue_.get(), getRank(), type, std::move(op.outputs), std::move(op.run));
   queue_->push(work, /*urgent=*/false);
   return work;
 }
@@ -102,96 +102,80 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::enqueue(c10d::OpType type, std:
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
-  auto op = ops::broadcast(tensors, opts, getSize());
-  return enqueue(c10d::OpType::BROADCAST, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::BROADCAST, ops::broadcast(tensors, opts, getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
-  auto op = ops::allreduce(tensors, opts);
-  return enqueue(c10d::OpType::ALLREDUCE, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::ALLREDUCE, ops::allreduce(tensors, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                      const c10d::AllreduceCoalescedOptions& opts) {
-  auto op = ops::allreduceCoalesced(tensors, opts);
-  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, std::move(op.outputs),
-                 std::move(op.run));
+  return enqueue(c10d::OpType::ALLREDUCE_COALESCED, ops::allreduceCoalesced(tensors, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
-  auto op = ops::reduce(tensors, opts, getRank(), getSize());
-  return enqueue(c10d::OpType::REDUCE, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::REDUCE, ops::reduce(tensors, opts, getRank(), getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                            std::vector<at::Tensor>& inputs,
                                                            const c10d::AllgatherOptions& opts) {
-  auto op = ops::allgather(outputs, inputs, opts, getSize());
-  return enqueue(c10d::OpType::ALLGATHER, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::ALLGATHER, ops::allgather(outputs, inputs, opts, getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::AllgatherOptions& opts) {
-  auto op = ops::allgatherBase(output, input, opts, getSize());
-  return enqueue(c10d::OpType::_ALLGATHER_BASE, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::_ALLGATHER_BASE, ops::allgatherBase(output, input, opts, getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                      std::vector<at::Tensor>& inputs,
                                                                      const c10d::AllgatherOptions& opts) {
-  auto op = ops::allgatherCoalesced(outputs, inputs, opts, getSize());
-  return enqueue(c10d::OpType::ALLGATHER_COALESCED, std::move(op.outputs),
-                 std::move(op.run));
+  return enqueue(c10d::OpType::ALLGATHER_COALESCED, ops::allgatherCoalesced(outputs, inputs, opts, getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::GatherOptions& opts) {
-  auto op = ops::gather(outputs, inputs, opts, getRank(), getSize());
-  return enqueue(c10d::OpType::GATHER, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::GATHER, ops::gather(outputs, inputs, opts, getRank(), getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::scatter(std::vector<at::Tensor>& outputs,
                                                          std::vector<std::vector<at::Tensor>>& inputs,
                                                          const c10d::ScatterOptions& opts) {
-  auto op = ops::scatter(outputs, inputs, opts, getRank(), getSize());
-  return enqueue(c10d::OpType::SCATTER, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::SCATTER, ops::scatter(outputs, inputs, opts, getRank(), getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                                 const c10d::ReduceScatterOptions& opts) {
-  auto op = ops::reduceScatter(outputs, inputs, opts, getSize());
-  return enqueue(c10d::OpType::REDUCE_SCATTER, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::REDUCE_SCATTER, ops::reduceScatter(outputs, inputs, opts, getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                       const c10d::ReduceScatterOptions& opts) {
-  auto op = ops::reduceScatterBase(output, input, opts, getSize());
-  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, std::move(op.outputs),
-                 std::move(op.run));
+  return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, ops::reduceScatterBase(output, input, opts, getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                                std::vector<int64_t>& outputSplitSizes,
                                                                std::vector<int64_t>& inputSplitSizes,
                                                                const c10d::AllToAllOptions& opts) {
-  auto op = ops::alltoallBase(output, input, outputSplitSizes, inputSplitSizes, opts, getSize());
-  return enqueue(c10d::OpType::ALLTOALL_BASE, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::ALLTOALL_BASE,
+                 ops::alltoallBase(output, input, outputSplitSizes, inputSplitSizes, opts, getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
-  auto op = ops::alltoall(outputs, inputs, opts, getSize());
-  return enqueue(c10d::OpType::ALLTOALL, std::move(op.outputs), std::move(op.run));
+  return enqueue(c10d::OpType::ALLTOALL, ops::alltoall(outputs, inputs, opts, getSize()));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::barrier(const c10d::BarrierOptions& opts) {
-  auto op = ops::barrier(opts);
-  return enqueue(c10d::OpType::BARRIER, {}, std::move(op.run));
+  return enqueue(c10d::OpType::BARRIER, ops::barrier(opts));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupGyre::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {

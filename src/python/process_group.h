@@ -70,9 +70,9 @@ class ProcessGroupGyre final : public c10d::ProcessGroup {
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
 
  private:
-  // Queues `run`; the returned Work completes with `outputs` (its future's value) or run's
+  // Queues `op`; the returned Work completes with its outputs (its future's value) or its run's
   // exception.
-  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, std::vector<at::Tensor> outputs, ops::Run run);
+  c10::intrusive_ptr<c10d::Work> enqueue(c10d::OpType type, ops::Op op);
   c10::intrusive_ptr<c10d::Work> p2p(c10d::OpType type, at::Tensor tensor, int peer, int tag);
 
   std::shared_ptr<Communicator> comm_;
