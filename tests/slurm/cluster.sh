@@ -48,11 +48,14 @@ ensure_packages "cluster.sh: Slurm" munged slurmctld slurmd sbatch squeue scontr
 
 mkdir -p "$dir/state" "$dir/spool"
 chmod 700 "$dir"
-free_port() {
-  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-ctld_port=$(free_port)
-slurmd_port=$(free_port)
+# Both ports from one process that holds both sockets while it asks, so they differ: two
+# separate asks can be handed the same port once the first socket is closed (CI saw slurmd fail
+# to bind the port slurmctld had, "SlurmctldPort == SlurmdPort").
+read -r ctld_port slurmd_port < <(/usr/bin/python3 -c '
+import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
+print(a.getsockname()[1], b.getsockname()[1])')
 # At least 8 CPUs, whatever the host has (config_overrides lets slurmd accept more than it
 # counts): a job of 3 or 4 tasks must start on a 2-core machine, as gyre run starts 4 workers there.
 cpus=$(( $(nproc) > 8 ? $(nproc) : 8 ))
