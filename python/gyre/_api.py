@@ -1,4 +1,5 @@
 """The calls of `import gyre`: the world, process sets and the collectives on torch tensors."""
+import contextlib
 import functools
 import inspect
 import io
@@ -12,19 +13,24 @@ from ._adasum import Adasum, allreduce_adasum
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "Sum", "Average", "Min", "Max", "Product", "Adasum", "ReduceOp",
-    "GyreError", "PeerLostError", "InvalidArgumentError",  # and gyre.TimeoutError, not starred
+    "GyreError", "PeerLostError", "InvalidArgumentError", "CallMismatchError", "HorovodInternalError",
+    # and gyre.TimeoutError, not starred
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "allgather", "allgather_async", "reducescatter", "reduce_scatter", "reducescatter_async",
     "reduce_scatter_async", "alltoall", "alltoall_async", "barrier",
-    "synchronize", "poll", "broadcast_object", "allgather_object", "Compression",
+    "synchronize", "poll", "broadcast_object", "allgather_object", "Compression", "join",
 ]
 
 ReduceOp = _C.ReduceOp
 Sum, Average, Min, Max, Product = ReduceOp.Sum, ReduceOp.Average, ReduceOp.Min, ReduceOp.Max, ReduceOp.Product
 GyreError, PeerLostError, TimeoutError, InvalidArgumentError = (
     _C.GyreError, _C.PeerLostError, _C.TimeoutError, _C.InvalidArgumentError)
+# Ranks that made different calls, or a call another rank refused: raised on every rank, and the
+# next call works (a RuntimeError, as Horovod's, and an InvalidArgumentError).
+CallMismatchError = _C.CallMismatchError
+HorovodInternalError = GyreError  # Horovod's name for a failed collective
 
 
 # glibc's own settings: when one is set, gyre.init() leaves malloc to it.
@@ -107,6 +113,24 @@ def _set(process_set, call):
     raise TypeError(f"gyre.{call}: process_set must be a gyre.ProcessSet, not {type(process_set).__name__}")
 
 
+@contextlib.contextmanager
+def _refusing(call, process_set):
+    """The Python-side checks of a call's arguments: one that fails is told to the other ranks of
+    the set, as the native checks are, so they raise too instead of waiting for this rank."""
+    try:
+        yield
+    except (TypeError, ValueError) as e:
+        set_id = getattr(process_set, "process_set_id", None)
+        if isinstance(process_set, ProcessSet) and set_id is not None and _C.is_initialized():
+            with contextlib.suppress(Exception):  # not in the set, a lost peer: this error is the one
+                _C.refuse(set_id, call, str(e))
+        raise
+
+
+def _name(name):
+    return "" if name is None else str(name)
+
+
 def _tensor(tensor, call, arg="tensor"):
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"gyre.{call}: {arg} must be a torch.Tensor, not {type(tensor).__name__}")
@@ -168,43 +192,44 @@ def _differentiable(tensor):
 # on the root and zero elsewhere.
 class _Allreduce(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, op, prescale, postscale, set_id):
+    def forward(ctx, tensor, op, prescale, postscale, set_id, name):
         ctx.args = (op, prescale, postscale, set_id)
-        return _C.allreduce(tensor, op, prescale, postscale, set_id)
+        return _C.allreduce(tensor, op, prescale, postscale, set_id, name)
 
     @staticmethod
     def backward(ctx, grad):
         op, prescale, postscale, set_id = ctx.args
         if op not in (Sum, Average):
             raise RuntimeError(f"gyre.allreduce: no gradient through {op}")
-        return _C.allreduce(grad, op, prescale, postscale, set_id), None, None, None, None
+        return _C.allreduce(grad, op, prescale, postscale, set_id), None, None, None, None, None
 
 
 class _Allgather(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, set_id):
+    def forward(ctx, tensor, set_id, name):
         ctx.set_id = set_id
+        out = _C.allgather(tensor, set_id, name)
         ctx.rows = _C.allgather(torch.tensor([tensor.shape[0] if tensor.dim() else 1]), set_id).tolist()
         ctx.me = _C.process_set_rank(set_id)
-        return _C.allgather(tensor, set_id)
+        return out
 
     @staticmethod
     def backward(ctx, grad):
         reduced = _C.allreduce(grad, Average, 1.0, 1.0, ctx.set_id)
-        return torch.split(reduced, ctx.rows)[ctx.me], None
+        return torch.split(reduced, ctx.rows)[ctx.me], None, None
 
 
 class _Broadcast(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, root, set_id):
+    def forward(ctx, tensor, root, set_id, name):
         ctx.args = (root, set_id)
-        return _C.broadcast(tensor, root, set_id)
+        return _C.broadcast(tensor, root, set_id, name)
 
     @staticmethod
     def backward(ctx, grad):
         root, set_id = ctx.args
         reduced = _C.allreduce(grad, Average, 1.0, 1.0, set_id)
-        return (reduced if _C.process_set_rank(set_id) == root else torch.zeros_like(reduced)), None, None
+        return (reduced if _C.process_set_rank(set_id) == root else torch.zeros_like(reduced)), None, None, None
 
 
 class _PyHandle:
@@ -244,15 +269,17 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     """A new tensor holding `tensor` reduced over the ranks (op: Average by default; gyre.Adasum
     combines them adaptively, see gyre/_adasum.py). `name` is accepted for Horovod's sake; gyre
     matches calls by their order. Differentiable (not with Adasum)."""
-    _tensor(tensor, "allreduce")
+    with _refusing("allreduce", process_set):
+        _tensor(tensor, "allreduce")
+        if op is not Adasum:
+            op, set_id = _op(op, average, "allreduce"), _set(process_set, "allreduce")
     if op is Adasum:
         return _adasum(tensor, prescale_factor, postscale_factor, process_set, "allreduce")
-    op, set_id = _op(op, average, "allreduce"), _set(process_set, "allreduce")
     compressed, ctx = compression.compress(tensor)
     if _differentiable(compressed):
-        out = _Allreduce.apply(compressed, op, prescale_factor, postscale_factor, set_id)
+        out = _Allreduce.apply(compressed, op, prescale_factor, postscale_factor, set_id, _name(name))
     else:
-        out = _C.allreduce(compressed, op, prescale_factor, postscale_factor, set_id)
+        out = _C.allreduce(compressed, op, prescale_factor, postscale_factor, set_id, _name(name))
     return compression.decompress(out, ctx)
 
 
@@ -262,8 +289,10 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
     if op is Adasum:
         return tensor.copy_(_adasum(_tensor(tensor, "allreduce_"), prescale_factor, postscale_factor, process_set,
                                     "allreduce_"))
-    return _C.allreduce_(_tensor(tensor, "allreduce_"), _op(op, average, "allreduce_"), prescale_factor,
-                         postscale_factor, _set(process_set, "allreduce_"))
+    with _refusing("allreduce_", process_set):
+        args = (_tensor(tensor, "allreduce_"), _op(op, average, "allreduce_"), prescale_factor, postscale_factor,
+                _set(process_set, "allreduce_"))
+    return _C.allreduce_(*args, _name(name))
 
 
 # Async calls by name, as Horovod's: a name may not be given again while its call is in flight
@@ -305,8 +334,10 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     if op is Adasum:
         return _DoneHandle(allreduce(tensor, op=Adasum, prescale_factor=prescale_factor,
                                      postscale_factor=postscale_factor, process_set=process_set))
-    return _C.allreduce_async(_tensor(tensor, "allreduce_async"), _op(op, average, "allreduce_async"),
-                              prescale_factor, postscale_factor, _set(process_set, "allreduce_async"))
+    with _refusing("allreduce_async", process_set):
+        args = (_tensor(tensor, "allreduce_async"), _op(op, average, "allreduce_async"), prescale_factor,
+                postscale_factor, _set(process_set, "allreduce_async"))
+    return _C.allreduce_async(*args, _name(name))
 
 
 @_named
@@ -315,8 +346,10 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     if op is Adasum:
         return _DoneHandle(allreduce_(tensor, op=Adasum, prescale_factor=prescale_factor,
                                       postscale_factor=postscale_factor, process_set=process_set))
-    return _C.allreduce_async_(_tensor(tensor, "allreduce_async_"), _op(op, average, "allreduce_async_"),
-                               prescale_factor, postscale_factor, _set(process_set, "allreduce_async_"))
+    with _refusing("allreduce_async_", process_set):
+        args = (_tensor(tensor, "allreduce_async_"), _op(op, average, "allreduce_async_"), prescale_factor,
+                postscale_factor, _set(process_set, "allreduce_async_"))
+    return _C.allreduce_async_(*args, _name(name))
 
 
 def _root(root_rank, call):
@@ -327,51 +360,63 @@ def _root(root_rank, call):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """A copy of root_rank's `tensor` on every rank. Differentiable."""
-    args = (_tensor(tensor, "broadcast"), _root(root_rank, "broadcast"), _set(process_set, "broadcast"))
-    return _Broadcast.apply(*args) if _differentiable(tensor) else _C.broadcast(*args)
+    with _refusing("broadcast", process_set):
+        args = (_tensor(tensor, "broadcast"), _root(root_rank, "broadcast"), _set(process_set, "broadcast"))
+    return _Broadcast.apply(*args, _name(name)) if _differentiable(tensor) else _C.broadcast(*args, _name(name))
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Overwrites `tensor` (contiguous) with root_rank's and returns it."""
-    return _C.broadcast_(_tensor(tensor, "broadcast_"), _root(root_rank, "broadcast_"),
-                         _set(process_set, "broadcast_"))
+    with _refusing("broadcast_", process_set):
+        args = (_tensor(tensor, "broadcast_"), _root(root_rank, "broadcast_"), _set(process_set, "broadcast_"))
+    return _C.broadcast_(*args, _name(name))
 
 
 @_named
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    return _C.broadcast_async(_tensor(tensor, "broadcast_async"), _root(root_rank, "broadcast_async"),
-                              _set(process_set, "broadcast_async"))
+    with _refusing("broadcast_async", process_set):
+        args = (_tensor(tensor, "broadcast_async"), _root(root_rank, "broadcast_async"),
+                _set(process_set, "broadcast_async"))
+    return _C.broadcast_async(*args, _name(name))
 
 
 @_named
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    return _C.broadcast_async_(_tensor(tensor, "broadcast_async_"), _root(root_rank, "broadcast_async_"),
-                               _set(process_set, "broadcast_async_"))
+    with _refusing("broadcast_async_", process_set):
+        args = (_tensor(tensor, "broadcast_async_"), _root(root_rank, "broadcast_async_"),
+                _set(process_set, "broadcast_async_"))
+    return _C.broadcast_async_(*args, _name(name))
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's `tensor` concatenated along dimension 0 in rank order; first dimensions may
     differ. Differentiable."""
-    args = (_tensor(tensor, "allgather"), _set(process_set, "allgather"))
-    return _Allgather.apply(*args) if _differentiable(tensor) else _C.allgather(*args)
+    with _refusing("allgather", process_set):
+        args = (_tensor(tensor, "allgather"), _set(process_set, "allgather"))
+    return _Allgather.apply(*args, _name(name)) if _differentiable(tensor) else _C.allgather(*args, _name(name))
 
 
 @_named
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    return _C.allgather_async(_tensor(tensor, "allgather_async"), _set(process_set, "allgather_async"))
+    with _refusing("allgather_async", process_set):
+        args = (_tensor(tensor, "allgather_async"), _set(process_set, "allgather_async"))
+    return _C.allgather_async(*args, _name(name))
 
 
 def reducescatter(tensor, name=None, op=None, process_set=global_process_set):
     """`tensor` reduced over the ranks (op: Average by default), split along dimension 0: rank r
     keeps its share of the rows (the first R % size ranks one row more)."""
-    return _C.reduce_scatter(_tensor(tensor, "reducescatter"), _op(op, None, "reducescatter"),
-                             _set(process_set, "reducescatter"))
+    with _refusing("reducescatter", process_set):
+        args = (_tensor(tensor, "reducescatter"), _op(op, None, "reducescatter"), _set(process_set, "reducescatter"))
+    return _C.reduce_scatter(*args, _name(name))
 
 
 @_named
 def reducescatter_async(tensor, name=None, op=None, process_set=global_process_set):
-    return _C.reduce_scatter_async(_tensor(tensor, "reducescatter_async"), _op(op, None, "reducescatter_async"),
-                                   _set(process_set, "reducescatter_async"))
+    with _refusing("reducescatter_async", process_set):
+        args = (_tensor(tensor, "reducescatter_async"), _op(op, None, "reducescatter_async"),
+                _set(process_set, "reducescatter_async"))
+    return _C.reduce_scatter_async(*args, _name(name))
 
 
 reduce_scatter, reduce_scatter_async = reducescatter, reducescatter_async
@@ -391,8 +436,9 @@ def _splits(splits, call):
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends splits[r] rows of `tensor` to rank r (equal shares by default). Returns the rows that
     arrived, in rank order, and, when splits was given, the rows received from each rank."""
-    out, received = _C.alltoall(_tensor(tensor, "alltoall"), _splits(splits, "alltoall"),
-                                _set(process_set, "alltoall"))
+    with _refusing("alltoall", process_set):
+        args = (_tensor(tensor, "alltoall"), _splits(splits, "alltoall"), _set(process_set, "alltoall"))
+    out, received = _C.alltoall(*args, _name(name))
     return out if splits is None else (out, received)
 
 
@@ -411,8 +457,10 @@ class _SplitsHandle(_PyHandle):
 
 @_named
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
-    handle, received = _C.alltoall_async(_tensor(tensor, "alltoall_async"), _splits(splits, "alltoall_async"),
-                                         _set(process_set, "alltoall_async"))
+    with _refusing("alltoall_async", process_set):
+        args = (_tensor(tensor, "alltoall_async"), _splits(splits, "alltoall_async"),
+                _set(process_set, "alltoall_async"))
+    handle, received = _C.alltoall_async(*args, _name(name))
     return handle if splits is None else _SplitsHandle(handle, received)
 
 
@@ -467,3 +515,28 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     lengths = allgather(torch.tensor([payload.numel()], dtype=torch.int64), process_set=process_set)
     gathered = allgather(payload, process_set=process_set)
     return [_from_bytes(part) for part in torch.split(gathered, lengths.tolist())]
+
+
+# How join() takes part in a DistributedOptimizer's reduction: gyre.torch.optimizer sets it.
+_join_optimizer = None
+
+
+def join(device=-1):
+    """Horovod's hvd.join(): this rank has no data left. Until every rank has joined, it takes part
+    in the collectives the others call on the world: zeros in their allreduces and reducescatters
+    (the identity with Min, Max and Product), no rows in their allgathers, their barriers and
+    broadcasts, and each DistributedOptimizer step with zero gradients (so the average is still
+    over every rank, as Horovod's; this rank's optimizer steps with it, so its model stays the
+    others'). A broadcast from a joined root, an alltoall and broadcast_parameters raise on the
+    ranks that call them. Returns the last rank to join, the same on every rank. `device` is
+    Horovod's and has no meaning on the CPU."""
+    first = True
+    while True:
+        then, value = _C.join_round(first)
+        first = False
+        if then == "done":
+            return value
+        if then == "optimizer":
+            if _join_optimizer is None:
+                raise RuntimeError("gyre.join: the other ranks step a DistributedOptimizer, and this rank has none")
+            _join_optimizer(value)

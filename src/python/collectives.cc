@@ -1,15 +1,16 @@
-// gyre._C's collectives on torch tensors: each call checks its tensors, prepares its output and
-// runs the core's collective, blocking (the GIL released) or asynchronously (a Handle).
+// gyre._C's collectives on torch tensors: each call checks its tensors, coordinates with the
+// other ranks (coordination.h), prepares its output (prepared.h) and runs the core's collective,
+// blocking (the GIL released) or asynchronously (a Handle).
 #include "python/collectives.h"
 
-#include <torch/csrc/utils/tensor_dtypes.h>
-
-#include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "common/logging.h"
+#include "gyre/torch/broadcast.h"
+#include "python/coordination.h"
+#include "python/prepared.h"
 #include "python/tensors.h"
 #include "python/world.h"
 
@@ -18,314 +19,79 @@ namespace py = pybind11;
 namespace gyre::python {
 namespace {
 
-// One collective, prepared: the output a caller gets, the tensors the core reads or writes
-// (kept alive until it finishes), and the call itself, blocking or returning its Work.
-struct Prepared {
-  at::Tensor output;
-  std::vector<at::Tensor> keep;
-  std::function<std::shared_ptr<Work>(Communicator&, bool async)> run;
-  double postscale = 1.0;
+// A call of the API, checked: its process set's coordinator, its descriptor, and what runs in its
+// turn, given every rank's descriptor, to give its output.
+using Run = std::function<at::Tensor(Communicator&, const std::vector<CallDescriptor>&)>;
+struct Call {
+  std::shared_ptr<Coordinator> coordinator;
+  CallDescriptor mine;
+  Run run;
 };
 
-// Multiplies `t` by `factor` in place. Integer tensors as Horovod's: the product in float64,
-// truncated toward zero.
-void scaleInPlace(const at::Tensor& t, double factor) {
-  if (factor == 1.0) return;
-  if (at::isFloatingType(t.scalar_type()))
-    t.mul_(factor);
-  else
-    t.copy_(t.to(at::kDouble).mul_(factor));
-}
-
-// Runs `p` on `comm`, blocking, and returns its output.
-at::Tensor runNow(Communicator& comm, Prepared p) {
-  p.run(comm, false);
-  scaleInPlace(p.output, p.postscale);
-  return p.output;
-}
-
-std::shared_ptr<Handle> runAsync(std::shared_ptr<Communicator> comm, Prepared p) {
-  auto work = p.run(*comm, true);
-  return std::make_shared<Handle>(std::move(comm), std::move(work), std::move(p.output), std::move(p.keep),
-                                  p.postscale);
-}
-
-std::size_t count(const at::Tensor& t) {
-  return static_cast<std::size_t>(t.numel());
-}
-
-// Elements in one row (one index of dimension 0): the product of the other dimensions, also
-// when this rank has no rows.
-std::int64_t rowSize(const at::Tensor& t) {
-  std::int64_t n = 1;
-  for (int d = 1; d < t.dim(); ++d) n *= t.size(d);
-  return n;
-}
-
-void checkRoot(int root, const Communicator& comm, const char* call) {
-  if (root < 0 || root >= comm.size())
-    throw py::value_error(std::string("gyre.") + call + ": root_rank " + std::to_string(root) +
-                          " is outside the process set of " + std::to_string(comm.size()) + " ranks");
-}
-
-// allreduce: out of place unless `inPlace`; prescale multiplies the input first (into a copy).
-Prepared prepareAllreduce(const at::Tensor& tensor, ReduceOp op, double prescale, double postscale,
-                          bool inPlace, const char* call) {
-  AllreduceOptions o;
-  o.op = op;
-  Prepared p;
-  if (inPlace) {
-    o.dtype = checkedInPlace(tensor, call, "tensor");
-    scaleInPlace(tensor, prescale);
-    p.output = tensor;
-    p.keep = {tensor};
-  } else {
-    o.dtype = checkedDataType(tensor, call, "tensor");
-    at::Tensor input = prescale != 1.0 ? tensor.clone(at::MemoryFormat::Contiguous) : contiguousInput(tensor);
-    scaleInPlace(input, prescale);
-    p.output = at::empty_like(input, at::MemoryFormat::Contiguous);
-    p.keep = {input, p.output};
+// Runs `check` (the caller's own arguments, then its call's descriptor) on the caller's thread. A
+// check that fails is told to the other ranks in this rank's order of calls, so that they raise
+// too instead of waiting, and raised here.
+template <class Check>
+CallDescriptor checked(Coordinator& coordinator, const char* call, Check check) {
+  try {
+    return check();
+  } catch (const std::exception& e) {
+    try {
+      py::gil_scoped_release release;
+      coordinator.runInOrder([&] { refuse(coordinator.communicator(), call, e.what()); });
+    } catch (const std::exception&) {  // a lost peer: this rank's own error is the one to raise
+    }
+    throw;
   }
-  const void* in = p.keep.front().data_ptr();
-  void* out = p.output.data_ptr();
-  const std::size_t n = count(p.output);
-  p.run = [in, out, n, o](Communicator& c, bool async) -> std::shared_ptr<Work> {
-    if (async) return c.allreduceAsync(in, out, n, o);
-    c.allreduce(in, out, n, o);
-    return nullptr;
-  };
-  p.postscale = postscale;
-  return p;
 }
 
-Prepared prepareBroadcast(const at::Tensor& tensor, int root, bool inPlace, Communicator& comm,
-                          const char* call) {
-  checkRoot(root, comm, call);
-  BroadcastOptions o;
-  o.root = root;
-  Prepared p;
-  if (inPlace) {
-    o.dtype = checkedInPlace(tensor, call, "tensor");
-    p.output = tensor;
-  } else {
-    o.dtype = checkedDataType(tensor, call, "tensor");
-    p.output = tensor.clone(at::MemoryFormat::Contiguous);
-  }
-  p.keep = {p.output};
-  void* buffer = p.output.data_ptr();
-  const std::size_t n = count(p.output);
-  p.run = [buffer, n, o](Communicator& c, bool async) -> std::shared_ptr<Work> {
-    if (async) return c.broadcastAsync(buffer, n, o);
-    c.broadcast(buffer, n, o);
-    return nullptr;
-  };
-  return p;
+// The call, coordinated with the other ranks (coordination.h), then run.
+at::Tensor runCall(Communicator& comm, const CallDescriptor& mine, const Run& run) {
+  return run(comm, coordinate(comm, mine));
 }
 
-// allgather along dim 0; the ranks' first dimensions may differ (their sizes travel first, in
-// a small blocking allgather), the other dimensions must match.
-Prepared prepareAllgather(const at::Tensor& tensor, Communicator& comm, const char* call) {
-  CollectiveOptions o;
-  o.dtype = checkedDataType(tensor, call, "tensor");
-  at::Tensor input = contiguousInput(tensor.dim() == 0 ? tensor.reshape({1}) : tensor);
-  const int world = comm.size();
-  // Every rank's shape, padded to a fixed length so the exchange cannot go out of step.
-  constexpr int kMaxDims = 16;
-  if (input.dim() > kMaxDims)
-    throw py::value_error(std::string("gyre.") + call + ": tensor has more than 16 dimensions");
-  std::vector<std::int64_t> mine(kMaxDims + 1, -1), all(static_cast<std::size_t>(world) * (kMaxDims + 1));
-  mine[0] = input.dim();
-  for (int d = 0; d < input.dim(); ++d) mine[static_cast<std::size_t>(d) + 1] = input.size(d);
-  CollectiveOptions shapes;
-  shapes.dtype = DataType::kInt64;
-  {
-    py::gil_scoped_release release;
-    comm.allgather(mine.data(), all.data(), mine.size(), shapes);
-  }
-  std::vector<std::size_t> counts(static_cast<std::size_t>(world));
-  std::int64_t rows = 0;
-  const std::int64_t rowElements = rowSize(input);
-  for (int r = 0; r < world; ++r) {
-    const std::int64_t* s = &all[static_cast<std::size_t>(r) * (kMaxDims + 1)];
-    bool same = s[0] == mine[0];
-    for (int d = 2; same && d <= mine[0]; ++d) same = s[d] == mine[static_cast<std::size_t>(d)];
-    if (!same)
-      throw py::value_error(std::string("gyre.") + call + ": rank " + std::to_string(r) +
-                            "'s tensor differs from this rank's in a dimension other than the first (shape " +
-                            c10::str(input.sizes()) + " here)");
-    rows += s[1];
-    counts[static_cast<std::size_t>(r)] = static_cast<std::size_t>(s[1] * rowElements);
-  }
-  std::vector<std::int64_t> outShape(input.sizes().begin(), input.sizes().end());
-  outShape[0] = rows;
-  Prepared p;
-  p.output = at::empty(outShape, input.options());
-  p.keep = {input, p.output};
-  const void* in = input.data_ptr();
-  void* out = p.output.data_ptr();
-  p.run = [in, out, counts, o](Communicator& c, bool async) -> std::shared_ptr<Work> {
-    if (async) return c.allgathervAsync(in, out, counts, o);
-    c.allgatherv(in, out, counts, o);
-    return nullptr;
-  };
-  return p;
+at::Tensor runNow(const Call& c) {
+  py::gil_scoped_release release;
+  at::Tensor out;
+  c.coordinator->runInOrder([&] { out = runCall(c.coordinator->communicator(), c.mine, c.run); });
+  return out;
 }
 
-// reduce_scatter along dim 0, as Horovod's reducescatter: with R rows and W ranks, rank r gets
-// R / W rows, and the first R % W ranks one more.
-Prepared prepareReduceScatter(const at::Tensor& tensor, ReduceOp op, Communicator& comm, const char* call) {
-  const DataType dtype = checkedDataType(tensor, call, "tensor");
-  if (tensor.dim() == 0)
-    throw py::value_error(std::string("gyre.") + call + ": tensor must have a dimension");
-  at::Tensor input = contiguousInput(tensor);
-  const std::int64_t world = comm.size(), rank = comm.rank(), rows = input.size(0);
-  const std::int64_t mine = rows / world + (rank < rows % world ? 1 : 0);
-  const std::int64_t first = rank * (rows / world) + std::min(rank, rows % world);
-  Prepared p;
-  if (rows % world == 0) {
-    CollectiveOptions o;
-    o.dtype = dtype;
-    o.op = op;
-    std::vector<std::int64_t> outShape(input.sizes().begin(), input.sizes().end());
-    outShape[0] = mine;
-    p.output = at::empty(outShape, input.options());
-    p.keep = {input, p.output};
-    const void* in = input.data_ptr();
-    void* out = p.output.data_ptr();
-    const std::size_t n = count(p.output);
-    p.run = [in, out, n, o](Communicator& c, bool async) -> std::shared_ptr<Work> {
-      if (async) return c.reduceScatterAsync(in, out, n, o);
-      c.reduceScatter(in, out, n, o);
-      return nullptr;
-    };
-    return p;
-  }
-  // Uneven rows: the whole tensor is reduced and this rank keeps its rows (a view of the sum).
-  p = prepareAllreduce(input, op, 1.0, 1.0, false, call);
-  p.output = p.output.narrow(0, first, mine);
-  return p;
+std::shared_ptr<Handle> runQueued(Call c) {
+  auto output = std::make_shared<at::Tensor>();
+  Coordinator* coordinator = c.coordinator.get();  // it runs its queue before it goes
+  auto task = coordinator->submit([coordinator, mine = c.mine, run = std::move(c.run), output] {
+    *output = runCall(coordinator->communicator(), mine, run);
+  });
+  return std::make_shared<Handle>(std::move(task), std::move(output));
 }
 
-// alltoall along dim 0: `splits[r]` rows go to rank r (equal shares when empty). The counts
-// travel first, in a small blocking alltoall. Returns the output and the rows received from each.
-std::pair<Prepared, at::Tensor> prepareAlltoall(const at::Tensor& tensor, std::vector<std::int64_t> splits,
-                                                Communicator& comm, const char* call) {
-  CollectiveOptions o;
-  o.dtype = checkedDataType(tensor, call, "tensor");
-  if (tensor.dim() == 0)
-    throw py::value_error(std::string("gyre.") + call + ": tensor must have a dimension");
-  at::Tensor input = contiguousInput(tensor);
-  const int world = comm.size();
-  const std::int64_t rows = input.size(0);
-  if (splits.empty()) {
-    if (rows % world != 0)
-      throw py::value_error(std::string("gyre.") + call + ": tensor's first dimension (" +
-                            std::to_string(rows) + ") does not divide among " + std::to_string(world) +
-                            " ranks; pass splits");
-    splits.assign(static_cast<std::size_t>(world), rows / world);
-  }
-  if (static_cast<int>(splits.size()) != world)
-    throw py::value_error(std::string("gyre.") + call + ": splits has " + std::to_string(splits.size()) +
-                          " entries for " + std::to_string(world) + " ranks");
-  for (std::int64_t s : splits)
-    if (s < 0) throw py::value_error(std::string("gyre.") + call + ": splits has a negative entry");
-  if (std::accumulate(splits.begin(), splits.end(), std::int64_t{0}) != rows)
-    throw py::value_error(std::string("gyre.") + call + ": splits sum to " +
-                          std::to_string(std::accumulate(splits.begin(), splits.end(), std::int64_t{0})) +
-                          ", not the tensor's first dimension " + std::to_string(rows));
-  // Each rank sends each other its rows for it and its row size, which must agree.
-  const std::int64_t rowElements = rowSize(input);
-  std::vector<std::int64_t> sent, exchanged(static_cast<std::size_t>(world) * 2);
-  for (std::int64_t s : splits) sent.insert(sent.end(), {s, rowElements});
-  CollectiveOptions counts;
-  counts.dtype = DataType::kInt64;
-  {
-    py::gil_scoped_release release;
-    comm.alltoall(sent.data(), exchanged.data(), 2, counts);
-  }
-  std::vector<std::int64_t> received(static_cast<std::size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    received[static_cast<std::size_t>(r)] = exchanged[static_cast<std::size_t>(r) * 2];
-    if (exchanged[static_cast<std::size_t>(r) * 2 + 1] != rowElements)
-      throw py::value_error(std::string("gyre.") + call + ": rank " + std::to_string(r) + "'s rows hold " +
-                            std::to_string(exchanged[static_cast<std::size_t>(r) * 2 + 1]) +
-                            " elements, this rank's " + std::to_string(rowElements) + " (shape " +
-                            c10::str(input.sizes()) + "): all but the first dimension must match");
-  }
-  std::vector<std::size_t> sendCounts, recvCounts;
-  std::int64_t outRows = 0;
-  for (int r = 0; r < world; ++r) {
-    sendCounts.push_back(static_cast<std::size_t>(splits[static_cast<std::size_t>(r)] * rowElements));
-    recvCounts.push_back(static_cast<std::size_t>(received[static_cast<std::size_t>(r)] * rowElements));
-    outRows += received[static_cast<std::size_t>(r)];
-  }
-  std::vector<std::int64_t> outShape(input.sizes().begin(), input.sizes().end());
-  outShape[0] = outRows;
-  Prepared p;
-  p.output = at::empty(outShape, input.options());
-  p.keep = {input, p.output};
-  const void* in = input.data_ptr();
-  void* out = p.output.data_ptr();
-  p.run = [in, out, sendCounts, recvCounts, o](Communicator& c, bool async) -> std::shared_ptr<Work> {
-    if (async) return c.alltoallvAsync(in, sendCounts, out, recvCounts, o);
-    c.alltoallv(in, sendCounts, out, recvCounts, o);
-    return nullptr;
-  };
-  return {std::move(p), at::tensor(received, at::kLong)};
-}
-
-// Binds NAME (blocking) and NAME_async (a Handle) to one preparation.
+// Binds NAME (blocking) and NAME_async (a Handle) to one checked call.
 template <class... Args, class Prepare, class... Extra>
 void bindPair(py::module_& m, const char* name, const char* asyncName, Prepare prepare, const char* doc,
               Extra... extra) {
   m.def(
-      name,
-      [prepare, name](Args... args) {
-        auto [comm, p] = prepare(name, args...);
-        py::gil_scoped_release release;
-        return runNow(*comm, std::move(p));
-      },
-      doc, extra...);
+      name, [prepare, name](Args... args) { return runNow(prepare(name, args...)); }, doc, extra...);
   m.def(
-      asyncName,
-      [prepare, asyncName](Args... args) {
-        auto [comm, p] = prepare(asyncName, args...);
-        py::gil_scoped_release release;
-        return runAsync(std::move(comm), std::move(p));
-      },
-      doc, extra...);
+      asyncName, [prepare, asyncName](Args... args) { return runQueued(prepare(asyncName, args...)); }, doc,
+      extra...);
 }
 
 }  // namespace
 
-Handle::Handle(std::shared_ptr<Communicator> comm, std::shared_ptr<Work> work, at::Tensor output,
-               std::vector<at::Tensor> keep, double postscale)
-    : comm_(std::move(comm)),
-      work_(std::move(work)),
-      output_(std::move(output)),
-      keep_(std::move(keep)),
-      postscale_(postscale) {}
-
 Handle::~Handle() {
-  if (done_ || !work_) return;
+  // Without the GIL: the coordinator's thread may need it to release the tensors its call held.
+  std::optional<py::gil_scoped_release> release;
+  if (PyGILState_Check()) release.emplace();
   try {
-    work_->wait();
-  } catch (...) {  // nobody asked for the result; the failure reaches the next call on comm_
+    task_->wait();
+  } catch (...) {  // nobody asked for the result
   }
-}
-
-bool Handle::poll() const {
-  return done_ || work_->isCompleted();
 }
 
 at::Tensor Handle::wait() {
-  if (!done_) {
-    work_->wait();  // rethrows the collective's failure
-    scaleInPlace(output_, postscale_);
-    keep_.clear();
-    done_ = true;
-  }
-  return output_;
+  task_->wait();  // rethrows the call's failure
+  return *output_;
 }
 
 void bindCollectives(py::module_& m) {
@@ -336,86 +102,171 @@ void bindCollectives(py::module_& m) {
       .def("poll", &Handle::poll, "True once the collective has finished (never blocks).");
 
   auto allreduce = [](bool inPlace) {
-    return [inPlace](const char* call, const at::Tensor& tensor, ReduceOp op, double prescale,
-                     double postscale, int processSet) {
-      auto comm = World::communicator(processSet, call);
-      return std::make_pair(comm, prepareAllreduce(tensor, op, prescale, postscale, inPlace, call));
+    return [inPlace](const char* call, const at::Tensor& tensor, ReduceOp op, double prescale, double postscale,
+                     int processSet, const std::string& name) {
+      Call c{World::coordinator(processSet, call), {}, {}};
+      c.mine = checked(*c.coordinator, call, [&] {
+        inPlace ? checkedInPlace(tensor, call, "tensor") : checkedDataType(tensor, call, "tensor");
+        CallDescriptor d = describeCall(CallKind::kAllreduce, call, tensor, name.c_str());
+        d.op = static_cast<std::uint8_t>(op);
+        d.prescale = prescale;
+        d.postscale = postscale;
+        return d;
+      });
+      c.run = [=](Communicator& comm, const std::vector<CallDescriptor>&) {
+        return runNow(comm, prepareAllreduce(tensor, op, prescale, postscale, inPlace));
+      };
+      return c;
     };
   };
   for (const bool inPlace : {false, true}) {
-    bindPair<const at::Tensor&, ReduceOp, double, double, int>(
+    bindPair<const at::Tensor&, ReduceOp, double, double, int, const std::string&>(
         m, inPlace ? "allreduce_" : "allreduce", inPlace ? "allreduce_async_" : "allreduce_async",
         allreduce(inPlace),
         inPlace ? "Reduces `tensor` over the ranks in place (op: Average by default)."
                 : "Reduces `tensor` over the ranks into a new tensor (op: Average by default).",
         py::arg("tensor"), py::arg("op") = ReduceOp::kAverage, py::arg("prescale_factor") = 1.0,
-        py::arg("postscale_factor") = 1.0, py::arg("process_set") = 0);
+        py::arg("postscale_factor") = 1.0, py::arg("process_set") = 0, py::arg("name") = "");
   }
 
   auto broadcast = [](bool inPlace) {
-    return [inPlace](const char* call, const at::Tensor& tensor, int root, int processSet) {
-      auto comm = World::communicator(processSet, call);
-      return std::make_pair(comm, prepareBroadcast(tensor, root, inPlace, *comm, call));
+    return [inPlace](const char* call, const at::Tensor& tensor, int root, int processSet, const std::string& name) {
+      Call c{World::coordinator(processSet, call), {}, {}};
+      c.mine = checked(*c.coordinator, call, [&] {
+        inPlace ? checkedInPlace(tensor, call, "tensor") : checkedDataType(tensor, call, "tensor");
+        checkRoot(root, c.coordinator->communicator(), call);
+        CallDescriptor d = describeCall(CallKind::kBroadcast, call, tensor, name.c_str());
+        d.root = root;
+        return d;
+      });
+      c.run = [=](Communicator& comm, const std::vector<CallDescriptor>&) {
+        return runNow(comm, prepareBroadcast(tensor, root, inPlace));
+      };
+      return c;
     };
   };
-  bindPair<const at::Tensor&, int, int>(m, "broadcast", "broadcast_async", broadcast(false),
-                                        "A copy of root_rank's `tensor` on every rank.", py::arg("tensor"),
-                                        py::arg("root_rank"), py::arg("process_set") = 0);
-  bindPair<const at::Tensor&, int, int>(m, "broadcast_", "broadcast_async_", broadcast(true),
-                                        "Overwrites `tensor` with root_rank's, in place.", py::arg("tensor"),
-                                        py::arg("root_rank"), py::arg("process_set") = 0);
+  bindPair<const at::Tensor&, int, int, const std::string&>(
+      m, "broadcast", "broadcast_async", broadcast(false), "A copy of root_rank's `tensor` on every rank.",
+      py::arg("tensor"), py::arg("root_rank"), py::arg("process_set") = 0, py::arg("name") = "");
+  bindPair<const at::Tensor&, int, int, const std::string&>(
+      m, "broadcast_", "broadcast_async_", broadcast(true), "Overwrites `tensor` with root_rank's, in place.",
+      py::arg("tensor"), py::arg("root_rank"), py::arg("process_set") = 0, py::arg("name") = "");
 
-  bindPair<const at::Tensor&, int>(
+  bindPair<const at::Tensor&, int, const std::string&>(
       m, "allgather", "allgather_async",
-      [](const char* call, const at::Tensor& tensor, int processSet) {
-        auto comm = World::communicator(processSet, call);
-        return std::make_pair(comm, prepareAllgather(tensor, *comm, call));
+      [](const char* call, const at::Tensor& tensor, int processSet, const std::string& name) {
+        Call c{World::coordinator(processSet, call), {}, {}};
+        c.mine = checked(*c.coordinator, call, [&] {
+          checkedDataType(tensor, call, "tensor");
+          return describeCall(CallKind::kAllgather, call, tensor, name.c_str());
+        });
+        c.run = [tensor, rowElements = c.mine.rowElements](Communicator& comm,
+                                                           const std::vector<CallDescriptor>& all) {
+          std::vector<std::int64_t> rows;  // the shapes every rank announced
+          for (const CallDescriptor& d : all) rows.push_back(d.kind == CallKind::kJoin ? 0 : d.shape[0]);
+          return runNow(comm, prepareAllgather(tensor, rows, rowElements));
+        };
+        return c;
       },
       "Every rank's `tensor` concatenated along the first dimension, in rank order (first dimensions may "
       "differ).",
-      py::arg("tensor"), py::arg("process_set") = 0);
+      py::arg("tensor"), py::arg("process_set") = 0, py::arg("name") = "");
 
-  bindPair<const at::Tensor&, ReduceOp, int>(
+  bindPair<const at::Tensor&, ReduceOp, int, const std::string&>(
       m, "reduce_scatter", "reduce_scatter_async",
-      [](const char* call, const at::Tensor& tensor, ReduceOp op, int processSet) {
-        auto comm = World::communicator(processSet, call);
-        return std::make_pair(comm, prepareReduceScatter(tensor, op, *comm, call));
+      [](const char* call, const at::Tensor& tensor, ReduceOp op, int processSet, const std::string& name) {
+        Call c{World::coordinator(processSet, call), {}, {}};
+        c.mine = checked(*c.coordinator, call, [&] {
+          checkedDataType(tensor, call, "tensor");
+          checkHasRows(tensor, call);
+          CallDescriptor d = describeCall(CallKind::kReduceScatter, call, tensor, name.c_str());
+          d.op = static_cast<std::uint8_t>(op);
+          return d;
+        });
+        c.run = [=](Communicator& comm, const std::vector<CallDescriptor>&) {
+          return runNow(comm, prepareReduceScatter(tensor, op, comm));
+        };
+        return c;
       },
       "Reduces `tensor` over the ranks and gives rank r its share of the rows (op: Average by default).",
-      py::arg("tensor"), py::arg("op") = ReduceOp::kAverage, py::arg("process_set") = 0);
+      py::arg("tensor"), py::arg("op") = ReduceOp::kAverage, py::arg("process_set") = 0, py::arg("name") = "");
 
+  // alltoall: the rows received from each rank fill `received` when the call runs.
+  auto alltoall = [](const char* call, const at::Tensor& tensor, std::vector<std::int64_t> splits, int processSet,
+                     const std::string& name) {
+    Call c{World::coordinator(processSet, call), {}, {}};
+    c.mine = checked(*c.coordinator, call, [&] {
+      checkedDataType(tensor, call, "tensor");
+      splits = checkedSplits(tensor, std::move(splits), c.coordinator->communicator().size(), call);
+      return describeCall(CallKind::kAlltoall, call, tensor, name.c_str());
+    });
+    at::Tensor received = at::zeros({static_cast<std::int64_t>(splits.size())}, at::kLong);
+    c.run = [tensor, splits, received, call](Communicator& comm, const std::vector<CallDescriptor>&) {
+      auto [p, rows] = prepareAlltoall(tensor, splits, comm, call);
+      received.copy_(rows);
+      return runNow(comm, std::move(p));
+    };
+    return std::make_pair(std::move(c), received);
+  };
   m.def(
       "alltoall",
-      [](const at::Tensor& tensor, std::vector<std::int64_t> splits, int processSet) {
-        auto comm = World::communicator(processSet, "alltoall");
-        auto [p, received] = prepareAlltoall(tensor, std::move(splits), *comm, "alltoall");
-        at::Tensor out;
-        {
-          py::gil_scoped_release release;
-          out = runNow(*comm, std::move(p));
-        }
-        return std::make_pair(out, received);
+      [alltoall](const at::Tensor& tensor, std::vector<std::int64_t> splits, int processSet, const std::string& name) {
+        auto [c, received] = alltoall("alltoall", tensor, std::move(splits), processSet, name);
+        return std::make_pair(runNow(c), received);
       },
       "Sends splits[r] rows of `tensor` to rank r; returns what arrived and the rows from each rank.",
-      py::arg("tensor"), py::arg("splits") = std::vector<std::int64_t>{}, py::arg("process_set") = 0);
+      py::arg("tensor"), py::arg("splits") = std::vector<std::int64_t>{}, py::arg("process_set") = 0,
+      py::arg("name") = "");
   m.def(
       "alltoall_async",
-      [](const at::Tensor& tensor, std::vector<std::int64_t> splits, int processSet) {
-        auto comm = World::communicator(processSet, "alltoall_async");
-        auto [p, received] = prepareAlltoall(tensor, std::move(splits), *comm, "alltoall_async");
-        py::gil_scoped_release release;
-        return std::make_pair(runAsync(comm, std::move(p)), received);
+      [alltoall](const at::Tensor& tensor, std::vector<std::int64_t> splits, int processSet, const std::string& name) {
+        auto [c, received] = alltoall("alltoall_async", tensor, std::move(splits), processSet, name);
+        return std::make_pair(runQueued(std::move(c)), received);
       },
-      py::arg("tensor"), py::arg("splits") = std::vector<std::int64_t>{}, py::arg("process_set") = 0);
+      "alltoall, queued; the rows from each rank are filled in once it has run.", py::arg("tensor"),
+      py::arg("splits") = std::vector<std::int64_t>{}, py::arg("process_set") = 0, py::arg("name") = "");
 
   m.def(
       "barrier",
       [](int processSet) {
-        auto comm = World::communicator(processSet, "barrier");
-        py::gil_scoped_release release;
-        comm->barrier();
+        Call c{World::coordinator(processSet, "barrier"), describeCall(CallKind::kBarrier, "barrier"), {}};
+        c.run = [](Communicator& comm, const std::vector<CallDescriptor>&) {
+          comm.barrier();
+          return at::Tensor();
+        };
+        runNow(c);
       },
       "Returns once every rank of the process set has called it.", py::arg("process_set") = 0);
+
+  m.def(
+      "broadcast_tensors",
+      [](const std::vector<at::Tensor>& tensors, int root, int processSet) {
+        Call c{World::coordinator(processSet, "broadcast_parameters"), {}, {}};
+        c.mine = checked(*c.coordinator, "broadcast_parameters", [&] {
+          checkRoot(root, c.coordinator->communicator(), "broadcast_parameters");
+          CallDescriptor d = describeCall(CallKind::kBroadcastTensors, "broadcast_parameters");
+          d.root = root;
+          d.numel = static_cast<std::int64_t>(tensors.size());
+          return d;
+        });
+        c.run = [&](Communicator& comm, const std::vector<CallDescriptor>&) {
+          gyre::torch::broadcastTensors(tensors, comm, root);
+          return at::Tensor();
+        };
+        runNow(c);
+      },
+      "Overwrites each tensor with root's, in place (contiguous CPU tensors).", py::arg("tensors"),
+      py::arg("root_rank"), py::arg("process_set") = 0);
+
+  m.def(
+      "refuse",
+      [](int processSet, const std::string& call, const std::string& error) {
+        auto coordinator = World::coordinator(processSet, call.c_str());
+        py::gil_scoped_release release;
+        coordinator->runInOrder([&] { refuse(coordinator->communicator(), call.c_str(), error); });
+      },
+      "Tells the other ranks that this rank's call was refused by its own checks (they raise too).",
+      py::arg("process_set"), py::arg("call"), py::arg("error"));
 }
 
 }  // namespace gyre::python

@@ -3,41 +3,35 @@
 
 #include <torch/extension.h>
 
-#include <atomic>
 #include <memory>
-#include <mutex>
-#include <vector>
 
-#include "gyre/communicator.h"
+#include "python/coordination.h"
 
 namespace gyre::python {
 
-// An asynchronous collective in flight (gyre.allreduce_async, ...): keeps its communicator and
-// tensors alive until it has finished.
+// An asynchronous collective (gyre.allreduce_async, ...): its call queued on the process set's
+// Coordinator, which coordinates it with the other ranks and runs it; `output` is filled then.
 class Handle {
  public:
-  Handle(std::shared_ptr<Communicator> comm, std::shared_ptr<Work> work, at::Tensor output,
-         std::vector<at::Tensor> keep, double postscale);
-  // A handle dropped unwaited waits for its collective: the core still writes its tensors.
+  Handle(std::shared_ptr<Coordinator::Task> task, std::shared_ptr<at::Tensor> output)
+      : task_(std::move(task)), output_(std::move(output)) {}
+  // A handle dropped unwaited waits for its call: it still writes the tensors it was given.
   ~Handle();
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   // True once the collective has finished; never blocks.
-  bool poll() const;
-  // Waits for it (its own time-out bounds the wait) and returns its output; rethrows a failure.
-  // Thread-safe: called with the GIL released.
+  bool poll() const { return task_->done(); }
+  // Waits for it (its own time-out bounds the wait) and returns its output; rethrows a failure
+  // (a mismatch with the other ranks' calls among them). Called with the GIL released.
   at::Tensor wait();
 
  private:
-  std::shared_ptr<Communicator> comm_;
-  std::shared_ptr<Work> work_;
-  at::Tensor output_;
-  std::vector<at::Tensor> keep_;
-  double postscale_;
-  std::mutex mutex_;  // wait() against wait()
-  std::atomic<bool> done_{false};
+  std::shared_ptr<Coordinator::Task> task_;
+  std::shared_ptr<at::Tensor> output_;
 };
 
 void bindCollectives(pybind11::module_& m);
+// gyre._C.join_round (join.cc): hvd.join() on a rank with no data left.
+void bindJoin(pybind11::module_& m);
 
 }  // namespace gyre::python

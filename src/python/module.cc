@@ -4,10 +4,11 @@
 #include <torch/extension.h>
 
 #include "gyre/errors.h"
-#include "gyre/torch/broadcast.h"
 #include "gyre/version.h"
 #include "python/collectives.h"
+#include "python/coordination.h"
 #include "python/malloc.h"
+#include "python/optim.h"
 #include "python/optimizer.h"
 #include "python/process_group.h"
 #include "python/ps.h"
@@ -27,9 +28,21 @@ void bindErrors(py::module_& m) {
   static py::exception<PeerLostError> peerLost(m, "PeerLostError", error.ptr());
   static py::exception<TimeoutError> timeout(m, "TimeoutError", error.ptr());
   static py::exception<InvalidArgument> invalid(m, "InvalidArgumentError", PyExc_ValueError);
+  // Ranks that made different calls (coordination.h): Horovod raises a RuntimeError there, and
+  // gyre's own callers catch InvalidArgumentError; it is both.
+  // Never destroyed: the translator may run until the interpreter's end.
+  static PyObject* mismatch = PyErr_NewExceptionWithDoc(
+      "gyre._C.CallMismatchError",
+      "The ranks made different collective calls, or another rank refused its call; nothing was sent and "
+      "the next call can go on.",
+      py::make_tuple(invalid, py::handle(PyExc_RuntimeError)).ptr(), nullptr);
+  if (mismatch == nullptr) throw py::error_already_set();
+  m.attr("CallMismatchError") = py::handle(mismatch);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const CallMismatch& e) {
+      PyErr_SetString(mismatch, e.what());
     } catch (const PeerLostError& e) {
       peerLost(e.what());
     } catch (const TimeoutError& e) {
@@ -60,16 +73,6 @@ void bindWorld(py::module_& m) {
   m.def(
       "process_set_rank", [](int id) { return World::communicator(id, "ProcessSet.rank")->rank(); },
       py::arg("process_set_id"));
-  m.def(
-      "broadcast_tensors",
-      [](const std::vector<at::Tensor>& tensors, int root, int processSet) {
-        auto comm = World::communicator(processSet, "broadcast_parameters");
-        py::gil_scoped_release release;
-        gyre::torch::broadcastTensors(tensors, *comm, root);
-      },
-      "Overwrites each tensor with root's, in place (contiguous CPU tensors).", py::arg("tensors"),
-      py::arg("root_rank"), py::arg("process_set") = 0);
-
   // gyre.torch.elastic's native half: the membership protocol of `gyre run --elastic`.
   auto elastic = m.def_submodule("elastic", "the membership of an elastic job");
   elastic.def("enabled", &World::elastic, "Whether gyre.init() joined an elastic job's membership.");
@@ -102,7 +105,9 @@ PYBIND11_MODULE(_C, m) {
   gyre::python::bindErrors(m);
   gyre::python::bindWorld(m);
   gyre::python::bindCollectives(m);
+  gyre::python::bindJoin(m);
   gyre::python::bindOptimizer(m);
+  gyre::python::bindOptim(m);
   gyre::python::bindMalloc(m);
   gyre::python::bindTune(m);
 #ifdef GYRE_PYTHON_SERVE

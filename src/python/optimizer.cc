@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gyre/torch/distributed_optimizer.h"
+#include "python/coordination.h"
 #include "python/tensors.h"
 #include "python/world.h"
 
@@ -29,8 +30,11 @@ class ParameterHolder : public ::torch::optim::Optimizer {
 
 class GradientReducer {
  public:
+  // `index`: the optimizer's place among the DistributedOptimizers made so far (the same on every
+  // rank, as their construction is collective), which a joined rank's join() is told when the
+  // others reduce (coordination.h).
   GradientReducer(const std::vector<at::Tensor>& parameters, const std::string& compression,
-                  int backwardPassesPerStep, ReduceOp op, int processSet) {
+                  int backwardPassesPerStep, ReduceOp op, int processSet, int index) {
     for (std::size_t i = 0; i < parameters.size(); ++i) {
       const std::string arg = "parameter " + std::to_string(i);
       checkedDataType(parameters[i], "DistributedOptimizer", arg.c_str());
@@ -47,6 +51,12 @@ class GradientReducer {
     gyre::torch::setCompression(options, compression);
     options.backwardPassesPerStep = backwardPassesPerStep;
     options.average = op == ReduceOp::kAverage;
+    // Every step's reduction is coordinated with the set's other calls (coordination.h), in order.
+    options.beforeReduce = [coordinator = World::coordinator(processSet, "DistributedOptimizer"), index] {
+      CallDescriptor d = describeCall(CallKind::kOptimizer, "DistributedOptimizer.step");
+      d.optimizer = index;
+      coordinator->runInOrder([&] { coordinate(coordinator->communicator(), d); });
+    };
     holder_ = std::make_shared<ParameterHolder>(parameters);
     py::gil_scoped_release release;  // collective: the ranks check they hold the same parameters
     engine_ = std::make_unique<gyre::torch::DistributedOptimizer>(std::move(comm), holder_, options);
@@ -56,6 +66,7 @@ class GradientReducer {
   void synchronize() { engine_->synchronize(); }
   // synchronize(), and the step's timing recorded (last_step()); the Python optimizer steps next.
   void step() { engine_->step(); }
+  void joinStep() { engine_->reduceAsJoined(); }
   std::vector<std::size_t> bucketBytes() const { return engine_->bucketBytes(); }
 
   py::dict lastStep() const {
@@ -81,15 +92,17 @@ void bindOptimizer(py::module_& m) {
   py::class_<GradientReducer>(
       m, "GradientReducer",
       "Bucketed gradient allreduce overlapped with backward (the C++ DistributedOptimizer).")
-      .def(py::init<const std::vector<at::Tensor>&, const std::string&, int, ReduceOp, int>(),
+      .def(py::init<const std::vector<at::Tensor>&, const std::string&, int, ReduceOp, int, int>(),
            py::arg("parameters"), py::arg("compression") = "none", py::arg("backward_passes_per_step") = 1,
-           py::arg("op") = ReduceOp::kAverage, py::arg("process_set") = 0)
+           py::arg("op") = ReduceOp::kAverage, py::arg("process_set") = 0, py::arg("index") = 0)
       .def("zero_grad", &GradientReducer::zeroGrad, py::call_guard<py::gil_scoped_release>(),
            "Sets every gradient to None; backward fills the buckets.")
       .def("synchronize", &GradientReducer::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Waits for the gradients' allreduce; afterwards every .grad holds the average.")
       .def("step", &GradientReducer::step, py::call_guard<py::gil_scoped_release>(),
            "synchronize(), timing the step for last_step().")
+      .def("join_step", &GradientReducer::joinStep, py::call_guard<py::gil_scoped_release>(),
+           "A joined rank's part in the others' reduction: zero gradients; afterwards .grad holds the result.")
       .def("bucket_bytes", &GradientReducer::bucketBytes)
       .def("last_step", &GradientReducer::lastStep);
 }

@@ -9,6 +9,7 @@
 
 #include "common/config.h"
 #include "gyre/elastic.h"
+#include "python/coordination.h"
 
 namespace gyre::python {
 namespace {
@@ -16,6 +17,7 @@ namespace {
 struct ProcessSet {
   std::vector<int> ranks;
   std::shared_ptr<Communicator> comm;  // null on a rank outside the set
+  std::shared_ptr<Coordinator> coordinator;  // made at its first call
 };
 
 struct State {
@@ -107,7 +109,7 @@ int World::addProcessSet(const std::vector<int>& ranks) {
       throw pybind11::value_error("gyre.add_process_set: ranks must be distinct and in increasing order");
   }
   const bool member = std::binary_search(ranks.begin(), ranks.end(), world->rank());
-  ProcessSet set{ranks, world->split(member ? 0 : -1, world->rank())};  // collective
+  ProcessSet set{ranks, world->split(member ? 0 : -1, world->rank()), nullptr};  // collective
   State& s = state();
   std::lock_guard lock(s.mutex);
   const int id = s.nextId++;
@@ -123,9 +125,10 @@ void World::removeProcessSet(int id) {
     throw pybind11::value_error("gyre.remove_process_set: no process set " + std::to_string(id));
 }
 
-std::shared_ptr<Communicator> World::communicator(int processSet, const char* call) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
+namespace {
+
+// The set `processSet` of this rank, or ValueError naming `call`; `s.mutex` held.
+ProcessSet& memberSet(State& s, int processSet, const char* call) {
   if (!s.world) notInitialized(call);
   auto it = s.sets.find(processSet);
   if (it == s.sets.end())
@@ -135,7 +138,23 @@ std::shared_ptr<Communicator> World::communicator(int processSet, const char* ca
     throw pybind11::value_error(std::string("gyre.") + call + ": this rank (" +
                                 std::to_string(s.world->rank()) + ") is not in process set " +
                                 std::to_string(processSet));
-  return it->second.comm;
+  return it->second;
+}
+
+}  // namespace
+
+std::shared_ptr<Communicator> World::communicator(int processSet, const char* call) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return memberSet(s, processSet, call).comm;
+}
+
+std::shared_ptr<Coordinator> World::coordinator(int processSet, const char* call) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  ProcessSet& set = memberSet(s, processSet, call);
+  if (!set.coordinator) set.coordinator = std::make_shared<Coordinator>(set.comm);
+  return set.coordinator;
 }
 
 std::vector<int> World::processSetRanks(int id) {

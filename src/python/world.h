@@ -15,6 +15,8 @@
 
 namespace gyre::python {
 
+class Coordinator;
+
 class World {
  public:
   // gyre.init(): the world communicator from the environment (gyre::init). A second call while
@@ -37,6 +39,9 @@ class World {
   // The communicator of process set `id` (0: the world); ValueError naming `call` for an unknown
   // id or a set this rank is not in.
   static std::shared_ptr<Communicator> communicator(int processSet, const char* call);
+  // The coordinator of process set `id`'s calls (coordination.h), made with its communicator;
+  // errors as communicator().
+  static std::shared_ptr<Coordinator> coordinator(int processSet, const char* call);
   // The world ranks of set `id`.
   static std::vector<int> processSetRanks(int id);
 

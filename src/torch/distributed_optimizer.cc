@@ -238,6 +238,8 @@ DistributedOptimizer::~DistributedOptimizer() = default;
 void DistributedOptimizer::zeroGrad() { impl_->zeroGrad(); }
 void DistributedOptimizer::step() { impl_->step(); }
 void DistributedOptimizer::synchronize() { impl_->synchronize(true); }
+
+void DistributedOptimizer::reduceAsJoined() { impl_->reduceAsJoined(); }
 void DistributedOptimizer::join() { impl_->join(); }
 
 DistributedOptimizer::NoSyncGuard::NoSyncGuard(DistributedOptimizer& owner) : owner_(owner) {

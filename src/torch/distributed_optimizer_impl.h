@@ -74,6 +74,7 @@ class DistributedOptimizer::Impl {
   void synchronize(bool active, bool gatherGradients = true) GYRE_EXCLUDES(mu_);
   void step() GYRE_EXCLUDES(mu_);
   void join() GYRE_EXCLUDES(mu_);
+  void reduceAsJoined() GYRE_EXCLUDES(mu_);
 
   std::shared_ptr<Communicator> comm_;
   std::shared_ptr<::torch::optim::Optimizer> optimizer_;
@@ -84,6 +85,8 @@ class DistributedOptimizer::Impl {
   std::vector<Slot> slots_ GYRE_GUARDED_BY(mu_);
   std::vector<Bucket> buckets_ GYRE_GUARDED_BY(mu_);
   std::size_t nextToIssue_ GYRE_GUARDED_BY(mu_) = 0;
+  // options.beforeReduce has run for this step's reduction (or reduceAsJoined skips it).
+  bool reductionBegun_ GYRE_GUARDED_BY(mu_) = false;
   bool syncEnabled_ GYRE_GUARDED_BY(mu_) = true;
   bool sharded_ = false;
   bool shardGradients_ = false;  // sharded_ and options.shardGradients (ZeRO stage 2)
@@ -155,6 +158,9 @@ class DistributedOptimizer::Impl {
   // The end of every synchronize(): the step's count and timing.
   void finishSynchronize(Clock::time_point begin, StepTiming& timing) GYRE_REQUIRES(mu_);
   void resetForNextStep() GYRE_REQUIRES(mu_);
+  // options.beforeReduce, once per reduction, before its first collective; when it throws, the
+  // step is reset so that the next backward pass starts afresh.
+  void beginReduction() GYRE_REQUIRES(mu_);
   // Lays the buckets out again from the planned ready order, at most capBytes each (when that
   // changes the layout).
   void planAgain(std::size_t capBytes) GYRE_REQUIRES(mu_);

@@ -83,7 +83,21 @@ void DistributedOptimizer::Impl::issueReadyBuckets() {
     issue(buckets_[nextToIssue_++], false);
 }
 
+void DistributedOptimizer::Impl::beginReduction() {
+  if (reductionBegun_) return;
+  if (options_.beforeReduce) {
+    try {
+      options_.beforeReduce();
+    } catch (...) {
+      resetForNextStep();
+      throw;
+    }
+  }
+  reductionBegun_ = true;
+}
+
 void DistributedOptimizer::Impl::issue(Bucket& bucket, bool here) {
+  beginReduction();
   if (bucket.wire.data_ptr() != bucket.flat.data_ptr()) {
     ::torch::NoGradGuard noGrad;
     bucket.wire.copy_(bucket.flat);
@@ -154,6 +168,7 @@ void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) 
   StepTiming timing;
   timing.steps = 1;
   if (comm_->size() > 1) {
+    beginReduction();
     // Gradients that never became ready (unused parameters, or fewer backward passes than
     // promised) are reduced as they are: zeros unless something accumulated.
     {
@@ -325,6 +340,7 @@ void DistributedOptimizer::Impl::resetForNextStep() {
   }
   for (Bucket& bucket : buckets_) bucket.pending = bucket.slots.size();
   nextToIssue_ = 0;
+  reductionBegun_ = false;
   firstReady_ = lastReady_ = Clock::time_point{};
 }
 
@@ -372,6 +388,15 @@ void DistributedOptimizer::Impl::join() {
     if (activeRanks_ == 0) return;  // every rank has joined
     optimizer_->step();             // the same averaged update as the ranks still training
   }
+}
+
+void DistributedOptimizer::Impl::reduceAsJoined() {
+  zeroGrad();
+  {
+    MutexLock lock(mu_);
+    reductionBegun_ = true;  // the ranks that reduce their gradients coordinated the step
+  }
+  synchronize(false);
 }
 
 }  // namespace gyre::torch

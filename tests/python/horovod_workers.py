@@ -205,18 +205,117 @@ def case_adasum():
 
 
 def case_mismatch_recovers():
-    """Under GYRE_DEBUG_COLLECTIVES=1 every call is checked in full before it moves anything: ranks
-    that disagree get an error naming both calls, and the next call works (as Horovod's)."""
+    """Every call is coordinated before it moves anything (as Horovod's coordinator does): ranks that
+    disagree get, every one of them, an error naming both calls, and the next call works. A call
+    that one rank's own checks refuse raises on the others too."""
     hvd.init()
     r, n = hvd.rank(), hvd.size()
-    expect_error(hvd.InvalidArgumentError, ["count=4", "count=8"], hvd.allreduce, torch.ones(4 + 4 * min(r, 1)))
-    check_equal(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), float(n)), "allreduce after a mismatch")
-    expect_error(hvd.InvalidArgumentError, ["root"], hvd.broadcast, torch.ones(2), root_rank=min(r, 1))
-    check_equal(hvd.broadcast(torch.full((2,), float(r)), root_rank=0), torch.zeros(2), "broadcast after a mismatch")
-    expect_error(hvd.InvalidArgumentError, ["int64", "float32"], hvd.allreduce,
+    odd = min(r, 1)  # rank 0 differs from the others
+    after = lambda what: check_equal(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), float(n)), what)
+    expect_error(hvd.CallMismatchError, ["Mismatched tensor shapes", "[4]", "[8]"], hvd.allreduce,
+                 torch.ones(4 + 4 * odd))
+    after("allreduce after shapes")
+    expect_error(RuntimeError, ["Mismatched broadcast root ranks", "root 0", "root 1"], hvd.broadcast, torch.ones(2),
+                 root_rank=odd)
+    check_equal(hvd.broadcast(torch.full((2,), float(r)), root_rank=0), torch.zeros(2), "broadcast after roots")
+    expect_error(hvd.CallMismatchError, ["Mismatched data types", "int64", "float32"], hvd.allreduce,
                  torch.ones(2, dtype=torch.int64 if r == 0 else torch.float32))
-    check_equal(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), float(n)), "allreduce after a mismatch")
+    after("allreduce after dtypes")
+    expect_error(hvd.CallMismatchError, ["Mismatched names", "'a'", "'b'"], hvd.allreduce, torch.ones(2),
+                 name="a" if r == 0 else "b")
+    expect_error(hvd.CallMismatchError, ["Mismatched operations", "allreduce", "allgather"],
+                 hvd.allreduce if r == 0 else hvd.allgather, torch.ones(2))
+    expect_error(hvd.CallMismatchError, ["Mismatched allgather tensor shapes", "[1, 2]", "[1, 3]"], hvd.allgather,
+                 torch.ones(1, 2 + odd))
+    expect_error(hvd.CallMismatchError, ["Mismatched reduction ops"], hvd.allreduce, torch.ones(2),
+                 op=hvd.Sum if r == 0 else hvd.Max)
+    expect_error(hvd.CallMismatchError, ["Mismatched prescale factors"], hvd.allreduce, torch.ones(2),
+                 prescale_factor=1.0 + odd)
+    # asynchronous calls: the error comes from synchronize
+    handle = hvd.allreduce_async(torch.ones(3 + odd))
+    expect_error(hvd.CallMismatchError, ["Mismatched tensor shapes"], hvd.synchronize, handle)
+    after("allreduce after an async mismatch")
+    # rank 0's own checks refuse its call (a dtype gyre does not reduce, a bad root): the others raise
+    if r == 0:
+        expect_error(TypeError, ["complex64"], hvd.allreduce, torch.ones(2, dtype=torch.complex64))
+        expect_error(ValueError, ["root_rank 99"], hvd.broadcast_, torch.ones(2), root_rank=99)
+        expect_error(TypeError, ["op must be"], hvd.allreduce, torch.ones(2), op="sum")
+    else:
+        expect_error(hvd.CallMismatchError, ["rank 0's own call was refused", "complex64"], hvd.allreduce,
+                     torch.ones(2))
+        expect_error(hvd.CallMismatchError, ["rank 0's own call was refused", "root_rank 99"], hvd.broadcast_,
+                     torch.ones(2), root_rank=0)
+        expect_error(hvd.CallMismatchError, ["rank 0's own call was refused", "op must be"], hvd.allreduce,
+                     torch.ones(2))
+    after("allreduce after refused calls")
     print(f"rank {r}: mismatch_recovers ok", flush=True)
+
+
+def case_join():
+    """hvd.join() as Horovod's tests use it: the joined rank contributes zeros to the others'
+    allreduces (their average still over every rank), no rows to their allgathers, takes part in
+    their barriers, broadcasts and DistributedOptimizer steps, and join() returns the last rank to
+    join, the same on every rank."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    for dtype in (torch.int32, torch.int64, torch.float32, torch.float64):
+        for first_join_rank in (0, 1):
+            torch.manual_seed(1234)
+            a = torch.FloatTensor(5, 5).random_(-100, 100).to(dtype)
+            b = torch.FloatTensor(17).random_(-100, 100).to(dtype)
+            if r == first_join_rank:
+                ret = hvd.join()
+            else:
+                ha = hvd.allreduce_async(a, name="tensor_a", average=True)
+                hb = hvd.allreduce_async(b, name="tensor_b", average=True)
+                got_a, got_b = hvd.synchronize(ha), hvd.synchronize(hb)
+                # integers average as Horovod's do: scaled by 1/n in float64, truncated toward zero
+                div = (lambda t: torch.div(t, n, rounding_mode="trunc")) if not dtype.is_floating_point else (
+                    lambda t: t / n)
+                assert torch.allclose(got_a, div(a * (n - 1))), (dtype, got_a, div(a * (n - 1)))
+                assert torch.allclose(got_b, div(b * (n - 1))), (dtype, got_b)
+                ret = hvd.join()
+            assert ret != first_join_rank, (ret, first_join_rank)
+            assert hvd.allgather_object(ret) == [ret] * n
+    # allgather, Min/Max, barrier and broadcast from an active root; a joined root is refused
+    if r == 0:
+        assert hvd.join() == n - 1
+    else:
+        got = hvd.allgather(torch.full((r,), r))
+        check_equal(got, torch.cat([torch.full((k,), k) for k in range(1, n)]), "allgather with a joined rank")
+        check_equal(hvd.allreduce(torch.full((2,), float(r)), op=hvd.Min), torch.ones(2), "min with a joined rank")
+        check_equal(hvd.allreduce(torch.full((2,), -float(r)), op=hvd.Max), -torch.ones(2), "max")
+        hvd.barrier()
+        check_equal(hvd.broadcast(torch.full((2,), float(r)), root_rank=1), torch.ones(2), "broadcast from rank 1")
+        expect_error(hvd.CallMismatchError, ["root rank 0 has joined"], hvd.broadcast, torch.ones(2), root_rank=0)
+        expect_error(hvd.CallMismatchError, ["rank 0 has joined", "alltoall"], hvd.alltoall, torch.ones(n - 0))
+        assert hvd.join() == n - 1
+    # DistributedOptimizer: rank 0 runs out of data after 2 steps, the others after 4
+    torch.manual_seed(0)
+    net = torch.nn.Linear(3, 2)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9),
+                                   named_parameters=net.named_parameters())
+    hvd.broadcast_parameters(net.state_dict(), root_rank=0)
+    reference = torch.nn.Linear(3, 2)  # what every rank's model must be: zeros from the joined rank
+    reference.load_state_dict(net.state_dict())
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    xs = [torch.randn(4, 3) * (k + 1) for k in range(n * 4)]
+    for step in range(4):
+        active = [k for k in range(n) if step < (2 if k == 0 else 4)]
+        if r in active:
+            opt.zero_grad()
+            net(xs[step * n + r]).pow(2).sum().backward()
+            opt.step()
+        elif step == 2:
+            assert hvd.join() == n - 1
+        ref_opt.zero_grad()
+        sum(reference(xs[step * n + k]).pow(2).sum() for k in active).div(n).backward()
+        ref_opt.step()
+    if r != 0:
+        assert hvd.join() == n - 1
+    for p, q in zip(net.parameters(), reference.parameters()):
+        assert torch.allclose(p.detach(), q.detach(), atol=1e-5), (r, p, q)
+    print(f"rank {r}: join ok", flush=True)
 
 
 if __name__ == "__main__":

@@ -12,11 +12,10 @@ WORKERS = Path(__file__).resolve().parent / "horovod_workers.py"
 
 @pytest.mark.parametrize("np", [2, 3])
 @pytest.mark.parametrize("case", ["names", "grouped", "optimizer_options", "sync_batch_norm", "adasum",
-                                  "mismatch_recovers"])
+                                  "mismatch_recovers", "join"])
 def test_case(case, np):
-    extra = {"GYRE_DEBUG_COLLECTIVES": "1"} if case == "mismatch_recovers" else {}
     p = subprocess.run([str(BUILD / "bin" / "gyre"), "run", "-np", str(np), PYTHON, str(WORKERS), case],
-                       env=env(**extra), capture_output=True, text=True, timeout=TIMEOUT)
+                       env=env(), capture_output=True, text=True, timeout=TIMEOUT)
     check(p, case)
     for r in range(np):
         assert f"rank {r}: {case} ok" in p.stdout, p.stdout

@@ -38,6 +38,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -133,6 +134,13 @@ struct DistributedOptimizerOptions {
   // best cap; the fastest is kept. bucketCapBytes and algorithm are the first candidate's. Not with
   // shardOptimizerState (its buckets never move), top-k or PowerSGD (no buckets) or unevenInputs.
   bool autotune = false;
+  // Called once per reduction (a step's buckets, or its compressed gradients), before the
+  // reduction's first collective, on the thread that issues it: an autograd hook's, or step()'s.
+  // gyre's Python API coordinates the ranks there (Horovod's hvd.join and its checks that every
+  // rank makes the same call). What it throws fails the reduction: it reaches the caller (the
+  // backward pass, or step()), nothing of the step is sent, and the next backward pass starts
+  // the next step afresh. Not called by reduceAsJoined().
+  std::function<void()> beforeReduce;
 };
 
 // What options.autotune chose, and what it tried.
@@ -191,6 +199,11 @@ class DistributedOptimizer {
   // in the others' steps, with zero gradients and applying the same averaged update, so its
   // model stays identical to theirs; returns once every rank has joined. Collective.
   void join();
+  // One reduction as a rank with no data left takes part in it (Horovod's hvd.join, which gyre's
+  // Python API runs on such a rank when the others reduce): zero gradients from this rank into
+  // the others' sum or average, without beforeReduce; afterwards every grad() holds the result,
+  // as after synchronize(). Collective: the other ranks synchronize their step meanwhile.
+  void reduceAsJoined();
 
   // Timing of the last step() and totals since construction or resetTiming().
   const StepTiming& lastStep() const;

@@ -6,7 +6,7 @@ import weakref
 
 import torch
 
-from gyre import _C
+from gyre import _C, _api
 from gyre._api import Adasum, Average, Compression, ReduceOp, _set, global_process_set, size
 
 from .adasum_optimizer import adasum_optimizer
@@ -27,7 +27,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError(f"gyre.DistributedOptimizer: {len(missing)} of the optimizer's parameters are "
                                  "not in named_parameters")
         self._reducer_args = (ordered, compression.name, backward_passes_per_step, op, process_set)
-        self._reducer = _C.GradientReducer(*self._reducer_args)
+        self._reducer = _C.GradientReducer(*self._reducer_args, index=len(_reducers))
         _reducers.append(weakref.ref(self))
         reduced = {id(p) for p in ordered}
         self._others = [p for group in self.param_groups for p in group["params"] if id(p) not in reduced]
@@ -66,6 +66,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in self._others:  # parameters that need no gradient, if they have one
             p.grad = None
 
+    def _join_step(self):
+        """gyre.join() on a rank with no data left, when the others step: zero gradients into their
+        average, then the same update as theirs."""
+        self._reducer.join_step()
+        super(self.__class__, self).step()
+
     def bucket_bytes(self):
         return self._reducer.bucket_bytes()
 
@@ -84,12 +90,24 @@ def _rebuild_reducers():
     in creation order; the old one (its hooks, its buckets) goes first."""
     live = [ref() for ref in _reducers if ref() is not None]
     _reducers[:] = [weakref.ref(o) for o in live]
-    for optimizer in live:
+    for index, optimizer in enumerate(live):
         if optimizer._reducer_args[4] != 0:
             raise ValueError("gyre.elastic: a DistributedOptimizer on a process set cannot follow a new membership "
                              "(process sets name the old world's ranks); use the global process set")
         optimizer._reducer = None  # removes its autograd hooks before the new engine adds its own
-        optimizer._reducer = _C.GradientReducer(*optimizer._reducer_args)
+        optimizer._reducer = _C.GradientReducer(*optimizer._reducer_args, index=index)
+
+
+def _join_step(index):
+    """gyre.join()'s part in the reduction of the DistributedOptimizer made index-th."""
+    optimizer = _reducers[index]() if index < len(_reducers) else None
+    if optimizer is None:
+        raise RuntimeError(f"gyre.join: the other ranks step DistributedOptimizer #{index}, which this rank no "
+                           "longer has")
+    optimizer._join_step()
+
+
+_api._join_optimizer = _join_step
 
 
 def _check_groups(groups, num_groups, optimizer):
