@@ -103,6 +103,42 @@ Lars::Lars(std::vector<::torch::Tensor> params, LarsOptions defaults)
     : Lars(std::vector<optim::OptimizerParamGroup>{optim::OptimizerParamGroup(std::move(params))}, defaults) {
 }
 
+::torch::Tensor larsUpdate(const ::torch::Tensor& p, const ::torch::Tensor& grad, ::torch::Tensor momentumBuffer,
+                           const LarsOptions& o) {
+  ::torch::NoGradGuard noGrad;
+  const bool adapt = adapted(p, o.adapt_vectors());
+  const double decay = adapt ? o.weight_decay() : 0.0;
+  const double trust = adapt ? trustRatio(p, grad, o.eta(), decay, o.eps()) : 1.0;
+  // The local step: trust · (g + wd·w).
+  ::torch::Tensor d = decay != 0 ? grad.add(p, decay) : grad.clone();
+  if (trust != 1.0) d.mul_(trust);
+  if (o.momentum() != 0) {
+    if (momentumBuffer.defined())
+      momentumBuffer.mul_(o.momentum()).add_(d);
+    else
+      momentumBuffer = d.clone();
+    d = momentumBuffer;
+  }
+  p.add_(d, -o.lr());
+  return momentumBuffer;
+}
+
+void lambUpdate(const ::torch::Tensor& p, const ::torch::Tensor& grad, const ::torch::Tensor& expAvg,
+                const ::torch::Tensor& expAvgSq, std::int64_t step, const LambOptions& o) {
+  ::torch::NoGradGuard noGrad;
+  const auto [beta1, beta2] = o.betas();
+  expAvg.mul_(beta1).add_(grad, 1 - beta1);
+  expAvgSq.mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+  const double correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+  const double correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+  // Adam's direction, bias-corrected, plus decoupled weight decay.
+  ::torch::Tensor r = (expAvg / correction1) / ((expAvgSq / correction2).sqrt_().add_(o.eps()));
+  const bool adapt = adapted(p, o.adapt_vectors());
+  if (adapt && o.weight_decay() != 0) r.add_(p, o.weight_decay());
+  const double trust = adapt ? trustRatio(p, r, 1.0, 0.0, 0.0) : 1.0;
+  p.add_(r, -o.lr() * trust);
+}
+
 ::torch::Tensor Lars::step(LossClosure closure) {
   ::torch::NoGradGuard noGrad;
   const ::torch::Tensor loss = lossOf(closure);
@@ -110,24 +146,14 @@ Lars::Lars(std::vector<::torch::Tensor> params, LarsOptions defaults)
     const auto& o = static_cast<const LarsOptions&>(group.options());
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      const bool adapt = adapted(p, o.adapt_vectors());
-      const double decay = adapt ? o.weight_decay() : 0.0;
-      const double trust = adapt ? trustRatio(p, p.grad(), o.eta(), decay, o.eps()) : 1.0;
-      // The local step: trust · (g + wd·w).
-      ::torch::Tensor d = decay != 0 ? p.grad().add(p, decay) : p.grad().clone();
-      if (trust != 1.0) d.mul_(trust);
-      if (o.momentum() != 0) {
-        auto& slot = state_[keyOf(p)];
-        if (!slot) {
-          auto s = std::make_unique<LarsParamState>();
-          s->momentum_buffer(d.clone());
-          slot = std::move(s);
-        } else {
-          static_cast<LarsParamState&>(*slot).momentum_buffer().mul_(o.momentum()).add_(d);
-        }
-        d = static_cast<LarsParamState&>(*slot).momentum_buffer();
+      if (o.momentum() == 0) {
+        larsUpdate(p, p.grad(), {}, o);
+        continue;
       }
-      p.add_(d, -o.lr());
+      auto& slot = state_[keyOf(p)];
+      if (!slot) slot = std::make_unique<LarsParamState>();
+      auto& state = static_cast<LarsParamState&>(*slot);
+      state.momentum_buffer(larsUpdate(p, p.grad(), state.momentum_buffer(), o));
     }
   }
   return loss;
@@ -193,7 +219,6 @@ Lamb::Lamb(std::vector<::torch::Tensor> params, LambOptions defaults)
   const ::torch::Tensor loss = lossOf(closure);
   for (auto& group : param_groups_) {
     const auto& o = static_cast<const LambOptions&>(group.options());
-    const auto [beta1, beta2] = o.betas();
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const auto& g = p.grad();
@@ -206,17 +231,7 @@ Lamb::Lamb(std::vector<::torch::Tensor> params, LambOptions defaults)
       }
       auto& s = static_cast<LambParamState&>(*slot);
       s.step(s.step() + 1);
-      s.exp_avg().mul_(beta1).add_(g, 1 - beta1);
-      s.exp_avg_sq().mul_(beta2).addcmul_(g, g, 1 - beta2);
-      const double correction1 = 1 - std::pow(beta1, static_cast<double>(s.step()));
-      const double correction2 = 1 - std::pow(beta2, static_cast<double>(s.step()));
-      // Adam's direction, bias-corrected, plus decoupled weight decay.
-      ::torch::Tensor r =
-          (s.exp_avg() / correction1) / ((s.exp_avg_sq() / correction2).sqrt_().add_(o.eps()));
-      const bool adapt = adapted(p, o.adapt_vectors());
-      if (adapt && o.weight_decay() != 0) r.add_(p, o.weight_decay());
-      const double trust = adapt ? trustRatio(p, r, 1.0, 0.0, 0.0) : 1.0;
-      p.add_(r, -o.lr() * trust);
+      lambUpdate(p, g, s.exp_avg(), s.exp_avg_sq(), s.step(), o);
     }
   }
   return loss;

@@ -318,5 +318,66 @@ def case_join():
     print(f"rank {r}: join ok", flush=True)
 
 
+def case_lars_lamb():
+    """gyre.torch.LARS and LAMB (the C++ updates) under DistributedOptimizer equal the papers' formulas
+    written out here, on one process over the whole batch; their state goes through state_dict()
+    and broadcast_optimizer_state."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+
+    def lars_reference(params, grads, buffers, lr, momentum, wd, eta, eps):
+        for p, g, k in zip(params, grads, range(len(params))):
+            adapt = p.dim() > 1
+            decay = wd if adapt else 0.0
+            trust = 1.0
+            if adapt and p.norm() > 0 and g.norm() > 0:
+                trust = eta * float(p.norm()) / (float(g.norm()) + decay * float(p.norm()) + eps)
+            d = (g + decay * p) * trust
+            buffers[k] = d.clone() if buffers[k] is None else buffers[k] * momentum + d
+            p -= lr * buffers[k]
+
+    def lamb_reference(params, grads, moments, step, lr, b1, b2, eps, wd):
+        for p, g, m in zip(params, grads, moments):
+            m[0].mul_(b1).add_(g, alpha=1 - b1)
+            m[1].mul_(b2).addcmul_(g, g, value=1 - b2)
+            u = (m[0] / (1 - b1 ** step)) / ((m[1] / (1 - b2 ** step)).sqrt() + eps)
+            adapt = p.dim() > 1
+            if adapt:
+                u = u + wd * p
+            trust = float(p.norm()) / float(u.norm()) if adapt and p.norm() > 0 and u.norm() > 0 else 1.0
+            p -= lr * trust * u
+
+    for kind in ("lars", "lamb"):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+        reference = [p.detach().clone() for p in net.parameters()]
+        inner = (hvd.LARS(net.parameters(), lr=0.5, momentum=0.9, weight_decay=1e-3, eta=0.01) if kind == "lars"
+                 else hvd.LAMB(net.parameters(), lr=0.05, weight_decay=1e-2))
+        opt = hvd.DistributedOptimizer(inner, named_parameters=net.named_parameters())
+        buffers = [None] * len(reference)
+        moments = [[torch.zeros_like(p), torch.zeros_like(p)] for p in reference]
+        for step in range(1, 4):
+            x, y = torch.randn(4 * n, 6), torch.randint(0, 3, (4 * n,))
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x[4 * r:4 * r + 4]), y[4 * r:4 * r + 4]).backward()
+            opt.step()
+            ref = [p.clone().requires_grad_() for p in reference]
+            out = torch.nn.functional.linear(torch.tanh(torch.nn.functional.linear(x, ref[0], ref[1])), ref[2], ref[3])
+            grads = torch.autograd.grad(torch.nn.functional.cross_entropy(out, y), ref)
+            with torch.no_grad():
+                if kind == "lars":
+                    lars_reference(reference, grads, buffers, 0.5, 0.9, 1e-3, 0.01, 1e-9)
+                else:
+                    lamb_reference(reference, grads, moments, step, 0.05, 0.9, 0.999, 1e-6, 1e-2)
+            for p, q in zip(net.parameters(), reference):
+                assert torch.allclose(p.detach(), q, atol=1e-5), (kind, step, p, q)
+        state = opt.state_dict()["state"][0]
+        assert set(state) == ({"momentum_buffer"} if kind == "lars" else {"step", "exp_avg", "exp_avg_sq"}), state
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+    expect_error(ValueError, ["LARS: momentum"], hvd.LARS, net.parameters(), momentum=1.5)
+    expect_error(ValueError, ["LAMB: betas"], hvd.LAMB, net.parameters(), betas=(0.9, 1.0))
+    print(f"rank {r}: lars_lamb ok", flush=True)
+
+
 if __name__ == "__main__":
     globals()["case_" + sys.argv[1]]()

@@ -21,6 +21,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <tuple>
 #include <vector>
 
@@ -86,6 +87,15 @@ struct LambParamState : public ::torch::optim::OptimizerCloneableParamState<Lamb
   void serialize(::torch::serialize::InputArchive& archive) override;
   void serialize(::torch::serialize::OutputArchive& archive) const override;
 };
+
+// One parameter tensor's update, as Lars::step and Lamb::step make it (for optimizers that keep
+// their state elsewhere, such as gyre.torch.LARS/LAMB in Python): p moves in place. LARS takes the
+// momentum buffer (undefined on the first step) and returns it, updated; LAMB updates its moments
+// in place, `step` counting from 1.
+::torch::Tensor larsUpdate(const ::torch::Tensor& p, const ::torch::Tensor& grad, ::torch::Tensor momentumBuffer,
+                           const LarsOptions& options);
+void lambUpdate(const ::torch::Tensor& p, const ::torch::Tensor& grad, const ::torch::Tensor& expAvg,
+                const ::torch::Tensor& expAvgSq, std::int64_t step, const LambOptions& options);
 
 class Lamb : public ::torch::optim::Optimizer {
  public:

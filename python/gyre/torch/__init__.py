@@ -14,6 +14,7 @@ from gyre import __all__ as _core_all
 
 from .checkpoint import load_checkpoint, save_checkpoint
 from .functions import broadcast_optimizer_state, broadcast_parameters
+from .optim import LAMB, LARS
 from .optimizer import DistributedOptimizer
 from .sampler import DistributedSampler
 from .sync_batch_norm import SyncBatchNorm
@@ -21,4 +22,5 @@ from . import elastic  # noqa: E402  (after the modules it uses)
 from . import distributed  # noqa: E402,F401  registers torch.distributed's backend "gyre"
 
 __all__ = list(_core_all) + ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
-                             "DistributedSampler", "save_checkpoint", "load_checkpoint", "elastic", "SyncBatchNorm"]
+                             "DistributedSampler", "save_checkpoint", "load_checkpoint", "elastic", "SyncBatchNorm",
+                             "LARS", "LAMB"]
