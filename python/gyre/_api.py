@@ -181,6 +181,35 @@ class Compression:
         def compress(tensor):
             return (tensor.to(torch.bfloat16), tensor.dtype) if tensor.is_floating_point() else (tensor, None)
 
+    @staticmethod
+    def topk(ratio=0.01):
+        """DistributedOptimizer only: each step sends the `ratio` share of the gradients' entries
+        largest in magnitude (value and index, one allgather); what it leaves out is added to the
+        next step's gradients (error feedback)."""
+        return _LossyCompression(f"topk:{float(ratio)!r}")
+
+    @staticmethod
+    def powersgd(rank=4):
+        """DistributedOptimizer only: each weight matrix's gradient sent as a rank-`rank`
+        approximation (Vogels et al. 2019, two allreduces), with error feedback; biases, small
+        tensors and matrices the rank would not shrink travel whole."""
+        return _LossyCompression(f"powersgd:{int(rank)}")
+
+
+class _LossyCompression:
+    """Compression.topk(...) and powersgd(...): the C++ DistributedOptimizer's compressors (they need
+    every gradient of a step, so they reduce in step(), after backward)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def compress(self, tensor):
+        raise TypeError(f"gyre: Compression {self.name} compresses a DistributedOptimizer's gradients, not one "
+                        "allreduce; use Compression.fp16 or bf16 here")
+
+    def __repr__(self):
+        return f"Compression({self.name})"
+
 
 def _differentiable(tensor):
     return torch.is_grad_enabled() and tensor.requires_grad

@@ -379,5 +379,42 @@ def case_lars_lamb():
     print(f"rank {r}: lars_lamb ok", flush=True)
 
 
+def case_compression():
+    """DistributedOptimizer with the lossy compressors: top-k at ratio 1 is the plain average; top-k
+    and PowerSGD keep every rank's model the same and train; neither compresses a lone allreduce."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+
+    def train(compression, steps):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.05), compression=compression,
+                                       named_parameters=net.named_parameters())
+        gen = torch.Generator().manual_seed(1)
+        x = torch.randn(64 * n, 32, generator=gen)
+        y = x[:, :4].sum(1, keepdim=True)
+        losses = []
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(net(x[64 * r:64 * r + 64]), y[64 * r:64 * r + 64])
+            loss.backward()
+            opt.step()
+            losses.append(hvd.allreduce(loss.detach()).item())
+        return net, losses
+
+    plain, plain_losses = train(hvd.Compression.none, 5)
+    full, _ = train(hvd.Compression.topk(1.0), 5)
+    for p, q in zip(plain.parameters(), full.parameters()):
+        assert torch.allclose(p, q, atol=1e-6), "top-k at ratio 1 is the plain average"
+    for compression in (hvd.Compression.topk(0.1), hvd.Compression.powersgd(2)):
+        net, losses = train(compression, 40)
+        assert losses[-1] < 0.7 * losses[0], (compression, losses[0], losses[-1])
+        for p in net.parameters():
+            assert torch.equal(p.detach(), hvd.broadcast(p.detach(), root_rank=0)), compression
+    expect_error(TypeError, ["topk", "DistributedOptimizer"], hvd.allreduce, torch.ones(2),
+                 compression=hvd.Compression.topk(0.5))
+    print(f"rank {r}: compression ok", flush=True)
+
+
 if __name__ == "__main__":
     globals()["case_" + sys.argv[1]]()

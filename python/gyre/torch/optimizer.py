@@ -140,7 +140,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          process_set=global_process_set):
     """Wraps `optimizer` (any torch.optim.Optimizer) as Horovod does: gradients are averaged (op=Sum
     sums them) across the ranks during backward, in buckets overlapped with it; step() waits for
-    them and steps. compression: gyre.Compression.none, fp16 or bf16. backward_passes_per_step: k
+    them and steps. compression: gyre.Compression.none, fp16, bf16, or the lossy topk(ratio)
+    and powersgd(rank) with error feedback (reduced in step(), after backward). backward_passes_per_step: k
     backward passes accumulate locally before one allreduce. gradient_predivide_factor (op=Average
     only): Horovod divides by it before the sum and multiplies after; gyre's buckets sum in
     float32 (fp16 and bf16 ones too), so the average is the same without it. groups/num_groups:
@@ -166,8 +167,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise TypeError(f"gyre.DistributedOptimizer: op must be gyre.Average, Sum or Adasum, not {op!r}")
     if isinstance(backward_passes_per_step, bool) or not isinstance(backward_passes_per_step, int):
         raise TypeError("gyre.DistributedOptimizer: backward_passes_per_step must be an int")
-    if getattr(compression, "name", None) not in ("none", "fp16", "bf16"):
-        raise TypeError("gyre.DistributedOptimizer: compression must be gyre.Compression.none, fp16 or bf16")
+    name = getattr(compression, "name", None)
+    if not isinstance(name, str) or name.split(":")[0] not in ("none", "fp16", "bf16", "topk", "powersgd"):
+        raise TypeError("gyre.DistributedOptimizer: compression must be gyre.Compression.none, fp16, bf16, "
+                        "topk(ratio) or powersgd(rank)")
     if backward_passes_per_step <= 0:
         raise ValueError("backward_passes_per_step must be > 0")
     if gradient_predivide_factor != 1.0 and op != Average:
