@@ -10,6 +10,7 @@
 #include "python/malloc.h"
 #include "python/optim.h"
 #include "python/optimizer.h"
+#include "python/parallel.h"
 #include "python/process_group.h"
 #include "python/ps.h"
 #include "python/serve.h"
@@ -108,6 +109,7 @@ PYBIND11_MODULE(_C, m) {
   gyre::python::bindJoin(m);
   gyre::python::bindOptimizer(m);
   gyre::python::bindOptim(m);
+  gyre::python::bindParallel(m);
   gyre::python::bindMalloc(m);
   gyre::python::bindTune(m);
 #ifdef GYRE_PYTHON_SERVE

@@ -416,5 +416,64 @@ def case_compression():
     print(f"rank {r}: compression ok", flush=True)
 
 
+def case_model_parallel():
+    """gyre.torch.Pipeline (every schedule) and FullyShardedDataParallel over an nn.Sequential written
+    in Python train as the unsplit model does on the whole batch."""
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+
+    def make():
+        torch.manual_seed(0)
+        layers = []
+        for k in range(6):
+            layers += [torch.nn.Linear(8 if k == 0 else 12, 12), torch.nn.Tanh()]
+        return torch.nn.Sequential(*layers, torch.nn.Linear(12, 4))
+
+    gen = torch.Generator().manual_seed(1)
+    x, y = torch.randn(6 * n, 8, generator=gen), torch.randint(0, 4, (6 * n,), generator=gen)
+    loss_fn = torch.nn.functional.cross_entropy
+
+    def reference(steps, optimizer):
+        model = make()
+        opt = optimizer(model.parameters())
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+        return model, float(loss)
+
+    want, want_loss = reference(2, lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9))
+    for schedule, virtual in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zero-bubble", 1)):
+        model = make()
+        pipe = hvd.Pipeline(model, micro_batches=2 * n, schedule=schedule, virtual_stages=virtual)
+        opt = torch.optim.SGD(pipe.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(2):
+            opt.zero_grad()
+            loss = pipe.step(x, y, loss_fn)
+            opt.step()
+        assert abs(loss - want_loss) < 1e-5, (schedule, loss, want_loss)
+        assert 0 <= pipe.last_step()["bubble"] < 1
+        out = pipe(x)
+        assert (out is not None) == pipe.holds_last_stage()
+        pipe.gather()
+        for p, q in zip(model.parameters(), want.parameters()):
+            assert torch.allclose(p, q, atol=1e-5), (schedule, p, q)
+    want, _ = reference(3, lambda ps: torch.optim.Adam(ps, lr=0.01))
+    model = make()
+    fsdp = hvd.FullyShardedDataParallel(model)
+    assert fsdp.state_bytes() < fsdp.full_parameter_bytes() / n + 4096, (fsdp.state_bytes(), fsdp.full_parameter_bytes())
+    opt = torch.optim.Adam(fsdp.parameters(), lr=0.01)
+    for _ in range(3):
+        opt.zero_grad()
+        loss_fn(fsdp(x[6 * r:6 * r + 6]), y[6 * r:6 * r + 6]).backward()
+        opt.step()
+    state = fsdp.full_state_dict()
+    for k, v in want.state_dict().items():
+        assert torch.allclose(state[k], v, atol=1e-5), (k, state[k], v)
+    expect_error(TypeError, ["torch.nn.Sequential"], hvd.Pipeline, torch.nn.Linear(2, 2))
+    print(f"rank {r}: model_parallel ok", flush=True)
+
+
 if __name__ == "__main__":
     globals()["case_" + sys.argv[1]]()

@@ -13,7 +13,7 @@ WORKERS = Path(__file__).resolve().parent / "horovod_workers.py"
 @pytest.mark.parametrize("np", [2, 3])
 @pytest.mark.parametrize("case", ["names", "grouped", "optimizer_options", "sync_batch_norm", "adasum",
                                   "mismatch_recovers", "join", "lars_lamb",
-                                  "compression"])
+                                  "compression", "model_parallel"])
 def test_case(case, np):
     p = subprocess.run([str(BUILD / "bin" / "gyre"), "run", "-np", str(np), PYTHON, str(WORKERS), case],
                        env=env(), capture_output=True, text=True, timeout=TIMEOUT)

@@ -16,6 +16,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .functions import broadcast_optimizer_state, broadcast_parameters
 from .optim import LAMB, LARS
 from .optimizer import DistributedOptimizer
+from .parallel import FullyShardedDataParallel, Pipeline
 from .sampler import DistributedSampler
 from .sync_batch_norm import SyncBatchNorm
 from . import elastic  # noqa: E402  (after the modules it uses)
@@ -23,4 +24,4 @@ from . import distributed  # noqa: E402,F401  registers torch.distributed's back
 
 __all__ = list(_core_all) + ["DistributedOptimizer", "broadcast_parameters", "broadcast_optimizer_state",
                              "DistributedSampler", "save_checkpoint", "load_checkpoint", "elastic", "SyncBatchNorm",
-                             "LARS", "LAMB"]
+                             "LARS", "LAMB", "Pipeline", "FullyShardedDataParallel"]
