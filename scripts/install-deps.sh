@@ -29,6 +29,7 @@ test_packages=(
   chromium      # the test that opens gyre report's page in a real browser
   python3-torch pybind11-dev python3-dev python3-pytest  # the Python package (import gyre), its tests
   python3-torchvision  # gyre bench data's baseline: DataLoader(ImageFolder(...))
+  python3-cloudpickle  # gyre.rt sends functions and classes by value (pickle otherwise)
 )
 
 case "${1:-}" in

@@ -13,6 +13,7 @@
 #include "python/parallel.h"
 #include "python/process_group.h"
 #include "python/ps.h"
+#include "python/rt.h"
 #include "python/serve.h"
 #include "python/tune.h"
 #include "python/world.h"
@@ -116,5 +117,6 @@ PYBIND11_MODULE(_C, m) {
   gyre::python::bindServe(m);
 #endif
   gyre::python::bindPs(m);
+  gyre::python::bindRt(m);
   gyre::python::bindProcessGroup(m);
 }

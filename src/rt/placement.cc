@@ -20,13 +20,25 @@ void Placement::offer(int threads) {
                                                        static_cast<std::int64_t>(::sysconf(_SC_PAGESIZE));
   o_.store->setString(storeKey("cpus", o_.rank), std::to_string(std::llround(cpus * 1000)));
   o_.store->setString(storeKey("memory", o_.rank), std::to_string(memory));
+  o_.store->setString(storeKey("placeable", o_.rank), o_.placeHere ? "1" : "0");
   o_.store->setString(hostNameKey(o_.rank), net::hostName());
+}
+
+bool Placement::placeable(int rank) {
+  if (rank == o_.rank) return o_.placeHere;
+  std::atomic<int>& known = placeable_[static_cast<std::size_t>(rank)];
+  int v = known.load(std::memory_order_relaxed);
+  if (v == 0) {
+    v = o_.store->getString(storeKey("placeable", rank), o_.connectTimeout) == "0" ? 2 : 1;
+    known.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
 }
 
 int Placement::spread() {
   for (int tries = 0; tries < o_.size; ++tries) {
     const int r = static_cast<int>(next_.fetch_add(1) % static_cast<std::uint64_t>(o_.size));
-    if (r == o_.rank || !peers_.lost(r)) return r;
+    if ((r == o_.rank || !peers_.lost(r)) && placeable(r)) return r;
   }
   return o_.rank;
 }
@@ -62,7 +74,8 @@ int Placement::placeActor(const ActorOptions& a) {
                             seen + ")");
   } else {  // the next live process in turn, then the ones after it
     const int first = spread();
-    for (int i = 0; i < o_.size; ++i) candidates.push_back((first + i) % o_.size);
+    for (int i = 0; i < o_.size; ++i)
+      if (const int r = (first + i) % o_.size; r == first || placeable(r)) candidates.push_back(r);
   }
   if (a.cpus == 0 && a.memoryBytes == 0) return candidates.front();
   const std::int64_t milli = std::llround(a.cpus * 1000);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "gyre/rt/runtime.h"
 #include "rt/peers.h"
@@ -24,7 +25,8 @@ class Placement {
   // Publishes what this process offers actors (RuntimeOptions::cpus, else `threads`;
   // ::memoryBytes, else this host's physical memory) and its host name.
   void offer(int threads);
-  // The next process in turn that is not lost (this one never is).
+  // The next process in turn that is not lost (this one never is) and takes calls placed in turn
+  // (RuntimeOptions::placeHere); this one when no other does.
   int spread();
   // The process for an actor of these options, with what it declared reserved there.
   // InvalidArgument, naming what the processes offer, when none fits.
@@ -33,9 +35,15 @@ class Placement {
   void release(int rank, double cpus, std::int64_t memoryBytes);
 
  private:
+  // Whether process `rank` takes calls placed in turn: its RuntimeOptions::placeHere, read from
+  // the store once.
+  bool placeable(int rank);
+
   const RuntimeOptions& o_;
   Peers& peers_;
   std::atomic<std::uint64_t> next_{0};
+  // placeable(), known: 0 not yet, 1 yes, 2 no.
+  std::vector<std::atomic<int>> placeable_ = std::vector<std::atomic<int>>(static_cast<std::size_t>(o_.size));
 };
 
 }  // namespace gyre::rt::detail

@@ -15,7 +15,8 @@ namespace gyre::test {
 
 inline std::vector<std::unique_ptr<rt::Runtime>> loopbackRuntimes(int size, int threads,
                                                                   std::shared_ptr<Store> store,
-                                                                  const std::string& secret = "job-secret") {
+                                                                  const std::string& secret = "job-secret",
+                                                                  bool placeOnRankZero = true) {
   std::vector<std::unique_ptr<rt::Runtime>> out;
   for (int r = 0; r < size; ++r) {
     rt::RuntimeOptions o;
@@ -25,6 +26,7 @@ inline std::vector<std::unique_ptr<rt::Runtime>> loopbackRuntimes(int size, int 
     o.store = store;
     o.secret = secret;
     o.connectTimeout = std::chrono::milliseconds(5000);
+    o.placeHere = r != 0 || placeOnRankZero;
     out.push_back(std::make_unique<rt::Runtime>(o));
   }
   return out;

@@ -64,6 +64,10 @@ GYRE_RT_FUNCTION(waitsForGate);
 
 int notRegistered(int v) { return v; }
 
+// The rank of the process that runs it.
+int whereItRuns() { return Runtime::current()->rank(); }
+GYRE_RT_FUNCTION(whereItRuns);
+
 // Reads an object through the runtime that runs it.
 long sumOf(ObjectRef<std::vector<long>> ref) {
   long sum = 0;
@@ -359,6 +363,22 @@ TEST_F(RtProcesses, TasksAndActorsRunInEveryProcess) {
                 "gyre::rt: no process of the runtime is on host elsewhere", 0),
             0u);
   EXPECT_THROW(rt(0).task(add).options({.rank = 3}).remote(1, 1), InvalidArgument);
+}
+
+// A driver that takes no calls placed in turn (RuntimeOptions::placeHere, gyre.rt's in Python):
+// tasks and actors without a rank go to the others, from whichever process makes them; placed on
+// its rank they still run there.
+TEST_F(RtProcesses, AProcessThatDoesNotPlaceHereGetsNoCallPlacedInTurn) {
+  store_ = createMemoryStore();
+  runtimes_ = test::loopbackRuntimes(3, 2, store_, "job-secret", /*placeOnRankZero=*/false);
+  for (int caller = 0; caller < 3; ++caller) {
+    for (int i = 0; i < 12; ++i) {
+      const ActorHandle<Counter> c = rt(caller).actor<Counter>(0);
+      EXPECT_NE(c.rank(), 0) << "from process " << caller;
+      EXPECT_NE(rt(caller).task(whereItRuns).remote().get(), 0) << "from process " << caller;
+    }
+  }
+  EXPECT_EQ(rt(1).task(add).options({.rank = 0}).remote(2, 3).get(), 5);
 }
 
 // A process that goes away fails the calls in flight to it (its tasks with PeerLostError, its

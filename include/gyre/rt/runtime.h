@@ -58,6 +58,10 @@ struct RuntimeOptions {
   // ::memoryBytes): 0 cpus means its worker threads; 0 bytes, this host's physical memory.
   double cpus = 0;
   std::int64_t memoryBytes = 0;
+  // Whether tasks and actors placed in turn (CallOptions and ActorOptions without a rank or host)
+  // may come to this process. A driver whose thread is the program's sets false (gyre.rt's in
+  // Python, as Ray's driver runs none); they still come here when every other process is lost.
+  bool placeHere = true;
 
   // The options of this process under a launcher (`gyre run`, mpirun, Slurm, torchrun; see
   // docs/launching.md): rank and size, the job's store and secret, and the address to listen on
