@@ -422,6 +422,9 @@ bench_smoke() {
     if [ -x "$1/bin/gyre_data_load" ]; then
       run_cmd "bench data ($label)" "$gyre" bench data --limit 500 --threads 1 --json
     fi
+    if [ -d "$1/python/gyre/rt" ]; then
+      run_cmd "bench rt --python ($label)" "$gyre" bench rt --python --seconds 0.2 --json
+    fi
   fi
 }
 

@@ -2,7 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,13 +17,37 @@
 #include "bench_rt_measure.h"
 #include "bench_rt_plan.h"
 #include "bench_rt_report.h"
+#include "bench_programs.h"
 #include "gyre/rt.h"
 #include "gyre/store.h"
 
 namespace gyre::app {
 namespace {
 
+// --python: bench/rt/python_rt.py in this process's place, with the build's Python package on
+// PYTHONPATH (an installed one is on Debian's python3's path already).
+int runPythonRows(const RtBenchSettings& f) {
+  namespace fs = std::filesystem;
+  const fs::path package = fs::path(toolDirectory()).parent_path() / "python";
+  if (fs::is_directory(package / "gyre")) {
+    const char* old = std::getenv("PYTHONPATH");
+    const std::string path = package.string() + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
+    ::setenv("PYTHONPATH", path.c_str(), 1);
+  }
+  std::vector<std::string> args = {"/usr/bin/python3", besideTool("gyre_rt_python.py"), "--seconds",
+                                   fmt::format("{}", f.seconds), "--repeat", std::to_string(f.repeat),
+                                   "--workers", std::to_string(f.workers)};
+  if (f.json) args.emplace_back("--json");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  fmt::print(stderr, "gyre bench rt --python: cannot run {} {}: {}\n", args[0], args[1], std::strerror(errno));
+  return 1;
+}
+
 int runRtBench(const RtBenchSettings& f) {
+  if (f.python) return runPythonRows(f);
   std::vector<RtRow> rows;
   std::unique_ptr<rt::Runtime> launched;  // --across-hosts
   std::shared_ptr<Store> store;
@@ -93,6 +123,14 @@ void addBenchRt(CLI::App& bench, std::function<int()>& action) {
                 "Run as every rank of a launched job (gyre run -H a:1,b:2 -- gyre bench rt --across-hosts): "
                 "rank 0 puts a 100 MB object, every other rank reads it in turn; prints GB/s and the MB each "
                 "reader's host received (tests/netns/rt_hosts.sh runs it over network-namespace hosts)");
+  cmd->add_flag("--python", f->python,
+                "The rows from Python instead (gyre.rt, Ray's Python API, between gyre.rt.init's worker "
+                "processes): sync and async tasks and actor calls, put and get of a 100 MB numpy array beside "
+                "memcpy, and another process's resident memory before and after its get; Ray's published "
+                "figures beside");
+  cmd->add_option("--workers", f->workers, "With --python: gyre.rt.init's worker processes")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->callback([f, &action] { action = [f] { return runRtBench(*f); }; });
 }
 

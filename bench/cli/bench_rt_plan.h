@@ -16,6 +16,8 @@ struct RtBenchSettings {
   int repeat = 1;      // rounds of every row; a row reports the median
   bool json = false;
   bool acrossHosts = false;  // the ranks of a launched job: an object's gets from the other hosts
+  bool python = false;       // the rows from Python (gyre.rt): bench/rt/python_rt.py
+  int workers = 2;           // --python: gyre.rt.init's worker processes
 };
 
 // Calls made before waiting for their answers, in the async rows.

@@ -1,0 +1,134 @@
+"""gyre bench rt --python: Ray's Python microbenchmark rows, measured on gyre.rt from Python between
+processes of this host (gyre.rt.init's local worker processes), beside Ray's published figures for
+the same rows (ray/_private/ray_microbenchmark_helpers, release 2.x on a 64-core m5.16xlarge; the
+issue's figures). One JSON object per row with --json, as the C++ rows; a table otherwise."""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+import gyre.rt as ray
+
+# Ray's published figures for these rows (calls per second; single client, between processes).
+RAY = {"single client tasks sync": 950, "single client tasks async": 7700, "1:1 actor calls sync": 1950,
+       "1:1 actor calls async": 8000}
+TARGET = {"single client tasks sync": 10000, "single client tasks async": 50000, "1:1 actor calls sync": 10000}
+
+
+@ray.remote
+def small_value():
+    return b"ok"
+
+
+@ray.remote
+class Actor:
+    def small_value(self):
+        return b"ok"
+
+
+@ray.remote
+def resident(ref_holder):
+    """Maps the object a reference points to and reports the process's resident memory before and
+    after (Linux's VmRSS), and whether the array is a read-only view (no copy)."""
+    def rss():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS"))
+    before = rss()
+    array = ray.get(ref_holder[0])
+    touched = float(array[::4096].sum())  # reads a value of every page: the mapping is resident
+    return before, rss(), not array.flags.writeable, touched
+
+
+def rate(seconds, step):
+    """Calls per second of step(), run for `seconds` (after a warm-up)."""
+    for _ in range(50):
+        step()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        n += 1
+    return n / (time.perf_counter() - start)
+
+
+def batched_rate(seconds, batch, make):
+    for _ in range(3):
+        ray.get([make() for _ in range(batch)])
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        ray.get([make() for _ in range(batch)])
+        n += batch
+    return n / (time.perf_counter() - start)
+
+
+def measure(seconds):
+    actor = Actor.remote()
+    rows = [
+        ("single client tasks sync", rate(seconds, lambda: ray.get(small_value.remote()))),
+        ("single client tasks async", batched_rate(seconds, 1000, small_value.remote)),
+        ("1:1 actor calls sync", rate(seconds, lambda: ray.get(actor.small_value.remote()))),
+        ("1:1 actor calls async", batched_rate(seconds, 1000, actor.small_value.remote)),
+    ]
+    big = np.ones(100 * 1000 * 1000 // 4, dtype=np.float32)
+    copy = np.empty_like(big)
+    start = time.perf_counter()
+    np.copyto(copy, big)
+    memcpy = big.nbytes / (time.perf_counter() - start) / 1e9
+    del copy
+    start = time.perf_counter()
+    ref = ray.put(big)
+    put = big.nbytes / (time.perf_counter() - start) / 1e9
+    start = time.perf_counter()
+    got = ray.get(ref)
+    get = big.nbytes / (time.perf_counter() - start) / 1e9
+    before, after, read_only, _ = ray.get(resident.remote([ref]))
+    rows += [("memcpy 100 MB", memcpy), ("put 100 MB numpy (shared memory)", put),
+             ("get 100 MB numpy (shared memory)", get)]
+    extra = {"get_from_another_process": {"rss_before_mb": before / 1e6, "rss_after_mb": after / 1e6,
+                                          "read_only_view": read_only, "same_process_read_only": not got.flags.writeable}}
+    return rows, extra
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    a = parser.parse_args()
+    ray.init(num_workers=a.workers)
+    rounds = [measure(a.seconds) for _ in range(a.repeat)]
+    memcpy = None
+    rows = []
+    for i, (name, _) in enumerate(rounds[0][0]):
+        values = sorted(r[0][i][1] for r in rounds)
+        value = values[len(values) // 2]
+        if name == "memcpy 100 MB":
+            memcpy = value
+        rows.append([name, value])
+    where = f"python, {a.workers} worker processes, this host"
+    for name, value in rows:
+        target = TARGET.get(name)
+        if "(shared memory)" in name and name.startswith("put"):
+            target = memcpy / 2
+        row = {"benchmark": name, "where": where, "per_s": value, "target_per_s": target,
+               "ray_per_s": RAY.get(name), "repeat": a.repeat, "serializer": ray.SERIALIZER,
+               "hardware_threads": os.cpu_count()}
+        if name.startswith("get 100 MB"):
+            row.update(rounds[len(rounds) // 2][1]["get_from_another_process"])
+        if a.json:
+            print(json.dumps(row), flush=True)
+        else:
+            unit = "GB/s" if "100 MB" in name else "/s"
+            verdict = "" if target is None else ("PASS" if value >= target else "MISS") + f" {target:.0f}"
+            ray_figure = "" if row["ray_per_s"] is None else f"Ray {row['ray_per_s']}"
+            print(f"{name:<34} {value:>12.2f} {unit:<5} {verdict:<12} {ray_figure}", flush=True)
+    if not a.json:
+        g = rounds[len(rounds) // 2][1]["get_from_another_process"]
+        print(f"another process's get of the 100 MB array: RSS {g['rss_before_mb']:.0f} MB before, "
+              f"{g['rss_after_mb']:.0f} MB after (read-only view: {g['read_only_view']})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
