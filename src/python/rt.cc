@@ -27,12 +27,28 @@ py::object executor(const char* name) {
   return module->attr(name);
 }
 
+// The GIL for one call on a thread of the runtime's pool. The thread's Python thread state is
+// made once and kept (pybind11 would make and destroy one per call, a good part of a small task).
+class CallGil {
+ public:
+  CallGil() {
+    thread_local bool kept = false;
+    if (!kept) {
+      gil_.inc_ref();
+      kept = true;
+    }
+  }
+
+ private:
+  py::gil_scoped_acquire gil_;
+};
+
 }  // namespace
 
 // A Python task: `payload` is (function, args, kwargs) pickled; the answer is the executor's
 // status byte and the pickled result or error (python/gyre/rt/_executor.py).
 std::string pythonTask(std::string payload) {
-  py::gil_scoped_acquire gil;
+  CallGil gil;
   return executor("run_task")(py::bytes(payload)).cast<std::string>();
 }
 
@@ -42,7 +58,7 @@ std::string pythonTask(std::string payload) {
 class PythonActor {
  public:
   explicit PythonActor(std::string payload) {
-    py::gil_scoped_acquire gil;
+    CallGil gil;
     py::tuple made = executor("make_actor")(py::bytes(payload));
     if (!made[0].cast<bool>()) throw std::runtime_error(made[1].cast<std::string>());
     instance_ = new py::object(made[1]);
@@ -56,7 +72,7 @@ class PythonActor {
   PythonActor& operator=(const PythonActor&) = delete;
 
   std::string call(std::string payload) {
-    py::gil_scoped_acquire gil;
+    CallGil gil;
     return executor("call_method")(*instance_, py::bytes(payload)).cast<std::string>();
   }
 

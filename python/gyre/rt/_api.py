@@ -10,7 +10,7 @@ import time
 
 from gyre import _C
 
-from . import _serialization, _state
+from . import _refs, _serialization, _state
 from ._refs import ObjectRef, put, referenced
 
 ActorDiedError = _C.rt.ActorDiedError
@@ -147,36 +147,41 @@ class RemoteFunction:
     def remote(self, *args, **kwargs):
         runtime = _state.get()
         if self._pickled is None:
-            self._pickled = _serialization.dumps(self._fn)
+            self._pickled = _Pickled(_serialization.dumps(self._fn))
         payload, keep = _pickled_call(self._pickled, args, kwargs, f"task {_name_of(self._fn)}")
         future = runtime.submit(payload, keep, max_retries=int(self._options.get("max_retries", 3)))
         return ObjectRef(future=future, what=f"task {_name_of(self._fn)}")
 
 
 def _pickled_call(head, args, kwargs, what):
-    """The call's bytes, and the objects its arguments refer to (kept until it answers)."""
+    """The call's bytes (`head` the function or class, a _Pickled), and the objects it refers to
+    (kept until it answers)."""
     try:
-        return referenced(lambda: _serialization.dumps_call((_Pickled(head), args, kwargs)))
+        return referenced(lambda: _serialization.dumps_call((head, args, kwargs)))
     except Exception as e:
         raise TypeError(f"gyre.rt: the arguments of {what} cannot be pickled ({type(e).__name__}: {e})") from e
 
 
 class _Pickled:
-    """A function or class pickled once, carried as its bytes (and unpickled once per process)."""
-    __slots__ = ("data",)
+    """A function or class pickled once and put into the object store: a call carries only its
+    reference, and each process unpickles it once, from the store (mapped, on this host)."""
+    __slots__ = ("ref",)
     _cache = {}
 
     def __init__(self, data):
-        self.data = data
+        self.ref = ObjectRef(obj=_state.get().put([data]))
 
     def __reduce__(self):
-        return _unpickled, (self.data,)
+        if _refs._referenced is not None:
+            _refs._referenced.append(self.ref._object)  # alive until the call has answered
+        return _unpickled, (self.ref._id, self.ref._owner)
 
 
-def _unpickled(data):
-    obj = _Pickled._cache.get(data)
+def _unpickled(id, owner):
+    key = (owner, id)
+    obj = _Pickled._cache.get(key)
     if obj is None:
-        obj = _Pickled._cache[data] = _serialization.loads(data)
+        obj = _Pickled._cache[key] = _serialization.loads(bytes(memoryview(_state.get().get(id, owner))))
     return obj
 
 
@@ -209,9 +214,9 @@ class ActorClass:
             except ValueError:
                 pass
         if self._pickled is None:
-            self._pickled = _serialization.dumps(self._cls)
+            self._pickled = _Pickled(_serialization.dumps(self._cls))
         payload, keep = _pickled_call(self._pickled, args, kwargs, f"actor {self._cls.__name__}")
-        del keep  # the constructor's arguments are read before the first call answers
+        keep = keep + [self._pickled.ref._object]  # the class and the constructor's objects, for restarts
         methods = [m for m in dir(self._cls) if callable(getattr(self._cls, m, None)) and not m.startswith("__")]
         key = _state.ACTOR_KEY + name if name is not None else None
         if key is not None:
@@ -229,6 +234,7 @@ class ActorClass:
                 runtime.store_delete(key)
             raise
         handle = ActorHandle(ref, self._cls.__name__, methods, name)
+        handle._keep = keep
         if key is not None:
             runtime.store_set(key, _serialization.dumps(handle))
         return handle
@@ -240,6 +246,7 @@ class ActorHandle:
 
     def __init__(self, ref, class_name, methods, name=None):
         self._ref, self._class_name, self._methods, self._name = tuple(ref), class_name, list(methods), name
+        self._keep = []  # in the creating process: what a rebuilt actor's constructor reads again
 
     def __getattr__(self, method):
         if method.startswith("__") or method not in self._methods:
