@@ -62,7 +62,7 @@ int rl(rl::RlOptions o) {
 void addRl(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<rl::RlOptions>();
   CLI::App* cmd = app.add_subcommand("rl",
-                                     "Distributed reinforcement learning on gyre::rt: Ape-X DQN or IMPALA, "
+                                     "Distributed reinforcement learning on gyre::rt: Ape-X DQN, IMPALA or PPO, "
                                      "rollout actors in their own processes");
   cmd->footer(
       "Starts the learner (rank 0) and one process per rollout actor on this host (gyre run --keep-going).\n"
@@ -70,7 +70,9 @@ void addRl(CLI::App& app, std::function<int()>& action) {
       "weights; the learner feeds their transitions to a prioritized replay actor, trains a double DQN\n"
       "on n-step returns and publishes its weights every --publish-every updates. IMPALA: each actor\n"
       "unrolls its copy of the policy for --unroll steps; the learner trains the actor-critic on\n"
-      "--trajectories unrolls at a time with V-trace and publishes after every update. A greedy\n"
+      "--trajectories unrolls at a time with V-trace and publishes after every update. PPO: the same\n"
+      "actors unroll the newest policy; the learner makes --ppo-epochs passes over each batch of\n"
+      "--trajectories unrolls in minibatches, on the clipped surrogate with GAE advantages. A greedy\n"
       "evaluator measures the policy being learned. Every --report-every seconds a line shows env\n"
       "steps/s, updates/s and the mean return of the last 100 episodes (the actors', and the greedy\n"
       "evaluator's); the run directory (default runs/rl-ALGO-ENV-TIME) gets metrics.jsonl and\n"
@@ -79,6 +81,7 @@ void addRl(CLI::App& app, std::function<int()>& action) {
       "Examples:\n"
       "  gyre rl --algo apex --env cartpole --actors 2\n"
       "  gyre rl --algo impala --env cartpole --actors 2\n"
+      "  gyre rl --algo ppo --env cartpole --actors 2\n"
       "  gyre rl --env acrobot --actors 2 --target-return -100 --time-limit 300");
   rl::addRlFlags(*cmd, *o);
   cmd->callback([o, &action] { action = [o] { return rl(*o); }; });

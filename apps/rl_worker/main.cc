@@ -78,7 +78,7 @@ int learner(gyre::rt::Runtime& rt, const gyre::rl::RlOptions& o) {
   std::ofstream metrics(fs::path(o.runDir) / "metrics.jsonl");
   if (!metrics) throw gyre::Error("cannot write " + (fs::path(o.runDir) / "metrics.jsonl").string());
   std::vector<RlProgress> history;
-  const auto run = o.algo == "impala" ? gyre::rl::runImpala : gyre::rl::runApex;
+  const auto run = o.algo == "impala" ? gyre::rl::runImpala : o.algo == "ppo" ? gyre::rl::runPpo : gyre::rl::runApex;
   const RlProgress last = run(rt, o, [&](const RlProgress& p) {
     history.push_back(p);
     fmt::print(

@@ -38,10 +38,11 @@ class RlCli : public ::testing::Test {
 };
 
 // A short run of each algorithm: its line, metrics.jsonl (updates bounded by the env steps: Ape-X
-// waits for the learner at 2 steps an update, IMPALA trains on 8 unrolls of 50) and return.svg.
+// waits for the learner at 2 steps an update, IMPALA trains on 8 unrolls of 50, PPO on 8 of 128)
+// and return.svg.
 TEST_F(RlCli, EachAlgorithmWritesItsLiveLineMetricsAndPlot) {
   for (const auto& [algo, steps] :
-       std::vector<std::pair<std::string, std::int64_t>>{{"apex", 4000}, {"impala", 20000}}) {
+       std::vector<std::pair<std::string, std::int64_t>>{{"apex", 4000}, {"impala", 20000}, {"ppo", 20480}}) {
     SCOPED_TRACE(algo);
     test::TempDir dir;
     const test::ProgramRun r =
@@ -57,13 +58,15 @@ TEST_F(RlCli, EachAlgorithmWritesItsLiveLineMetricsAndPlot) {
     EXPECT_TRUE(last.at("final").get<bool>());
     EXPECT_FALSE(last.at("solved").get<bool>());
     EXPECT_GE(last.at("env_steps").get<std::int64_t>(), steps);
-    EXPECT_LT(last.at("env_steps").get<std::int64_t>(), steps + 2 * 64);
+    const std::int64_t perCall = algo == "apex" ? 64 : algo == "impala" ? 50 : 128;
+    EXPECT_LT(last.at("env_steps").get<std::int64_t>(), steps + 2 * perCall);
     if (algo == "apex") {  // 2 env steps an update once 500 are stored
       EXPECT_GT(last.at("updates").get<std::int64_t>(), 1000);
       EXPECT_LE(last.at("updates").get<std::int64_t>(), (steps - 500) / 2 + 1);
-    } else {  // 8 unrolls of 50 an update
-      EXPECT_GT(last.at("updates").get<std::int64_t>(), steps / 400 / 2);
-      EXPECT_LE(last.at("updates").get<std::int64_t>(), steps / 400);
+    } else {  // 8 unrolls an update
+      const std::int64_t batch = 8 * perCall;
+      EXPECT_GT(last.at("updates").get<std::int64_t>(), steps / batch / 2);
+      EXPECT_LE(last.at("updates").get<std::int64_t>(), steps / batch);
     }
     EXPECT_GT(last.at("episodes").get<std::int64_t>(), 10);
     EXPECT_GT(last.at("eval_episodes").get<std::int64_t>(), 0);
@@ -105,7 +108,7 @@ TEST_F(RlCli, AKilledRolloutProcessIsReportedAndItsActorRebuilt) {
 TEST_F(RlCli, BadFlagsExit2NamingTheFlag) {
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--actors", "0"}, "--actors must be an integer in [1, 64]"},
-           {{"--algo", "ppo"}, "--algo must be apex or impala"},
+           {{"--algo", "dqn"}, "--algo must be apex, impala or ppo"},
            {{"--env", "pong"}, "--env must be cartpole or acrobot"},
            {{"--lr", "nan"}, "--lr must be a finite number"},
            {{"--learning-starts", "10", "--replay-capacity", "5"}, "--learning-starts"}}) {

@@ -31,7 +31,8 @@ struct RlFlag {
 const std::vector<RlFlag>& flags() {
   static const std::vector<RlFlag> table = {
       {"--algo", &RlOptions::algo,
-       "apex: Ape-X DQN (prioritized replay, per-actor epsilon); impala: IMPALA (actor-critic, V-trace)"},
+       "apex: Ape-X DQN (prioritized replay, per-actor epsilon); impala: IMPALA (actor-critic, V-trace); ppo: "
+       "PPO (clipped surrogate, GAE)"},
       {"--env", &RlOptions::env, "cartpole or acrobot"},
       {"--actors", &RlOptions::actors, "Rollout actors, one process each, beside the learner's", 1, 64},
       {"--time-limit", &RlOptions::timeLimitS, "Seconds to train, solved or not", 0, kMaxSeconds, "", true,
@@ -43,7 +44,7 @@ const std::vector<RlFlag>& flags() {
       {"--seed", &RlOptions::seed, "Seeds the environments, the networks and the replay", 0, 1e15},
       {"--run-dir", &RlOptions::runDir,
        "Where metrics.jsonl and return.svg go (default runs/rl-ALGO-ENV-TIME)"},
-      {"--lr", &RlOptions::lr, "Adam's learning rate (0: the algorithm's, 5e-4 for apex, 1e-3 for impala)", 0,
+      {"--lr", &RlOptions::lr, "Adam's learning rate (0: the algorithm's, 5e-4 for apex, 1e-3 for impala and ppo)", 0,
        1, "0: the algorithm's"},
       {"--hidden", &RlOptions::hidden, "Width of the networks' two hidden layers", 1, 4096},
       {"--gamma", &RlOptions::gamma, "Discount", 0, 1},
@@ -63,13 +64,20 @@ const std::vector<RlFlag>& flags() {
       {"--publish-every", &RlOptions::publishEvery,
        "Ape-X: updates between weights published to the actors (IMPALA publishes every update)", 1, 1e9},
       {"--rollout-steps", &RlOptions::rolloutSteps, "Ape-X: env steps an actor takes per call", 1, 100000},
-      {"--unroll", &RlOptions::unroll, "IMPALA: env steps an actor unrolls per call", 1, 100000},
-      {"--trajectories", &RlOptions::trajectories, "IMPALA: unrolls per learner update", 1, 100000},
+      {"--unroll", &RlOptions::unroll,
+       "IMPALA, PPO: env steps an actor unrolls per call (0: the algorithm's, 50 for impala, 128 for ppo)", 0,
+       100000, "0: the algorithm's"},
+      {"--trajectories", &RlOptions::trajectories, "IMPALA, PPO: unrolls per learner update (0: the algorithm's, 8)",
+       0, 100000, "0: the algorithm's"},
       {"--rho-bar", &RlOptions::rhoBar, "IMPALA: V-trace's clipping of the importance weights (rho bar)", 0,
        1e6, "", true},
       {"--c-bar", &RlOptions::cBar, "IMPALA: V-trace's clipping of the traces (c bar)", 0, 1e6, "", true},
-      {"--baseline-cost", &RlOptions::baselineCost, "IMPALA: weight of the value loss", 0, 1e6},
-      {"--entropy-cost", &RlOptions::entropyCost, "IMPALA: weight of the entropy bonus", 0, 1e6},
+      {"--baseline-cost", &RlOptions::baselineCost, "IMPALA, PPO: weight of the value loss", 0, 1e6},
+      {"--entropy-cost", &RlOptions::entropyCost, "IMPALA, PPO: weight of the entropy bonus", 0, 1e6},
+      {"--ppo-epochs", &RlOptions::ppoEpochs, "PPO: passes over each batch", 1, 1000},
+      {"--minibatch", &RlOptions::minibatch, "PPO: env steps per gradient step", 1, 1e7},
+      {"--clip", &RlOptions::clip, "PPO: the surrogate's ratio is clipped to 1 +- clip", 0, 10, "", true},
+      {"--gae-lambda", &RlOptions::gaeLambda, "PPO: lambda of the generalized advantage estimate", 0, 1},
       {"--eval-interval", &RlOptions::evalInterval,
        "Seconds between the starts of greedy evaluation episodes", 0, 3600, "", false, "s"},
       {"--report-every", &RlOptions::reportEvery, "Seconds between live lines and metrics.jsonl records",
@@ -84,7 +92,15 @@ const std::vector<RlFlag>& flags() {
 
 double learningRate(const RlOptions& o) {
   if (o.lr > 0) return o.lr;
-  return o.algo == "impala" ? 1e-3 : 5e-4;
+  return o.algo == "apex" ? 5e-4 : 1e-3;
+}
+
+int unrollOf(const RlOptions& o) {
+  return o.unroll > 0 ? o.unroll : o.algo == "ppo" ? 128 : 50;
+}
+
+int trajectoriesOf(const RlOptions& o) {
+  return o.trajectories > 0 ? o.trajectories : 8;
 }
 
 void addRlFlags(CLI::App& app, RlOptions& o) {
@@ -93,8 +109,8 @@ void addRlFlags(CLI::App& app, RlOptions& o) {
 }
 
 void validateRlOptions(const RlOptions& o) {
-  if (o.algo != "apex" && o.algo != "impala")
-    throw InvalidArgument("--algo must be apex or impala; got '" + o.algo + "'");
+  if (o.algo != "apex" && o.algo != "impala" && o.algo != "ppo")
+    throw InvalidArgument("--algo must be apex, impala or ppo; got '" + o.algo + "'");
   if (o.env != "cartpole" && o.env != "acrobot")
     throw InvalidArgument("--env must be cartpole or acrobot; got '" + o.env + "'");
   for (const RlFlag& f : flags()) {

@@ -11,7 +11,7 @@
 namespace gyre::rl {
 
 struct RlOptions {
-  std::string algo = "apex";     // apex or impala
+  std::string algo = "apex";     // apex, impala or ppo
   std::string env = "cartpole";  // cartpole or acrobot
   int actors = 2;                // rollout actors, one process each, beside the learner's
   double timeLimitS = 600;       // stop after this long (seconds), solved or not
@@ -42,19 +42,30 @@ struct RlOptions {
   // IMPALA: each actor call unrolls `unroll` steps; an update trains on `trajectories` of them
   // with V-trace (ρ̄ = rhoBar, c̄ = cBar), the policy-gradient loss plus baselineCost × the value
   // loss minus entropyCost × the policy's entropy.
-  int unroll = 50;
-  int trajectories = 8;
+  // PPO (ppo.cc) unrolls and batches the same way (0: the algorithm's own, unrollOf() and
+  // trajectoriesOf()).
+  int unroll = 0;
+  int trajectories = 0;
   double rhoBar = 1;
   double cBar = 1;
   double baselineCost = 0.5;
   double entropyCost = 0.01;
+  // PPO: `ppoEpochs` passes over each batch in minibatches of `minibatch` steps, the surrogate's
+  // ratio clipped to 1 ± clip, GAE(λ = gaeLambda) advantages.
+  int ppoEpochs = 4;
+  int minibatch = 256;
+  double clip = 0.2;
+  double gaeLambda = 0.95;
   double evalInterval = 0.05;  // seconds between the starts of greedy evaluation episodes
   double reportEvery = 2;      // seconds between live lines (and metrics.jsonl records)
   int actorRestarts = 10;      // times a lost actor is rebuilt on a live process
 };
 
-// --lr, or the algorithm's own rate when it is 0: 5e-4 for apex, 1e-3 for impala.
+// --lr, or the algorithm's own rate when it is 0: 5e-4 for apex, 1e-3 for impala and ppo.
 double learningRate(const RlOptions& o);
+// --unroll and --trajectories, or the algorithm's own when 0: IMPALA 50 steps x 8, PPO 128 x 8.
+int unrollOf(const RlOptions& o);
+int trajectoriesOf(const RlOptions& o);
 
 // The flags on `app` (the gyre tool's `rl` subcommand, or the worker's own).
 void addRlFlags(CLI::App& app, RlOptions& o);

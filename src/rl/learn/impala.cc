@@ -15,90 +15,11 @@
 #include "rl/learn/common.h"
 #include "rl/learn/learners.h"
 #include "rl/learn/nets.h"
+#include "rl/learn/unroll_actor.h"
 #include "rl/learn/vtrace.h"
 
 namespace gyre::rl {
 
-// One unroll of an actor: T steps from T + 1 observations (the last one, where the next unroll
-// starts, for the bootstrap value), the actions, rewards, whether each step ended an episode, and
-// the logits of the actor's policy at each step.
-struct Trajectory {
-  std::int32_t observationSize = 0;
-  std::int32_t actions = 0;
-  std::vector<float> observations;  // (T + 1) × observationSize
-  std::vector<std::int32_t> taken;
-  std::vector<float> rewards;
-  std::vector<float> dones;   // 1: the episode ended with this step (terminated or truncated)
-  std::vector<float> logits;  // T × actions
-  std::vector<double> episodeReturns;
-  std::uint64_t instance = 0;  // new when the actor was rebuilt after its process was lost
-  MSGPACK_DEFINE(observationSize, actions, observations, taken, rewards, dones, logits, episodeReturns,
-                 instance)
-};
-
-// The network's outputs: the policy's logits, then the value.
-class ImpalaActor {
- public:
-  ImpalaActor(std::string env, int index, std::uint64_t seed, int hidden)
-      : env_(makeEnv(env)),
-        rng_(seed * 6151 + static_cast<std::uint64_t>(index)),
-        episodeSeed_(firstEpisodeSeed(seed, index)),
-        net_(makeMlp(env_->observationSize(), env_->actions() + 1, hidden)),
-        instance_(newInstanceId()) {}
-
-  Trajectory unroll(WeightsRef weights, std::int64_t version, int steps) {
-    refreshWeights(net_, version_, weights, version);
-    const int actions = env_->actions();
-    Trajectory t;
-    t.observationSize = env_->observationSize();
-    t.actions = actions;
-    t.instance = instance_;
-    if (observation_.empty()) observation_ = env_->reset(episodeSeed_++);
-    ::torch::NoGradGuard noGrad;
-    for (int s = 0; s < steps; ++s) {
-      t.observations.insert(t.observations.end(), observation_.begin(), observation_.end());
-      const ::torch::Tensor out =
-          net_->forward(::torch::from_blob(observation_.data(), {static_cast<long>(observation_.size())}))
-              .slice(0, 0, actions)
-              .contiguous();
-      const float* logits = out.data_ptr<float>();
-      t.logits.insert(t.logits.end(), logits, logits + actions);
-      // Sample from softmax(logits).
-      const float top = *std::max_element(logits, logits + actions);
-      std::vector<double> p(static_cast<std::size_t>(actions));
-      for (int a = 0; a < actions; ++a) p[static_cast<std::size_t>(a)] = std::exp(logits[a] - top);
-      const int action = std::discrete_distribution<int>(p.begin(), p.end())(rng_);
-      Step step = env_->step(action);
-      t.taken.push_back(action);
-      t.rewards.push_back(static_cast<float>(step.reward));
-      episodeReturn_ += step.reward;
-      const bool done = step.terminated || step.truncated;
-      t.dones.push_back(done ? 1.0f : 0.0f);
-      if (done) {
-        t.episodeReturns.push_back(episodeReturn_);
-        episodeReturn_ = 0;
-        observation_ = env_->reset(episodeSeed_++);
-      } else {
-        observation_ = std::move(step.observation);
-      }
-    }
-    t.observations.insert(t.observations.end(), observation_.begin(), observation_.end());
-    return t;
-  }
-
- private:
-  std::unique_ptr<Env> env_;
-  std::mt19937_64 rng_;
-  std::uint64_t episodeSeed_;
-  ::torch::nn::Sequential net_;
-  std::uint64_t instance_;
-  std::int64_t version_ = -1;
-  std::vector<float> observation_;
-  double episodeReturn_ = 0;
-};
-
-GYRE_RT_ACTOR(ImpalaActor, std::string, int, std::uint64_t, int);
-GYRE_RT_METHOD(ImpalaActor, unroll);
 
 namespace {
 
@@ -167,10 +88,10 @@ RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
   ImpalaLearner learner(env.observations, env.actions, o);
   Evaluation evaluation(rt, o, env.actions + 1);
   Publisher weights(rt, learner.weights());
-  std::vector<rt::ActorHandle<ImpalaActor>> handles;
+  std::vector<rt::ActorHandle<PolicyActor>> handles;
   for (int i = 0; i < o.actors; ++i)
-    handles.push_back(rt.actorWith<ImpalaActor>(rolloutPlacement(rt, i, o), o.env, i, o.seed, o.hidden));
-  RolloutActors<ImpalaActor, Trajectory> actors(std::move(handles), o.unroll);
+    handles.push_back(rt.actorWith<PolicyActor>(rolloutPlacement(rt, i, o), o.env, i, o.seed, o.hidden));
+  RolloutActors<PolicyActor, Trajectory> actors(std::move(handles), unrollOf(o));
   std::deque<Trajectory> queue;  // unrolls waiting for the learner; the actors wait beyond 2 batches
 
   Progress progress(o, report);
@@ -181,19 +102,19 @@ RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
     return steps;
   };
   auto mayIssue = [&] {
-    return queue.size() < 2 * static_cast<std::size_t>(o.trajectories) &&
+    return queue.size() < 2 * static_cast<std::size_t>(trajectoriesOf(o)) &&
            (o.maxEnvSteps <= 0 || p.envSteps + actors.issuedSteps() < o.maxEnvSteps);
   };
-  auto unroll = [&](rt::ActorHandle<ImpalaActor>& actor) {
-    return actor.call(&ImpalaActor::unroll, weights.latest(), weights.version(), o.unroll);
+  auto unroll = [&](rt::ActorHandle<PolicyActor>& actor) {
+    return actor.call(&PolicyActor::unroll, weights.latest(), weights.version(), unrollOf(o));
   };
   while (!progress.over()) {
     bool busy = actors.poll(progress, enqueue, mayIssue, unroll);
-    if (queue.size() >= static_cast<std::size_t>(o.trajectories)) {
+    if (queue.size() >= static_cast<std::size_t>(trajectoriesOf(o))) {
       busy = true;
       std::vector<Trajectory> batch(std::make_move_iterator(queue.begin()),
-                                    std::make_move_iterator(queue.begin() + o.trajectories));
-      queue.erase(queue.begin(), queue.begin() + o.trajectories);
+                                    std::make_move_iterator(queue.begin() + trajectoriesOf(o)));
+      queue.erase(queue.begin(), queue.begin() + trajectoriesOf(o));
       learner.update(batch);
       ++p.updates;
       weights.publish(learner.weights());  // the actors unroll the newest policy, as in the paper

@@ -9,7 +9,8 @@
 //
 // IMPALA (Espeholt et al. 2018; impala.cc): each actor unrolls its policy for --unroll steps and
 // sends the trajectory with its policy's logits; the learner trains an actor-critic on batches of
-// them, correcting for the policy lag with V-trace.
+// them, correcting for the policy lag with V-trace. PPO (Schulman et al. 2017; ppo.cc): the same
+// actors, a clipped-surrogate learner on GAE advantages, several passes over each batch.
 #pragma once
 
 #include <cstdint>
@@ -46,5 +47,7 @@ double apexEpsilon(int i, int n);
 RlProgress runApex(rt::Runtime& rt, const RlOptions& o, const std::function<void(const RlProgress&)>& report);
 RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
                      const std::function<void(const RlProgress&)>& report);
+// PPO (ppo.cc): the actors unroll the newest policy; the learner trains on each batch of them.
+RlProgress runPpo(rt::Runtime& rt, const RlOptions& o, const std::function<void(const RlProgress&)>& report);
 
 }  // namespace gyre::rl
