@@ -50,9 +50,12 @@ def dumps_call(obj):
     """A call's bytes: by the C pickler when it can (most arguments: numbers, strings, arrays, gyre's
     own references), else as dumps() does (a lambda among them, a class defined in __main__)."""
     try:
-        return pickle.dumps(obj, protocol=5)
+        data = pickle.dumps(obj, protocol=5)
     except Exception:
         return dumps(obj)
+    # A class or function of the driver's script pickles by reference to __main__, which is
+    # another program in a worker: those go by value.
+    return dumps(obj) if b"__main__" in data else data
 
 
 def loads(data, buffers=()):
