@@ -132,7 +132,9 @@ class RemoteFunction:
         _check_options(options or {}, _TASK_OPTIONS, "a remote function")
         self._fn = fn
         self._options = dict(options or {})
-        self._pickled = None  # the function's bytes, made once
+        self._pickled = None  # the function, put once into the object store
+        self._what = f"task {_name_of(fn)}"
+        self._retries = int(self._options.get("max_retries", 3))
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -148,9 +150,11 @@ class RemoteFunction:
         runtime = _state.get()
         if self._pickled is None:
             self._pickled = _Pickled(_serialization.dumps(self._fn))
-        payload, keep = _pickled_call(self._pickled, args, kwargs, f"task {_name_of(self._fn)}")
-        future = runtime.submit(payload, keep, max_retries=int(self._options.get("max_retries", 3)))
-        return ObjectRef(future=future, what=f"task {_name_of(self._fn)}")
+        payload, keep = _pickled_call(self._pickled, args, kwargs, self._what)
+        future = runtime.submit(payload, keep, max_retries=self._retries)
+        # The result's reference holds the function's object too, so that a remote function made
+        # and called at once (ray.remote(f).remote()) lives until its call is answered.
+        return ObjectRef(future=future, what=self._what, keep=self._pickled)
 
 
 def _pickled_call(head, args, kwargs, what):
@@ -172,8 +176,6 @@ class _Pickled:
         self.ref = ObjectRef(obj=_state.get().put([data]))
 
     def __reduce__(self):
-        if _refs._referenced is not None:
-            _refs._referenced.append(self.ref._object)  # alive until the call has answered
         return _unpickled, (self.ref._id, self.ref._owner)
 
 
@@ -216,7 +218,7 @@ class ActorClass:
         if self._pickled is None:
             self._pickled = _Pickled(_serialization.dumps(self._cls))
         payload, keep = _pickled_call(self._pickled, args, kwargs, f"actor {self._cls.__name__}")
-        keep = keep + [self._pickled.ref._object]  # the class and the constructor's objects, for restarts
+        keep = keep + [self._pickled]  # the class and the constructor's objects, for restarts
         methods = [m for m in dir(self._cls) if callable(getattr(self._cls, m, None)) and not m.startswith("__")]
         key = _state.ACTOR_KEY + name if name is not None else None
         if key is not None:

@@ -23,11 +23,12 @@ def referenced(pickle):
 
 
 class ObjectRef:
-    __slots__ = ("_future", "_object", "_id", "_owner", "_what", "__weakref__")
+    __slots__ = ("_future", "_object", "_id", "_owner", "_what", "_keep", "__weakref__")
 
-    def __init__(self, future=None, obj=None, id=None, owner=None, what=None):
+    def __init__(self, future=None, obj=None, id=None, owner=None, what=None, keep=None):
         self._future = future  # a call's answer on its way (this process's)
         self._what = what      # the call, for errors: "task f", "Counter.add"
+        self._keep = keep      # what must live as long as this reference (the call's function)
         self._object = obj     # an object this process put: keeps it alive
         self._id = obj.id if obj is not None else id
         self._owner = obj.owner if obj is not None else owner
