@@ -15,6 +15,14 @@ def _check(name, value, below_one=False):
         raise ValueError(f"gyre.torch.{name}: must be {bound}, not {value}")
 
 
+def _closure_loss(closure):
+    """The closure's loss, with gradients on, as torch.optim's optimizers evaluate it."""
+    if closure is None:
+        return None
+    with torch.enable_grad():
+        return closure()
+
+
 class LARS(torch.optim.Optimizer):
     """LARS (You, Gitman and Ginsburg 2017): SGD with momentum whose step per tensor is scaled by
     eta * |w| / (|g| + weight_decay * |w| + eps). Tensors of one dimension (biases, norm scales)
@@ -29,10 +37,7 @@ class LARS(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -59,10 +64,7 @@ class LAMB(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
+        loss = _closure_loss(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for p in group["params"]:

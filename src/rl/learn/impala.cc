@@ -35,21 +35,14 @@ class ImpalaLearner {
         net_(makeMlp(observations, actions + 1, o.hidden)),
         adam_(net_->parameters(), ::torch::optim::AdamOptions(learningRate(o))) {}
 
-  void update(std::vector<Trajectory>& batch) {
-    const auto t = static_cast<long>(batch.front().taken.size());
-    const long dim = batch.front().observationSize;
-    auto stack = [&](auto member, std::vector<long> shape, ::torch::ScalarType type) {
-      std::vector<::torch::Tensor> parts;
-      for (Trajectory& tr : batch) parts.push_back(::torch::from_blob((tr.*member).data(), shape, type));
-      return ::torch::stack(parts);
-    };
-    const ::torch::Tensor obs =
-        stack(&Trajectory::observations, {t + 1, dim}, ::torch::kFloat32);  // B, T+1, D
-    const ::torch::Tensor taken =
-        stack(&Trajectory::taken, {t}, ::torch::kInt32).to(::torch::kLong).unsqueeze(2);
-    const ::torch::Tensor rewards = stack(&Trajectory::rewards, {t}, ::torch::kFloat32);
-    const ::torch::Tensor dones = stack(&Trajectory::dones, {t}, ::torch::kFloat32);
-    const ::torch::Tensor behaviour = stack(&Trajectory::logits, {t, actions_}, ::torch::kFloat32);
+  void update(std::vector<Trajectory>& trajectories) {
+    const UnrollBatch b = stackUnrolls(trajectories);
+    const long t = b.taken.size(1);
+    const ::torch::Tensor& obs = b.observations;
+    const ::torch::Tensor taken = b.taken.unsqueeze(2);
+    const ::torch::Tensor& rewards = b.rewards;
+    const ::torch::Tensor& dones = b.dones;
+    const ::torch::Tensor& behaviour = b.behaviour;
 
     const ::torch::Tensor out = net_->forward(obs);  // B, T+1, A+1
     const ::torch::Tensor logits = out.slice(2, 0, actions_).slice(1, 0, t);
@@ -86,44 +79,10 @@ RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
                      const std::function<void(const RlProgress&)>& report) {
   const EnvShape env = seedAndProbe(o);
   ImpalaLearner learner(env.observations, env.actions, o);
-  Evaluation evaluation(rt, o, env.actions + 1);
-  Publisher weights(rt, learner.weights());
-  std::vector<rt::ActorHandle<PolicyActor>> handles;
-  for (int i = 0; i < o.actors; ++i)
-    handles.push_back(rt.actorWith<PolicyActor>(rolloutPlacement(rt, i, o), o.env, i, o.seed, o.hidden));
-  RolloutActors<PolicyActor, Trajectory> actors(std::move(handles), unrollOf(o));
-  std::deque<Trajectory> queue;  // unrolls waiting for the learner; the actors wait beyond 2 batches
-
-  Progress progress(o, report);
-  RlProgress& p = progress.now();
-  auto enqueue = [&](Trajectory tr) {
-    const auto steps = static_cast<std::int64_t>(tr.taken.size());
-    queue.push_back(std::move(tr));
-    return steps;
-  };
-  auto mayIssue = [&] {
-    return queue.size() < 2 * static_cast<std::size_t>(trajectoriesOf(o)) &&
-           (o.maxEnvSteps <= 0 || p.envSteps + actors.issuedSteps() < o.maxEnvSteps);
-  };
-  auto unroll = [&](rt::ActorHandle<PolicyActor>& actor) {
-    return actor.call(&PolicyActor::unroll, weights.latest(), weights.version(), unrollOf(o));
-  };
-  while (!progress.over()) {
-    bool busy = actors.poll(progress, enqueue, mayIssue, unroll);
-    if (queue.size() >= static_cast<std::size_t>(trajectoriesOf(o))) {
-      busy = true;
-      std::vector<Trajectory> batch(std::make_move_iterator(queue.begin()),
-                                    std::make_move_iterator(queue.begin() + trajectoriesOf(o)));
-      queue.erase(queue.begin(), queue.begin() + trajectoriesOf(o));
-      learner.update(batch);
-      ++p.updates;
-      weights.publish(learner.weights());  // the actors unroll the newest policy, as in the paper
-    }
-    endOfTurn(evaluation, weights, progress, busy);
-  }
-  actors.drain();
-  evaluation.drain();
-  return progress.finish();
+  UnrollLearner l;
+  l.update = [&](std::vector<Trajectory>& batch) { learner.update(batch); };
+  l.weights = [&] { return learner.weights(); };
+  return runUnrollLearner(rt, o, env, l, report);
 }
 
 }  // namespace gyre::rl

@@ -10,8 +10,6 @@
 // batch is unrolled ahead of it).
 #include <torch/torch.h>
 
-#include <deque>
-
 #include "rl/learn/common.h"
 #include "rl/learn/learners.h"
 #include "rl/learn/nets.h"
@@ -28,19 +26,15 @@ class PpoLearner {
         net_(makeMlp(observations, actions + 1, o.hidden)),
         adam_(net_->parameters(), ::torch::optim::AdamOptions(learningRate(o)).eps(1e-5)) {}
 
-  void update(std::vector<Trajectory>& batch) {
-    const auto t = static_cast<long>(batch.front().taken.size());
-    const long dim = batch.front().observationSize;
-    auto stack = [&](auto member, std::vector<long> shape, ::torch::ScalarType type) {
-      std::vector<::torch::Tensor> parts;
-      for (Trajectory& tr : batch) parts.push_back(::torch::from_blob((tr.*member).data(), shape, type));
-      return ::torch::stack(parts);
-    };
-    const ::torch::Tensor obs = stack(&Trajectory::observations, {t + 1, dim}, ::torch::kFloat32);  // B, T+1, D
-    const ::torch::Tensor taken = stack(&Trajectory::taken, {t}, ::torch::kInt32).to(::torch::kLong);
-    const ::torch::Tensor rewards = stack(&Trajectory::rewards, {t}, ::torch::kFloat32);
-    const ::torch::Tensor notDone = 1 - stack(&Trajectory::dones, {t}, ::torch::kFloat32);
-    const ::torch::Tensor behaviour = stack(&Trajectory::logits, {t, actions_}, ::torch::kFloat32);
+  void update(std::vector<Trajectory>& trajectories) {
+    const UnrollBatch b = stackUnrolls(trajectories);
+    const long t = b.taken.size(1);
+    const long dim = b.observations.size(2);
+    const ::torch::Tensor& obs = b.observations;
+    const ::torch::Tensor& taken = b.taken;
+    const ::torch::Tensor& rewards = b.rewards;
+    const ::torch::Tensor notDone = 1 - b.dones;
+    const ::torch::Tensor& behaviour = b.behaviour;
 
     // GAE from the values before this update.
     ::torch::Tensor advantages, returns;
@@ -58,7 +52,7 @@ class PpoLearner {
       }
       returns = advantages + values.slice(1, 0, t);
     }
-    const long n = static_cast<long>(batch.size()) * t;
+    const long n = static_cast<long>(trajectories.size()) * t;
     const ::torch::Tensor flatObs = obs.slice(1, 0, t).reshape({n, dim});
     const ::torch::Tensor flatTaken = taken.reshape({n, 1});
     const ::torch::Tensor oldLogp = ::torch::log_softmax(behaviour.reshape({n, actions_}), 1).gather(1, flatTaken).squeeze(1);
@@ -102,46 +96,11 @@ class PpoLearner {
 RlProgress runPpo(rt::Runtime& rt, const RlOptions& o, const std::function<void(const RlProgress&)>& report) {
   const EnvShape env = seedAndProbe(o);
   PpoLearner learner(env.observations, env.actions, o);
-  Evaluation evaluation(rt, o, env.actions + 1);
-  Publisher weights(rt, learner.weights());
-  const int unroll = unrollOf(o);
-  const auto batchSize = static_cast<std::size_t>(trajectoriesOf(o));
-  std::vector<rt::ActorHandle<PolicyActor>> handles;
-  for (int i = 0; i < o.actors; ++i)
-    handles.push_back(rt.actorWith<PolicyActor>(rolloutPlacement(rt, i, o), o.env, i, o.seed, o.hidden));
-  RolloutActors<PolicyActor, Trajectory> actors(std::move(handles), unroll);
-  std::deque<Trajectory> queue;  // unrolls of the current policy waiting for the batch to fill
-
-  Progress progress(o, report);
-  RlProgress& p = progress.now();
-  auto enqueue = [&](Trajectory tr) {
-    const auto steps = static_cast<std::int64_t>(tr.taken.size());
-    queue.push_back(std::move(tr));
-    return steps;
-  };
-  auto mayIssue = [&] {
-    return queue.size() + static_cast<std::size_t>(actors.issuedSteps() / unroll) < batchSize &&
-           (o.maxEnvSteps <= 0 || p.envSteps + actors.issuedSteps() < o.maxEnvSteps);
-  };
-  auto call = [&](rt::ActorHandle<PolicyActor>& actor) {
-    return actor.call(&PolicyActor::unroll, weights.latest(), weights.version(), unroll);
-  };
-  while (!progress.over()) {
-    bool busy = actors.poll(progress, enqueue, mayIssue, call);
-    if (queue.size() >= batchSize) {
-      busy = true;
-      std::vector<Trajectory> batch(std::make_move_iterator(queue.begin()),
-                                    std::make_move_iterator(queue.begin() + static_cast<long>(batchSize)));
-      queue.erase(queue.begin(), queue.begin() + static_cast<long>(batchSize));
-      learner.update(batch);
-      ++p.updates;
-      weights.publish(learner.weights());
-    }
-    endOfTurn(evaluation, weights, progress, busy);
-  }
-  actors.drain();
-  evaluation.drain();
-  return progress.finish();
+  UnrollLearner l;
+  l.update = [&](std::vector<Trajectory>& batch) { learner.update(batch); };
+  l.weights = [&] { return learner.weights(); };
+  l.onPolicy = true;
+  return runUnrollLearner(rt, o, env, l, report);
 }
 
 }  // namespace gyre::rl

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <iterator>
 
 namespace gyre::rl {
 
@@ -50,6 +52,70 @@ Trajectory PolicyActor::unroll(WeightsRef weights, std::int64_t version, int ste
   }
   t.observations.insert(t.observations.end(), observation_.begin(), observation_.end());
   return t;
+}
+
+UnrollBatch stackUnrolls(std::vector<Trajectory>& batch) {
+  const auto t = static_cast<long>(batch.front().taken.size());
+  const long dim = batch.front().observationSize;
+  const long actions = batch.front().actions;
+  auto stack = [&](auto member, std::vector<long> shape, ::torch::ScalarType type) {
+    std::vector<::torch::Tensor> parts;
+    for (Trajectory& tr : batch) parts.push_back(::torch::from_blob((tr.*member).data(), shape, type));
+    return ::torch::stack(parts);
+  };
+  UnrollBatch b;
+  b.observations = stack(&Trajectory::observations, {t + 1, dim}, ::torch::kFloat32);
+  b.taken = stack(&Trajectory::taken, {t}, ::torch::kInt32).to(::torch::kLong);
+  b.rewards = stack(&Trajectory::rewards, {t}, ::torch::kFloat32);
+  b.dones = stack(&Trajectory::dones, {t}, ::torch::kFloat32);
+  b.behaviour = stack(&Trajectory::logits, {t, actions}, ::torch::kFloat32);
+  return b;
+}
+
+RlProgress runUnrollLearner(rt::Runtime& rt, const RlOptions& o, const EnvShape& env, const UnrollLearner& learner,
+                            const std::function<void(const RlProgress&)>& report) {
+  Evaluation evaluation(rt, o, env.actions + 1);
+  Publisher weights(rt, learner.weights());
+  const int unroll = unrollOf(o);
+  const auto batchSize = static_cast<std::size_t>(trajectoriesOf(o));
+  std::vector<rt::ActorHandle<PolicyActor>> handles;
+  for (int i = 0; i < o.actors; ++i)
+    handles.push_back(rt.actorWith<PolicyActor>(rolloutPlacement(rt, i, o), o.env, i, o.seed, o.hidden));
+  RolloutActors<PolicyActor, Trajectory> actors(std::move(handles), unroll);
+  std::deque<Trajectory> queue;  // unrolls waiting for the learner
+
+  Progress progress(o, report);
+  RlProgress& p = progress.now();
+  auto enqueue = [&](Trajectory tr) {
+    const auto steps = static_cast<std::int64_t>(tr.taken.size());
+    queue.push_back(std::move(tr));
+    return steps;
+  };
+  auto mayIssue = [&] {
+    const std::size_t ahead =
+        learner.onPolicy ? queue.size() + static_cast<std::size_t>(actors.issuedSteps() / unroll) : queue.size();
+    return ahead < (learner.onPolicy ? 1 : 2) * batchSize &&
+           (o.maxEnvSteps <= 0 || p.envSteps + actors.issuedSteps() < o.maxEnvSteps);
+  };
+  auto call = [&](rt::ActorHandle<PolicyActor>& actor) {
+    return actor.call(&PolicyActor::unroll, weights.latest(), weights.version(), unroll);
+  };
+  while (!progress.over()) {
+    bool busy = actors.poll(progress, enqueue, mayIssue, call);
+    if (queue.size() >= batchSize) {
+      busy = true;
+      std::vector<Trajectory> batch(std::make_move_iterator(queue.begin()),
+                                    std::make_move_iterator(queue.begin() + static_cast<long>(batchSize)));
+      queue.erase(queue.begin(), queue.begin() + static_cast<long>(batchSize));
+      learner.update(batch);
+      ++p.updates;
+      weights.publish(learner.weights());  // the actors unroll the newest policy
+    }
+    endOfTurn(evaluation, weights, progress, busy);
+  }
+  actors.drain();
+  evaluation.drain();
+  return progress.finish();
 }
 
 }  // namespace gyre::rl

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -53,5 +54,31 @@ class PolicyActor {
   std::vector<float> observation_;
   double episodeReturn_ = 0;
 };
+
+// A batch of B unrolls of T steps as tensors.
+struct UnrollBatch {
+  ::torch::Tensor observations;  // B, T + 1, D
+  ::torch::Tensor taken;         // B, T (int64)
+  ::torch::Tensor rewards;       // B, T
+  ::torch::Tensor dones;         // B, T: 1 where the step ended an episode
+  ::torch::Tensor behaviour;     // B, T, A: the logits the actor acted on
+};
+// The trajectories' tensors (views of their vectors, stacked: `batch` must outlive nothing).
+UnrollBatch stackUnrolls(std::vector<Trajectory>& batch);
+
+// What an actor-critic learner gives the loop: its update on a batch, and its weights to publish.
+struct UnrollLearner {
+  std::function<void(std::vector<Trajectory>&)> update;
+  std::function<Weights()> weights;
+  // On-policy (PPO): at most one batch of unrolls queued or in flight, so the actors unroll the
+  // newest weights; else (IMPALA) up to two batches may wait for the learner.
+  bool onPolicy = false;
+};
+
+// The loop both learners share: PolicyActors (one per --actors) unroll unrollOf(o) steps of the
+// newest published weights; every trajectoriesOf(o) unrolls the learner updates and the weights
+// are published; a greedy evaluator runs beside. Until solved, --time-limit or --max-env-steps.
+RlProgress runUnrollLearner(rt::Runtime& rt, const RlOptions& o, const EnvShape& env, const UnrollLearner& learner,
+                            const std::function<void(const RlProgress&)>& report);
 
 }  // namespace gyre::rl
