@@ -66,6 +66,18 @@ def case_cartpole_checkpoints(root):
     for _ in range(3):
         after = algo.train()
     assert after["training_iteration"] == 18
+    # a gyre policy file: written here, loaded back, and taken by gyre rl --resume (C++)
+    policy_file = algo.export_policy(os.path.join(root, "policy.json"))
+    loaded = rl.load_policy(policy_file)
+    assert loaded.meta["algo"] == "ppo" and loaded.meta["env"] == "cartpole"
+    assert loaded.compute_single_action(probe) == algo.compute_single_action(probe)
+    gyre_tool = os.path.join(os.environ["PYTHONPATH"].split(os.pathsep)[0], "..", "bin", "gyre")
+    import subprocess
+    p = subprocess.run([gyre_tool, "rl", "--algo", "ppo", "--max-env-steps", "512", "--resume", policy_file,
+                        "--export", os.path.join(root, "again.json"), "--run-dir", os.path.join(root, "run")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "resumed from" in p.stdout, (p.returncode, p.stdout, p.stderr)
+    assert rl.load_policy(os.path.join(root, "again.json")).meta["env_steps"] >= 512
     expect_error(TypeError, ["no training option(s) ['bogus']"], rl.PPOConfig().training, bogus=1)
     expect_error(ValueError, ["unknown environment 'Pong'"], rl.PPOConfig().environment("Pong").build)
     print("cartpole_checkpoints ok", flush=True)

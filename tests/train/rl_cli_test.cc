@@ -105,6 +105,31 @@ TEST_F(RlCli, AKilledRolloutProcessIsReportedAndItsActorRebuilt) {
   EXPECT_GE(records.back().at("env_steps").get<std::int64_t>(), 6000);  // the rebuilt actor went on
 }
 
+// --checkpoint-dir keeps the policy file, --export writes it at the end, --resume starts from it
+// (and refuses one of another algorithm).
+TEST_F(RlCli, APolicyIsCheckpointedExportedAndResumed) {
+  test::TempDir dir;
+  const std::string exported = dir.path() + "/policy-export.json";
+  const test::ProgramRun first = rl({"--algo", "ppo", "--max-env-steps", "4096", "--checkpoint-dir", dir.path() + "/ck",
+                                     "--export", exported, "--run-dir", dir.path() + "/run1"});
+  ASSERT_EQ(first.exitCode, 0) << first.describe() << "\n" << first.out;
+  EXPECT_TRUE(contains(first.out, "gyre rl: the policy is in " + exported)) << first.out;
+  const nlohmann::json policy = nlohmann::json::parse(test::readFile(exported));
+  EXPECT_EQ(policy.at("format"), "gyre-policy-1");
+  EXPECT_EQ(policy.at("algo"), "ppo");
+  EXPECT_EQ(policy.at("outputs"), 3);
+  EXPECT_EQ(policy.at("weights").size(), 4u * 128 + 128 + 128 * 128 + 128 + 128 * 3 + 3);
+  EXPECT_EQ(test::readFile(dir.path() + "/ck/policy.json"), test::readFile(exported));
+  const test::ProgramRun resumed = rl({"--algo", "ppo", "--max-env-steps", "1024", "--resume", dir.path() + "/ck",
+                                       "--run-dir", dir.path() + "/run2"});
+  ASSERT_EQ(resumed.exitCode, 0) << resumed.describe() << "\n" << resumed.out;
+  EXPECT_TRUE(contains(resumed.out, "gyre rl: resumed from " + dir.path() + "/ck/policy.json")) << resumed.out;
+  const test::ProgramRun other = rl({"--algo", "impala", "--resume", exported, "--run-dir", dir.path() + "/run3"});
+  EXPECT_NE(other.exitCode, 0);
+  EXPECT_TRUE(contains(other.out + other.err, "holds a policy of algorithm ppo, this run's is impala"))
+      << other.out << other.err;
+}
+
 TEST_F(RlCli, BadFlagsExit2NamingTheFlag) {
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--actors", "0"}, "--actors must be an integer in [1, 64]"},

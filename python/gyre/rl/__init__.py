@@ -14,5 +14,7 @@ discrete action space; gyre.rl.envs.CartPole is one, in plain Python."""
 from . import envs
 from ._algorithm import Algorithm, AlgorithmConfig
 from ._learners import IMPALA, PPO, IMPALAConfig, PPOConfig
+from ._policy_file import Policy, load_policy
 
-__all__ = ["envs", "Algorithm", "AlgorithmConfig", "PPO", "PPOConfig", "IMPALA", "IMPALAConfig"]
+__all__ = ["envs", "Algorithm", "AlgorithmConfig", "PPO", "PPOConfig", "IMPALA", "IMPALAConfig", "Policy",
+           "load_policy"]

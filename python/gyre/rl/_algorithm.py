@@ -197,7 +197,15 @@ class Algorithm:
         self._publish()
 
     def export_policy(self, path):
-        """The policy as TorchScript (observation -> logits and value), for gyre serve or C++."""
+        """The policy: PATH.json a gyre policy file (gyre.rl.load_policy, gyre rl --resume; the
+        environment named by its config's env string), anything else TorchScript (observation ->
+        logits and value)."""
+        if path.endswith(".json"):
+            from ._policy_file import write_policy
+            env = self.config.env if isinstance(self.config.env, str) else getattr(self.config.env, "__name__", "")
+            env = {"CartPole-v1": "cartpole", "CartPole": "cartpole"}.get(env, env)
+            return write_policy(path, type(self).__name__, env, self.observations, self.actions, self.config.hidden,
+                                self.net, self.timesteps, self.iteration)
         torch.jit.trace(self.net, torch.zeros(self.observations)).save(path)
         return path
 

@@ -44,6 +44,12 @@ const std::vector<RlFlag>& flags() {
       {"--seed", &RlOptions::seed, "Seeds the environments, the networks and the replay", 0, 1e15},
       {"--run-dir", &RlOptions::runDir,
        "Where metrics.jsonl and return.svg go (default runs/rl-ALGO-ENV-TIME)"},
+      {"--checkpoint-dir", &RlOptions::checkpointDir,
+       "Keep the learner's policy in DIR/policy.json (every 5 s and at the end, written atomically)"},
+      {"--resume", &RlOptions::resume,
+       "Start the learner from this policy: a --checkpoint-dir's policy.json, or a policy file (--export's, "
+       "or gyre.rl's export_policy(PATH.json))"},
+      {"--export", &RlOptions::exportPath, "Write the trained policy to this file at the end (JSON, docs/rl.md)"},
       {"--lr", &RlOptions::lr, "Adam's learning rate (0: the algorithm's, 5e-4 for apex, 1e-3 for impala and ppo)", 0,
        1, "0: the algorithm's"},
       {"--hidden", &RlOptions::hidden, "Width of the networks' two hidden layers", 1, 4096},

@@ -19,6 +19,12 @@ struct RlOptions {
   std::int64_t maxEnvSteps = 0;  // stop after this many environment steps (0: no limit)
   std::uint64_t seed = 1;
   std::string runDir;  // metrics.jsonl, return.svg; default runs/rl-<algo>-<env>-<time>
+  // The policy on disk (rl/learn/policy_files.h): kept in checkpointDir/policy.json, the run
+  // started from resume (a directory's policy.json, or a policy file), written to exportPath at
+  // the end. Empty: none.
+  std::string checkpointDir;
+  std::string resume;
+  std::string exportPath;
   // Both learners: Adam's rate (0: the algorithm's own, learningRate()), two hidden layers of
   // `hidden`, the discount.
   double lr = 0;

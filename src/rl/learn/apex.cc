@@ -16,6 +16,7 @@
 #include "rl/learn/common.h"
 #include "rl/learn/learners.h"
 #include "rl/learn/nets.h"
+#include "rl/learn/policy_files.h"
 
 namespace gyre::rl {
 
@@ -211,6 +212,10 @@ class ApexLearner {
   }
 
   void syncTarget() { loadWeights(*target_, flatWeights(*q_)); }
+  void load(const Weights& w) {
+    loadWeights(*q_, w);
+    syncTarget();
+  }
   Weights weights() { return flatWeights(*q_); }
 
  private:
@@ -225,6 +230,8 @@ RlProgress runApex(rt::Runtime& rt, const RlOptions& o,
                    const std::function<void(const RlProgress&)>& report) {
   const EnvShape env = seedAndProbe(o);
   ApexLearner learner(env.observations, env.actions, o);
+  PolicyFiles files(o, env, env.actions);
+  if (const std::optional<Weights> w = files.resumed()) learner.load(*w);
   rt::ActorOptions here;
   here.rank = rt.rank();
   auto replay = rt.actorWith<ApexReplay>(here, o.replayCapacity, o.alpha, o.seed);
@@ -269,11 +276,14 @@ RlProgress runApex(rt::Runtime& rt, const RlOptions& o,
       if (p.updates % o.publishEvery == 0) weights.publish(learner.weights());
     }
     endOfTurn(evaluation, weights, progress, busy);
+    files.maybeSave([&] { return learner.weights(); }, p);
   }
   actors.drain();  // what is still in flight ends before the runtime does
   evaluation.drain();
   if (lastPriorities) lastPriorities->get(std::chrono::seconds(30));
-  return progress.finish();
+  const RlProgress last = progress.finish();
+  files.finish(learner.weights(), last);
+  return last;
 }
 
 }  // namespace gyre::rl

@@ -65,6 +65,7 @@ class ImpalaLearner {
   }
 
   Weights weights() { return flatWeights(*net_); }
+  void load(const Weights& w) { loadWeights(*net_, w); }
 
  private:
   const RlOptions& o_;
@@ -82,6 +83,7 @@ RlProgress runImpala(rt::Runtime& rt, const RlOptions& o,
   UnrollLearner l;
   l.update = [&](std::vector<Trajectory>& batch) { learner.update(batch); };
   l.weights = [&] { return learner.weights(); };
+  l.load = [&](const Weights& w) { learner.load(w); };
   return runUnrollLearner(rt, o, env, l, report);
 }
 

@@ -83,6 +83,7 @@ class PpoLearner {
   }
 
   Weights weights() { return flatWeights(*net_); }
+  void load(const Weights& w) { loadWeights(*net_, w); }
 
  private:
   const RlOptions& o_;
@@ -99,6 +100,7 @@ RlProgress runPpo(rt::Runtime& rt, const RlOptions& o, const std::function<void(
   UnrollLearner l;
   l.update = [&](std::vector<Trajectory>& batch) { learner.update(batch); };
   l.weights = [&] { return learner.weights(); };
+  l.load = [&](const Weights& w) { learner.load(w); };
   l.onPolicy = true;
   return runUnrollLearner(rt, o, env, l, report);
 }

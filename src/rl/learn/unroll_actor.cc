@@ -1,9 +1,12 @@
 #include "rl/learn/unroll_actor.h"
 
+#include "rl/learn/policy_files.h"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
 #include <iterator>
+#include <optional>
 
 namespace gyre::rl {
 
@@ -74,6 +77,8 @@ UnrollBatch stackUnrolls(std::vector<Trajectory>& batch) {
 
 RlProgress runUnrollLearner(rt::Runtime& rt, const RlOptions& o, const EnvShape& env, const UnrollLearner& learner,
                             const std::function<void(const RlProgress&)>& report) {
+  PolicyFiles files(o, env, env.actions + 1);
+  if (const std::optional<Weights> w = files.resumed()) learner.load(*w);
   Evaluation evaluation(rt, o, env.actions + 1);
   Publisher weights(rt, learner.weights());
   const int unroll = unrollOf(o);
@@ -112,10 +117,13 @@ RlProgress runUnrollLearner(rt::Runtime& rt, const RlOptions& o, const EnvShape&
       weights.publish(learner.weights());  // the actors unroll the newest policy
     }
     endOfTurn(evaluation, weights, progress, busy);
+    files.maybeSave(learner.weights, p);
   }
   actors.drain();
   evaluation.drain();
-  return progress.finish();
+  const RlProgress last = progress.finish();
+  files.finish(learner.weights(), last);
+  return last;
 }
 
 }  // namespace gyre::rl

@@ -70,6 +70,7 @@ UnrollBatch stackUnrolls(std::vector<Trajectory>& batch);
 struct UnrollLearner {
   std::function<void(std::vector<Trajectory>&)> update;
   std::function<Weights()> weights;
+  std::function<void(const Weights&)> load;  // --resume's weights into the network
   // On-policy (PPO): at most one batch of unrolls queued or in flight, so the actors unroll the
   // newest weights; else (IMPALA) up to two batches may wait for the learner.
   bool onPolicy = false;
