@@ -100,6 +100,14 @@ def case_actors():
     expect_error(ValueError, ["no actor named 'counter'"], ray.get_actor, "counter")
     broken = ray.remote(type("Broken", (), {"__init__": lambda self: 1 / 0, "f": lambda self: 1})).remote()
     expect_error(ray.ActorDiedError, ["ZeroDivisionError"], ray.get, broken.f.remote())
+    # num_cpus and memory place an actor where they are free; none fits: refused at once, naming the offers
+    placed = Counter.options(num_cpus=1, memory=1 << 20).remote(0)
+    assert ray.get(placed.add.remote(1)) == 1
+    expect_error(ValueError, ["no process can hold an actor of 1000", "offered"],
+                 Counter.options(num_cpus=1000).remote)
+    expect_error(ValueError, ["no process can hold an actor of", "bytes of memory"],
+                 Counter.options(memory=1 << 60).remote)
+    expect_error(TypeError, ["unsupported option(s) ['resources']"], Counter.options, resources={"GPU": 1})
     # max_concurrency: two calls overlap
     slow = ray.remote(type("Slow", (), {"wait": lambda self: time.sleep(0.5) or time.monotonic()}))
     s = slow.options(max_concurrency=2).remote()
