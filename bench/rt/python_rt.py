@@ -44,6 +44,17 @@ def resident(ref_holder):
     return before, after, not array.flags.writeable, touched
 
 
+@ray.remote
+def hundred_mb():
+    return np.ones(100 * 1000 * 1000 // 4, dtype=np.float32)
+
+
+def rss():
+    with open("/proc/self/status") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return {k: int(fields[k].split()[0]) * 1024 for k in ("RssAnon", "RssShmem")}
+
+
 def rate(seconds, step, warm=50):
     """Calls per second of step(), run for `seconds` (after `warm` untimed calls)."""
     for _ in range(warm):
@@ -85,12 +96,20 @@ def measure(seconds):
     get = gb * rate(seconds, lambda: ray.get(ref), warm=2)
     got = ray.get(ref)
     before, after, read_only, _ = ray.get(resident.remote([ref]))
+    returned = gb * rate(seconds, lambda: ray.get(hundred_mb.remote()), warm=1)
+    mine = rss()
+    result = ray.get(hundred_mb.remote())
+    float(result[::1024].sum())  # every page read
+    mine_after = rss()
     rows += [("memcpy 100 MB", memcpy), ("put 100 MB numpy (shared memory)", put),
-             ("get 100 MB numpy (shared memory)", get)]
+             ("get 100 MB numpy (shared memory)", get), ("task returning 100 MB numpy", returned)]
     extra = {"get_from_another_process": {
         "private_rss_growth_mb": (after["RssAnon"] - before["RssAnon"]) / 1e6,
         "shared_rss_growth_mb": (after["RssShmem"] - before["RssShmem"]) / 1e6,
-        "read_only_view": read_only, "same_process_read_only": not got.flags.writeable}}
+        "read_only_view": read_only, "same_process_read_only": not got.flags.writeable},
+        "returned_to_driver": {"private_rss_growth_mb": (mine_after["RssAnon"] - mine["RssAnon"]) / 1e6,
+                               "shared_rss_growth_mb": (mine_after["RssShmem"] - mine["RssShmem"]) / 1e6,
+                               "read_only_view": not result.flags.writeable}}
     return rows, extra
 
 
@@ -121,6 +140,8 @@ def main():
                "hardware_threads": os.cpu_count()}
         if name.startswith("get 100 MB"):
             row.update(rounds[len(rounds) // 2][1]["get_from_another_process"])
+        if name.startswith("task returning"):
+            row.update(rounds[len(rounds) // 2][1]["returned_to_driver"])
         if a.json:
             print(json.dumps(row), flush=True)
         else:
@@ -133,6 +154,10 @@ def main():
         print(f"another process's get of the 100 MB array, every page read: private RSS "
               f"{g['private_rss_growth_mb']:+.1f} MB, shared {g['shared_rss_growth_mb']:+.1f} MB (the mapping; "
               f"read-only view: {g['read_only_view']})", flush=True)
+        d = rounds[len(rounds) // 2][1]["returned_to_driver"]
+        print(f"a task's 100 MB array result in the driver, every page read: private RSS "
+              f"{d['private_rss_growth_mb']:+.1f} MB, shared {d['shared_rss_growth_mb']:+.1f} MB (read-only view: "
+              f"{d['read_only_view']})", flush=True)
 
 
 if __name__ == "__main__":

@@ -129,6 +129,14 @@ def case_objects():
     assert torch.equal(back, t) and back.shape == (2, 3)
     total = ray.remote(lambda x: float(x.sum()))
     assert ray.get(total.remote(ref)) == float(a.sum()), "another process maps it too"
+    # a large result comes through /dev/shm: mapped read-only by the caller, its file gone at once
+    big = ray.remote(lambda n: np.full(n, 3, dtype=np.int32))
+    result = big.remote(1 << 19)
+    arr = ray.get(result)
+    assert not arr.flags.writeable and int(arr.sum()) == 3 << 19 and ray.get(result) is arr
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"gyre-rt-py-{os.getpid()}-")]
+    assert ray.get(total.remote(result)) == float(3 << 19), "a shared result passed on travels as its value"
+    big.remote(1 << 19)  # dropped unread: its file goes at shutdown
     expect_error(TypeError, ["cannot be pickled"], square.remote, threading.Lock())
     # a freed object: the reference that kept it is gone
     stale = ray.get(ray.remote(lambda: ray.put(5)).remote())  # put by a task, freed when it returned

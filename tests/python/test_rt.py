@@ -1,6 +1,7 @@
 """pytest tests of gyre.rt, Ray Core's API in Python (rt_workers.py): each case a driver run alone
 (gyre.rt.init starts its worker processes) or as rank 0 of a real `gyre run` job; no process of
 gyre.rt's is left once the driver has exited."""
+import os
 import subprocess
 from pathlib import Path
 
@@ -22,6 +23,7 @@ def test_alone(case):
     check(p, case)
     assert f"{case} ok" in p.stdout, p.stdout
     assert leftover_workers() == [], "gyre.rt's worker processes outlived the driver"
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith("gyre-rt-py-")], "results left in /dev/shm"
 
 
 def test_in_a_gyre_run_job():

@@ -14,6 +14,8 @@ from . import _refs, _serialization, _state
 from ._refs import ObjectRef, put, referenced
 
 ActorDiedError = _C.rt.ActorDiedError
+# Who calls, in every call: a large result for a caller on the callee's host comes through /dev/shm.
+_CALLER = (_serialization.HOST, os.getpid())
 
 _TASK_OPTIONS = {"num_cpus", "memory", "max_retries", "num_returns", "name"}
 _ACTOR_OPTIONS = {"num_cpus", "memory", "max_restarts", "max_task_retries", "max_concurrency", "name",
@@ -110,6 +112,7 @@ def shutdown():
     _state.runtime = None
     del runtime
     _state.store_server = None
+    _serialization.remove_shared_left(os.getpid())
 
 
 def _check_options(options, allowed, what):
@@ -161,7 +164,7 @@ def _pickled_call(head, args, kwargs, what):
     """The call's bytes (`head` the function or class, a _Pickled), and the objects it refers to
     (kept until it answers)."""
     try:
-        return referenced(lambda: _serialization.dumps_call((head, args, kwargs)))
+        return referenced(lambda: _serialization.dumps_call((head, args, kwargs, _CALLER)))
     except Exception as e:
         raise TypeError(f"gyre.rt: the arguments of {what} cannot be pickled ({type(e).__name__}: {e})") from e
 
@@ -269,7 +272,7 @@ class _ActorMethod:
     def remote(self, *args, **kwargs):
         what = f"{self._handle._class_name}.{self._name}"
         try:
-            payload, keep = referenced(lambda: _serialization.dumps_call((self._name, args, kwargs)))
+            payload, keep = referenced(lambda: _serialization.dumps_call((self._name, args, kwargs, _CALLER)))
         except Exception as e:
             raise TypeError(f"gyre.rt: the arguments of {what} cannot be pickled ({type(e).__name__}: {e})") from e
         return ObjectRef(future=_state.get().call(self._handle._ref, payload, keep), what=what)

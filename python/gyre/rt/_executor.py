@@ -7,7 +7,16 @@ import traceback
 from . import _serialization
 from ._refs import ObjectRef
 
-OK, FAILED = b"\x00", b"\x01"
+OK, FAILED, SHARED = b"\x00", b"\x01", b"\x02"
+
+
+def _answer(value, caller):
+    """OK and the value's pickle; or, for a large one and a caller on this host, SHARED and where
+    in /dev/shm its buffers are (caller: the caller's host name and pid, from the call)."""
+    data = _serialization.dumps_call(value)
+    if len(data) < _serialization.SHARED_BYTES or caller is None or caller[0] != _serialization.HOST:
+        return OK + data
+    return SHARED + _serialization.dumps_call(_serialization.pack_shared(value, caller[1]))
 
 
 def _resolved(args, kwargs):
@@ -34,10 +43,10 @@ def _name(obj):
 def run_task(payload):
     what = "a task"
     try:
-        fn, args, kwargs = _serialization.loads(payload)
+        fn, args, kwargs, caller = _serialization.loads(payload)
         what = f"task {_name(fn)}"
         args, kwargs = _resolved(args, kwargs)
-        return OK + _serialization.dumps_call(fn(*args, **kwargs))
+        return _answer(fn(*args, **kwargs), caller)
     except BaseException as e:  # noqa: B902 - every failure goes back to the caller
         return _failure(what, e)
 
@@ -46,7 +55,7 @@ def make_actor(payload):
     """(True, the instance) or (False, the error with its traceback)."""
     what = "an actor"
     try:
-        cls, args, kwargs = _serialization.loads(payload)
+        cls, args, kwargs, _ = _serialization.loads(payload)
         what = f"actor {_name(cls)}"
         args, kwargs = _resolved(args, kwargs)
         return True, cls(*args, **kwargs)
@@ -58,10 +67,10 @@ def make_actor(payload):
 def call_method(instance, payload):
     what = f"a method of {type(instance).__name__}"
     try:
-        name, args, kwargs = _serialization.loads(payload)
+        name, args, kwargs, caller = _serialization.loads(payload)
         what = f"{type(instance).__name__}.{name}"
         args, kwargs = _resolved(args, kwargs)
-        return OK + _serialization.dumps_call(getattr(instance, name)(*args, **kwargs))
+        return _answer(getattr(instance, name)(*args, **kwargs), caller)
     except BaseException as e:  # noqa: B902
         return _failure(what, e)
 
@@ -71,6 +80,8 @@ def decode(answer):
     error's own type when that can be made)."""
     if answer[:1] == OK:
         return _serialization.loads(answer[1:])
+    if answer[:1] == SHARED:
+        return _serialization.unpack_shared(*_serialization.loads(answer[1:]))
     record = _serialization.loads(answer[1:])
     raise _task_error(record)
 

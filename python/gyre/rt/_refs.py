@@ -23,12 +23,13 @@ def referenced(pickle):
 
 
 class ObjectRef:
-    __slots__ = ("_future", "_object", "_id", "_owner", "_what", "_keep", "__weakref__")
+    __slots__ = ("_future", "_object", "_id", "_owner", "_what", "_keep", "_shared", "__weakref__")
 
     def __init__(self, future=None, obj=None, id=None, owner=None, what=None, keep=None):
         self._future = future  # a call's answer on its way (this process's)
         self._what = what      # the call, for errors: "task f", "Counter.add"
         self._keep = keep      # what must live as long as this reference (the call's function)
+        self._shared = None    # a result read from /dev/shm (its file is gone): kept for later gets
         self._object = obj     # an object this process put: keeps it alive
         self._id = obj.id if obj is not None else id
         self._owner = obj.owner if obj is not None else owner
@@ -53,7 +54,13 @@ class ObjectRef:
         from ._executor import decode
         timeout_ms = -1.0 if timeout is None else max(0.0, float(timeout) * 1000.0)
         if self._future is not None:
-            return decode(self._answer(timeout_ms))
+            if self._shared is not None:
+                return self._shared[0]
+            answer = self._answer(timeout_ms)
+            value = decode(answer)
+            if answer[:1] == b"\x02":  # mapped from a file now unlinked: the next get reuses it
+                self._shared = (value,)
+            return value
         view = memoryview(_state.get().get(self._id, self._owner))
         tag = bytes(view[:1])
         if tag == _ANSWER:
@@ -69,7 +76,10 @@ class ObjectRef:
     def __reduce__(self):
         if self._id is None:  # a call's answer: put here once it has come, so it can travel
             answer = self._answer()
-            self._object = _state.get().put([_ANSWER + bytes(_TAG - 1), answer])
+            if answer[:1] == b"\x02":  # its file is this process's to read once: the value travels
+                self._object = put(self.value())._object
+            else:
+                self._object = _state.get().put([_ANSWER + bytes(_TAG - 1), answer])
             self._id, self._owner = self._object.id, self._object.owner
         if _referenced is not None and self._object is not None:
             _referenced.append(self._object)

@@ -4,7 +4,10 @@ worker processes that never ran it), by pickle otherwise (only what the workers 
 Values use pickle protocol 5: numpy arrays and CPU tensors travel as out-of-band buffers, which
 put() lays into shared memory and a get() on the same host maps read-only, without a copy."""
 import io
+import mmap
+import os
 import pickle
+import socket
 import struct
 
 try:
@@ -91,3 +94,70 @@ def unpack(view):
     start = 16 + 16 * count
     buffers = [view[places[2 * k]:places[2 * k] + places[2 * k + 1]] for k in range(count)]
     return loads(view[start:start + size], buffers=buffers)
+
+
+# Results: a large one (its pickle over SHARED_BYTES) answered to a caller on this host goes
+# through a file of /dev/shm that the caller maps and unlinks at once: its arrays and tensors are
+# views of the mapping, read-only, with no copy in the caller (one in the callee, into the file).
+SHARED_BYTES = 1 << 20
+HOST = socket.gethostname()
+_SHM = "/dev/shm"
+_counter = [0]
+
+
+def shared_prefix(pid):
+    return f"gyre-rt-py-{pid}-"
+
+
+def pack_shared(value, caller_pid):
+    """`value` into a new file of /dev/shm for process `caller_pid`: (path, pickle, places, size)."""
+    buffers = []
+    data = dumps(value, buffer_callback=buffers.append)
+    raws = [b.raw() for b in buffers]
+    places, offset = [], 0
+    for raw in raws:
+        offset += -offset % _ALIGN
+        places.append((offset, raw.nbytes))
+        offset += raw.nbytes
+    size = max(offset, 1)
+    _counter[0] += 1
+    path = os.path.join(_SHM, f"{shared_prefix(caller_pid)}{os.getpid()}-{_counter[0]}")
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, size)
+        with mmap.mmap(fd, size) as m:
+            for (start, n), raw in zip(places, raws):
+                m[start:start + n] = raw.cast("B")
+    except BaseException:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
+    return path, data, places, size
+
+
+def unpack_shared(path, data, places, size):
+    """The value pack_shared wrote: the file mapped read-only and unlinked (the mapping stays)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        m = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    view = memoryview(m)
+    return loads(data, buffers=[view[start:start + n] for start, n in places])
+
+
+def remove_shared_left(pid):
+    """Files of /dev/shm answered to process `pid` and never read (its results it dropped)."""
+    prefix = shared_prefix(pid)
+    try:
+        names = os.listdir(_SHM)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(prefix):
+            try:
+                os.unlink(os.path.join(_SHM, name))
+            except OSError:
+                pass
