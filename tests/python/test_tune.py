@@ -22,6 +22,10 @@ def test_fit_with_asha_a_grid_and_checkpoints(tmp_path):
     run("fit", tmp_path)
 
 
+def test_tpe_over_loguniform_and_quniform_then_pbt(tmp_path):
+    run("search", tmp_path)
+
+
 def test_a_failing_trial_and_bad_arguments(tmp_path):
     run("errors", tmp_path)
 

@@ -47,6 +47,44 @@ def case_fit(root):
     print("fit ok", flush=True)
 
 
+def case_search(root):
+    """TPE over loguniform and quniform parameters, then PBT (which hands trials each other's
+    checkpoints: get_checkpoint in the trainable)."""
+    space = {"lr": tune.loguniform(0.01, 1.0), "opt": "sgd", "layers": tune.quniform(1, 3, 1), "pause": 0}
+    results = tune.Tuner(quadratic, param_space=space,
+                         tune_config=tune.TuneConfig(metric="score", mode="max", num_samples=4,
+                                                     search_alg=tune.TPESearch(n_startup_trials=2)),
+                         run_config=tune.RunConfig(name="tpe", storage_path=root, stop={"training_iteration": 2},
+                                                   verbose=0)).fit()
+    assert len(results) == 4 and results.num_errors == 0
+    for r in results:
+        assert 0.01 <= r.config["lr"] <= 1.0 and float(r.config["layers"]).is_integer(), r.config
+    pbt = tune.PopulationBasedTraining(perturbation_interval=2, hyperparam_mutations=["lr"])
+    results = tune.Tuner(resuming, param_space={"lr": tune.uniform(0.1, 0.5)},
+                         tune_config=tune.TuneConfig(metric="score", mode="max", num_samples=4, scheduler=pbt),
+                         run_config=tune.RunConfig(name="pbt", storage_path=root, stop={"training_iteration": 4},
+                                                   verbose=0)).fit()
+    assert results.num_errors == 0 and all(r.metrics["training_iteration"] == 4 for r in results)
+    with open(os.path.join(results.experiment_path, "state.json")) as f:
+        assert any(t["lineage"] for t in json.load(f)["trials"]), "PBT exploited no trial"
+    print("search ok", flush=True)
+
+
+def resuming(config):
+    """Counts its iterations in a checkpoint: a run handed a checkpoint (PBT, a retry) goes on from it."""
+    checkpoint = tune.get_checkpoint()
+    done = 0
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint.path, "count")) as f:
+            done = int(f.read())
+    for i in range(tune.start_iteration() + 1, 5):
+        done += 1
+        os.makedirs(tune.checkpoint_dir(), exist_ok=True)
+        with open(os.path.join(tune.checkpoint_dir(), "count"), "w") as f:
+            f.write(str(done))
+        tune.report(score=config["lr"] * done)
+
+
 def failing(config):
     if config["x"] > 1:
         raise ValueError("x too large")

@@ -333,7 +333,8 @@ class Tuner:
         package = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = package + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         quiet = self._run.verbose == 0
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE if quiet else None, text=True)
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE if quiet else None, text=True,
+                           preexec_fn=_end_with_parent)
         if p.returncode != 0:
             if not (Path(self._path) / "state.json").is_file():
                 raise TuneError(f"gyre.tune: gyre tune exited {p.returncode} before any trial (see its output above)")
@@ -353,6 +354,15 @@ class Tuner:
         """The ResultGrid of the experiment as it stands (also of one restored and not yet fitted)."""
         metric, mode = self._metric_and_mode()
         return _read_results(self._path, metric, mode, self._constants())
+
+
+def _end_with_parent():
+    """In gyre tune's process: SIGTERM when this driver dies (killed, say), so that it stops its
+    trials and leaves the experiment to Tuner.restore rather than running on alone."""
+    import ctypes
+    import signal
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _read_results(path, metric, mode, constants):
