@@ -119,7 +119,7 @@ def _refusing(call, process_set):
     the set, as the native checks are, so they raise too instead of waiting for this rank."""
     try:
         yield
-    except (TypeError, ValueError) as e:
+    except Exception as e:  # noqa: B902 - whatever the checks raise, the others must hear of it
         set_id = getattr(process_set, "process_set_id", None)
         if isinstance(process_set, ProcessSet) and set_id is not None and _C.is_initialized():
             with contextlib.suppress(Exception):  # not in the set, a lost peer: this error is the one
@@ -546,8 +546,10 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     return [_from_bytes(part) for part in torch.split(gathered, lengths.tolist())]
 
 
-# How join() takes part in a DistributedOptimizer's reduction: gyre.torch.optimizer sets it.
+# How join() takes part in a DistributedOptimizer's reduction, and which ones this rank still has:
+# gyre.torch.optimizer sets them.
 _join_optimizer = None
+_join_alive = None
 
 
 def join(device=-1):
@@ -561,7 +563,7 @@ def join(device=-1):
     Horovod's and has no meaning on the CPU."""
     first = True
     while True:
-        then, value = _C.join_round(first)
+        then, value = _C.join_round(first, _join_alive() if _join_alive is not None else 0)
         first = False
         if then == "done":
             return value

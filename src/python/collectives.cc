@@ -36,9 +36,10 @@ CallDescriptor checked(Coordinator& coordinator, const char* call, Check check) 
   try {
     return check();
   } catch (const std::exception& e) {
+    const std::string error = e.what();  // while the GIL is held: a Python error's text may need it
     try {
       py::gil_scoped_release release;
-      coordinator.runInOrder([&] { refuse(coordinator.communicator(), call, e.what()); });
+      coordinator.runInOrder([&] { refuse(coordinator.communicator(), call, error); });
     } catch (const std::exception&) {  // a lost peer: this rank's own error is the one to raise
     }
     throw;

@@ -4,6 +4,10 @@
 #include <cstring>
 #include <sstream>
 
+#include <pybind11/pybind11.h>
+
+#include <optional>
+
 #include "gyre/torch/broadcast.h"
 
 namespace gyre::python {
@@ -181,6 +185,11 @@ std::vector<CallDescriptor> coordinate(Communicator& comm, const CallDescriptor&
     if (all[r].kind != CallKind::kJoin) continue;
     if (mine.kind == CallKind::kBroadcast && mine.root == r)
       mismatch(mine, "the root rank " + std::to_string(r) + " has joined (gyre.join) and has nothing to send");
+    if (mine.kind == CallKind::kOptimizer &&
+        (mine.optimizer >= 64 || ((all[r].nameHash >> mine.optimizer) & 1) == 0))
+      mismatch(mine, "rank " + std::to_string(r) + " has joined (gyre.join) without DistributedOptimizer #" +
+                         std::to_string(mine.optimizer) + " (it was garbage-collected there): keep the optimizer "
+                         "alive until join() returns");
     if (!runsWithJoined(mine.kind))
       mismatch(mine, "rank " + std::to_string(r) + " has joined (gyre.join); " + textOf(mine.call) +
                          " does not run with joined ranks");
@@ -218,6 +227,10 @@ JoinRound readJoinRound(const std::vector<CallDescriptor>& all) {
   if (!runsWithJoined(ref.kind)) return round;
   if (ref.kind == CallKind::kBroadcast && (ref.root < 0 || ref.root >= p || all[ref.root].kind == CallKind::kJoin))
     return round;
+  if (ref.kind == CallKind::kOptimizer)
+    for (int r = 0; r < p; ++r)  // the active ranks raise when a joined rank lacks the optimizer
+      if (all[r].kind == CallKind::kJoin && (ref.optimizer >= 64 || ((all[r].nameHash >> ref.optimizer) & 1) == 0))
+        return round;
   round.call = ref;
   round.then = ref.kind == CallKind::kOptimizer ? JoinRound::Then::kOptimizer : JoinRound::Then::kTakePart;
   round.optimizer = ref.optimizer;
@@ -240,6 +253,9 @@ void Coordinator::Task::wait() {
 }
 
 Coordinator::~Coordinator() {
+  // Without the GIL: the queued calls may need it to release the tensors they hold.
+  std::optional<pybind11::gil_scoped_release> release;
+  if (Py_IsInitialized() && PyGILState_Check()) release.emplace();
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -280,9 +296,10 @@ std::shared_ptr<Coordinator::Task> Coordinator::submit(std::function<void()> cal
   task->run_ = std::move(call);
   {
     std::lock_guard lock(mu_);
+    // The thread first: should it fail to start, no ticket is taken that would never finish.
+    if (!thread_.joinable()) thread_ = std::thread([this] { threadLoop(); });
     task->ticket_ = issued_++;
     queue_.push_back(task);
-    if (!thread_.joinable()) thread_ = std::thread([this] { threadLoop(); });
   }
   cv_.notify_all();
   return task;

@@ -72,7 +72,7 @@ struct CallDescriptor {
   std::int64_t rowElements = 0;  // elements per index of dimension 0 (allgather, alltoall)
   double prescale = 1.0;
   double postscale = 1.0;
-  std::uint64_t nameHash = 0;  // 0: no name given
+  std::uint64_t nameHash = 0;  // 0: no name given; kJoin: a bit per DistributedOptimizer it has
   std::int32_t scalarType = 0;  // the tensor's torch dtype (c10::ScalarType)
   std::int32_t pad = 0;
   char call[32] = {};          // "allreduce_async", for messages

@@ -65,7 +65,7 @@ void takePart(Communicator& comm, const CallDescriptor& call, const std::vector<
 void bindJoin(py::module_& m) {
   m.def(
       "join_round",
-      [](bool first) {
+      [](bool first, std::uint64_t alive) {
         auto coordinator = World::coordinator(0, "join");
         JoinRound round;
         {
@@ -74,6 +74,7 @@ void bindJoin(py::module_& m) {
             Communicator& comm = coordinator->communicator();
             CallDescriptor mine = describeCall(CallKind::kJoin, "join");
             mine.root = first ? 1 : 0;
+            mine.nameHash = alive;  // the DistributedOptimizers this rank still has, by index
             const auto all = exchange(comm, mine);
             round = readJoinRound(all);
             if (round.then == JoinRound::Then::kTakePart) takePart(comm, round.call, all);
@@ -85,9 +86,10 @@ void bindJoin(py::module_& m) {
           default: return py::make_tuple("continue", -1);
         }
       },
-      "One round of join() on a rank with no data left: ('done', last rank to join), ('optimizer', the "
-      "DistributedOptimizer whose reduction to take part in), or ('continue', -1).",
-      py::arg("first"));
+      "One round of join() on a rank with no data left (`alive`: a bit per DistributedOptimizer index it "
+      "still has): ('done', last rank to join), ('optimizer', the DistributedOptimizer whose reduction to "
+      "take part in), or ('continue', -1).",
+      py::arg("first"), py::arg("alive") = 0);
 }
 
 }  // namespace gyre::python

@@ -46,20 +46,26 @@ class GradientReducer {
     if (backwardPassesPerStep < 1)
       throw py::value_error("gyre.DistributedOptimizer: backward_passes_per_step must be at least 1, not " +
                             std::to_string(backwardPassesPerStep));
-    auto comm = World::communicator(processSet, "DistributedOptimizer");
+    auto coordinator = World::coordinator(processSet, "DistributedOptimizer");
     gyre::torch::DistributedOptimizerOptions options;
     gyre::torch::setCompression(options, compression);
     options.backwardPassesPerStep = backwardPassesPerStep;
     options.average = op == ReduceOp::kAverage;
     // Every step's reduction is coordinated with the set's other calls (coordination.h), in order.
-    options.beforeReduce = [coordinator = World::coordinator(processSet, "DistributedOptimizer"), index] {
+    options.beforeReduce = [coordinator, index] {
       CallDescriptor d = describeCall(CallKind::kOptimizer, "DistributedOptimizer.step");
       d.optimizer = index;
       coordinator->runInOrder([&] { coordinate(coordinator->communicator(), d); });
     };
     holder_ = std::make_shared<ParameterHolder>(parameters);
-    py::gil_scoped_release release;  // collective: the ranks check they hold the same parameters
-    engine_ = std::make_unique<gyre::torch::DistributedOptimizer>(std::move(comm), holder_, options);
+    py::gil_scoped_release release;
+    // In the set's order of calls (collective: a communicator of the engine's own, and the ranks
+    // check they hold the same parameters). The buckets travel on that communicator, so they never
+    // interleave with the set's coordinated calls, whatever thread or order those come in.
+    coordinator->runInOrder([&] {
+      auto own = coordinator->communicator().split(0, coordinator->communicator().rank());
+      engine_ = std::make_unique<gyre::torch::DistributedOptimizer>(std::move(own), holder_, options);
+    });
   }
 
   void zeroGrad() { engine_->zeroGrad(); }

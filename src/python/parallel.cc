@@ -14,6 +14,7 @@
 #include "gyre/torch/fully_sharded.h"
 #include "gyre/torch/pipeline.h"
 #include "python/parallel.h"
+#include "python/coordination.h"
 #include "python/world.h"
 
 namespace py = pybind11;
@@ -90,12 +91,25 @@ gyre::torch::Pipeline::Loss lossOf(py::object loss) {
   };
 }
 
+// A communicator of its own for a model-parallel engine (collective, in the set's order of calls):
+// its sends and collectives then never interleave with the set's coordinated calls.
+std::shared_ptr<Communicator> ownCommunicator(Coordinator& coordinator) {
+  std::shared_ptr<Communicator> own;
+  coordinator.runInOrder([&] { own = coordinator.communicator().split(0, coordinator.communicator().rank()); });
+  return own;
+}
+
 class PythonPipeline {
  public:
   PythonPipeline(const py::object& sequential, std::vector<int> balance, int microBatches,
                  const std::string& schedule, bool recompute, int virtualStages, int processSet)
       : layers_(sequentialOf(sequential)) {
-    auto comm = World::communicator(processSet, "Pipeline");
+    auto coordinator = World::coordinator(processSet, "Pipeline");
+    std::shared_ptr<Communicator> comm;
+    {
+      py::gil_scoped_release release;
+      comm = ownCommunicator(*coordinator);
+    }
     const int stages = comm->size() * virtualStages;
     if (balance.empty()) balance = gyre::torch::balanceEvenly(static_cast<int>(layers_->size()), stages);
     balance_ = balance;
@@ -104,6 +118,7 @@ class PythonPipeline {
     options.schedule = gyre::torch::pipelineScheduleFrom(schedule);
     options.recompute = recompute;
     auto mine = gyre::torch::stagesOf(layers_, balance_, comm->rank(), comm->size());
+    comm_ = comm.get();
     pipe_ = std::make_unique<gyre::torch::Pipeline>(std::move(mine), std::move(comm), options);
   }
 
@@ -121,10 +136,9 @@ class PythonPipeline {
     if (!out.defined()) return std::nullopt;
     return out;
   }
-  void gather(int processSet) {
-    auto comm = World::communicator(processSet, "Pipeline.gather");
+  void gather() {
     py::gil_scoped_release release;
-    gyre::torch::gatherStages(layers_, balance_, *comm);
+    gyre::torch::gatherStages(layers_, balance_, *comm_);
   }
   std::vector<at::Tensor> parameters() const { return pipe_->parameters(); }
   py::dict lastStep() const {
@@ -143,18 +157,21 @@ class PythonPipeline {
  private:
   ::torch::nn::Sequential layers_;
   std::vector<int> balance_;
+  Communicator* comm_ = nullptr;  // the pipeline's own, which pipe_ holds
   std::unique_ptr<gyre::torch::Pipeline> pipe_;
 };
 
 class PythonFullyShardedModel {
  public:
   PythonFullyShardedModel(const py::object& sequential, bool prefetch, int processSet) {
-    auto comm = World::communicator(processSet, "FullyShardedDataParallel");
+    auto coordinator = World::coordinator(processSet, "FullyShardedDataParallel");
     gyre::torch::FullyShardedOptions options;
     options.prefetch = prefetch;
     auto layers = sequentialOf(sequential);
-    py::gil_scoped_release release;  // collective: the ranks check they hold the same parameters
-    model_ = std::make_unique<gyre::torch::FullyShardedModel>(std::move(comm), std::move(layers), options);
+    py::gil_scoped_release release;
+    // Collective, on a communicator of its own: the ranks check they hold the same parameters.
+    model_ = std::make_unique<gyre::torch::FullyShardedModel>(ownCommunicator(*coordinator), std::move(layers),
+                                                              options);
   }
   at::Tensor forward(const at::Tensor& input) { return model_->forward(input); }
   void synchronize() { model_->synchronize(); }
@@ -178,7 +195,7 @@ void bindParallel(py::module_& m) {
            py::arg("recompute"), py::arg("virtual_stages"), py::arg("process_set"))
       .def("step", &PythonPipeline::step, py::arg("input"), py::arg("target"), py::arg("loss"))
       .def("forward", &PythonPipeline::forward, py::arg("input"))
-      .def("gather", &PythonPipeline::gather, py::arg("process_set"))
+      .def("gather", &PythonPipeline::gather)
       .def("parameters", &PythonPipeline::parameters)
       .def("last_step", &PythonPipeline::lastStep)
       .def("balance", &PythonPipeline::balance)

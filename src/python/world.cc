@@ -72,10 +72,13 @@ void World::init() {
 
 void World::shutdown() {
   State& s = state();
-  std::lock_guard lock(s.mutex);
-  s.sets.clear();
-  s.world.reset();  // ids keep counting up: a ProcessSet kept from before names no new set
-  s.rendezvous.reset();
+  std::map<int, ProcessSet> gone;  // destroyed after the lock: a coordinator finishes its calls
+  {
+    std::lock_guard lock(s.mutex);
+    gone.swap(s.sets);
+    s.world.reset();  // ids keep counting up: a ProcessSet kept from before names no new set
+    s.rendezvous.reset();
+  }
 }
 
 bool World::initialized() {
@@ -120,9 +123,15 @@ int World::addProcessSet(const std::vector<int>& ranks) {
 void World::removeProcessSet(int id) {
   if (id == 0) throw pybind11::value_error("gyre.remove_process_set: the global process set stays");
   State& s = state();
-  std::lock_guard lock(s.mutex);
-  if (s.sets.erase(id) == 0)
-    throw pybind11::value_error("gyre.remove_process_set: no process set " + std::to_string(id));
+  ProcessSet gone;  // destroyed after the lock: its coordinator finishes its calls
+  {
+    std::lock_guard lock(s.mutex);
+    auto it = s.sets.find(id);
+    if (it == s.sets.end())
+      throw pybind11::value_error("gyre.remove_process_set: no process set " + std::to_string(id));
+    gone = std::move(it->second);
+    s.sets.erase(it);
+  }
 }
 
 namespace {
@@ -189,9 +198,11 @@ void World::elasticReset(const std::string& why) {
   if (!s.rendezvous)
     throw pybind11::value_error("gyre.elastic: not in an elastic job (start it with gyre run --elastic)");
   elastic::Rendezvous* rendezvous = s.rendezvous.get();
-  s.sets.clear();
+  std::map<int, ProcessSet> gone;
+  gone.swap(s.sets);
   s.world.reset();  // the old membership's communicator closes once no call holds it
   lock.unlock();
+  gone.clear();  // the old coordinators finish their calls (they fail fast on a broken world)
   if (!why.empty()) rendezvous->left(why);
   std::shared_ptr<Communicator> world = rendezvous->join();  // waits for the next membership
   lock.lock();

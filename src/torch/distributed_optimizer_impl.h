@@ -158,6 +158,8 @@ class DistributedOptimizer::Impl {
   // The end of every synchronize(): the step's count and timing.
   void finishSynchronize(Clock::time_point begin, StepTiming& timing) GYRE_REQUIRES(mu_);
   void resetForNextStep() GYRE_REQUIRES(mu_);
+  // synchronize()'s work; synchronize() resets the step when it throws.
+  void synchronizeLocked(bool active, bool gatherGradients) GYRE_REQUIRES(mu_);
   // options.beforeReduce, once per reduction, before its first collective; when it throws, the
   // step is reset so that the next backward pass starts afresh.
   void beginReduction() GYRE_REQUIRES(mu_);

@@ -163,6 +163,15 @@ void DistributedOptimizer::Impl::zeroGrad() {
 
 void DistributedOptimizer::Impl::synchronize(bool active, bool gatherGradients) {
   MutexLock lock(mu_);
+  try {
+    synchronizeLocked(active, gatherGradients);
+  } catch (...) {
+    resetForNextStep();  // the next backward pass starts the next step afresh, as on every rank
+    throw;
+  }
+}
+
+void DistributedOptimizer::Impl::synchronizeLocked(bool active, bool gatherGradients) {
   const auto begin = Clock::now();
   const double ready = seconds(begin - stepBegin_);
   StepTiming timing;

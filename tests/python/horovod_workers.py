@@ -305,6 +305,7 @@ def case_join():
         if r in active:
             opt.zero_grad()
             net(xs[step * n + r]).pow(2).sum().backward()
+            hvd.allreduce(torch.ones(1))  # a call between backward and step (its buckets on their own link)
             opt.step()
         elif step == 2:
             assert hvd.join() == n - 1
@@ -315,6 +316,18 @@ def case_join():
         assert hvd.join() == n - 1
     for p, q in zip(net.parameters(), reference.parameters()):
         assert torch.allclose(p.detach(), q.detach(), atol=1e-5), (r, p, q)
+    # a rank that joins without an optimizer the others step (garbage-collected): they raise, no hang
+    other = torch.nn.Linear(2, 1)
+    opt2 = hvd.DistributedOptimizer(torch.optim.SGD(other.parameters(), lr=0.1), named_parameters=other.named_parameters())
+    if r == 0:
+        del opt2
+        assert hvd.join() == n - 1
+    else:
+        opt2.zero_grad()
+        other(torch.ones(1, 2)).sum().backward()
+        # its one bucket goes in step() (a larger model's first ones from backward, which raises then)
+        expect_error(RuntimeError, ["has joined (gyre.join) without DistributedOptimizer #1"], opt2.step)
+        assert hvd.join() == n - 1
     print(f"rank {r}: join ok", flush=True)
 
 

@@ -27,8 +27,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError(f"gyre.DistributedOptimizer: {len(missing)} of the optimizer's parameters are "
                                  "not in named_parameters")
         self._reducer_args = (ordered, compression.name, backward_passes_per_step, op, process_set)
-        self._reducer = _C.GradientReducer(*self._reducer_args, index=len(_reducers))
-        _reducers.append(weakref.ref(self))
+        made = _reducers.setdefault(process_set, [])
+        self._reducer = _C.GradientReducer(*self._reducer_args, index=len(made))
+        made.append(weakref.ref(self))
         reduced = {id(p) for p in ordered}
         self._others = [p for group in self.param_groups for p in group["params"] if id(p) not in reduced]
         self._skip = False
@@ -80,34 +81,43 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return self._reducer.last_step()
 
 
-# Every DistributedOptimizer, in the order they were made (the same on every rank): an elastic job's
-# new membership builds their reducers again on the new world.
-_reducers = []
+# Every DistributedOptimizer, by process set, in the order they were made there (the same on every
+# member of the set): its index there names it in the coordination of its steps, for join(). Dead
+# ones keep their place, so the indices never move. An elastic job's new membership builds the live
+# ones' reducers again on the new world.
+_reducers = {}
 
 
 def _rebuild_reducers():
     """Collective over the (new) world: each live DistributedOptimizer's engine built again on it,
-    in creation order; the old one (its hooks, its buckets) goes first."""
-    live = [ref() for ref in _reducers if ref() is not None]
-    _reducers[:] = [weakref.ref(o) for o in live]
-    for index, optimizer in enumerate(live):
-        if optimizer._reducer_args[4] != 0:
+    in creation order with its index; the old one (its hooks, its buckets) goes first."""
+    for set_id, made in _reducers.items():
+        live = [(index, ref()) for index, ref in enumerate(made) if ref() is not None]
+        if set_id != 0 and live:
             raise ValueError("gyre.elastic: a DistributedOptimizer on a process set cannot follow a new membership "
                              "(process sets name the old world's ranks); use the global process set")
-        optimizer._reducer = None  # removes its autograd hooks before the new engine adds its own
-        optimizer._reducer = _C.GradientReducer(*optimizer._reducer_args, index=index)
+        for index, optimizer in live:
+            optimizer._reducer = None  # removes its autograd hooks before the new engine adds its own
+            optimizer._reducer = _C.GradientReducer(*optimizer._reducer_args, index=index)
+
+
+def _alive():
+    """The indices of the world's DistributedOptimizers still alive, as a bit mask (the first 64)."""
+    return sum(1 << i for i, ref in enumerate(_reducers.get(0, [])[:64]) if ref() is not None)
 
 
 def _join_step(index):
-    """gyre.join()'s part in the reduction of the DistributedOptimizer made index-th."""
-    optimizer = _reducers[index]() if index < len(_reducers) else None
-    if optimizer is None:
+    """gyre.join()'s part in the reduction of the world's DistributedOptimizer made index-th."""
+    made = _reducers.get(0, [])
+    optimizer = made[index]() if index < len(made) else None
+    if optimizer is None:  # the others raised too: join() told them this rank has none (_alive)
         raise RuntimeError(f"gyre.join: the other ranks step DistributedOptimizer #{index}, which this rank no "
-                           "longer has")
+                           "longer has: keep it alive until join() returns")
     optimizer._join_step()
 
 
 _api._join_optimizer = _join_step
+_api._join_alive = _alive
 
 
 def _check_groups(groups, num_groups, optimizer):

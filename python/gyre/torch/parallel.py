@@ -52,7 +52,7 @@ class Pipeline:
     def gather(self):
         """Collective: every stage's parameters and buffers into `module` on every rank (to save or
         evaluate the whole model)."""
-        self._pipe.gather(self._set)
+        self._pipe.gather()
 
     def balance(self):
         return self._pipe.balance()

@@ -22,6 +22,7 @@ __all__ = ["Tuner", "TuneConfig", "RunConfig", "FailureConfig", "ResultGrid", "R
            "PopulationBasedTraining", "BasicVariantGenerator", "TPESearch", "TuneError"]
 
 TRAINABLE = "trainable.pkl"
+_NO_SEARCH = "gyre_constants_only"  # the grid point of a space without search (_command)
 
 
 class TuneError(RuntimeError):
@@ -314,6 +315,9 @@ class Tuner:
             elif isinstance(value, dict) and any(isinstance(v, Domain) for v in value.values()):
                 raise ValueError(f"gyre.tune.Tuner: {name!r}: search spaces nested in dicts are not supported; "
                                  "flatten them")
+        if not any(isinstance(v, Domain) for v in self._space.values()):
+            # Constants only: gyre tune wants a space, so one grid point that the trial ignores.
+            cmd += ["--param", f"{_NO_SEARCH}=grid:0"]
         return cmd + ["--"] + trial
 
     def fit(self):
@@ -380,6 +384,7 @@ def _read_results(path, metric, mode, constants):
         ckpt = directory / "ckpt"
         checkpoint = Checkpoint(str(ckpt)) if ckpt.is_dir() and any(ckpt.iterdir()) else None
         error = TuneError(f"trial {trial['id']}: {trial['error']}") if trial.get("error") else None
-        results.append(Result(config={**constants, **trial["config"]}, metrics=history[-1] if history else {}, path=str(directory),
+        config = {k: v for k, v in trial["config"].items() if k != _NO_SEARCH}
+        results.append(Result(config={**constants, **config}, metrics=history[-1] if history else {}, path=str(directory),
                               checkpoint=checkpoint, error=error, metrics_history=history, status=trial["status"]))
     return ResultGrid(results, metric, mode, path)
