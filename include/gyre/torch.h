@@ -7,6 +7,7 @@
 #include "gyre/torch/data.h"
 #include "gyre/torch/distributed_optimizer.h"
 #include "gyre/torch/elastic.h"
+#include "gyre/torch/flat_state.h"
 #include "gyre/torch/fully_sharded.h"
 #include "gyre/torch/lr.h"
 #include "gyre/torch/metrics.h"

@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "common/check.h"
 #include "common/clock.h"
@@ -60,6 +61,33 @@ void DistributedOptimizer::Impl::buildShardOptimizer() {
     pointPartsAtGradients(bucket);
   }
   shard_ = makeShardOptimizer(*optimizer_, std::move(groups));
+}
+
+FlatLayout DistributedOptimizer::stateLayout(const std::vector<::torch::Tensor>& params) {
+  if (!impl_->sharded_) return {};
+  std::unordered_map<const void*, std::size_t> index;
+  for (std::size_t k = 0; k < params.size(); ++k) index[params[k].unsafeGetTensorImpl()] = k;
+  MutexLock lock(impl_->mu_);
+  // Each part's pieces, found by its tensor: the shard optimizer holds them group by group.
+  std::unordered_map<const void*, FlatTensor> byPart;
+  for (const Impl::Bucket& bucket : impl_->buckets_) {
+    std::vector<std::int64_t> numels, offsets;
+    std::vector<std::size_t> indices;
+    for (std::size_t s : bucket.slots) {
+      const Impl::Slot& slot = impl_->slots_[s];
+      const auto it = index.find(slot.param.unsafeGetTensorImpl());
+      GYRE_ARG_CHECK(it != index.end(), "stateLayout: a parameter of the optimizer is not among the parameters given");
+      numels.push_back(slot.param.numel());
+      offsets.push_back(static_cast<std::int64_t>(slot.offset));
+      indices.push_back(it->second);
+    }
+    for (const auto& part : bucket.parts)
+      byPart[part.tensor.unsafeGetTensorImpl()] = piecesOfRange(numels, offsets, indices, part.begin, part.end);
+  }
+  FlatLayout layout;
+  for (const ::torch::Tensor& flat : optimizerParameters(*impl_->shard_.optimizer))
+    layout.push_back(byPart.at(flat.unsafeGetTensorImpl()));
+  return layout;
 }
 
 void DistributedOptimizer::Impl::pointPartsAtGradients(Bucket& bucket) {

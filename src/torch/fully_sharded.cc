@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "common/check.h"
@@ -410,6 +411,26 @@ std::vector<::torch::Tensor> FullyShardedModel::parameters() const {
   std::vector<::torch::Tensor> shards;
   for (const auto& unit : impl_->units_) shards.push_back(unit.shard);
   return shards;
+}
+
+FlatLayout FullyShardedModel::shardLayout(const std::vector<::torch::Tensor>& params) const {
+  std::unordered_map<const void*, std::size_t> index;
+  for (std::size_t k = 0; k < params.size(); ++k) index[params[k].unsafeGetTensorImpl()] = k;
+  const std::int64_t rank = impl_->comm_->rank();
+  MutexLock lock(impl_->mu_);
+  FlatLayout layout;
+  for (const auto& unit : impl_->units_) {
+    std::vector<std::int64_t> numels;
+    std::vector<std::size_t> indices;
+    for (const ::torch::Tensor& p : unit.params) {
+      const auto it = index.find(p.unsafeGetTensorImpl());
+      GYRE_ARG_CHECK(it != index.end(), "shardLayout: a sharded parameter is not among the parameters given");
+      numels.push_back(p.numel());
+      indices.push_back(it->second);
+    }
+    layout.push_back(piecesOfRange(numels, unit.offsets, indices, rank * unit.chunk, (rank + 1) * unit.chunk));
+  }
+  return layout;
 }
 
 void FullyShardedModel::zeroGrad() {

@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/torch/checkpoint.h"
+#include "gyre/torch/flat_state.h"
 #include "gyre/torch/pipeline.h"
 #include "train/checkpoint_rules.h"
 #include "train/optimizer_choice.h"
@@ -18,11 +19,11 @@ namespace gyre::train {
 namespace fs = std::filesystem;
 namespace {
 
-// The directories of one replica's parts: DIR/rank-0 .. rank-(P-1) of a pipeline, DIR unsplit.
-std::vector<std::string> partDirs(const std::string& dir, int pp) {
-  if (pp <= 1) return {dir};
+// The directories of one replica's `n` parts: DIR/rank-0 .. rank-(n-1) when split, else DIR.
+std::vector<std::string> partDirs(const std::string& dir, int n, bool split) {
+  if (!split) return {dir};
   std::vector<std::string> out;
-  for (int r = 0; r < pp; ++r) out.push_back(splitCheckpointDir(dir, r));
+  for (int r = 0; r < n; ++r) out.push_back(splitCheckpointDir(dir, r));
   return out;
 }
 
@@ -59,21 +60,96 @@ std::vector<::torch::Tensor> tensorsOf(const std::vector<::torch::nn::Sequential
 
 }  // namespace
 
-StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
-                            ::torch::nn::Sequential model, ::torch::optim::Optimizer& optimizer) {
+namespace {
+
+// The index of each of `params` by its TensorImpl.
+std::unordered_map<const void*, std::size_t> indexOf(const std::vector<::torch::Tensor>& params) {
+  std::unordered_map<const void*, std::size_t> out;
+  for (std::size_t k = 0; k < params.size(); ++k) out[params[k].unsafeGetTensorImpl()] = k;
+  return out;
+}
+
+// What the parts of a saved layout hold, put back together.
+struct WholeState {
+  StartPoint start;
+  std::string rng;
+  std::vector<gyre::torch::ParamStatePtr> states;  // per parameter of the whole model
+};
+
+// A ZeRO part's flats: the shard_layout its state.json records.
+gyre::torch::FlatLayout savedShardLayout(const gyre::torch::CheckpointInfo& part, const std::string& dir) {
+  const std::string text = savedCheckpointValue(part.path, kShardLayoutValue);
+  GYRE_USAGE_CHECK(!text.empty(), "--checkpoint-dir ", dir, " holds ZeRO checkpoints that do not say where their ",
+                   "shards lie (", part.path, ", saved before checkpoints recorded it): resume them on the layout ",
+                   "that saved them");
+  return gyre::torch::parseFlatLayout(text);
+}
+
+// Reads part `r` of a saved layout into `whole` (its values) and `states` (its optimizer state).
+void readPart(const TrainOptions& o, const CheckpointConfig& config, const std::vector<int>& balance, int r,
+              const gyre::torch::CheckpointInfo& part, const gyre::torch::LoadOptions& load,
+              ::torch::nn::Sequential whole, std::vector<gyre::torch::ParamStatePtr>& states,
+              gyre::torch::LoadedCheckpoint& loaded) {
+  const std::vector<::torch::Tensor> params = whole->parameters();
+  if (config.zero > 0 && config.world > 1) {
+    // Flat shards of the whole model's parameters: --zero 1 and 2 save the whole model beside
+    // them, --zero 3 only its shards (a module of them, unit0, unit1, ...).
+    const gyre::torch::FlatLayout layout = savedShardLayout(part, o.checkpointDir);
+    std::vector<::torch::Tensor> flats;
+    auto shards = std::make_shared<::torch::nn::Module>("Shards");
+    for (std::size_t k = 0; k < layout.size(); ++k) {
+      flats.push_back(::torch::zeros({layout[k].numel}));
+      if (config.zero == 3) shards->register_parameter("unit" + std::to_string(k), flats.back());
+    }
+    const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, flats, o.lr);
+    loaded = gyre::torch::loadCheckpoint(part, config.zero == 3 ? *shards : *whole, partOptimizer.get(), load);
+    if (config.zero == 3) gyre::torch::gatherFlatValues(flats, layout, params);
+    gyre::torch::gatherFlatStates(*partOptimizer, layout, params, states);
+    return;
+  }
+  // An unsplit model, or stage r of a pipeline: what its stages hold is kept aside before the next
+  // part overwrites the whole model, and the optimizer state of its parameters by parameter.
+  const std::vector<::torch::nn::Sequential> stages =
+      config.pp > 1 ? gyre::torch::stagesOf(whole, balance, r, config.pp) : std::vector<::torch::nn::Sequential>{whole};
+  const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, parametersOf(stages), o.lr);
+  std::vector<::torch::Tensor> kept;
+  {
+    ::torch::NoGradGuard noGrad;
+    for (const ::torch::Tensor& t : tensorsOf({whole})) kept.push_back(t.detach().clone());
+  }
+  loaded = gyre::torch::loadCheckpoint(part, *whole, partOptimizer.get(), load);
+  // Only this part's stages take the values just loaded; the rest go back to what they were.
+  std::unordered_map<const void*, bool> mine;
+  for (const ::torch::Tensor& t : tensorsOf(stages)) mine[t.unsafeGetTensorImpl()] = true;
+  {
+    ::torch::NoGradGuard noGrad;
+    const std::vector<::torch::Tensor> all = tensorsOf({whole});
+    for (std::size_t k = 0; k < all.size(); ++k)
+      if (!mine.count(all[k].unsafeGetTensorImpl())) all[k].copy_(kept[k]);
+  }
+  const std::unordered_map<const void*, std::size_t> index = indexOf(params);
+  for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(*partOptimizer))
+    if (const auto it = partOptimizer->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+        it != partOptimizer->state().end())
+      states[index.at(p.unsafeGetTensorImpl())] = it->second->clone();
+}
+
+WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
+                          ::torch::nn::Sequential whole) {
   // Another model would not even cut into the saved stages: say what differs first.
   if (std::string why = checkpointIncompatibility(saved.config, current, saved.dir); !why.empty())
     throw InvalidArgument(why);
   const CheckpointConfig config = parseCheckpointConfig(saved.config).value();  // checked just now
-  const int pp = config.pp;
   std::vector<int> balance;
-  if (pp > 1) {
+  if (config.pp > 1) {
     GYRE_USAGE_CHECK(config.stageLayers.has_value(), "--checkpoint-dir ", o.checkpointDir,
                      " holds a pipeline's checkpoints that do not say how its stages were cut (saved before "
                      "checkpoints recorded it): resume them on the layout that saved them");
     balance = *config.stageLayers;
   }
-  const std::vector<std::string> dirs = partDirs(saved.dir, pp);
+  // One replica's parts: a pipeline's stages, ZeRO's every rank, or the one unsplit directory.
+  const std::vector<std::string> dirs =
+      config.zero > 0 ? partDirs(saved.dir, config.world, true) : partDirs(saved.dir, config.pp, config.pp > 1);
   const std::vector<gyre::torch::CheckpointInfo> parts = newestStepOfEveryPart(dirs);
   GYRE_USAGE_CHECK(!parts.empty(), "--checkpoint-dir ", o.checkpointDir, " (", saved.dir, ")",
                    ": no step has a valid checkpoint of every part that its layout saved (", dirs.size(),
@@ -85,40 +161,41 @@ StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, con
     if (std::string why = checkpointIncompatibility(state.config, current, path); !why.empty())
       throw InvalidArgument(why);
   };
-  // Each part in turn into the whole model: what its stages hold is kept aside before the next
-  // part overwrites it, and the optimizer state of its parameters is kept by parameter.
-  std::vector<std::pair<::torch::Tensor, ::torch::Tensor>> trained;  // (the model's tensor, its value)
-  // libtorch keys an optimizer's state by the parameter's TensorImpl address, as text.
-  std::unordered_map<std::string, std::unique_ptr<::torch::optim::OptimizerParamState>> states;
-  StartPoint start;
-  std::string rng;
+  WholeState out;
+  out.states.resize(whole->parameters().size());
   for (int r = 0; r < static_cast<int>(dirs.size()); ++r) {
-    const std::vector<::torch::nn::Sequential> stages =
-        pp > 1 ? gyre::torch::stagesOf(model, balance, r, pp) : std::vector<::torch::nn::Sequential>{model};
-    const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, parametersOf(stages), o.lr);
-    const gyre::torch::LoadedCheckpoint loaded =
-        gyre::torch::loadCheckpoint(parts[static_cast<std::size_t>(r)], *model, partOptimizer.get(), load);
-    for (const ::torch::Tensor& t : tensorsOf(stages)) trained.emplace_back(t, t.detach().clone());
-    for (auto& [key, state] : partOptimizer->state()) states[key] = state->clone();
+    gyre::torch::LoadedCheckpoint loaded;
+    readPart(o, config, balance, r, parts[static_cast<std::size_t>(r)], load, whole, out.states, loaded);
     if (r == 0) {
-      start = {loaded.state.step, loaded.state.sampler.epoch, loaded.state.sampler.index, loaded.path};
-      rng = loaded.torchRngState;
+      out.start = {loaded.state.step, loaded.state.sampler.epoch, loaded.state.sampler.index, loaded.path};
+      out.rng = loaded.torchRngState;
       GYRE_USAGE_CHECK(loaded.state.sampler.index % o.batch == 0, "checkpoint ", loaded.path,
                        ": its sampler position ", loaded.state.sampler.index, " is not a whole number of --batch ",
                        o.batch, " steps");
     }
   }
-  {
-    ::torch::NoGradGuard noGrad;
-    for (auto& [tensor, value] : trained) tensor.copy_(value);
+  return out;
+}
+
+}  // namespace
+
+StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
+                            const ResumeTarget& target, ::torch::optim::Optimizer& optimizer) {
+  const WholeState state = readWholeState(o, saved, current, target.whole);
+  const std::vector<::torch::Tensor> params = target.whole->parameters();
+  if (target.flats) {
+    // This rank's flats, cut from the whole.
+    if (target.flatValues) gyre::torch::setFlatValues(gyre::torch::optimizerParameters(optimizer), *target.flats, params);
+    gyre::torch::setFlatStates(optimizer, *target.flats, params, state.states);
+  } else {
+    // The state of each of this layout's parameters that has one.
+    const std::unordered_map<const void*, std::size_t> index = indexOf(params);
+    for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(optimizer))
+      if (const auto it = index.find(p.unsafeGetTensorImpl()); it != index.end() && state.states[it->second])
+        optimizer.state()[c10::guts::to_string(p.unsafeGetTensorImpl())] = state.states[it->second]->clone();
   }
-  // This layout's optimizer: the state of each of its parameters that has one.
-  for (const auto& group : optimizer.param_groups())
-    for (const ::torch::Tensor& p : group.params())
-      if (const auto it = states.find(c10::guts::to_string(p.unsafeGetTensorImpl())); it != states.end())
-        optimizer.state()[it->first] = it->second->clone();
-  gyre::torch::setTorchRngState(rng);
-  return start;
+  gyre::torch::setTorchRngState(state.rng);
+  return state.start;
 }
 
 std::string moveAside(const std::string& dir, const std::string& name) {

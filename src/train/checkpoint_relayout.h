@@ -1,14 +1,18 @@
-// Resuming a checkpoint on another layout (docs/checkpoints.md): a checkpoint saved by a pipeline
-// (--pp: each pipeline rank its stages' part, under DIR/rank-<r>/) or by an unsplit model (DIR/),
-// resumed by a run with another number of workers or another --pp. Neither may use --tp or --zero
-// (their parts are shares and shards of tensors; those still resume on their own layout only).
+// Resuming a checkpoint on another layout (docs/checkpoints.md, "Another layout"): a checkpoint
+// saved by an unsplit model (DIR/), a pipeline (--pp: each pipeline rank its stages' part) or ZeRO
+// (--zero 1|2: each rank the optimizer state of its part of every bucket; --zero 3: its shard of
+// every unit, parameters and state), each part under DIR/rank-<r>/, resumed by a run with another
+// number of workers, --pp or --zero. Neither may use --tp (its parts are shares of tensors cut
+// along rows or columns), and --zero does not combine with --pp here.
 //
 // Every worker reads one replica's parts of the saved layout (the directory must be one every
 // worker reaches: one host, or a shared file system) into the whole model and each parameter's
-// optimizer state, keeps what its own layout gives it, and takes the generator of the first part.
-// Once every worker has loaded, worker 0 moves the saved layout's checkpoints to
-// DIR/earlier-layouts/step-<S>/, out of the way of the new layout's saves and resumes; until the
-// new layout has saved a checkpoint of its own, a resume finds them there (savedLayoutOf).
+// whole optimizer state (ZeRO's parts say where their flat shards lie: the shard_layout value each
+// saves), keeps what its own layout gives it (its stages, or its own flats cut from the whole), and
+// takes the generator of the first part. Once every worker has loaded, worker 0 moves the saved
+// layout's checkpoints to DIR/earlier-layouts/step-<S>/, out of the way of the new layout's saves
+// and resumes; until the new layout has saved a checkpoint of its own, a resume finds them there
+// (savedLayoutOf).
 #pragma once
 
 #include <torch/torch.h>
@@ -16,20 +20,23 @@
 #include <string>
 
 #include "train/checkpoint_rules.h"  // SavedLayout
-#include "train/checkpointing.h"     // StartPoint
+#include "train/checkpointing.h"     // StartPoint, ResumeTarget
 #include "train/options.h"
 
 namespace gyre::train {
 
-// Loads the newest step of which every part of one replica is valid into `model` (the whole model,
-// as every layout without --tp builds it) and `optimizer` (over any of its parameters: each gets
-// its own state, from the part that trained it), and sets the generator from the first part.
-// `saved` is savedLayoutOf's. Throws InvalidArgument when no step has every part valid, a
-// checkpoint was saved with other flags (checkpointIncompatibility), or a pipeline's checkpoint
-// does not say how its stages were cut (saved before checkpoints recorded stage_layers).
-// Returns where training starts, its path the first part's directory.
+// Loads the newest step of which every part of one replica is valid into `target` (the values
+// into its whole model, the state of each of the optimizer's parameters from the parts that
+// trained it), and sets the generator from the first part. `saved` is savedLayoutOf's. Throws
+// InvalidArgument when no step has every part valid, a checkpoint was saved with other flags
+// (checkpointIncompatibility), or a pipeline's or ZeRO's checkpoint does not say how it was cut
+// (saved before checkpoints recorded stage_layers or shard_layout). Returns where training
+// starts, its path the first part's directory.
 StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
-                            ::torch::nn::Sequential model, ::torch::optim::Optimizer& optimizer);
+                            const ResumeTarget& target, ::torch::optim::Optimizer& optimizer);
+
+// The value a ZeRO part records of where its flat shards lie (flat_state.h's text).
+inline constexpr const char* kShardLayoutValue = "shard_layout";
 
 // Moves DIR's checkpoints (DIR/rank-* and DIR/ckpt-*) to DIR/earlier-layouts/NAME/ (NAME-2, ...
 // when that exists) and returns where they went: "step-<S>" for a layout just converted (a later

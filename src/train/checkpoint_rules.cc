@@ -56,6 +56,14 @@ std::string savedCheckpointConfig(const std::string& path) {
   return state.at("config").get<std::string>();
 }
 
+std::string savedCheckpointValue(const std::string& path, const std::string& key) {
+  std::ifstream in(fs::path(path) / "state.json");
+  const nlohmann::json state = nlohmann::json::parse(in, nullptr, false);
+  if (!state.is_object() || !state.contains("values") || !state.at("values").is_object()) return "";
+  const nlohmann::json& values = state.at("values");
+  return values.contains(key) && values.at(key).is_string() ? values.at(key).get<std::string>() : "";
+}
+
 std::string checkpointIncompatibility(const std::string& saved, const std::string& current,
                                       const std::string& path) {
   const std::optional<CheckpointConfig> a = parseCheckpointConfig(saved);
@@ -91,7 +99,7 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
     return "checkpoint " + path + " holds one part of a model split over " + layout(*a) + "; this run has " +
            layout(b) +
            ": resume it on the same layout (a checkpoint resumes on another layout only where neither "
-           "layout has --tp or --zero)";
+           "layout has --tp, nor --zero with --pp)";
   auto buckets = [](const CheckpointConfig& c) { return orNull(c.bucketCapMb).dump(); };
   if ((b.zero == 1 || b.zero == 2) && a->bucketCapMb != b.bucketCapMb)
     return "checkpoint " + path +
@@ -102,10 +110,11 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
 
 namespace {
 
-// Both configs readable and neither with --tp or --zero: the layouts a conversion can join.
-bool neitherTpNorZero(const std::optional<CheckpointConfig>& a, const std::optional<CheckpointConfig>& b) {
+// Both configs readable, neither with --tp (its parts are shares cut along rows or columns) nor
+// --zero with --pp: the layouts a conversion can join.
+bool convertibleKinds(const std::optional<CheckpointConfig>& a, const std::optional<CheckpointConfig>& b) {
   for (const std::optional<CheckpointConfig>* c : {&a, &b})
-    if (!*c || (*c)->tp != 1 || (*c)->zero != 0) return false;
+    if (!*c || (*c)->tp != 1 || ((*c)->zero != 0 && (*c)->pp != 1)) return false;
   return true;
 }
 
@@ -137,7 +146,12 @@ std::string newestConfigIn(const std::string& dir) {
 bool convertibleLayouts(const std::string& saved, const std::string& current) {
   const std::optional<CheckpointConfig> a = parseCheckpointConfig(saved);
   const std::optional<CheckpointConfig> b = parseCheckpointConfig(current);
-  if (!neitherTpNorZero(a, b)) return false;
+  if (!convertibleKinds(a, b)) return false;
+  // ZeRO on either side: any other world, stage or buckets (the parts are flat shards that say
+  // where they lie).
+  if (a->zero > 0 || b->zero > 0)
+    return a->world != b->world || a->zero != b->zero ||
+           (a->zero != 3 && b->zero != 3 && a->bucketCapMb != b->bucketCapMb);
   // Unsplit on both sides: the plain resume takes any number of workers already.
   if (a->pp == 1 && b->pp == 1) return false;
   if (a->world != b->world || a->pp != b->pp) return true;
@@ -171,13 +185,13 @@ SavedLayout savedLayoutOf(const std::string& dir) {
 
 bool resumesConverted(const SavedLayout& saved, const std::string& current) {
   if (!saved.earlier) return convertibleLayouts(saved.config, current);
-  // Set aside by a conversion: any layout without --tp and --zero reads it back.
-  return neitherTpNorZero(parseCheckpointConfig(saved.config), parseCheckpointConfig(current));
+  // Set aside by a conversion: any layout a conversion reaches reads it back.
+  return convertibleKinds(parseCheckpointConfig(saved.config), parseCheckpointConfig(current));
 }
 
 std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside) {
   return "--checkpoint-dir " + dir + " holds no checkpoint of its own, only one a conversion set aside (" + aside +
-         "): resume it without --tp and --zero (it was not saved with them)";
+         "): resume it without --tp (and without --zero, or without --pp)";
 }
 
 std::string splitCheckpointDir(const std::string& dir, int rank) {
@@ -186,7 +200,7 @@ std::string splitCheckpointDir(const std::string& dir, int rank) {
 
 std::string unsplitCheckpointsMessage(const std::string& dir, const std::string& path) {
   return "--checkpoint-dir " + dir + " holds checkpoints of an unsplit model (" + path +
-         ", ...): resume them without --tp and --zero (with or without --pp), or choose another directory";
+         ", ...): resume them without --tp (with --pp or --zero), or choose another directory";
 }
 
 std::string splitCheckpointsMessage(const std::string& dir) {

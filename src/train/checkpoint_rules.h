@@ -20,14 +20,15 @@ std::string checkpointIncompatibility(const std::string& saved, const std::strin
 
 // A split model's parts fit only the layout that saved them: the same workers, --pp, --tp and
 // --zero (and so the same replicas and shards), and with --zero 1 and 2 the same buckets. "" when
-// they match. (The workers convert what convertibleLayouts accepts before this is asked.)
+// they match. (The workers convert what convertibleLayouts accepts before this is asked: what is
+// left is --tp, and --zero with --pp.)
 std::string checkpointLayoutMismatch(const std::string& saved, const std::string& current,
                                      const std::string& path);
 
 // Whether a run whose config is `current` (the trainer's config.json) resumes a checkpoint saved
-// with `saved` (its config) by converting it: another world or --pp (or the same ones with the
-// stages cut elsewhere: stage_layers), at least one of them a pipeline, and neither has --tp or
-// --zero.
+// with `saved` (its config) by converting it: neither has --tp, nor --zero with --pp, and either
+// one has --zero and they differ in the world, the stage or the buckets, or one is a pipeline and
+// they differ in the world or --pp (or the same ones with the stages cut elsewhere: stage_layers).
 bool convertibleLayouts(const std::string& saved, const std::string& current);
 
 // Where a conversion moves the checkpoints of the layout it converted: DIR/earlier-layouts/step-<S>/.
@@ -44,15 +45,17 @@ struct SavedLayout {
 SavedLayout savedLayoutOf(const std::string& dir);
 
 // Whether a run whose config is `current` resumes `saved` by converting it: convertibleLayouts,
-// or any layout without --tp and --zero for checkpoints set aside.
+// or any layout a conversion reaches for checkpoints set aside.
 bool resumesConverted(const SavedLayout& saved, const std::string& current);
-// The refusal of a run with --tp or --zero when DIR holds only set-aside checkpoints.
+// The refusal of a run with --tp (or --zero with --pp) when DIR holds only set-aside checkpoints.
 std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside);
 
 // The newest checkpoint in `dir` that finished writing (ckpt-<step>/manifest.json), or "".
 std::string newestCompleteCheckpoint(const std::string& dir);
 // The config.json text saved in checkpoint `path` (its state.json), or "" when unreadable.
 std::string savedCheckpointConfig(const std::string& path);
+// One of the values saved in checkpoint `path` (state.json's "values"), or "" when absent.
+std::string savedCheckpointValue(const std::string& path, const std::string& key);
 
 // Where rank `rank` keeps its part of a split model's checkpoints: DIR/rank-<r>.
 std::string splitCheckpointDir(const std::string& dir, int rank);

@@ -82,10 +82,10 @@ bool TrainCheckpoints::due(std::int64_t step) const {
 }
 
 StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer,
-                                   const std::string& config, ::torch::nn::Sequential whole) {
+                                   const std::string& config, const ResumeTarget* target) {
   StartPoint start;
   if (!enabled()) return start;
-  if (o_.resume && whole) {
+  if (o_.resume && target) {
     // Worker 0 decides, so that every rank takes the same path (a shared file system may show
     // the ranks different states for a moment): convert, refuse, or the plain start.
     enum : std::int64_t { kPlain = 0, kConvert = 1, kSetAsideOnly = 2 };
@@ -106,7 +106,7 @@ StartPoint TrainCheckpoints::start(::torch::nn::Module& model, ::torch::optim::O
       }
     }
     if (how == kSetAsideOnly) throw InvalidArgument(setAsideOnlyMessage(o_.checkpointDir, saved.dir));
-    if (how == kConvert) return startConverted(whole, optimizer, saved, config);
+    if (how == kConvert) return startConverted(*target, optimizer, saved, config);
   }
   if (split_) return startSplit(model, optimizer, config);
   std::vector<std::int64_t> head = {kFresh, 0, 0, 0};
@@ -285,7 +285,7 @@ StartPoint TrainCheckpoints::startSplit(::torch::nn::Module& model, ::torch::opt
   return start;
 }
 
-StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::torch::optim::Optimizer& optimizer,
+StartPoint TrainCheckpoints::startConverted(const ResumeTarget& target, ::torch::optim::Optimizer& optimizer,
                                             const SavedLayout& saved, const std::string& config) {
   // Every rank loads; then worker 0 moves the old layout aside; each step is agreed on, so that a
   // refusal anywhere stops every rank and no rank saves before the old layout is out of the way.
@@ -293,7 +293,7 @@ StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::tor
   std::string message;
   auto agree = [&] { agreeOnStart(comm_.get(), code, message, o_.checkpointDir); };
   StartPoint loaded;
-  attemptOnStart([&] { loaded = loadOnThisLayout(o_, saved, config, whole, optimizer); }, code, message);
+  attemptOnStart([&] { loaded = loadOnThisLayout(o_, saved, config, target, optimizer); }, code, message);
   agree();
   std::string movedTo = saved.dir;  // already aside
   if (rank_ == 0)
@@ -314,9 +314,9 @@ StartPoint TrainCheckpoints::startConverted(::torch::nn::Sequential whole, ::tor
   agree();
   if (rank_ == 0) {
     const nlohmann::json s = nlohmann::json::parse(saved.config);
-    std::printf("resumed a checkpoint of %d worker(s) with --pp %d on this layout; %s %s\n", s.value("world", 1),
-                s.value("pp", 1), saved.earlier ? "it was set aside in" : "its checkpoints are now in",
-                movedTo.c_str());
+    std::printf("resumed a checkpoint of %d worker(s) with --pp %d --zero %d on this layout; %s %s\n",
+                s.value("world", 1), s.value("pp", 1), s.value("zero", 0),
+                saved.earlier ? "it was set aside in" : "its checkpoints are now in", movedTo.c_str());
     std::fflush(stdout);
   }
   // As start() and startSplit(): a split model's every rank saves its part, an unsplit one rank 0.

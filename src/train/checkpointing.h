@@ -14,6 +14,7 @@
 
 #include "gyre/communicator.h"
 #include "gyre/torch/checkpoint.h"
+#include "gyre/torch/flat_state.h"
 #include "train/checkpoint_rules.h"
 #include "train/trainer.h"
 
@@ -25,6 +26,17 @@ struct StartPoint {
   std::int64_t epoch = 0;  // the epoch to run next, from 0
   std::int64_t index = 0;  // samples of that epoch's global order done (a multiple of the batch)
   std::string path;        // the checkpoint; empty: from scratch
+};
+
+// What a converted checkpoint goes into on this layout: the whole model (every layout without
+// --tp has it, or builds one to resume --zero 3), and the optimizer whose state this rank keeps:
+// over parameters of `whole` (unsplit, pipeline stages), or with `flats` over flat shards of them
+// (--zero: DistributedOptimizer::stateLayout, FullyShardedModel::shardLayout), which with
+// flatValues (--zero 3) hold this rank's part of the values too.
+struct ResumeTarget {
+  ::torch::nn::Sequential whole;
+  std::optional<gyre::torch::FlatLayout> flats;
+  bool flatValues = false;
 };
 
 class TrainCheckpoints {
@@ -42,11 +54,11 @@ class TrainCheckpoints {
   // generator state. Without resume it only checks that the directory holds no complete
   // checkpoint. Throws InvalidArgument on every rank when rank 0 refuses (a checkpoint without
   // resume, one of another model, global batch or seed) and gyre::Error when it fails.
-  // `config` is this run's config.json. `whole`, when given, is the whole model (every layout
-  // without --tp builds it): with it, a checkpoint of another layout that checkpoint_relayout.h
-  // converts resumes too, every rank loading it into `whole` and `optimizer`.
+  // `config` is this run's config.json. `target`, when given (every layout without --tp), is
+  // where a checkpoint of another layout that checkpoint_relayout.h converts goes: every rank
+  // loads it into the target's whole model and `optimizer`.
   StartPoint start(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer, const std::string& config,
-                   ::torch::nn::Sequential whole = nullptr);
+                   const ResumeTarget* target = nullptr);
 
   // Rank 0 snapshots and starts writing; the other ranks do nothing (nullopt). Throws the
   // previous write's SystemError.
@@ -61,7 +73,7 @@ class TrainCheckpoints {
   // A split model's start: every rank its own part.
   StartPoint startSplit(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer, const std::string& config);
   // A checkpoint of another layout (checkpoint_relayout.h): every rank loads it.
-  StartPoint startConverted(::torch::nn::Sequential whole, ::torch::optim::Optimizer& optimizer,
+  StartPoint startConverted(const ResumeTarget& target, ::torch::optim::Optimizer& optimizer,
                             const SavedLayout& saved, const std::string& config);
   TrainOptions o_;
   std::shared_ptr<Communicator> comm_;

@@ -233,8 +233,8 @@ const std::array kFlags = std::to_array<TrainFlag>({
      .min = 1},
     {.name = "--resume",
      .field = &O::resume,
-     .help = "Continue from the newest valid checkpoint in --checkpoint-dir (from scratch if none); a --pp "
-             "checkpoint also on another layout without --tp and --zero",
+     .help = "Continue from the newest valid checkpoint in --checkpoint-dir (from scratch if none), also on "
+             "another number of workers, --pp or --zero (not --tp, nor --zero with --pp)",
      .group = kCheckpoints},
     {.name = "--stop-at-step",
      .field = &O::stopAtStep,

@@ -249,6 +249,9 @@ class Trainer {
   std::unique_ptr<gyre::torch::FullyShardedModel> fsdp_;  // --zero 3, instead of dist_
   // --zero 3: this rank's shards as the parameters of a module ("unit<k>"), what its checkpoints hold.
   std::shared_ptr<::torch::nn::Module> shardsModule_;
+  // --zero (without --pp): where this rank's flat shards lie in the whole model's parameters
+  // (flat_state.h's text), saved in every checkpoint so that another layout can resume it.
+  std::string shardLayout_;
   std::unique_ptr<gyre::torch::PSOptimizer> ps_;  // parameter-server modes, instead of dist_
   ps::WorkerStats psEpochStart_;                   // this worker's stats when the epoch began
   std::vector<std::uint64_t> stalenessTotal_;      // the run's updates by staleness, all workers

@@ -13,6 +13,7 @@
 
 #include "common/files.h"
 #include "torch/optimizer_bytes.h"
+#include "train/checkpoint_relayout.h"  // kShardLayoutValue
 #include "train/live_metrics.h"
 #include "train/optimizer_choice.h"
 #include "train/report.h"
@@ -22,10 +23,25 @@
 namespace gyre::train::detail {
 
 void Trainer::resume() {
-  // The whole model lets a checkpoint of another layout resume (not with --tp, whose model_ is a
-  // share, nor --zero 3, whose parameters are shards).
-  const bool whole = layout_.tp == 1 && !fsdp_;
-  start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, whole ? model_ : nullptr);
+  // The whole model and where this rank's flats lie in it let a checkpoint of another layout
+  // resume (not with --tp, whose model_ is a share; --zero 3 builds a whole model to load into,
+  // its model_'s parameters being views of shards gathered only for a forward pass).
+  ResumeTarget target;
+  if (layout_.tp == 1) {
+    target.whole = fsdp_ ? makeModel(o_.model, o_.syncBn,
+                                     {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
+                                     shape_)
+                         : model_;
+    if (fsdp_) {
+      target.flats = fsdp_->shardLayout(model_->parameters());
+      target.flatValues = true;
+    } else if (dist_ && layout_.pp == 1 && zeroStage(o_) > 0) {
+      if (gyre::torch::FlatLayout flats = dist_->stateLayout(model_->parameters()); !flats.empty())
+        target.flats = std::move(flats);
+    }
+    if (target.flats) shardLayout_ = gyre::torch::flatLayoutText(*target.flats);
+  }
+  start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, layout_.tp == 1 ? &target : nullptr);
   globalStep_ = start_.step;
   // The flags rule from the restored step on: the rate is set at every step, the others here.
   applyOptimizerFlags(o_, *optimizer_);
@@ -40,6 +56,7 @@ void Trainer::saveCheckpoint(int epoch, std::int64_t done, std::vector<Checkpoin
   state.scheduleStep = globalStep_;
   state.lr = optimizer_->param_groups().front().options().get_lr();
   state.config = config_;
+  if (!shardLayout_.empty()) state.values[kShardLayoutValue] = shardLayout_;
   const std::optional<CheckpointSave> saved = checkpoints_.save(checkpointModel(), checkpointOptimizer(), state);
   if (!saved) return;
   progress_.finish();

@@ -67,7 +67,7 @@ TEST(CheckpointRules, AnUnsplitRunResumesOnAnyWorldWithTheSameFlags) {
   EXPECT_EQ(refusal(split, 2), unsplitCheckpointsMessage(dir.path(), dir.path() + "/ckpt-000000000008"));
 }
 
-TEST(CheckpointRules, APipelinesCheckpointIsConvertedToAnotherLayoutWithoutTpOrZero) {
+TEST(CheckpointRules, APipelinesCheckpointIsConvertedToAnotherLayoutWithoutTpOrZeroWithPp) {
   TrainOptions pp2;
   pp2.pp = 2;
   TrainOptions tp2 = pp2, zero1 = pp2, one;
@@ -127,11 +127,19 @@ TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
   // Even the layout that saved it converts it back (its parts are no longer where it looks).
   EXPECT_TRUE(resumesConverted(saved, resumeConfig(pp2, 4)));
   EXPECT_EQ(refusal(pp2, 4), "");
+  // ZeRO takes it too, but not with --pp, nor --tp.
   TrainOptions zero1 = pp2;
   zero1.pp = 1;
   zero1.zero = 1;
-  EXPECT_FALSE(resumesConverted(saved, resumeConfig(zero1, 2)));
-  EXPECT_EQ(refusal(zero1, 2), setAsideOnlyMessage(dir.path(), (aside / "step-8-2").string()));
+  EXPECT_TRUE(resumesConverted(saved, resumeConfig(zero1, 2)));
+  EXPECT_EQ(refusal(zero1, 2), "");
+  zero1.pp = 2;
+  EXPECT_FALSE(resumesConverted(saved, resumeConfig(zero1, 4)));
+  EXPECT_EQ(refusal(zero1, 4), setAsideOnlyMessage(dir.path(), (aside / "step-8-2").string()));
+  TrainOptions tp2 = pp2;
+  tp2.pp = 1;
+  tp2.tp = 2;
+  EXPECT_EQ(refusal(tp2, 2), setAsideOnlyMessage(dir.path(), (aside / "step-8-2").string()));
   // A step that only some of the new layout's parts finished is not one yet.
   writeCheckpoint(splitCheckpointDir(dir.path(), 0), 12, configOf(pp2, 2));
   EXPECT_TRUE(savedLayoutOf(dir.path()).earlier);
@@ -147,25 +155,23 @@ TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
   EXPECT_EQ(savedLayoutOf(dir.path()).config, configOf(one, 1).dump());
 }
 
-TEST(CheckpointRules, ASplitRunResumesOnlyOnItsLayout) {
+TEST(CheckpointRules, ATensorParallelRunResumesOnlyOnItsLayout) {
   test::TempDir dir;
   TrainOptions o;
   o.checkpointDir = dir.path();
   o.resume = true;
-  o.zero = 2;
+  o.model = "vit";
+  o.tp = 2;
   writeCheckpoint(splitCheckpointDir(dir.path(), 0), 8, configOf(o, 2));
   writeCheckpoint(splitCheckpointDir(dir.path(), 1), 8, configOf(o, 2));
   EXPECT_EQ(refusal(o, 2), "");
   EXPECT_NE(
-      refusal(o, 4).find("holds one part of a model split over 2 workers with --pp 1 --tp 1 --zero 2; this "
-                         "run has 4 workers with --pp 1 --tp 1 --zero 2: resume it on the same layout"),
+      refusal(o, 4).find("holds one part of a model split over 2 workers with --pp 1 --tp 2 --zero 0; this "
+                         "run has 4 workers with --pp 1 --tp 2 --zero 0: resume it on the same layout"),
       std::string::npos)
       << refusal(o, 4);
-  TrainOptions buckets = o;
-  buckets.bucketCapMb = o.bucketCapMb * 2;
-  EXPECT_NE(refusal(buckets, 2).find("resume it with the same buckets"), std::string::npos);
   TrainOptions unsplit = o;
-  unsplit.zero = 0;
+  unsplit.tp = 1;
   EXPECT_EQ(refusal(unsplit, 2), splitCheckpointsMessage(dir.path()));
   // An incomplete newest part (no manifest yet) is passed over; an unreadable config is left to
   // the workers.
@@ -173,6 +179,45 @@ TEST(CheckpointRules, ASplitRunResumesOnlyOnItsLayout) {
   EXPECT_EQ(refusal(o, 2), "");
   std::ofstream(fs::path(splitCheckpointDir(dir.path(), 0)) / "ckpt-000000000012" / "manifest.json") << "{}";
   EXPECT_EQ(refusal(o, 4), "");
+}
+
+// ZeRO's parts say where their shards lie: any other world, stage or buckets converts them, and
+// they convert to any layout without --tp; with --pp they resume on their own layout only.
+TEST(CheckpointRules, AZeroCheckpointIsConvertedToAnyLayoutWithoutTp) {
+  TrainOptions zero2;
+  zero2.zero = 2;
+  TrainOptions zero3 = zero2, one, buckets = zero2, tp2, zeroPp = zero2;
+  zero3.zero = 3;
+  buckets.bucketCapMb = zero2.bucketCapMb * 2;
+  tp2.tp = 2;
+  zeroPp.pp = 2;
+  const std::string saved = resumeConfig(zero2, 2);
+  EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(zero2, 2)));  // the same layout: its own parts
+  EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(zero2, 4)));
+  EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(zero3, 2)));
+  EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(buckets, 2)));
+  EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(one, 1)));
+  EXPECT_TRUE(convertibleLayouts(resumeConfig(one, 3), saved));
+  EXPECT_FALSE(convertibleLayouts(resumeConfig(zero3, 2), resumeConfig(zero3, 2)));
+  EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(tp2, 2)));
+  EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(zeroPp, 4)));
+  EXPECT_FALSE(convertibleLayouts(resumeConfig(zeroPp, 4), resumeConfig(one, 1)));
+
+  test::TempDir dir;
+  zero2.checkpointDir = dir.path();
+  zero2.resume = true;
+  writeCheckpoint(splitCheckpointDir(dir.path(), 0), 8, configOf(zero2, 2));
+  writeCheckpoint(splitCheckpointDir(dir.path(), 1), 8, configOf(zero2, 2));
+  EXPECT_EQ(refusal(zero2, 2), "");
+  EXPECT_EQ(refusal(zero2, 4), "");
+  TrainOptions unsplit = zero2;
+  unsplit.zero = 0;
+  EXPECT_EQ(refusal(unsplit, 1), "");
+  unsplit.seed = zero2.seed + 1;
+  EXPECT_NE(refusal(unsplit, 1).find("was saved by a run with --seed"), std::string::npos) << refusal(unsplit, 1);
+  TrainOptions withPp = zero2;
+  withPp.pp = 2;
+  EXPECT_NE(refusal(withPp, 4).find("resume it on the same layout"), std::string::npos) << refusal(withPp, 4);
 }
 
 }  // namespace

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "gyre/communicator.h"
+#include "gyre/torch/flat_state.h"
 #include "gyre/torch/step_timing.h"
 #include "gyre/torch/timeline.h"
 
@@ -215,6 +216,11 @@ class DistributedOptimizer {
   // the one over this rank's part of every bucket, whose state is what a checkpoint of this rank
   // saves and loads (it fits only the same world, buckets and parameters); else optimizer().
   ::torch::optim::Optimizer& stateOptimizer();
+  // With shardOptimizerState (and more than one rank): where each of stateOptimizer()'s flat
+  // parameters lies in `params` (the wrapped optimizer's parameters, or the whole model's that
+  // hold them), what a checkpoint records so that another layout can resume it
+  // (gyre/torch/flat_state.h). Empty otherwise.
+  FlatLayout stateLayout(const std::vector<::torch::Tensor>& params);
   Communicator& communicator();
   const DistributedOptimizerOptions& options() const;
   // With options.shareStepTimes and more than one rank: the last step's ready time of each rank,

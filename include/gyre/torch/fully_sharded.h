@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "gyre/communicator.h"
+#include "gyre/torch/flat_state.h"
 #include "gyre/torch/step_timing.h"
 #include "gyre/torch/timeline.h"
 
@@ -72,6 +73,9 @@ class FullyShardedModel {
   ::torch::Tensor forward(const ::torch::Tensor& input);
   // This rank's shards, one flat tensor per unit with parameters: what the optimizer steps.
   std::vector<::torch::Tensor> parameters() const;
+  // Where each shard of parameters() lies in `params` (the whole model's parameters, in any
+  // order): what a checkpoint records so that another layout can resume it (flat_state.h).
+  FlatLayout shardLayout(const std::vector<::torch::Tensor>& params) const;
   // Clears the shards' gradients (undefined, as libtorch's zero_grad()).
   void zeroGrad();
   // After a backward pass through forward()'s output: issues the reduce-scatters not yet issued,
