@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -42,6 +43,13 @@ std::vector<::torch::Tensor> savedParameters(const std::string& runDir, const st
   ::torch::load(model, runDir + "/model.pt");
   std::vector<::torch::Tensor> out;
   for (const ::torch::Tensor& p : model->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// The flags of `parts`, one after the other.
+std::vector<std::string> concat(std::initializer_list<std::vector<std::string>> parts) {
+  std::vector<std::string> out;
+  for (const std::vector<std::string>& p : parts) out.insert(out.end(), p.begin(), p.end());
   return out;
 }
 
@@ -198,17 +206,12 @@ TEST_F(PipelineCli, ASplitModelResumesFromEveryRanksPart) {
 TEST_F(PipelineCli, APipelinesCheckpointResumesOnAnotherLayout) {
   const std::vector<std::string> vit = {"--model", "vit", "--vit-width", "32", "--vit-heads", "4", "--vit-depth", "2",
                                         "--no-eval"};
-  auto with = [&vit](std::vector<std::string> flags) {
-    flags.insert(flags.end(), vit.begin(), vit.end());
-    return flags;
-  };
+  auto with = [&vit](const std::vector<std::string>& flags) { return concat({flags, vit}); };
   ASSERT_FALSE(train("whole", with({"--np", "2", "--pp", "2"})).is_null());
   const std::string ckpt = path("ckpt");
   const std::vector<std::string> saving = {"--checkpoint-dir", ckpt, "--checkpoint-every", "4"};
-  auto phase = [&](std::vector<std::string> layout, std::vector<std::string> more) {
-    layout.insert(layout.end(), saving.begin(), saving.end());
-    layout.insert(layout.end(), more.begin(), more.end());
-    return with(layout);
+  auto phase = [&](const std::vector<std::string>& layout, const std::vector<std::string>& more) {
+    return concat({layout, saving, more, vit});
   };
   train("split", phase({"--np", "2", "--pp", "2"}, {"--stop-at-step", "4"}));
   train("split", phase({"--np", "1"}, {"--resume", "--stop-at-step", "8"}));
@@ -249,17 +252,12 @@ TEST_F(PipelineCli, APipelinesCheckpointResumesOnAnotherLayout) {
 TEST_F(PipelineCli, AZeroCheckpointResumesOnAnotherLayout) {
   const std::vector<std::string> vit = {"--model", "vit", "--vit-width", "32", "--vit-heads", "4", "--vit-depth", "2",
                                         "--optimizer", "adam", "--lr", "0.001", "--no-eval"};
-  auto with = [&vit](std::vector<std::string> flags) {
-    flags.insert(flags.end(), vit.begin(), vit.end());
-    return flags;
-  };
+  auto with = [&vit](const std::vector<std::string>& flags) { return concat({flags, vit}); };
   ASSERT_FALSE(train("whole", with({"--np", "2", "--zero", "1"})).is_null());
   const std::string ckpt = path("ckpt");
   const std::vector<std::string> saving = {"--checkpoint-dir", ckpt, "--checkpoint-every", "4"};
-  auto phase = [&](std::vector<std::string> layout, std::vector<std::string> more) {
-    layout.insert(layout.end(), saving.begin(), saving.end());
-    layout.insert(layout.end(), more.begin(), more.end());
-    return with(layout);
+  auto phase = [&](const std::vector<std::string>& layout, const std::vector<std::string>& more) {
+    return concat({layout, saving, more, vit});
   };
   train("split", phase({"--np", "2", "--zero", "1"}, {"--stop-at-step", "4"}));
   train("split", phase({"--np", "3", "--zero", "3"}, {"--resume", "--stop-at-step", "8"}));
