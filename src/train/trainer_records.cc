@@ -28,10 +28,15 @@ void Trainer::resume() {
   // its model_'s parameters being views of shards gathered only for a forward pass).
   ResumeTarget target;
   if (layout_.tp == 1) {
-    target.whole = fsdp_ ? makeModel(o_.model, o_.syncBn,
-                                     {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
-                                     shape_)
-                         : model_;
+    target.whole = model_;
+    if (fsdp_ && o_.resume && !o_.checkpointDir.empty()) {
+      // Drawn with the generator put back after, so that the run's random numbers stay its own.
+      const std::string rng = gyre::torch::torchRngState();
+      target.whole = makeModel(o_.model, o_.syncBn,
+                               {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
+                               shape_);
+      gyre::torch::setTorchRngState(rng);
+    }
     if (fsdp_) {
       target.flats = fsdp_->shardLayout(model_->parameters());
       target.flatValues = true;
