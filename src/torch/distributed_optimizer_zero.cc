@@ -65,8 +65,7 @@ void DistributedOptimizer::Impl::buildShardOptimizer() {
 
 FlatLayout DistributedOptimizer::stateLayout(const std::vector<::torch::Tensor>& params) {
   if (!impl_->sharded_) return {};
-  std::unordered_map<const void*, std::size_t> index;
-  for (std::size_t k = 0; k < params.size(); ++k) index[params[k].unsafeGetTensorImpl()] = k;
+  const std::unordered_map<const void*, std::size_t> index = parameterIndex(params);
   MutexLock lock(impl_->mu_);
   // Each part's pieces, found by its tensor: the shard optimizer holds them group by group.
   std::unordered_map<const void*, FlatTensor> byPart;

@@ -108,6 +108,12 @@ FlatTensor piecesOfRange(const std::vector<std::int64_t>& numels, const std::vec
   return f;
 }
 
+std::unordered_map<const void*, std::size_t> parameterIndex(const std::vector<::torch::Tensor>& params) {
+  std::unordered_map<const void*, std::size_t> out;
+  for (std::size_t k = 0; k < params.size(); ++k) out[params[k].unsafeGetTensorImpl()] = k;
+  return out;
+}
+
 std::vector<::torch::Tensor> optimizerParameters(const optim::Optimizer& optimizer) {
   std::vector<::torch::Tensor> out;
   for (const optim::OptimizerParamGroup& g : optimizer.param_groups())

@@ -414,8 +414,7 @@ std::vector<::torch::Tensor> FullyShardedModel::parameters() const {
 }
 
 FlatLayout FullyShardedModel::shardLayout(const std::vector<::torch::Tensor>& params) const {
-  std::unordered_map<const void*, std::size_t> index;
-  for (std::size_t k = 0; k < params.size(); ++k) index[params[k].unsafeGetTensorImpl()] = k;
+  const std::unordered_map<const void*, std::size_t> index = parameterIndex(params);
   const std::int64_t rank = impl_->comm_->rank();
   MutexLock lock(impl_->mu_);
   FlatLayout layout;

@@ -58,17 +58,6 @@ std::vector<::torch::Tensor> tensorsOf(const std::vector<::torch::nn::Sequential
   return out;
 }
 
-}  // namespace
-
-namespace {
-
-// The index of each of `params` by its TensorImpl.
-std::unordered_map<const void*, std::size_t> indexOf(const std::vector<::torch::Tensor>& params) {
-  std::unordered_map<const void*, std::size_t> out;
-  for (std::size_t k = 0; k < params.size(); ++k) out[params[k].unsafeGetTensorImpl()] = k;
-  return out;
-}
-
 // What the parts of a saved layout hold, put back together.
 struct WholeState {
   StartPoint start;
@@ -85,10 +74,13 @@ gyre::torch::FlatLayout savedShardLayout(const gyre::torch::CheckpointInfo& part
   return gyre::torch::parseFlatLayout(text);
 }
 
-// Reads part `r` of a saved layout into `whole` (its values) and `states` (its optimizer state).
+// Reads part `r` of a saved layout into `states` (its optimizer state) and its values: ZeRO's into
+// `whole`, a pipeline stage's (or the unsplit model's) into `trained`, (the model's tensor, its
+// value), to be put in place once every part has loaded (each part's load overwrites the whole).
 void readPart(const TrainOptions& o, const CheckpointConfig& config, const std::vector<int>& balance, int r,
               const gyre::torch::CheckpointInfo& part, const gyre::torch::LoadOptions& load,
               ::torch::nn::Sequential whole, std::vector<gyre::torch::ParamStatePtr>& states,
+              std::vector<std::pair<::torch::Tensor, ::torch::Tensor>>& trained,
               gyre::torch::LoadedCheckpoint& loaded) {
   const std::vector<::torch::Tensor> params = whole->parameters();
   if (config.zero > 0 && config.world > 1) {
@@ -107,27 +99,13 @@ void readPart(const TrainOptions& o, const CheckpointConfig& config, const std::
     gyre::torch::gatherFlatStates(*partOptimizer, layout, params, states);
     return;
   }
-  // An unsplit model, or stage r of a pipeline: what its stages hold is kept aside before the next
-  // part overwrites the whole model, and the optimizer state of its parameters by parameter.
+  // An unsplit model, or stage r of a pipeline: the layers it trained, and their optimizer state.
   const std::vector<::torch::nn::Sequential> stages =
       config.pp > 1 ? gyre::torch::stagesOf(whole, balance, r, config.pp) : std::vector<::torch::nn::Sequential>{whole};
   const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, parametersOf(stages), o.lr);
-  std::vector<::torch::Tensor> kept;
-  {
-    ::torch::NoGradGuard noGrad;
-    for (const ::torch::Tensor& t : tensorsOf({whole})) kept.push_back(t.detach().clone());
-  }
   loaded = gyre::torch::loadCheckpoint(part, *whole, partOptimizer.get(), load);
-  // Only this part's stages take the values just loaded; the rest go back to what they were.
-  std::unordered_map<const void*, bool> mine;
-  for (const ::torch::Tensor& t : tensorsOf(stages)) mine[t.unsafeGetTensorImpl()] = true;
-  {
-    ::torch::NoGradGuard noGrad;
-    const std::vector<::torch::Tensor> all = tensorsOf({whole});
-    for (std::size_t k = 0; k < all.size(); ++k)
-      if (!mine.count(all[k].unsafeGetTensorImpl())) all[k].copy_(kept[k]);
-  }
-  const std::unordered_map<const void*, std::size_t> index = indexOf(params);
+  for (const ::torch::Tensor& t : tensorsOf(stages)) trained.emplace_back(t, t.detach().clone());
+  const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(params);
   for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(*partOptimizer))
     if (const auto it = partOptimizer->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
         it != partOptimizer->state().end())
@@ -163,9 +141,10 @@ WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const
   };
   WholeState out;
   out.states.resize(whole->parameters().size());
+  std::vector<std::pair<::torch::Tensor, ::torch::Tensor>> trained;
   for (int r = 0; r < static_cast<int>(dirs.size()); ++r) {
     gyre::torch::LoadedCheckpoint loaded;
-    readPart(o, config, balance, r, parts[static_cast<std::size_t>(r)], load, whole, out.states, loaded);
+    readPart(o, config, balance, r, parts[static_cast<std::size_t>(r)], load, whole, out.states, trained, loaded);
     if (r == 0) {
       out.start = {loaded.state.step, loaded.state.sampler.epoch, loaded.state.sampler.index, loaded.path};
       out.rng = loaded.torchRngState;
@@ -174,6 +153,8 @@ WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const
                        o.batch, " steps");
     }
   }
+  ::torch::NoGradGuard noGrad;
+  for (auto& [tensor, value] : trained) tensor.copy_(value);
   return out;
 }
 
@@ -189,7 +170,7 @@ StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, con
     gyre::torch::setFlatStates(optimizer, *target.flats, params, state.states);
   } else {
     // The state of each of this layout's parameters that has one.
-    const std::unordered_map<const void*, std::size_t> index = indexOf(params);
+    const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(params);
     for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(optimizer))
       if (const auto it = index.find(p.unsafeGetTensorImpl()); it != index.end() && state.states[it->second])
         optimizer.state()[c10::guts::to_string(p.unsafeGetTensorImpl())] = state.states[it->second]->clone();

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace gyre::torch {
@@ -69,6 +70,9 @@ void gatherFlatValues(const std::vector<::torch::Tensor>& flats, const FlatLayou
                       const std::vector<::torch::Tensor>& params);
 void setFlatValues(const std::vector<::torch::Tensor>& flats, const FlatLayout& layout,
                    const std::vector<::torch::Tensor>& params);
+
+// The place of each of `params` in it, by its TensorImpl (libtorch keys optimizer state so too).
+std::unordered_map<const void*, std::size_t> parameterIndex(const std::vector<::torch::Tensor>& params);
 
 // The parameters of an optimizer, group after group.
 std::vector<::torch::Tensor> optimizerParameters(const ::torch::optim::Optimizer& optimizer);
