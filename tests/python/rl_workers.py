@@ -48,14 +48,16 @@ def case_learns(root):
 def case_cartpole_checkpoints(root):
     algo = rl.PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=2).debugging(seed=3).build()
     first = algo.train()["episode_reward_mean"]
-    for _ in range(14):
+    # 25 iterations: the mean of the last 100 episodes is 91-100 here (44-54 after 15, too close to
+    # a bound for a loaded CI machine, whose rollouts arrive in another order)
+    for _ in range(24):
         result = algo.train()
-    assert result["episode_reward_mean"] > max(first, 40), (first, result["episode_reward_mean"])
+    assert result["episode_reward_mean"] > max(2 * first, 50), (first, result["episode_reward_mean"])
     path = algo.save(os.path.join(root, "ppo"))
     probe = np.array([0.01, -0.2, 0.03, 0.1], dtype=np.float32)
     again = rl.PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=2).build()
     again.restore(path)
-    assert again.iteration == 15 and again.compute_single_action(probe) == algo.compute_single_action(probe)
+    assert again.iteration == 25 and again.compute_single_action(probe) == algo.compute_single_action(probe)
     for p, q in zip(algo.net.parameters(), again.net.parameters()):
         assert torch.equal(p, q)
     exported = torch.jit.load(algo.export_policy(os.path.join(root, "policy.pt")))
@@ -65,7 +67,7 @@ def case_cartpole_checkpoints(root):
     os.kill(rt._state.worker_processes[0].pid, signal.SIGKILL)
     for _ in range(3):
         after = algo.train()
-    assert after["training_iteration"] == 18
+    assert after["training_iteration"] == 28
     # a gyre policy file: written here, loaded back, and taken by gyre rl --resume (C++)
     policy_file = algo.export_policy(os.path.join(root, "policy.json"))
     loaded = rl.load_policy(policy_file)
