@@ -102,6 +102,8 @@ std::vector<std::string> commRunArguments(const CommSettings& s, const CommRun& 
   } else {
     args.insert(args.end(), {"-np", std::to_string(s.np > 0 ? s.np : 2)});
   }
+  // --threads is gyre run's (it hands each worker GYRE_NUM_THREADS): the worker does not take it
+  if (s.threads > 0) args.insert(args.end(), {"--threads", std::to_string(s.threads)});
   args.insert(args.end(), {"--no-tag-output", "--timeout", fmt::format("{}", s.runTimeoutS), "--", worker});
   train::TrainOptions o = trainOptionsOf(s, runDir);
   o.compression = run.compression;
