@@ -64,6 +64,32 @@ void allreduceInPlace(Communicator& comm, Tensor& t, bool average, Timeout timeo
   comm.allreduce(t.data_ptr<float>(), t.data_ptr<float>(), static_cast<std::size_t>(t.numel()), o);
 }
 
+}  // namespace
+
+Tensor largestEntries(const Tensor& magnitude, std::int64_t k) {
+  const std::int64_t n = magnitude.numel();
+  constexpr std::int64_t kSample = 8192;
+  // A sample is no cheaper than the whole where the tensor is small or k a large share of it.
+  if (n <= 8 * kSample || k * 8 > n) return std::get<1>(magnitude.topk(k, 0, /*largest=*/true, /*sorted=*/false));
+  // A fixed, spread sample: i * P mod n for a prime P that does not divide n visits the entries
+  // in an order unrelated to the layers' row lengths.
+  constexpr std::int64_t kStride = 2'654'435'761;
+  const Tensor at = ::torch::arange(kSample, ::torch::kLong).mul_(kStride % n).remainder_(n);
+  // Aim 25% above k (plus a margin for the sample's own spread), so the candidates hold the top
+  // k nearly always and are few enough to sort cheaply.
+  const double share = static_cast<double>(k) / static_cast<double>(n);
+  const std::int64_t above =
+      std::min<std::int64_t>(kSample, std::llround(1.25 * share * kSample + 3 * std::sqrt(share * kSample)) + 1);
+  const float threshold = std::get<0>(magnitude.index_select(0, at).kthvalue(kSample - above + 1)).item<float>();
+  const Tensor candidates = (magnitude >= threshold).nonzero().squeeze(1);
+  if (candidates.numel() < k) return std::get<1>(magnitude.topk(k, 0, /*largest=*/true, /*sorted=*/false));
+  const Tensor chosen =
+      std::get<1>(magnitude.index_select(0, candidates).topk(k, 0, /*largest=*/true, /*sorted=*/false));
+  return candidates.index_select(0, chosen);
+}
+
+namespace {
+
 class TopK final : public GradientCompressor {
  public:
   explicit TopK(double ratio) : ratio_(ratio) {}
@@ -79,7 +105,7 @@ class TopK final : public GradientCompressor {
     // What is due: this step's gradients plus what earlier steps left out.
     error_.add_(flat);
     const std::int64_t k = std::clamp<std::int64_t>(std::llround(ratio_ * static_cast<double>(n)), 1, n);
-    const Tensor index = std::get<1>(error_.abs().topk(k, 0, /*largest=*/true, /*sorted=*/false));
+    const Tensor index = largestEntries(error_.abs(), k);
     // The message: k values, then their k indices as int32 in float32 slots.
     Tensor message = ::torch::empty({2 * k});
     message.narrow(0, 0, k).copy_(error_.index_select(0, index));

@@ -55,6 +55,33 @@ TEST(TopK, SendsTheLargestEntriesOfEveryRankAndOwesTheRestUntilSent) {
   });
 }
 
+// The sampled threshold picks the same entries as a full topk: distinct indices whose magnitudes
+// are the k largest (ties may pick other indices of the same magnitude), whether the sample's
+// threshold holds (random entries), takes nearly everything (mostly zeros) or falls short and
+// the whole tensor is searched (a few huge entries the sample misses).
+TEST(TopK, LargestEntriesAreTheExactTopKWhicheverPathFindsThem) {
+  auto gen = ::at::detail::createCPUGenerator(7);
+  const std::int64_t n = 300'000;
+  Tensor mostlyZero = ::torch::zeros({n});
+  mostlyZero.narrow(0, 1000, 500).uniform_(1, 2, gen);
+  Tensor fewHuge = ::torch::rand({n}, gen);
+  fewHuge.narrow(0, 5, 2000).add_(100);  // the top 2000 in one run of indices
+  // 1 at exactly the 8192 entries the sample reads (i * 2654435761 mod n), 0 elsewhere: the
+  // threshold is 1 and leaves 8192 candidates, fewer than k = 9000, so the whole tensor is searched.
+  Tensor sampled = ::torch::zeros({n});
+  sampled.index_fill_(0, ::torch::arange(8192, ::torch::kLong).mul_(std::int64_t{2654435761} % n).remainder_(n), 1);
+  const std::vector<std::pair<Tensor, std::int64_t>> cases = {
+      {::torch::randn({n}, gen).abs_(), 3000}, {::torch::randn({n}, gen).abs_(), 1},
+      {mostlyZero, 3000}, {fewHuge, 2000}, {sampled, 9000}, {::torch::rand({5000}, gen), 50}};
+  for (const auto& [magnitude, k] : cases) {
+    const Tensor got = detail::largestEntries(magnitude, k);
+    ASSERT_EQ(got.numel(), k);
+    EXPECT_EQ(std::get<0>(::at::_unique(got)).numel(), k);
+    const Tensor want = std::get<0>(std::get<0>(magnitude.topk(k)).sort());
+    EXPECT_TRUE(::torch::equal(std::get<0>(magnitude.index_select(0, got).sort()), want)) << k;
+  }
+}
+
 TEST(TopK, WithRatioOneIsTheExactAverageOfSeveralTensors) {
   auto store = createMemoryStore();
   test::runThreads(3, [&](int rank) {
