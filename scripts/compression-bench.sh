@@ -4,8 +4,8 @@
 # runs on this host's loopback and shared memory too, for one table per network.
 #
 #   scripts/compression-bench.sh [--rate 1gbit] [--model cnn] [--hosts 2] [--ranks-per-host 1]
-#       [--epochs 1] [--batch 128] [--target 0.85] [--eval-every 20] [--max-steps 0]
-#       [--compressions none,fp16,bf16,topk:0.01,powersgd:4] [--algorithms auto] [--loopback]
+#       [--epochs 1] [--batch 128] [--lr-schedule constant] [--target 0.85] [--eval-every 20]
+#       [--max-steps 0] [--compressions none,fp16,bf16,topk:0.01,powersgd:4] [--algorithms auto] [--loopback]
 #       [--build build] [--timeout 1800]
 #
 # Runs
@@ -19,12 +19,13 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-rate=1gbit model=cnn hosts=2 perhost=1 epochs=1 batch=128 target=0.85 every=20 steps=0 build=build timeout=1800
+rate=1gbit model=cnn schedule=constant hosts=2 perhost=1 epochs=1 batch=128 target=0.85 every=20 steps=0 build=build timeout=1800
 compressions="none,fp16,bf16,topk:0.01,powersgd:4" algorithms=auto loopback=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rate) rate=$2; shift 2 ;;
     --model) model=$2; shift 2 ;;
+    --lr-schedule) schedule=$2; shift 2 ;;
     --hosts) hosts=$2; shift 2 ;;
     --ranks-per-host) perhost=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
     --loopback) loopback=1; shift ;;
     --build) build=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
-    *) sed -n '5,9p' "${BASH_SOURCE[0]}" | sed 's/^# //' >&2; exit 2 ;;
+    *) sed -n '6,10p' "${BASH_SOURCE[0]}" | sed 's/^# //' >&2; exit 2 ;;
   esac
 done
 gyre=$root/$build/bin/gyre
@@ -53,7 +54,7 @@ trap 'exit 130' INT TERM HUP
 link=$("$netns/netns.sh" check "$prefix")
 hostlist=""
 for ((k = 1; k <= hosts; k++)); do hostlist+="${hostlist:+,}$prefix$k:$perhost"; done
-common=(bench comm --model "$model" --compressions "$compressions" --algorithms "$algorithms" --epochs "$epochs" --batch "$batch"
+common=(bench comm --model "$model" --lr-schedule "$schedule" --compressions "$compressions" --algorithms "$algorithms" --epochs "$epochs" --batch "$batch"
   --target "$target" --eval-every "$every" --max-steps "$steps" --threads 1 --run-timeout "$timeout")
 echo "# $hosts hosts x $perhost workers, links $rate: $link"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"

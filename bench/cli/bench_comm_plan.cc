@@ -145,10 +145,11 @@ std::string commHeader(const CommSettings& s) {
       s.hosts.empty() ? fmt::format("{} workers on this host (loopback, shared memory)", s.np > 0 ? s.np : 2)
                       : fmt::format("hosts {}{}", s.hosts, s.np > 0 ? fmt::format(", {} workers", s.np) : "");
   return fmt::format(
-      "# {} {} epoch(s){}, batch {}, target {}, evaluated every {} steps; {}\n"
+      "# {} {} epoch(s){}, batch {}{}, target {}, evaluated every {} steps; {}\n"
       "| {:<16} | {:<16} | {:>12} | {:>9} | {:>10} | {:>7} | {:>8} | {:>9} |\n"
       "|{:-<18}|{:-<18}|{:-<14}|{:-<11}|{:-<12}|{:-<9}|{:-<10}|{:-<11}|\n",
-      s.model, s.epochs, s.maxSteps > 0 ? fmt::format(" of {} steps", s.maxSteps) : "", s.batch, s.target,
+      s.model, s.epochs, s.maxSteps > 0 ? fmt::format(" of {} steps", s.maxSteps) : "", s.batch,
+      s.lrSchedule == "constant" ? "" : ", learning rate " + s.lrSchedule, s.target,
       s.evalEvery, where, "compression", "allreduce", "bytes/step", "samples/s",
       fmt::format("to {}", s.target), "at step", "speedup", "final acc", "", "", "", "", "", "", "", "");
 }

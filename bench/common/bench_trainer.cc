@@ -49,6 +49,9 @@ std::vector<CLI::Option*> addAccuracyJobOptions(CLI::App& cmd, AccuracyJob& job)
       cmd.add_option("--eval-every", job.evalEvery, "Test accuracy every N steps"),
       cmd.add_option("--threads", job.threads, "Compute threads per worker (0: gyre train's default)"),
       cmd.add_option("--seed", job.seed, "Seed of every run"),
+      cmd.add_option("--lr-schedule", job.lrSchedule,
+                     "constant, or cosine (down to zero at the end: final accuracies less noisy)")
+          ->check(CLI::IsMember({"constant", "cosine"})),
       cmd.add_option("--run-timeout", job.runTimeoutS, "Seconds a run may take before it is stopped (a failure row)")};
   for (CLI::Option* o : options) o->capture_default_str();
   options.push_back(cmd.add_option("--data-dir", job.dataDir, "Fashion-MNIST's IDX files (default: gyre train's)"));
@@ -75,6 +78,7 @@ train::TrainOptions trainOptionsOf(const AccuracyJob& job, const std::string& ru
   o.maxSteps = job.maxSteps;
   o.batch = job.batch;
   o.seed = static_cast<std::uint64_t>(job.seed);
+  o.lrSchedule = job.lrSchedule;
   o.threads = job.threads;
   o.evalEvery = job.evalEvery;
   o.dataDir = job.dataDir;

@@ -43,12 +43,13 @@ struct AccuracyJob {
   int evalEvery = 50;
   int threads = 0;  // compute threads per worker; 0: gyre train's default
   int seed = 0;
+  std::string lrSchedule = "constant";  // gyre train's --lr-schedule: constant or cosine
   double runTimeoutS = 900;
   std::string dataDir;  // empty: gyre train's default
 };
 
 // Its flags: --model, --target, --epochs, --max-steps, --batch, --eval-every, --threads, --seed,
-// --data-dir, --run-timeout, with their defaults shown; returned to put them in a group.
+// --lr-schedule, --data-dir, --run-timeout, with their defaults shown; returned to put them in a group.
 std::vector<CLI::Option*> addAccuracyJobOptions(CLI::App& cmd, AccuracyJob& job);
 // Throws InvalidArgument naming the flag.
 void validate(const AccuracyJob& job);

@@ -54,6 +54,9 @@ TEST(BenchComm, EveryCompressionWithEveryAlgorithmAndTheirCommandLines) {
   EXPECT_TRUE(has(local, {"--compression", "fp16", "--allreduce", "ring"}));
   EXPECT_TRUE(has(local, {"--run-dir", "/r/x"}));
   EXPECT_FALSE(has(local, {"-H"}));
+  EXPECT_FALSE(has(local, {"--lr-schedule"}));  // gyre train's default, constant
+  s.lrSchedule = "cosine";
+  EXPECT_TRUE(has(commRunArguments(s, runs[0], "w", "d"), {"--lr-schedule", "cosine"}));
   s.hosts = "h1:2,h2:2";
   s.np = 0;
   s.rshAgent = "tests/netns/netns-rsh";
