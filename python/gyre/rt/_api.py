@@ -40,13 +40,19 @@ def init(num_cpus=None, num_workers=None, ignore_reinit_error=False, threads=0, 
         raise RuntimeError("gyre.rt.init: called twice (pass ignore_reinit_error=True to allow it)")
     cpus = float(num_cpus or 0)
     if _launched():  # a launcher's job: rank 0 drives (and, as Ray's driver, runs no calls itself)
-        runtime = _C.rt.Runtime(threads=threads, cpus=cpus, place_here=_launched_rank() != 0)
+        _state.starting()
+        try:
+            runtime = _C.rt.Runtime(threads=threads, cpus=cpus, place_here=_launched_rank() != 0)
+        except BaseException:
+            _state.started(None)
+            raise
         if runtime.size > 1:
-            _state.runtime = runtime
+            _state.started(runtime)
             if runtime.rank != 0:
                 _serve_until_done()
             atexit.register(shutdown)
             return
+        _state.started(None)
         del runtime
     workers = num_workers if num_workers is not None else int(num_cpus or os.cpu_count() or 1)
     if workers < 0:

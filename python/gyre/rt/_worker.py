@@ -11,8 +11,9 @@ from . import _api, _state
 
 def main():
     env = os.environ
-    _state.runtime = _C.rt.Runtime(rank=int(env["GYRE_RT_RANK"]), size=int(env["GYRE_RT_SIZE"]),
-                                   store=env["GYRE_RT_STORE"], secret=env["GYRE_RT_SECRET"])
+    _state.starting()
+    _state.started(_C.rt.Runtime(rank=int(env["GYRE_RT_RANK"]), size=int(env["GYRE_RT_SIZE"]),
+                                 store=env["GYRE_RT_STORE"], secret=env["GYRE_RT_SECRET"]))
     _api._serve_until_done()
 
 
