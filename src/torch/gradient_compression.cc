@@ -67,10 +67,13 @@ void allreduceInPlace(Communicator& comm, Tensor& t, bool average, Timeout timeo
 }  // namespace
 
 Tensor largestEntries(const Tensor& magnitude, std::int64_t k) {
+  const auto topIndices = [k](const Tensor& t) {
+    return std::get<1>(t.topk(k, 0, /*largest=*/true, /*sorted=*/false));
+  };
   const std::int64_t n = magnitude.numel();
   constexpr std::int64_t kSample = 8192;
   // A sample is no cheaper than the whole where the tensor is small or k a large share of it.
-  if (n <= 8 * kSample || k * 8 > n) return std::get<1>(magnitude.topk(k, 0, /*largest=*/true, /*sorted=*/false));
+  if (n <= 8 * kSample || k * 8 > n) return topIndices(magnitude);
   // A fixed, spread sample: i * P mod n for a prime P that does not divide n visits the entries
   // in an order unrelated to the layers' row lengths.
   constexpr std::int64_t kStride = 2'654'435'761;
@@ -78,14 +81,13 @@ Tensor largestEntries(const Tensor& magnitude, std::int64_t k) {
   // Aim 25% above k (plus a margin for the sample's own spread), so the candidates hold the top
   // k nearly always and are few enough to sort cheaply.
   const double share = static_cast<double>(k) / static_cast<double>(n);
-  const std::int64_t above =
-      std::min<std::int64_t>(kSample, std::llround(1.25 * share * kSample + 3 * std::sqrt(share * kSample)) + 1);
-  const float threshold = std::get<0>(magnitude.index_select(0, at).kthvalue(kSample - above + 1)).item<float>();
+  const std::int64_t above = std::min<std::int64_t>(
+      kSample, std::llround(1.25 * share * kSample + 3 * std::sqrt(share * kSample)) + 1);
+  const float threshold =
+      std::get<0>(magnitude.index_select(0, at).kthvalue(kSample - above + 1)).item<float>();
   const Tensor candidates = (magnitude >= threshold).nonzero().squeeze(1);
-  if (candidates.numel() < k) return std::get<1>(magnitude.topk(k, 0, /*largest=*/true, /*sorted=*/false));
-  const Tensor chosen =
-      std::get<1>(magnitude.index_select(0, candidates).topk(k, 0, /*largest=*/true, /*sorted=*/false));
-  return candidates.index_select(0, chosen);
+  if (candidates.numel() < k) return topIndices(magnitude);
+  return candidates.index_select(0, topIndices(magnitude.index_select(0, candidates)));
 }
 
 namespace {

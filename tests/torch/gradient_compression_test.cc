@@ -69,10 +69,14 @@ TEST(TopK, LargestEntriesAreTheExactTopKWhicheverPathFindsThem) {
   // 1 at exactly the 8192 entries the sample reads (i * 2654435761 mod n), 0 elsewhere: the
   // threshold is 1 and leaves 8192 candidates, fewer than k = 9000, so the whole tensor is searched.
   Tensor sampled = ::torch::zeros({n});
-  sampled.index_fill_(0, ::torch::arange(8192, ::torch::kLong).mul_(std::int64_t{2654435761} % n).remainder_(n), 1);
-  const std::vector<std::pair<Tensor, std::int64_t>> cases = {
-      {::torch::randn({n}, gen).abs_(), 3000}, {::torch::randn({n}, gen).abs_(), 1},
-      {mostlyZero, 3000}, {fewHuge, 2000}, {sampled, 9000}, {::torch::rand({5000}, gen), 50}};
+  sampled.index_fill_(
+      0, ::torch::arange(8192, ::torch::kLong).mul_(std::int64_t{2654435761} % n).remainder_(n), 1);
+  const std::vector<std::pair<Tensor, std::int64_t>> cases = {{::torch::randn({n}, gen).abs_(), 3000},
+                                                              {::torch::randn({n}, gen).abs_(), 1},
+                                                              {mostlyZero, 3000},
+                                                              {fewHuge, 2000},
+                                                              {sampled, 9000},
+                                                              {::torch::rand({5000}, gen), 50}};
   for (const auto& [magnitude, k] : cases) {
     const Tensor got = detail::largestEntries(magnitude, k);
     ASSERT_EQ(got.numel(), k);

@@ -9,27 +9,25 @@ ACTOR_KEY = "gyre-rt-py/actor/"
 
 # A process that serves calls gets its first ones from the runtime's threads as soon as the C++
 # Runtime has joined the job, before its constructor has returned to Python and `runtime` is set:
-# such a call waits here for it instead of finding no runtime.
-_starting = False
+# such a call waits here for it instead of finding no runtime. Set while no Runtime is being made.
 _started = threading.Event()
+_started.set()
 
 
 def starting():
     """This process is making its Runtime: calls that come meanwhile wait for started()."""
-    global _starting
-    _starting = True
+    _started.clear()
 
 
 def started(rt):
     """The Runtime made by starting()'s process (None: it will serve no calls after all)."""
-    global runtime, _starting
+    global runtime
     runtime = rt
-    _starting = False
     _started.set()
 
 
 def get():
-    if runtime is None and _starting:
+    if runtime is None:
         _started.wait(120)
     if runtime is None:
         raise RuntimeError("gyre.rt: not initialised; call gyre.rt.init() first")
