@@ -13,7 +13,7 @@ void Trainer::attachTensorParallel() {
 }
 
 void Trainer::gatherTensorParallel() {
-  gatherTensorParallelVit(model_, wholeModel_);
+  gatherTensorParallelVit(model_, wholeModel_, *tensorComm_);
 }
 
 }  // namespace gyre::train::detail

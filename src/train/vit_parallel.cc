@@ -18,34 +18,66 @@ Tensor allgatherStacked(const Tensor& shard, Communicator& tp) {
   return all;
 }
 
-// A column-parallel weight [rows/T, in] (or bias [rows/T]): the ranks' rows in order.
-Tensor gatherRows(const Tensor& shard, Communicator& tp) {
-  const Tensor all = allgatherStacked(shard, tp);
-  std::vector<std::int64_t> sizes = {all.size(0) * all.size(1)};
-  for (std::int64_t d = 2; d < all.dim(); ++d) sizes.push_back(all.size(d));
-  return all.reshape(sizes);
+// Rank `rank`'s slice of `t` along `dim` among `ranks`, contiguous.
+Tensor sliceOf(const Tensor& t, std::int64_t dim, int ranks, int rank) {
+  GYRE_ENFORCE(t.dim() > dim && t.size(dim) % ranks == 0, "a tensor of shape ", t.sizes(), " does not cut into ",
+               ranks, " shares along dimension ", dim);
+  const std::int64_t n = t.size(dim) / ranks;
+  return t.detach().narrow(dim, rank * n, n).clone(::torch::MemoryFormat::Contiguous);
 }
 
-// A row-parallel weight [out, in/T]: the ranks' columns in order.
-Tensor gatherColumns(const Tensor& shard, Communicator& tp) {
-  return gatherRows(shard.t(), tp).t();
+// [3 · n, rest...] as [3, n, rest...] (the attention's queries, keys and values), and back.
+Tensor asThreeParts(const Tensor& t) {
+  std::vector<std::int64_t> sizes = {3, t.size(0) / 3};
+  for (std::int64_t d = 1; d < t.dim(); ++d) sizes.push_back(t.size(d));
+  return t.reshape(sizes);
+}
+Tensor fromThreeParts(const Tensor& t) {
+  std::vector<std::int64_t> sizes = {3 * t.size(1)};
+  for (std::int64_t d = 2; d < t.dim(); ++d) sizes.push_back(t.size(d));
+  return t.reshape(sizes);
 }
 
-// ParallelAttention's in_proj [3 · local, ...]: each rank's queries, keys and values, back into
-// MultiheadAttention's [3 · width, ...] (all queries, then all keys, then all values).
-Tensor gatherInProjection(const Tensor& shard, Communicator& tp) {
-  const Tensor all = allgatherStacked(shard, tp);  // [T, 3 · local, ...]
-  std::vector<std::int64_t> split = {all.size(0), 3, all.size(1) / 3};
-  for (std::int64_t d = 2; d < all.dim(); ++d) split.push_back(all.size(d));
-  const Tensor parts = all.reshape(split).transpose(0, 1);  // [3, T, local, ...]
-  std::vector<std::int64_t> sizes = {shard.size(0) * tp.size()};
-  for (std::int64_t d = 1; d < shard.dim(); ++d) sizes.push_back(shard.size(d));
-  return parts.reshape(sizes);
+// A whole TransformerBlock's parameter `name` (norm1.weight, fc1.bias, ...): its name in a
+// ParallelTransformerBlock and how it is cut.
+std::pair<std::string, TensorCut> blockShare(const std::string& name) {
+  static const std::vector<std::tuple<std::string, std::string, TensorCut>> table = {
+      {"norm1.weight", "norm1.weight", TensorCut::kWhole},
+      {"norm1.bias", "norm1.bias", TensorCut::kWhole},
+      {"attention.in_proj_weight", "attention.in_proj_weight", TensorCut::kInProjection},
+      {"attention.in_proj_bias", "attention.in_proj_bias", TensorCut::kInProjection},
+      {"attention.out_proj.weight", "attention.out_proj.weight", TensorCut::kColumns},
+      {"attention.out_proj.bias", "attention.out_proj.bias", TensorCut::kWhole},
+      {"norm2.weight", "norm2.weight", TensorCut::kWhole},
+      {"norm2.bias", "norm2.bias", TensorCut::kWhole},
+      {"fc1.weight", "mlp.fc1.weight", TensorCut::kRows},
+      {"fc1.bias", "mlp.fc1.bias", TensorCut::kRows},
+      {"fc2.weight", "mlp.fc2.weight", TensorCut::kColumns},
+      {"fc2.bias", "mlp.fc2.bias", TensorCut::kWhole}};
+  for (const auto& [whole, parallel, cut] : table)
+    if (whole == name) return {parallel, cut};
+  GYRE_ENFORCE(false, "the vit's transformer block has a parameter ", name, " that tensor parallelism does not cut");
+  return {};
 }
 
 void copyInto(const Tensor& to, const Tensor& from) {
   ::torch::NoGradGuard noGrad;
   to.copy_(from);
+}
+
+// `parallel`'s parameters, each beside its share of `whole`'s.
+std::vector<std::pair<Tensor, TensorShare>> sharesOf(const nn::Sequential& parallel, const nn::Sequential& whole) {
+  const std::vector<TensorShare> shares = tensorParallelVitShares(whole);
+  const auto params = parallel->named_parameters();
+  GYRE_ENFORCE(params.size() == shares.size(), "the tensor-parallel vit has ", params.size(),
+               " parameters, its whole twin's shares ", shares.size());
+  std::vector<std::pair<Tensor, TensorShare>> out;
+  for (std::size_t k = 0; k < shares.size(); ++k) {
+    GYRE_ENFORCE(params[k].key() == shares[k].name, "the tensor-parallel vit's parameter ", k, " is ",
+                 params[k].key(), ", not ", shares[k].name);
+    out.emplace_back(params[k].value(), shares[k]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -69,32 +101,53 @@ Tensor ParallelTransformerBlockImpl::forward(const Tensor& tokens) {
   return h + mlp(norm2(h));
 }
 
-void ParallelTransformerBlockImpl::loadFrom(TransformerBlockImpl& whole) {
-  copyInto(norm1->weight, whole.norm1->weight);
-  copyInto(norm1->bias, whole.norm1->bias);
-  copyInto(norm2->weight, whole.norm2->weight);
-  copyInto(norm2->bias, whole.norm2->bias);
-  const auto& a = whole.attention;
-  attention->loadShard(a->in_proj_weight, a->in_proj_bias, a->out_proj->weight, a->out_proj->bias);
-  mlp->fc1->loadShard(whole.fc1->weight, whole.fc1->bias);
-  mlp->fc2->loadShard(whole.fc2->weight, whole.fc2->bias);
+Tensor cutShare(const Tensor& whole, TensorCut cut, int ranks, int rank) {
+  switch (cut) {
+    case TensorCut::kWhole:
+      return whole.detach().clone();
+    case TensorCut::kRows:
+      return sliceOf(whole, 0, ranks, rank);
+    case TensorCut::kColumns:
+      return sliceOf(whole, 1, ranks, rank);
+    case TensorCut::kInProjection:
+      return fromThreeParts(sliceOf(asThreeParts(whole.detach()), 1, ranks, rank));
+  }
+  return {};
 }
 
-void ParallelTransformerBlockImpl::storeInto(TransformerBlockImpl& whole) {
-  Communicator& tp = *tp_;
-  copyInto(whole.norm1->weight, norm1->weight);
-  copyInto(whole.norm1->bias, norm1->bias);
-  copyInto(whole.norm2->weight, norm2->weight);
-  copyInto(whole.norm2->bias, norm2->bias);
-  auto& a = whole.attention;
-  copyInto(a->in_proj_weight, gatherInProjection(attention->in_proj_weight, tp));
-  copyInto(a->in_proj_bias, gatherInProjection(attention->in_proj_bias, tp));
-  copyInto(a->out_proj->weight, gatherColumns(attention->out_proj->weight, tp));
-  copyInto(a->out_proj->bias, attention->out_proj->bias);
-  copyInto(whole.fc1->weight, gatherRows(mlp->fc1->weight, tp));
-  copyInto(whole.fc1->bias, gatherRows(mlp->fc1->bias, tp));
-  copyInto(whole.fc2->weight, gatherColumns(mlp->fc2->weight, tp));
-  copyInto(whole.fc2->bias, mlp->fc2->bias);
+Tensor joinShares(const std::vector<Tensor>& shares, TensorCut cut) {
+  GYRE_ENFORCE(!shares.empty(), "no shares to join");
+  switch (cut) {
+    case TensorCut::kWhole:
+      return shares.front().detach().clone();
+    case TensorCut::kRows:
+      return ::torch::cat(shares, 0);
+    case TensorCut::kColumns:
+      return ::torch::cat(shares, 1);
+    case TensorCut::kInProjection: {
+      std::vector<Tensor> parts;
+      for (const Tensor& s : shares) parts.push_back(asThreeParts(s));
+      return fromThreeParts(::torch::cat(parts, 1));
+    }
+  }
+  return {};
+}
+
+std::vector<TensorShare> tensorParallelVitShares(const nn::Sequential& whole) {
+  std::vector<TensorShare> out;
+  for (const auto& layer : whole->named_children()) {
+    const bool block = layer.value()->as<TransformerBlockImpl>() != nullptr;
+    for (const auto& p : layer.value()->named_parameters()) {
+      TensorShare share{layer.key() + "." + p.key(), out.size(), TensorCut::kWhole};
+      if (block) {
+        const auto [name, cut] = blockShare(p.key());
+        share.name = layer.key() + "." + name;
+        share.cut = cut;
+      }
+      out.push_back(std::move(share));
+    }
+  }
+  return out;
 }
 
 nn::Sequential makeTensorParallelVit(nn::Sequential& whole, const VitOptions& o, std::shared_ptr<Communicator> tp) {
@@ -103,27 +156,51 @@ nn::Sequential makeTensorParallelVit(nn::Sequential& whole, const VitOptions& o,
   nn::Sequential parallel;
   parallel->push_back("embedding", std::dynamic_pointer_cast<PatchEmbeddingImpl>(whole->ptr(0)->clone()));
   for (std::int64_t i = 0; i < o.depth; ++i) {
-    ParallelTransformerBlock block(o, tp);
-    block->loadFrom(*whole[static_cast<std::size_t>(1 + i)]->as<TransformerBlockImpl>());
-    parallel->push_back("block" + std::to_string(i), block);
+    parallel->push_back("block" + std::to_string(i), ParallelTransformerBlock(o, tp));
   }
   parallel->push_back("head",
                       std::dynamic_pointer_cast<ClassHeadImpl>(whole->ptr(static_cast<std::size_t>(1 + o.depth))->clone()));
+  loadTensorParallelVit(parallel, whole, tp->size(), tp->rank());
   return parallel;
 }
 
-void gatherTensorParallelVit(nn::Sequential& parallel, nn::Sequential& whole) {
-  ::torch::NoGradGuard noGrad;
-  for (std::size_t i = 0; i < parallel->size(); ++i) {
-    if (auto* block = parallel[i]->as<ParallelTransformerBlockImpl>()) {
-      block->storeInto(*whole[i]->as<TransformerBlockImpl>());
-      continue;
+void loadTensorParallelVit(const nn::Sequential& parallel, const nn::Sequential& whole, int ranks, int rank) {
+  const std::vector<Tensor> from = whole->parameters();
+  for (const auto& [param, share] : sharesOf(parallel, whole)) copyInto(param, cutShare(from[share.whole], share.cut, ranks, rank));
+}
+
+void gatherTensorParallelVit(nn::Sequential& parallel, nn::Sequential& whole, Communicator& tp) {
+  const std::vector<Tensor> to = whole->parameters();
+  for (const auto& [param, share] : sharesOf(parallel, whole)) {
+    const Tensor& target = to[share.whole];
+    if (share.cut == TensorCut::kWhole) {
+      copyInto(target, param);
+    } else {
+      copyInto(target, joinShares(allgatherStacked(param, tp).unbind(0), share.cut));
     }
-    const auto from = parallel[i]->parameters();
-    const auto to = whole[i]->parameters();
-    GYRE_ENFORCE(from.size() == to.size(), "the vit's layer ", i, " differs between its two forms");
-    for (std::size_t k = 0; k < from.size(); ++k) to[k].copy_(from[k]);
   }
+}
+
+std::shared_ptr<nn::Module> tensorParallelVitShapes(const nn::Sequential& whole, int ranks, int rank) {
+  auto root = std::make_shared<nn::Module>("TensorParallelVit");
+  const std::vector<Tensor> from = whole->parameters();
+  for (const TensorShare& share : tensorParallelVitShares(whole)) {
+    nn::Module* at = root.get();
+    std::size_t begin = 0;
+    for (std::size_t dot = share.name.find('.'); dot != std::string::npos; dot = share.name.find('.', begin)) {
+      const std::string part = share.name.substr(begin, dot - begin);
+      std::shared_ptr<nn::Module> child;
+      if (const auto* found = at->named_children().find(part)) {
+        child = *found;
+      } else {
+        child = at->register_module(part, std::make_shared<nn::Module>(part));
+      }
+      at = child.get();
+      begin = dot + 1;
+    }
+    at->register_parameter(share.name.substr(begin), ::torch::zeros_like(cutShare(from[share.whole], share.cut, ranks, rank)));
+  }
+  return root;
 }
 
 }  // namespace gyre::train

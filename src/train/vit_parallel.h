@@ -8,6 +8,8 @@
 #include <torch/torch.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "gyre/communicator.h"
 #include "gyre/torch/tensor_parallel.h"
@@ -21,10 +23,6 @@ class ParallelTransformerBlockImpl : public ::torch::nn::Cloneable<ParallelTrans
   ParallelTransformerBlockImpl(VitOptions options, std::shared_ptr<Communicator> tp);
   void reset() override;
   ::torch::Tensor forward(const ::torch::Tensor& tokens);
-  // This rank's share of an unsplit block's weights.
-  void loadFrom(TransformerBlockImpl& whole);
-  // Every rank's share gathered into an unsplit block. Collective over the group.
-  void storeInto(TransformerBlockImpl& whole);
 
   VitOptions options;
   ::torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
@@ -36,11 +34,43 @@ class ParallelTransformerBlockImpl : public ::torch::nn::Cloneable<ParallelTrans
 };
 GYRE_TORCH_MODULE(ParallelTransformerBlock);
 
+// How a parameter of the whole vit is cut across a group of T ranks: not at all (layer norms, the
+// embedding and head, a row-parallel layer's bias), along its rows (a column-parallel layer: fc1),
+// along its columns (a row-parallel layer: fc2, the attention's output projection), or as the
+// attention's input projection [3 · width, ...], whose queries', keys' and values' rows are each
+// cut (rank r holds heads r · H/T ..).
+enum class TensorCut { kWhole, kRows, kColumns, kInProjection };
+
+// Rank `rank`'s share of `whole` among `ranks`; a copy.
+::torch::Tensor cutShare(const ::torch::Tensor& whole, TensorCut cut, int ranks, int rank);
+// The whole tensor from every rank's share, in rank order.
+::torch::Tensor joinShares(const std::vector<::torch::Tensor>& shares, TensorCut cut);
+
+// One parameter of the tensor-parallel vit: its name there, the index of the whole vit's
+// parameter it is a share of (in whole->parameters()), and how it is cut.
+struct TensorShare {
+  std::string name;
+  std::size_t whole = 0;
+  TensorCut cut = TensorCut::kWhole;
+};
+// Every parameter of the tensor-parallel twin of `whole` (a makeVit model), in the twin's
+// parameters() order.
+std::vector<TensorShare> tensorParallelVitShares(const ::torch::nn::Sequential& whole);
+
 // The tensor-parallel twin of `whole` (makeVit(o)'s): its embedding and head copied, each block
 // split with this rank's share of its weights. The group's size must divide o.heads.
 ::torch::nn::Sequential makeTensorParallelVit(::torch::nn::Sequential& whole, const VitOptions& o,
                                               std::shared_ptr<Communicator> tp);
-// The trained weights back into `whole`. Collective over the group.
-void gatherTensorParallelVit(::torch::nn::Sequential& parallel, ::torch::nn::Sequential& whole);
+// Rank `rank`'s shares of `whole`'s values into its twin `parallel` (of a group of `ranks`).
+void loadTensorParallelVit(const ::torch::nn::Sequential& parallel, const ::torch::nn::Sequential& whole,
+                           int ranks, int rank);
+// The trained weights back into `whole`. Collective over the group `tp`.
+void gatherTensorParallelVit(::torch::nn::Sequential& parallel, ::torch::nn::Sequential& whole, Communicator& tp);
+
+// A module of zeros shaped as rank `rank`'s twin of `whole` (the same names, in the same order,
+// with its shares' shapes), without a group: what a --tp checkpoint's part loads into. Its
+// top-level children carry `whole`'s layer names.
+std::shared_ptr<::torch::nn::Module> tensorParallelVitShapes(const ::torch::nn::Sequential& whole, int ranks,
+                                                             int rank);
 
 }  // namespace gyre::train
