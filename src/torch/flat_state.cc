@@ -59,6 +59,37 @@ void checkFits(std::size_t flats, const FlatLayout& layout, const std::vector<::
 
 }  // namespace
 
+ParamStatePtr mapParamState(const optim::OptimizerParamState& state,
+                            const std::function<::torch::Tensor(const ::torch::Tensor&)>& f) {
+  std::vector<::torch::Tensor> tensors = stateTensors(state);
+  for (::torch::Tensor& t : tensors)
+    if (t.defined()) t = f(t);
+  ParamStatePtr out = state.clone();
+  setStateTensors(*out, tensors);
+  return out;
+}
+
+ParamStatePtr joinParamStates(const std::vector<const optim::OptimizerParamState*>& parts,
+                              const std::function<::torch::Tensor(const std::vector<::torch::Tensor>&)>& f) {
+  GYRE_ENFORCE(!parts.empty() && parts.front() != nullptr, "no states to join");
+  std::vector<std::vector<::torch::Tensor>> each;  // [part][tensor]
+  for (const optim::OptimizerParamState* p : parts) each.push_back(stateTensors(*p));
+  std::vector<::torch::Tensor> joined(each.front().size());
+  for (std::size_t k = 0; k < joined.size(); ++k) {
+    if (!each.front()[k].defined()) continue;
+    std::vector<::torch::Tensor> pieces;
+    for (const std::vector<::torch::Tensor>& e : each) {
+      GYRE_USAGE_CHECK(e.size() == joined.size() && e[k].defined(),
+                       "the parts of a parameter's optimizer state are not of one kind");
+      pieces.push_back(e[k]);
+    }
+    joined[k] = f(pieces);
+  }
+  ParamStatePtr out = parts.front()->clone();
+  setStateTensors(*out, joined);
+  return out;
+}
+
 std::string flatLayoutText(const FlatLayout& layout) {
   std::ostringstream out;
   for (std::size_t f = 0; f < layout.size(); ++f) {

@@ -14,6 +14,7 @@
 #include "gyre/torch/pipeline.h"
 #include "train/checkpoint_rules.h"
 #include "train/optimizer_choice.h"
+#include "train/vit_parallel.h"
 
 namespace gyre::train {
 namespace fs = std::filesystem;
@@ -65,6 +66,66 @@ struct WholeState {
   std::vector<gyre::torch::ParamStatePtr> states;  // per parameter of the whole model
 };
 
+// What a --tp layout's parts hold of each parameter of the whole model: each tensor-parallel
+// rank's share of its value and of its optimizer state (from the stage that trained it).
+struct SharesRead {
+  std::vector<std::vector<::torch::Tensor>> values;                  // [param][tp rank]
+  std::vector<std::vector<gyre::torch::ParamStatePtr>> states;       // [param][tp rank]
+};
+
+// The stages of `whole` that pipeline rank `stage` trained, all of it when unsplit.
+std::vector<::torch::nn::Sequential> stagesTrainedBy(const CheckpointConfig& config, const std::vector<int>& balance,
+                                                     int stage, ::torch::nn::Sequential whole) {
+  return config.pp > 1 ? gyre::torch::stagesOf(whole, balance, stage, config.pp)
+                       : std::vector<::torch::nn::Sequential>{whole};
+}
+
+// Part `r` of a --tp layout (tensor-parallel rank r % T of stage r / T): its shares of the values
+// and optimizer state of the whole model's parameters that its stages hold, into `read`. The part
+// loads into a module shaped as its share (tensorParallelVitShapes) and an optimizer over its
+// stages' parameters there, in the order the part's own optimizer had them.
+void readTensorParallelPart(const TrainOptions& o, const CheckpointConfig& config, const std::vector<int>& balance,
+                            int r, const gyre::torch::CheckpointInfo& part, const gyre::torch::LoadOptions& load,
+                            ::torch::nn::Sequential whole, SharesRead& read, gyre::torch::LoadedCheckpoint& loaded) {
+  const int t = r % config.tp;
+  const std::shared_ptr<::torch::nn::Module> shapes = tensorParallelVitShapes(whole, config.tp, t);
+  const auto named = shapes->named_parameters();
+  const std::vector<TensorShare> shares = tensorParallelVitShares(whole);
+  const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(whole->parameters());
+  std::vector<std::size_t> trained;  // whole-model indices, in the part's optimizer's order
+  std::vector<::torch::Tensor> params;
+  for (const ::torch::Tensor& p : parametersOf(stagesTrainedBy(config, balance, r / config.tp, whole))) {
+    trained.push_back(index.at(p.unsafeGetTensorImpl()));
+    params.push_back(named[shares[trained.back()].name]);
+  }
+  const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, params, o.lr);
+  loaded = gyre::torch::loadCheckpoint(part, *shapes, partOptimizer.get(), load);
+  for (std::size_t k = 0; k < trained.size(); ++k) {
+    read.values[trained[k]][static_cast<std::size_t>(t)] = params[k].detach().clone();
+    if (const auto it = partOptimizer->state().find(c10::guts::to_string(params[k].unsafeGetTensorImpl()));
+        it != partOptimizer->state().end())
+      read.states[trained[k]][static_cast<std::size_t>(t)] = it->second->clone();
+  }
+}
+
+// The whole model's values and states from every tensor-parallel rank's shares (a parameter's
+// state only where every rank had one).
+void joinTensorParallelShares(const SharesRead& read, ::torch::nn::Sequential whole,
+                              std::vector<gyre::torch::ParamStatePtr>& states) {
+  const std::vector<TensorShare> shares = tensorParallelVitShares(whole);
+  const std::vector<::torch::Tensor> params = whole->parameters();
+  ::torch::NoGradGuard noGrad;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const TensorCut cut = shares[k].cut;
+    params[k].copy_(joinShares(read.values[k], cut));
+    std::vector<const ::torch::optim::OptimizerParamState*> parts;
+    for (const gyre::torch::ParamStatePtr& s : read.states[k])
+      if (s) parts.push_back(s.get());
+    if (parts.size() == read.states[k].size())
+      states[k] = gyre::torch::joinParamStates(parts, [cut](const auto& pieces) { return joinShares(pieces, cut); });
+  }
+}
+
 // A ZeRO part's flats: the shard_layout its state.json records.
 gyre::torch::FlatLayout savedShardLayout(const gyre::torch::CheckpointInfo& part, const std::string& dir) {
   const std::string text = savedCheckpointValue(part.path, kShardLayoutValue);
@@ -100,8 +161,7 @@ void readPart(const TrainOptions& o, const CheckpointConfig& config, const std::
     return;
   }
   // An unsplit model, or stage r of a pipeline: the layers it trained, and their optimizer state.
-  const std::vector<::torch::nn::Sequential> stages =
-      config.pp > 1 ? gyre::torch::stagesOf(whole, balance, r, config.pp) : std::vector<::torch::nn::Sequential>{whole};
+  const std::vector<::torch::nn::Sequential> stages = stagesTrainedBy(config, balance, r, whole);
   const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, parametersOf(stages), o.lr);
   loaded = gyre::torch::loadCheckpoint(part, *whole, partOptimizer.get(), load);
   for (const ::torch::Tensor& t : tensorsOf(stages)) trained.emplace_back(t, t.detach().clone());
@@ -125,9 +185,11 @@ WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const
                      "checkpoints recorded it): resume them on the layout that saved them");
     balance = *config.stageLayers;
   }
-  // One replica's parts: a pipeline's stages, ZeRO's every rank, or the one unsplit directory.
+  // One replica's parts: a pipeline's stages (each split over --tp's ranks), ZeRO's every rank, or
+  // the one unsplit directory.
+  const int replicaParts = config.pp * config.tp;
   const std::vector<std::string> dirs =
-      config.zero > 0 ? partDirs(saved.dir, config.world, true) : partDirs(saved.dir, config.pp, config.pp > 1);
+      config.zero > 0 ? partDirs(saved.dir, config.world, true) : partDirs(saved.dir, replicaParts, replicaParts > 1);
   const std::vector<gyre::torch::CheckpointInfo> parts = newestStepOfEveryPart(dirs);
   GYRE_USAGE_CHECK(!parts.empty(), "--checkpoint-dir ", o.checkpointDir, " (", saved.dir, ")",
                    ": no step has a valid checkpoint of every part that its layout saved (", dirs.size(),
@@ -142,9 +204,20 @@ WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const
   WholeState out;
   out.states.resize(whole->parameters().size());
   std::vector<std::pair<::torch::Tensor, ::torch::Tensor>> trained;
+  SharesRead shares;
+  if (config.tp > 1) {
+    shares.values.assign(out.states.size(), std::vector<::torch::Tensor>(static_cast<std::size_t>(config.tp)));
+    shares.states.resize(out.states.size());
+    for (auto& s : shares.states) s.resize(static_cast<std::size_t>(config.tp));
+  }
   for (int r = 0; r < static_cast<int>(dirs.size()); ++r) {
     gyre::torch::LoadedCheckpoint loaded;
-    readPart(o, config, balance, r, parts[static_cast<std::size_t>(r)], load, whole, out.states, trained, loaded);
+    const gyre::torch::CheckpointInfo& part = parts[static_cast<std::size_t>(r)];
+    if (config.tp > 1) {
+      readTensorParallelPart(o, config, balance, r, part, load, whole, shares, loaded);
+    } else {
+      readPart(o, config, balance, r, part, load, whole, out.states, trained, loaded);
+    }
     if (r == 0) {
       out.start = {loaded.state.step, loaded.state.sampler.epoch, loaded.state.sampler.index, loaded.path};
       out.rng = loaded.torchRngState;
@@ -153,6 +226,7 @@ WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const
                        o.batch, " steps");
     }
   }
+  if (config.tp > 1) joinTensorParallelShares(shares, whole, out.states);
   ::torch::NoGradGuard noGrad;
   for (auto& [tensor, value] : trained) tensor.copy_(value);
   return out;
@@ -164,7 +238,21 @@ StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, con
                             const ResumeTarget& target, ::torch::optim::Optimizer& optimizer) {
   const WholeState state = readWholeState(o, saved, current, target.whole);
   const std::vector<::torch::Tensor> params = target.whole->parameters();
-  if (target.flats) {
+  if (target.share) {
+    // This rank's shares of the values and of each state, cut from the whole.
+    const ResumeTarget::TensorParallelShare& share = *target.share;
+    loadTensorParallelVit(share.model, target.whole, share.ranks, share.rank);
+    const std::vector<TensorShare> shares = tensorParallelVitShares(target.whole);
+    const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(share.model->parameters());
+    for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(optimizer)) {
+      const auto it = index.find(p.unsafeGetTensorImpl());
+      if (it == index.end()) continue;
+      const TensorShare& s = shares[it->second];
+      if (!state.states[s.whole]) continue;
+      optimizer.state()[c10::guts::to_string(p.unsafeGetTensorImpl())] = gyre::torch::mapParamState(
+          *state.states[s.whole], [&](const ::torch::Tensor& t) { return cutShare(t, s.cut, share.ranks, share.rank); });
+    }
+  } else if (target.flats) {
     // This rank's flats, cut from the whole.
     if (target.flatValues) gyre::torch::setFlatValues(gyre::torch::optimizerParameters(optimizer), *target.flats, params);
     gyre::torch::setFlatStates(optimizer, *target.flats, params, state.states);

@@ -1,18 +1,19 @@
 // Resuming a checkpoint on another layout (docs/checkpoints.md, "Another layout"): a checkpoint
-// saved by an unsplit model (DIR/), a pipeline (--pp: each pipeline rank its stages' part) or ZeRO
-// (--zero 1|2: each rank the optimizer state of its part of every bucket; --zero 3: its shard of
-// every unit, parameters and state), each part under DIR/rank-<r>/, resumed by a run with another
-// number of workers, --pp or --zero. Neither may use --tp (its parts are shares of tensors cut
-// along rows or columns), and --zero does not combine with --pp here.
+// saved by an unsplit model (DIR/), a pipeline (--pp: each pipeline rank its stages' part), tensor
+// parallelism (--tp: each rank its share of its stages' tensors, cut along rows or columns) or
+// ZeRO (--zero 1|2: each rank the optimizer state of its part of every bucket; --zero 3: its shard
+// of every unit, parameters and state), each part under DIR/rank-<r>/, resumed by a run with
+// another number of workers, --pp, --tp or --zero. --zero beside --pp or --tp converts on neither
+// side (its flats lie over a stage's or a share's parameters).
 //
 // Every worker reads one replica's parts of the saved layout (the directory must be one every
 // worker reaches: one host, or a shared file system) into the whole model and each parameter's
 // whole optimizer state (ZeRO's parts say where their flat shards lie: the shard_layout value each
-// saves), keeps what its own layout gives it (its stages, or its own flats cut from the whole), and
-// takes the generator of the first part. Once every worker has loaded, worker 0 moves the saved
-// layout's checkpoints to DIR/earlier-layouts/step-<S>/, out of the way of the new layout's saves
-// and resumes; until the new layout has saved a checkpoint of its own, a resume finds them there
-// (savedLayoutOf).
+// saves; --tp's shares join as vit_parallel.h cuts them), keeps what its own layout gives it (its
+// stages, its shares, or its own flats cut from the whole), and takes the generator of the first
+// part. Once every worker has loaded, worker 0 moves the saved layout's checkpoints to
+// DIR/earlier-layouts/step-<S>/, out of the way of the new layout's saves and resumes; until the
+// new layout has saved a checkpoint of its own, a resume finds them there (savedLayoutOf).
 #pragma once
 
 #include <torch/torch.h>

@@ -99,7 +99,7 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
     return "checkpoint " + path + " holds one part of a model split over " + layout(*a) + "; this run has " +
            layout(b) +
            ": resume it on the same layout (a checkpoint resumes on another layout only where neither "
-           "layout has --tp, nor --zero with --pp)";
+           "layout has --zero with --pp or --tp)";
   auto buckets = [](const CheckpointConfig& c) { return orNull(c.bucketCapMb).dump(); };
   if ((b.zero == 1 || b.zero == 2) && a->bucketCapMb != b.bucketCapMb)
     return "checkpoint " + path +
@@ -110,11 +110,11 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
 
 namespace {
 
-// Both configs readable, neither with --tp (its parts are shares cut along rows or columns) nor
-// --zero with --pp: the layouts a conversion can join.
+// Both configs readable, neither with --zero beside --pp or --tp (ZeRO's flats over a stage's
+// or a share's parameters): the layouts a conversion can join.
 bool convertibleKinds(const std::optional<CheckpointConfig>& a, const std::optional<CheckpointConfig>& b) {
   for (const std::optional<CheckpointConfig>* c : {&a, &b})
-    if (!*c || (*c)->tp != 1 || ((*c)->zero != 0 && (*c)->pp != 1)) return false;
+    if (!*c || ((*c)->zero != 0 && ((*c)->pp != 1 || (*c)->tp != 1))) return false;
   return true;
 }
 
@@ -153,8 +153,8 @@ bool convertibleLayouts(const std::string& saved, const std::string& current) {
     return a->world != b->world || a->zero != b->zero ||
            (a->zero != 3 && b->zero != 3 && a->bucketCapMb != b->bucketCapMb);
   // Unsplit on both sides: the plain resume takes any number of workers already.
-  if (a->pp == 1 && b->pp == 1) return false;
-  if (a->world != b->world || a->pp != b->pp) return true;
+  if (a->pp == 1 && b->pp == 1 && a->tp == 1 && b->tp == 1) return false;
+  if (a->world != b->world || a->pp != b->pp || a->tp != b->tp) return true;
   // The same workers and stages, cut elsewhere (another --balance or --virtual-stages): each
   // rank's part no longer holds the layers it gets.
   return a->stageLayers && b->stageLayers && *a->stageLayers != *b->stageLayers;
@@ -191,7 +191,7 @@ bool resumesConverted(const SavedLayout& saved, const std::string& current) {
 
 std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside) {
   return "--checkpoint-dir " + dir + " holds no checkpoint of its own, only one a conversion set aside (" + aside +
-         "): resume it without --tp (and without --zero, or without --pp)";
+         "): resume it on a layout without --zero beside --pp or --tp";
 }
 
 std::string splitCheckpointDir(const std::string& dir, int rank) {
@@ -200,7 +200,8 @@ std::string splitCheckpointDir(const std::string& dir, int rank) {
 
 std::string unsplitCheckpointsMessage(const std::string& dir, const std::string& path) {
   return "--checkpoint-dir " + dir + " holds checkpoints of an unsplit model (" + path +
-         ", ...): resume them without --tp (with --pp or --zero), or choose another directory";
+         ", ...): resume them with --pp, --tp or --zero (not --zero beside --pp or --tp), or choose another "
+         "directory";
 }
 
 std::string splitCheckpointsMessage(const std::string& dir) {

@@ -314,8 +314,8 @@ StartPoint TrainCheckpoints::startConverted(const ResumeTarget& target, ::torch:
   agree();
   if (rank_ == 0) {
     const nlohmann::json s = nlohmann::json::parse(saved.config);
-    std::printf("resumed a checkpoint of %d worker(s) with --pp %d --zero %d on this layout; %s %s\n",
-                s.value("world", 1), s.value("pp", 1), s.value("zero", 0),
+    std::printf("resumed a checkpoint of %d worker(s) with --pp %d --tp %d --zero %d on this layout; %s %s\n",
+                s.value("world", 1), s.value("pp", 1), s.value("tp", 1), s.value("zero", 0),
                 saved.earlier ? "it was set aside in" : "its checkpoints are now in", movedTo.c_str());
     std::fflush(stdout);
   }

@@ -28,15 +28,22 @@ struct StartPoint {
   std::string path;        // the checkpoint; empty: from scratch
 };
 
-// What a converted checkpoint goes into on this layout: the whole model (every layout without
-// --tp has it, or builds one to resume --zero 3), and the optimizer whose state this rank keeps:
-// over parameters of `whole` (unsplit, pipeline stages), or with `flats` over flat shards of them
-// (--zero: DistributedOptimizer::stateLayout, FullyShardedModel::shardLayout), which with
-// flatValues (--zero 3) hold this rank's part of the values too.
+// What a converted checkpoint goes into on this layout: the whole model (every layout has it, or
+// builds one to resume --zero 3), and the optimizer whose state this rank keeps: over parameters
+// of `whole` (unsplit, pipeline stages), with `flats` over flat shards of them (--zero:
+// DistributedOptimizer::stateLayout, FullyShardedModel::shardLayout), which with flatValues
+// (--zero 3) hold this rank's part of the values too, or with `share` over this rank's share of
+// the vit (--tp: vit_parallel.h's twin of `whole`, rank `rank` of `ranks`).
 struct ResumeTarget {
+  struct TensorParallelShare {
+    ::torch::nn::Sequential model;
+    int ranks = 1;
+    int rank = 0;
+  };
   ::torch::nn::Sequential whole;
   std::optional<gyre::torch::FlatLayout> flats;
   bool flatValues = false;
+  std::optional<TensorParallelShare> share;
 };
 
 class TrainCheckpoints {
@@ -54,9 +61,9 @@ class TrainCheckpoints {
   // generator state. Without resume it only checks that the directory holds no complete
   // checkpoint. Throws InvalidArgument on every rank when rank 0 refuses (a checkpoint without
   // resume, one of another model, global batch or seed) and gyre::Error when it fails.
-  // `config` is this run's config.json. `target`, when given (every layout without --tp), is
-  // where a checkpoint of another layout that checkpoint_relayout.h converts goes: every rank
-  // loads it into the target's whole model and `optimizer`.
+  // `config` is this run's config.json. `target`, when given, is where a checkpoint of another
+  // layout that checkpoint_relayout.h converts goes: every rank loads it into the target's whole
+  // model (and share) and `optimizer`.
   StartPoint start(::torch::nn::Module& model, ::torch::optim::Optimizer& optimizer, const std::string& config,
                    const ResumeTarget* target = nullptr);
 

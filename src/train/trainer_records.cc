@@ -23,11 +23,14 @@
 namespace gyre::train::detail {
 
 void Trainer::resume() {
-  // The whole model and where this rank's flats lie in it let a checkpoint of another layout
-  // resume (not with --tp, whose model_ is a share; --zero 3 builds a whole model to load into,
-  // its model_'s parameters being views of shards gathered only for a forward pass).
+  // The whole model and where this rank's flats or shares lie in it let a checkpoint of another
+  // layout resume (--zero 3 builds a whole model to load into, its model_'s parameters being views
+  // of shards gathered only for a forward pass; --tp's model_ is a share of wholeModel_).
   ResumeTarget target;
-  if (layout_.tp == 1) {
+  if (layout_.tp > 1) {
+    target.whole = wholeModel_;
+    target.share = ResumeTarget::TensorParallelShare{model_, tensorComm_->size(), tensorComm_->rank()};
+  } else {
     target.whole = model_;
     if (fsdp_ && o_.resume && !o_.checkpointDir.empty()) {
       // Drawn with the generator put back after, so that the run's random numbers stay its own.
@@ -46,7 +49,7 @@ void Trainer::resume() {
     }
     if (target.flats) shardLayout_ = gyre::torch::flatLayoutText(*target.flats);
   }
-  start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, layout_.tp == 1 ? &target : nullptr);
+  start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, &target);
   globalStep_ = start_.step;
   // The flags rule from the restored step on: the rate is set at every step, the others here.
   applyOptimizerFlags(o_, *optimizer_);

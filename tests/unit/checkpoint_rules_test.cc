@@ -64,14 +64,18 @@ TEST(CheckpointRules, AnUnsplitRunResumesOnAnyWorldWithTheSameFlags) {
   EXPECT_EQ(refusal(pipeline, 2), "");  // the workers convert it
   TrainOptions split = o;
   split.tp = 2;
-  EXPECT_EQ(refusal(split, 2), unsplitCheckpointsMessage(dir.path(), dir.path() + "/ckpt-000000000008"));
+  EXPECT_EQ(refusal(split, 2), "");  // the workers cut it into shares
+  split.zero = 1;  // ZeRO's flats over a share's parameters: not converted
+  EXPECT_EQ(refusal(split, 4), unsplitCheckpointsMessage(dir.path(), dir.path() + "/ckpt-000000000008"));
 }
 
-TEST(CheckpointRules, APipelinesCheckpointIsConvertedToAnotherLayoutWithoutTpOrZeroWithPp) {
+TEST(CheckpointRules, APipelinesCheckpointIsConvertedToAnotherLayoutWithoutZeroBesidePpOrTp) {
   TrainOptions pp2;
   pp2.pp = 2;
-  TrainOptions tp2 = pp2, zero1 = pp2, one;
+  TrainOptions tp2 = pp2, zero1 = pp2, one, zeroTp;
   tp2.tp = 2;
+  zeroTp.tp = 2;
+  zeroTp.zero = 1;
   zero1.zero = 1;
   const std::string saved = resumeConfig(pp2, 2);
   EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(pp2, 2)));  // the same layout: no conversion
@@ -79,8 +83,9 @@ TEST(CheckpointRules, APipelinesCheckpointIsConvertedToAnotherLayoutWithoutTpOrZ
   EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(one, 1)));
   EXPECT_TRUE(convertibleLayouts(resumeConfig(one, 3), saved));
   EXPECT_FALSE(convertibleLayouts(resumeConfig(one, 1), resumeConfig(one, 3)));  // unsplit: the plain resume
-  EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(tp2, 4)));
+  EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(tp2, 4)));  // stages cut into shares
   EXPECT_FALSE(convertibleLayouts(resumeConfig(zero1, 2), resumeConfig(one, 1)));
+  EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(zeroTp, 4)));
   EXPECT_FALSE(convertibleLayouts("", saved));
   // The same workers and stages cut elsewhere: each part no longer holds its rank's layers.
   nlohmann::json cut = nlohmann::json::parse(saved), other = cut;
@@ -105,6 +110,9 @@ TEST(CheckpointRules, APipelinesCheckpointIsConvertedToAnotherLayoutWithoutTpOrZ
   EXPECT_NE(refusal(onOne, 1).find("was saved by a run with --seed"), std::string::npos) << refusal(onOne, 1);
   TrainOptions withTp = pp2;
   withTp.tp = 2;
+  EXPECT_EQ(refusal(withTp, 4), "");
+  withTp.pp = 1;
+  withTp.zero = 1;
   EXPECT_NE(refusal(withTp, 4).find("resume it on the same layout"), std::string::npos) << refusal(withTp, 4);
 }
 
@@ -127,7 +135,7 @@ TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
   // Even the layout that saved it converts it back (its parts are no longer where it looks).
   EXPECT_TRUE(resumesConverted(saved, resumeConfig(pp2, 4)));
   EXPECT_EQ(refusal(pp2, 4), "");
-  // ZeRO takes it too, but not with --pp, nor --tp.
+  // ZeRO takes it too, and --tp, but not ZeRO beside --pp or --tp.
   TrainOptions zero1 = pp2;
   zero1.pp = 1;
   zero1.zero = 1;
@@ -139,7 +147,9 @@ TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
   TrainOptions tp2 = pp2;
   tp2.pp = 1;
   tp2.tp = 2;
-  EXPECT_EQ(refusal(tp2, 2), setAsideOnlyMessage(dir.path(), (aside / "step-8-2").string()));
+  EXPECT_EQ(refusal(tp2, 2), "");
+  tp2.zero = 1;
+  EXPECT_EQ(refusal(tp2, 4), setAsideOnlyMessage(dir.path(), (aside / "step-8-2").string()));
   // A step that only some of the new layout's parts finished is not one yet.
   writeCheckpoint(splitCheckpointDir(dir.path(), 0), 12, configOf(pp2, 2));
   EXPECT_TRUE(savedLayoutOf(dir.path()).earlier);
@@ -155,7 +165,9 @@ TEST(CheckpointRules, ALayoutSetAsideIsResumedUntilTheNewOneSaves) {
   EXPECT_EQ(savedLayoutOf(dir.path()).config, configOf(one, 1).dump());
 }
 
-TEST(CheckpointRules, ATensorParallelRunResumesOnlyOnItsLayout) {
+// A --tp layout's parts are shares of the vit's tensors: they convert to another world, --tp or
+// --pp, and back to one whole model, but not to ZeRO beside --tp.
+TEST(CheckpointRules, ATensorParallelCheckpointIsConvertedToAnotherLayout) {
   test::TempDir dir;
   TrainOptions o;
   o.checkpointDir = dir.path();
@@ -165,14 +177,29 @@ TEST(CheckpointRules, ATensorParallelRunResumesOnlyOnItsLayout) {
   writeCheckpoint(splitCheckpointDir(dir.path(), 0), 8, configOf(o, 2));
   writeCheckpoint(splitCheckpointDir(dir.path(), 1), 8, configOf(o, 2));
   EXPECT_EQ(refusal(o, 2), "");
-  EXPECT_NE(
-      refusal(o, 4).find("holds one part of a model split over 2 workers with --pp 1 --tp 2 --zero 0; this "
-                         "run has 4 workers with --pp 1 --tp 2 --zero 0: resume it on the same layout"),
-      std::string::npos)
-      << refusal(o, 4);
+  EXPECT_EQ(refusal(o, 4), "");
+  EXPECT_TRUE(convertibleLayouts(resumeConfig(o, 2), resumeConfig(o, 4)));
   TrainOptions unsplit = o;
   unsplit.tp = 1;
-  EXPECT_EQ(refusal(unsplit, 2), splitCheckpointsMessage(dir.path()));
+  EXPECT_EQ(refusal(unsplit, 1), "");
+  TrainOptions zero = o;
+  zero.zero = 1;
+  EXPECT_NE(
+      refusal(zero, 4).find("holds one part of a model split over 2 workers with --pp 1 --tp 2 --zero 0; this "
+                            "run has 4 workers with --pp 1 --tp 2 --zero 1: resume it on the same layout"),
+      std::string::npos)
+      << refusal(zero, 4);
+  unsplit.seed = o.seed + 1;
+  EXPECT_NE(refusal(unsplit, 1).find("was saved by a run with --seed"), std::string::npos) << refusal(unsplit, 1);
+  // Saved with ZeRO beside --tp: only its own layout takes it.
+  test::TempDir zeroDir;
+  zero.checkpointDir = zeroDir.path();
+  for (int r = 0; r < 4; ++r) writeCheckpoint(splitCheckpointDir(zeroDir.path(), r), 8, configOf(zero, 4));
+  EXPECT_EQ(refusal(zero, 4), "");
+  TrainOptions whole = zero;
+  whole.tp = 1;
+  whole.zero = 0;
+  EXPECT_EQ(refusal(whole, 1), splitCheckpointsMessage(zeroDir.path()));
   // An incomplete newest part (no manifest yet) is passed over; an unreadable config is left to
   // the workers.
   fs::create_directories(fs::path(splitCheckpointDir(dir.path(), 0)) / "ckpt-000000000012");
@@ -182,8 +209,8 @@ TEST(CheckpointRules, ATensorParallelRunResumesOnlyOnItsLayout) {
 }
 
 // ZeRO's parts say where their shards lie: any other world, stage or buckets converts them, and
-// they convert to any layout without --tp; with --pp they resume on their own layout only.
-TEST(CheckpointRules, AZeroCheckpointIsConvertedToAnyLayoutWithoutTp) {
+// they convert to any layout but ZeRO beside --pp or --tp, where they resume on their own layout only.
+TEST(CheckpointRules, AZeroCheckpointIsConvertedToAnyLayoutButZeroBesidePpOrTp) {
   TrainOptions zero2;
   zero2.zero = 2;
   TrainOptions zero3 = zero2, one, buckets = zero2, tp2, zeroPp = zero2;
@@ -199,7 +226,7 @@ TEST(CheckpointRules, AZeroCheckpointIsConvertedToAnyLayoutWithoutTp) {
   EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(one, 1)));
   EXPECT_TRUE(convertibleLayouts(resumeConfig(one, 3), saved));
   EXPECT_FALSE(convertibleLayouts(resumeConfig(zero3, 2), resumeConfig(zero3, 2)));
-  EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(tp2, 2)));
+  EXPECT_TRUE(convertibleLayouts(saved, resumeConfig(tp2, 2)));
   EXPECT_FALSE(convertibleLayouts(saved, resumeConfig(zeroPp, 4)));
   EXPECT_FALSE(convertibleLayouts(resumeConfig(zeroPp, 4), resumeConfig(one, 1)));
 

@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -64,6 +65,15 @@ void gatherFlatStates(::torch::optim::Optimizer& optimizer, const FlatLayout& la
 // layout does not fit the optimizer or the states (another kind of optimizer).
 void setFlatStates(::torch::optim::Optimizer& optimizer, const FlatLayout& layout,
                    const std::vector<::torch::Tensor>& params, const std::vector<ParamStatePtr>& whole);
+
+// A copy of `state` (SGD's, Adam's, ... as gatherFlatStates takes) with each of its tensors f(it),
+// undefined ones left so: a parameter's state cut as the parameter is (tensor parallelism's shares).
+ParamStatePtr mapParamState(const ::torch::optim::OptimizerParamState& state,
+                            const std::function<::torch::Tensor(const ::torch::Tensor&)>& f);
+// One state from the states of a parameter's parts (of one kind): each tensor f(the parts' tensors),
+// the scalars (Adam's step, ...) the first part's.
+ParamStatePtr joinParamStates(const std::vector<const ::torch::optim::OptimizerParamState*>& parts,
+                              const std::function<::torch::Tensor(const std::vector<::torch::Tensor>&)>& f);
 
 // Values: the flats' elements into the parameters they cover, and back.
 void gatherFlatValues(const std::vector<::torch::Tensor>& flats, const FlatLayout& layout,
