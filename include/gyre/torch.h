@@ -5,6 +5,7 @@
 #include "gyre/torch/broadcast.h"
 #include "gyre/torch/checkpoint.h"
 #include "gyre/torch/data.h"
+#include "gyre/torch/deferred.h"
 #include "gyre/torch/distributed_optimizer.h"
 #include "gyre/torch/elastic.h"
 #include "gyre/torch/flat_state.h"

@@ -1,7 +1,5 @@
 #include "gyre/torch/fully_sharded.h"
 
-#include <c10/core/StorageImpl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -12,6 +10,7 @@
 #include "common/check.h"
 #include "common/mutex.h"
 #include "torch/parameter_check.h"
+#include "torch/storage.h"
 
 namespace gyre::torch {
 namespace {
@@ -195,11 +194,7 @@ CollectiveOptions FullyShardedModel::Impl::collective() const {
 }
 
 void FullyShardedModel::Impl::allocate(Unit& unit) {
-  c10::StorageImpl* storage = unit.full.storage().unsafeGetStorageImpl();
-  const auto bytes = static_cast<std::size_t>(unit.full.numel()) * sizeof(float);
-  if (storage->nbytes() == bytes) return;
-  storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
-  storage->set_nbytes(bytes);
+  detail::provideStorage(unit.full, static_cast<std::size_t>(unit.full.numel()) * sizeof(float));
 }
 
 void FullyShardedModel::Impl::release(Unit& unit) {
@@ -207,9 +202,7 @@ void FullyShardedModel::Impl::release(Unit& unit) {
   if (unit.gather) waitFor(unit.gather);
   unit.gather.reset();
   unit.gathered = false;
-  c10::StorageImpl* storage = unit.full.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(c10::DataPtr(nullptr, unit.full.device()));
-  storage->set_nbytes(0);
+  detail::dropStorage(unit.full);
 }
 
 void FullyShardedModel::Impl::startGather(Unit& unit) {

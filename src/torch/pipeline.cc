@@ -7,11 +7,13 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/torch/broadcast.h"
+#include "gyre/torch/deferred.h"
 #include "torch/pipeline_plan.h"
 #include "torch/pipeline_weights.h"
 
@@ -439,10 +441,50 @@ std::vector<::torch::nn::Sequential> stagesOf(const ::torch::nn::Sequential& lay
   return out;
 }
 
+std::shared_ptr<::torch::nn::Module> namedStageLayers(const ::torch::nn::Sequential& layers,
+                                                      const std::vector<int>& balance, int rank, int p) {
+  std::set<const ::torch::nn::Module*> mine;
+  for (const ::torch::nn::Sequential& stage : stagesOf(layers, balance, rank, p))
+    for (const auto& child : stage->children()) mine.insert(child.get());
+  auto out = std::make_shared<::torch::nn::Module>("StageLayers");
+  for (const auto& child : layers->named_children())
+    if (mine.count(child.value().get()) > 0) out->register_module(child.key(), child.value());
+  return out;
+}
+
 void gatherStages(const ::torch::nn::Sequential& layers, const std::vector<int>& balance, Communicator& comm) {
   for (int owner = 0; owner < comm.size(); ++owner)
     for (::torch::nn::Sequential& stage : stagesOf(layers, balance, owner, comm.size()))
       broadcastParameters(*stage, comm, owner);
+}
+
+void gatherStagesOnto(const ::torch::nn::Sequential& layers, const std::vector<int>& balance, Communicator& comm,
+                      int root) {
+  GYRE_ARG_CHECK(root >= 0 && root < comm.size(), "gatherStagesOnto: root ", root, " of ", comm.size());
+  constexpr int kStageTag = 0x5053;
+  ::torch::NoGradGuard noGrad;
+  for (int owner = 0; owner < comm.size(); ++owner) {
+    if (owner == root || (comm.rank() != root && comm.rank() != owner)) continue;
+    for (::torch::nn::Sequential& stage : stagesOf(layers, balance, owner, comm.size())) {
+      if (comm.rank() == root) materialiseParameters(*stage);
+      for (const auto& tensors : {stage->parameters(), stage->buffers()}) {
+        for (const Tensor& t : tensors) {
+          const P2POptions o{toDataType(t.scalar_type()), kStageTag, Timeout{0}};
+          const auto count = static_cast<std::size_t>(t.numel());
+          if (comm.rank() == owner) {
+            const Tensor out = t.contiguous();
+            comm.send(out.data_ptr(), count, root, o);
+          } else if (t.is_contiguous()) {
+            comm.recv(t.data_ptr(), count, owner, o);
+          } else {
+            Tensor in = ::torch::empty_like(t, ::torch::MemoryFormat::Contiguous);
+            comm.recv(in.data_ptr(), count, owner, o);
+            t.copy_(in);
+          }
+        }
+      }
+    }
+  }
 }
 
 std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::torch::Tensor& sample, int repeats) {

@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "gyre/errors.h"
 #include "gyre/torch/checkpoint.h"
+#include "gyre/torch/deferred.h"
 #include "gyre/torch/flat_state.h"
 #include "gyre/torch/pipeline.h"
 #include "train/checkpoint_rules.h"
@@ -160,10 +161,13 @@ void readPart(const TrainOptions& o, const CheckpointConfig& config, const std::
     gyre::torch::gatherFlatStates(*partOptimizer, layout, params, states);
     return;
   }
-  // An unsplit model, or stage r of a pipeline: the layers it trained, and their optimizer state.
+  // An unsplit model, or stage r of a pipeline: the layers it trained (all a part holds, or the
+  // whole model, as parts saved before 2026-12-03 did), and their optimizer state.
   const std::vector<::torch::nn::Sequential> stages = stagesTrainedBy(config, balance, r, whole);
   const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, parametersOf(stages), o.lr);
-  loaded = gyre::torch::loadCheckpoint(part, *whole, partOptimizer.get(), load);
+  loaded = gyre::torch::loadCheckpoint(
+      part, config.pp > 1 ? *gyre::torch::namedStageLayers(whole, balance, r, config.pp) : *whole,
+      partOptimizer.get(), load);
   for (const ::torch::Tensor& t : tensorsOf(stages)) trained.emplace_back(t, t.detach().clone());
   const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(params);
   for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(*partOptimizer))
@@ -236,6 +240,9 @@ WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const
 
 StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
                             const ResumeTarget& target, ::torch::optim::Optimizer& optimizer) {
+  // A pipeline's worker holds only its stages (deferred.h): the other layers get memory while the
+  // parts load, and the trainer gives it back after.
+  gyre::torch::materialiseParameters(*target.whole.ptr());
   const WholeState state = readWholeState(o, saved, current, target.whole);
   const std::vector<::torch::Tensor> params = target.whole->parameters();
   if (target.share) {

@@ -26,7 +26,19 @@ void checkModelShape(const std::string& name, const ModelShape& shape) {
     throw InvalidArgument("the cnn pools twice by 2 and needs images of at least 4x4, not " + describe(shape));
 }
 
-nn::Sequential makeModel(const std::string& name, bool syncBn, const VitOptions& vit, const ModelShape& shape) {
+namespace {
+
+// The mlp and the cnn are small: made whole, then shown child by child.
+nn::Sequential shown(nn::Sequential model, const ChildMade& made) {
+  if (made)
+    for (std::size_t c = 0; c < model->size(); ++c) made(c, *model->ptr(c));
+  return model;
+}
+
+}  // namespace
+
+nn::Sequential makeModel(const std::string& name, bool syncBn, const VitOptions& vit, const ModelShape& shape,
+                         const ChildMade& made) {
   if (syncBn && name != "cnn")
     throw InvalidArgument("batch normalisation (--sync-bn) is for the cnn, not " + name);
   if (name != "mlp" && name != "cnn" && name != "vit")
@@ -34,23 +46,26 @@ nn::Sequential makeModel(const std::string& name, bool syncBn, const VitOptions&
   checkModelShape(name, shape);
   const std::int64_t c = shape.channels, k = shape.classes;
   if (name == "mlp") {
-    return nn::Sequential(nn::Flatten(), nn::Linear(c * shape.height * shape.width, 512), nn::ReLU(),
-                          nn::Linear(512, 256), nn::ReLU(), nn::Linear(256, k));
+    return shown(nn::Sequential(nn::Flatten(), nn::Linear(c * shape.height * shape.width, 512), nn::ReLU(),
+                                nn::Linear(512, 256), nn::ReLU(), nn::Linear(256, k)),
+                 made);
   }
   const std::int64_t features = 64 * (shape.height / 4) * (shape.width / 4);
   if (name == "cnn" && syncBn) {
     using gyre::torch::SyncBatchNorm;
-    return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(c, 32, 3).padding(1)), SyncBatchNorm(32), nn::ReLU(),
-                          nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)),
-                          SyncBatchNorm(64), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                          nn::Linear(features, 128), nn::ReLU(), nn::Linear(128, k));
+    return shown(nn::Sequential(nn::Conv2d(nn::Conv2dOptions(c, 32, 3).padding(1)), SyncBatchNorm(32), nn::ReLU(),
+                                nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)),
+                                SyncBatchNorm(64), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
+                                nn::Linear(features, 128), nn::ReLU(), nn::Linear(128, k)),
+                 made);
   }
   if (name == "cnn") {
-    return nn::Sequential(nn::Conv2d(nn::Conv2dOptions(c, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                          nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
-                          nn::Flatten(), nn::Linear(features, 128), nn::ReLU(), nn::Linear(128, k));
+    return shown(nn::Sequential(nn::Conv2d(nn::Conv2dOptions(c, 32, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                                nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1)), nn::ReLU(), nn::MaxPool2d(2),
+                                nn::Flatten(), nn::Linear(features, 128), nn::ReLU(), nn::Linear(128, k)),
+                 made);
   }
-  return makeVit(vit);
+  return makeVit(vit, made);
 }
 
 }  // namespace gyre::train

@@ -39,8 +39,11 @@ void checkModelShape(const std::string& name, const ModelShape& shape);
 
 // A freshly initialised model (libtorch's default initialisation, drawn from its global
 // generator: seed it with torch::manual_seed first for a reproducible start). Throws
-// InvalidArgument for a name not in modelNames().
+// InvalidArgument for a name not in modelNames(). `made` (when given) is called on each child as
+// soon as it is made, in order, before the next one is drawn: a worker that holds only some
+// layers releases the others there (gyre/torch/deferred.h), so that the whole model never
+// exists in one worker while every worker draws the same values.
 ::torch::nn::Sequential makeModel(const std::string& name, bool syncBn = false, const VitOptions& vit = {},
-                                  const ModelShape& shape = {});
+                                  const ModelShape& shape = {}, const ChildMade& made = {});
 
 }  // namespace gyre::train

@@ -127,12 +127,14 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
     GYRE_ENFORCE(sampleLog_ != nullptr, "GYRE_SAMPLE_LOG: cannot open ", file, ": ", std::strerror(errno));
   }
 
-  // Every rank draws the same initial weights; the broadcast makes sure of it.
+  // Every rank draws the same initial weights; the broadcast makes sure of it. A pipeline's ranks
+  // draw every layer too but keep only their stages' (planDeferredStages): no whole to broadcast.
   ::torch::manual_seed(o_.seed);
+  const ChildMade made = planDeferredStages();
   model_ = makeModel(o_.model, o_.syncBn,
                      {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
-                     shape_);
-  if (group_.comm()) gyre::torch::broadcastParameters(*model_, *group_.comm());
+                     shape_, made);
+  if (group_.comm() && !deferredStages_) gyre::torch::broadcastParameters(*model_, *group_.comm());
   gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
 
   checkCompressionFits();

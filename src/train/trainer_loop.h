@@ -205,6 +205,13 @@ class Trainer {
   void attachTensorParallel();
   void gatherTensorParallel();
   void gatherPipelineStages();
+  // --pp without --tp, the stages cut by layer counts (--balance even or given): the balance,
+  // and what makeModel calls on each layer as it is made, to release those of other ranks'
+  // stages, so that no worker holds the whole model (deferredStages_). Otherwise nothing.
+  ChildMade planDeferredStages();
+  // The layers of other ranks' stages given back again (after a resume filled them).
+  void releaseOthersStages();
+  bool ownsLayer(std::size_t child) const;  // whether the layer is in one of this rank's stages
 
   // Parameter-server modes (trainer_ps.cc): ps_ in place of dist_; each epoch's staleness and
   // clock waits, summed over the workers; rank 0's closing line on the whole run's staleness.
@@ -300,6 +307,8 @@ class Trainer {
   std::unique_ptr<gyre::torch::Pipeline> pipeline_;
   std::shared_ptr<Communicator> pipeComm_, dataParallelComm_;
   std::vector<int> balance_;
+  bool deferredStages_ = false;  // planDeferredStages(): model_ holds memory for this rank's stages only
+  std::shared_ptr<::torch::nn::Module> ownLayers_;  // this rank's stages' layers by name (checkpoint parts)
   double pipelineStepS_ = 0;
   std::vector<double> pipelineStepBusyS_;  // each timed step's compute seconds
   std::int64_t peakActivationBytes_ = 0;

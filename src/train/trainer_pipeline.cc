@@ -5,18 +5,45 @@
 #include <numeric>
 
 #include "common/check.h"
+#include "gyre/torch/deferred.h"
 #include "train/trainer_loop.h"
 
 namespace gyre::train::detail {
+
+ChildMade Trainer::planDeferredStages() {
+  if (layout_.pp == 1 || layout_.tp > 1 || o_.balance == "time" || !group_.comm()) return {};
+  balance_ = explicitBalance(o_);
+  if (o_.balance == "even") balance_ = gyre::torch::balanceEvenly(modelLayers(o_), o_.pp * o_.virtualStages);
+  deferredStages_ = true;
+  return [this](std::size_t child, ::torch::nn::Module& made) {
+    if (!ownsLayer(child)) gyre::torch::releaseParameters(made);
+  };
+}
+
+bool Trainer::ownsLayer(std::size_t child) const {
+  std::size_t first = 0;
+  for (std::size_t g = 0; g < balance_.size(); ++g) {
+    first += static_cast<std::size_t>(balance_[g]);
+    if (child < first) return static_cast<int>(g) % layout_.pp == layout_.stageRank();
+  }
+  return false;
+}
+
+void Trainer::releaseOthersStages() {
+  for (std::size_t c = 0; c < model_->size(); ++c)
+    if (!ownsLayer(c)) gyre::torch::releaseParameters(*model_->ptr(c));
+}
 
 void Trainer::attachPipeline() {
   Communicator& world = *group_.comm();
   const int stages = o_.pp * o_.virtualStages;
   const int m = microBatchesOf(o_);
-  balance_ = explicitBalance(o_);
-  if (o_.balance == "even") {
-    balance_ = gyre::torch::balanceEvenly(static_cast<int>(model_->size()), stages);
-  } else if (o_.balance == "time") {
+  if (deferredStages_) {
+    // Cut before the model was made (planDeferredStages).
+  } else if (o_.balance != "time") {
+    balance_ = explicitBalance(o_);
+    if (o_.balance == "even") balance_ = gyre::torch::balanceEvenly(static_cast<int>(model_->size()), stages);
+  } else {
     // Measured on rank 0 alone, on a micro-batch, so that every rank cuts the same way.
     std::vector<std::int64_t> counts(static_cast<std::size_t>(stages));
     if (group_.rank() == 0) {
@@ -40,6 +67,8 @@ void Trainer::attachPipeline() {
   p.timeline = timeline_;
   pipeline_ = std::make_unique<gyre::torch::Pipeline>(
       gyre::torch::stagesOf(model_, balance_, layout_.stageRank(), o_.pp), pipeComm_, p);
+  // A checkpoint part holds this rank's stages alone (under their names in the whole model).
+  if (layout_.tp == 1) ownLayers_ = gyre::torch::namedStageLayers(model_, balance_, layout_.stageRank(), o_.pp);
 }
 
 void Trainer::splitMesh() {
@@ -125,7 +154,18 @@ double Trainer::pipelineTestAccuracy() {
 }
 
 void Trainer::gatherPipelineStages() {
-  gyre::torch::gatherStages(model_, balance_, *pipeComm_);
+  if (!deferredStages_) {
+    gyre::torch::gatherStages(model_, balance_, *pipeComm_);
+    return;
+  }
+  // No worker holds the whole model but worker 0, once training is done, for model.pt: what its
+  // own stages needed to train goes first.
+  if (layout_.replica() != 0) return;
+  if (group_.rank() == 0) {
+    optimizer_->state().clear();
+    for (const ::torch::Tensor& p : pipeline_->parameters()) p.mutable_grad().reset();
+  }
+  gyre::torch::gatherStagesOnto(model_, balance_, *pipeComm_, 0);
 }
 
 }  // namespace gyre::train::detail

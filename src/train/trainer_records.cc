@@ -50,6 +50,7 @@ void Trainer::resume() {
     if (target.flats) shardLayout_ = gyre::torch::flatLayoutText(*target.flats);
   }
   start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, &target);
+  if (deferredStages_) releaseOthersStages();  // a checkpoint of another layout filled the whole model
   globalStep_ = start_.step;
   // The flags rule from the restored step on: the rate is set at every step, the others here.
   applyOptimizerFlags(o_, *optimizer_);

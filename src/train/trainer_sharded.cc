@@ -16,7 +16,7 @@ void Trainer::attachFullySharded() {
 }
 
 ::torch::nn::Module& Trainer::checkpointModel() {
-  return shardsModule_ ? *shardsModule_ : *model_;
+  return shardsModule_ ? *shardsModule_ : ownLayers_ ? *ownLayers_ : *model_;
 }
 
 ::torch::optim::Optimizer& Trainer::checkpointOptimizer() {

@@ -59,7 +59,7 @@ Tensor ClassHeadImpl::forward(const Tensor& tokens) {
   return head(norm(tokens.select(1, 0)));
 }
 
-nn::Sequential makeVit(const VitOptions& o) {
+nn::Sequential makeVit(const VitOptions& o, const ChildMade& made) {
   if (o.depth < 1 || o.width < 1 || o.heads < 1 || o.width % o.heads != 0)
     throw InvalidArgument("vit: " + std::to_string(o.heads) + " heads do not divide the width " +
                           std::to_string(o.width) + " (depth " + std::to_string(o.depth) + ")");
@@ -67,10 +67,13 @@ nn::Sequential makeVit(const VitOptions& o) {
     throw InvalidArgument("vit: a patch of " + std::to_string(o.patch) +
                           " pixels does not divide the 28-pixel images");
   nn::Sequential model;
-  model->push_back("embedding", PatchEmbedding(o));
-  for (std::int64_t i = 0; i < o.depth; ++i)
-    model->push_back("block" + std::to_string(i), TransformerBlock(o));
-  model->push_back("head", ClassHead(o));
+  auto add = [&](const std::string& name, auto child) {
+    model->push_back(name, child.ptr());
+    if (made) made(model->size() - 1, *child);
+  };
+  add("embedding", PatchEmbedding(o));
+  for (std::int64_t i = 0; i < o.depth; ++i) add("block" + std::to_string(i), TransformerBlock(o));
+  add("head", ClassHead(o));
   return model;
 }
 

@@ -7,6 +7,9 @@
 
 #include <torch/torch.h>
 
+#include <cstddef>
+#include <functional>
+
 #include <cstdint>
 
 #include "gyre/torch/module.h"
@@ -58,13 +61,17 @@ class ClassHeadImpl : public ::torch::nn::Cloneable<ClassHeadImpl> {
   ::torch::nn::Linear head{nullptr};
 };
 
+// Called on each child of a model as it is made (its place in the Sequential, the child).
+using ChildMade = std::function<void(std::size_t child, ::torch::nn::Module& made)>;
+
 GYRE_TORCH_MODULE(PatchEmbedding);
 GYRE_TORCH_MODULE(TransformerBlock);
 GYRE_TORCH_MODULE(ClassHead);
 
 // The whole model as a Sequential: PatchEmbedding, `depth` TransformerBlocks, ClassHead (each
 // stage a module of its own, so a pipeline can cut between blocks). Throws InvalidArgument for a
-// shape that does not fit (heads not dividing the width, a patch not dividing 28).
-::torch::nn::Sequential makeVit(const VitOptions& options);
+// shape that does not fit (heads not dividing the width, a patch not dividing 28). `made`, when
+// given, sees each child as soon as it is made (makeModel's).
+::torch::nn::Sequential makeVit(const VitOptions& options, const ChildMade& made = {});
 
 }  // namespace gyre::train

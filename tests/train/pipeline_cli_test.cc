@@ -398,6 +398,39 @@ TEST_F(PipelineCli, AModelTooBigForOneWorkerTrainsShardedOverFour) {
   EXPECT_LT(epochs[0].at("model_state_bytes").get<double>(), 604e6 / 4 * 1.1);
 }
 
+// A vit of 201M parameters (805 MB: the parameters alone, before gradients and momentum) under
+// 1500 MiB per worker: one worker cannot train it, and a pipeline whose workers each made the
+// whole model first could not either (1.8 GiB peak RSS measured that way). Each worker makes only
+// its stages (every layer drawn, the others' given back at once), so none holds the whole model
+// while training; model.pt, gathered on worker 0 once its training state is gone, holds it all.
+TEST_F(PipelineCli, APipelineOfFourTrainsAModelNoWorkerHolds) {
+  const VitOptions vit{.depth = 16, .width = 1024, .heads = 8, .patch = 14};
+  const std::vector<std::string> model = {"--model",       "vit", "--vit-width", "1024", "--vit-heads",  "8",
+                                          "--vit-depth",   "16",  "--vit-patch", "14",   "--optimizer",  "sgd",
+                                          "--lr",          "0.01", "--epochs",   "1",    "--max-steps",  "2",
+                                          "--batch",       "64",  "--no-eval",   "--threads", "1",
+                                          "--memory-limit-mb", "1500"};
+  const test::ProgramRun failed = gyreTrain(concat({{"--np", "1", "--run-dir", path("one")}, model}));
+  EXPECT_NE(failed.exitCode, 0) << failed.describe();
+  EXPECT_TRUE(contains(failed.err, "worker 0 is out of memory of its 1500 MiB (--memory-limit-mb)")) << failed.err;
+
+  const test::ProgramRun r = gyreTrain(concat({{"--np", "4", "--pp", "4", "--json", "--run-dir", path("pp4")}, model}));
+  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+  const std::vector<nlohmann::json> epochs = jsonLines(path("pp4") + "/metrics.jsonl");
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_TRUE(std::isfinite(epochs[0].at("loss").get<double>()));
+  // The most any worker held for training: its stages' parameters, gradients and momentum, under
+  // the whole model's parameters.
+  EXPECT_LT(epochs[0].at("model_state_bytes").get<double>(), 805e6);
+  const std::vector<::torch::Tensor> saved = savedParameters(path("pp4"), "vit", vit);
+  std::int64_t elements = 0;
+  for (const ::torch::Tensor& p : saved) {
+    elements += p.numel();
+    EXPECT_TRUE(p.isfinite().all().item<bool>());
+  }
+  EXPECT_GT(elements, 200'000'000);
+}
+
 // gyre bench parallel's smallest run: every layout runs and reports its figures, the pipeline's
 // rows their bubble and activations; the summary names the targets it could measure.
 TEST_F(PipelineCli, BenchParallelRunsEveryLayout) {

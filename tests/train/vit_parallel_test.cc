@@ -5,6 +5,8 @@
 #include "train/vit_parallel.h"
 
 #include <gtest/gtest.h>
+
+#include <mutex>
 #include <torch/torch.h>
 
 #include "gyre/errors.h"
@@ -35,9 +37,15 @@ TEST(VitParallel, SharesJoinBackIntoTheWholeTensor) {
 
 TEST(VitParallel, TheTwinIsTheWholeVitsSharesAndGathersBackIntoIt) {
   auto store = createMemoryStore();
-  test::runThreads(2, [&](int rank) {
+  // The ranks are threads of one process: one generator, drawn by one rank at a time.
+  std::mutex drawing;
+  auto draw = [&drawing] {
+    std::lock_guard<std::mutex> lock(drawing);
     ::torch::manual_seed(5);
-    ::torch::nn::Sequential whole = makeVit(kShape);
+    return makeVit(kShape);
+  };
+  test::runThreads(2, [&](int rank) {
+    ::torch::nn::Sequential whole = draw();
     const std::shared_ptr<Communicator> comm = test::makeComm(store, rank, 2);
     ::torch::nn::Sequential twin = makeTensorParallelVit(whole, kShape, comm);
     const std::vector<TensorShare> shares = tensorParallelVitShares(whole);
@@ -70,8 +78,7 @@ TEST(VitParallel, TheTwinIsTheWholeVitsSharesAndGathersBackIntoIt) {
       for (const ::torch::Tensor& p : twin->parameters()) p.add_(1.0f);
     }
     gatherTensorParallelVit(twin, whole, *comm);
-    ::torch::manual_seed(5);
-    const std::vector<::torch::Tensor> start = makeVit(kShape)->parameters();
+    const std::vector<::torch::Tensor> start = draw()->parameters();
     for (std::size_t k = 0; k < start.size(); ++k)
       EXPECT_TRUE(::torch::allclose(wholeParams[k], start[k] + 1.0f)) << k;
   });

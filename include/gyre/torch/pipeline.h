@@ -112,10 +112,21 @@ std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::
 std::vector<::torch::nn::Sequential> stagesOf(const ::torch::nn::Sequential& layers, const std::vector<int>& balance,
                                              int rank, int p);
 
+// The layers stagesOf(layers, balance, rank, p) gives, as one module that holds them under their
+// names in `layers` ("block3", ...): what a stage's rank writes in a checkpoint and loads back,
+// without the layers of the other ranks' stages.
+std::shared_ptr<::torch::nn::Module> namedStageLayers(const ::torch::nn::Sequential& layers,
+                                                      const std::vector<int>& balance, int rank, int p);
+
 // Every stage's parameters and buffers, from the rank that trained it, into `layers` on every
 // rank of the pipeline group `comm` (whose layers were cut by `balance`, as for stagesOf): the
 // whole trained model, to save or evaluate in one piece. Collective.
 void gatherStages(const ::torch::nn::Sequential& layers, const std::vector<int>& balance, Communicator& comm);
+// The same onto `root` alone, for a model no one rank holds while it trains: root gives memory to
+// the layers it lacks (deferred.h: released ones) and receives them from the ranks that trained
+// them; the others send theirs and keep only their own. Collective over the pipeline group.
+void gatherStagesOnto(const ::torch::nn::Sequential& layers, const std::vector<int>& balance, Communicator& comm,
+                      int root);
 
 struct PipelineOptions {
   int microBatches = 4;
