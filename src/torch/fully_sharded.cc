@@ -44,7 +44,8 @@ class FullyShardedModel::Impl {
     std::vector<std::uintptr_t> hooks;
   };
 
-  Impl(std::shared_ptr<Communicator> comm, ::torch::nn::Sequential model, FullyShardedOptions options);
+  Impl(std::shared_ptr<Communicator> comm, ::torch::nn::Sequential model, std::vector<::torch::Tensor> shards,
+       FullyShardedOptions options);
   ~Impl();
 
   ::torch::Tensor forward(const ::torch::Tensor& input) GYRE_EXCLUDES(mu_);
@@ -52,6 +53,7 @@ class FullyShardedModel::Impl {
   void onGradient(std::size_t u, std::size_t p) GYRE_EXCLUDES(mu_);
   void synchronize() GYRE_EXCLUDES(mu_);
   void gatherAll() GYRE_EXCLUDES(mu_);
+  void gatherOnto(int root) GYRE_EXCLUDES(mu_);
   std::size_t stateBytes() const GYRE_EXCLUDES(mu_);
 
   std::shared_ptr<Communicator> comm_;     // the allgathers
@@ -113,7 +115,7 @@ class GradientHook final : public ::torch::autograd::FunctionPostHook {
 }  // namespace
 
 FullyShardedModel::Impl::Impl(std::shared_ptr<Communicator> comm, ::torch::nn::Sequential model,
-                              FullyShardedOptions options)
+                              std::vector<::torch::Tensor> shards, FullyShardedOptions options)
     : comm_(std::move(comm)), model_(std::move(model)), options_(std::move(options)) {
   GYRE_USAGE_CHECK(comm_ != nullptr, "FullyShardedModel needs a communicator");
   GYRE_USAGE_CHECK(!model_.is_empty(), "FullyShardedModel needs a model");
@@ -144,19 +146,31 @@ FullyShardedModel::Impl::Impl(std::shared_ptr<Communicator> comm, ::torch::nn::S
       unit.used += p.numel();
     }
     unit.chunk = (unit.used + world - 1) / world;
-    unit.full = ::torch::zeros({unit.chunk * world});
+    const bool made = !shards.empty();  // the parameters hold no memory: the shard was taken
+    GYRE_USAGE_CHECK(!made || units_.size() < shards.size(), "FullyShardedModel: ", shards.size(),
+                     " shards for a model with more units");
+    unit.full = made ? ::torch::empty({unit.chunk * world}) : ::torch::zeros({unit.chunk * world});
     for (std::size_t i = 0; i < unit.params.size(); ++i) {
       ::torch::Tensor& p = unit.params[i];
       auto home = unit.full.narrow(0, unit.offsets[i], p.numel()).view(p.sizes());
-      home.copy_(p);
+      if (!made) home.copy_(p);
       p.set_data(home);  // the tensor stays (modules and autograd hold it); its storage is full's
     }
-    unit.shard = unit.full.narrow(0, rank * unit.chunk, unit.chunk).clone().requires_grad_(true);
+    if (made) {
+      const ::torch::Tensor& taken = shards[units_.size()];
+      GYRE_USAGE_CHECK(taken.defined() && taken.numel() == unit.chunk, "FullyShardedModel: shard ", units_.size(),
+                       " does not have the unit's ", unit.chunk, " elements");
+      unit.shard = taken.detach().requires_grad_(true);
+    } else {
+      unit.shard = unit.full.narrow(0, rank * unit.chunk, unit.chunk).clone().requires_grad_(true);
+    }
     unit.arrived.assign(unit.params.size(), false);
     unit.gathered = true;
     release(unit);
     units_.push_back(std::move(unit));
   }
+  GYRE_USAGE_CHECK(shards.empty() || shards.size() == units_.size(), "FullyShardedModel: ", shards.size(),
+                   " shards for a model of ", units_.size(), " units");
   unitOf_.assign(children.size(), 0);
   for (std::size_t u = 0; u < units_.size(); ++u) unitOf_[units_[u].child] = u + 1;
   for (std::size_t u = 0; u < units_.size(); ++u) {
@@ -306,6 +320,16 @@ void FullyShardedModel::Impl::issueScatters() {
 }
 
 void FullyShardedModel::Impl::issueScatter(Unit& unit) {
+  if (options_.scattersInFlight > 0) {
+    // The oldest in flight is the one of the highest unit (they go from the last to the first).
+    std::size_t inFlight = 0;
+    for (const Unit& u : units_) inFlight += u.scatter ? 1 : 0;
+    for (std::size_t u = units_.size(); u-- > 0 && inFlight >= static_cast<std::size_t>(options_.scattersInFlight);)
+      if (units_[u].scatter) {
+        finishScatter(units_[u]);
+        --inFlight;
+      }
+  }
   ::torch::NoGradGuard noGrad;
   if (!unit.gradFull.defined()) unit.gradFull = ::torch::zeros({unit.full.numel()});
   for (std::size_t p = 0; p < unit.params.size(); ++p)  // no gradient: reduced as zeros
@@ -375,6 +399,26 @@ void FullyShardedModel::Impl::gatherAll() {
   for (Unit& unit : units_) ensureGathered(unit);
 }
 
+void FullyShardedModel::Impl::gatherOnto(int root) {
+  MutexLock lock(mu_);
+  const bool here = comm_->rank() == root;
+  CollectiveOptions o = collective();
+  o.root = root;
+  for (Unit& unit : units_) {
+    if (unit.gathered) continue;
+    if (unit.gather) {
+      ensureGathered(unit);
+      continue;
+    }
+    if (here) allocate(unit);
+    comm_->gather(unit.shard.data_ptr<float>(), here ? unit.full.data_ptr<float>() : nullptr,
+                  static_cast<std::size_t>(unit.chunk), o);
+    unit.gathered = here;
+    // The root's shard is in full now: it becomes a view of it, and its own memory goes.
+    if (here) unit.shard.set_data(unit.full.narrow(0, comm_->rank() * unit.chunk, unit.chunk));
+  }
+}
+
 std::size_t FullyShardedModel::Impl::stateBytes() const {
   MutexLock lock(mu_);
   std::size_t bytes = 0;
@@ -393,7 +437,38 @@ std::size_t FullyShardedModel::Impl::stateBytes() const {
 
 FullyShardedModel::FullyShardedModel(std::shared_ptr<Communicator> comm, ::torch::nn::Sequential model,
                                      FullyShardedOptions options)
-    : impl_(std::make_unique<Impl>(std::move(comm), std::move(model), std::move(options))) {}
+    : impl_(std::make_unique<Impl>(std::move(comm), std::move(model), std::vector<::torch::Tensor>{},
+                                   std::move(options))) {}
+
+FullyShardedModel::FullyShardedModel(std::shared_ptr<Communicator> comm, ::torch::nn::Sequential model,
+                                     std::vector<::torch::Tensor> shards, FullyShardedOptions options)
+    : impl_(std::make_unique<Impl>(std::move(comm), std::move(model), std::move(shards), std::move(options))) {}
+
+::torch::Tensor takeShard(::torch::nn::Module& unit, int rank, int world) {
+  GYRE_ARG_CHECK(world >= 1 && rank >= 0 && rank < world, "takeShard: rank ", rank, " of ", world);
+  std::vector<::torch::Tensor> params;
+  std::int64_t used = 0;
+  for (const auto& p : unit.parameters())
+    if (p.requires_grad()) {
+      params.push_back(p);
+      used += p.numel();
+    }
+  if (params.empty()) return {};
+  const std::int64_t chunk = (used + world - 1) / world;
+  const std::int64_t begin = rank * chunk, end = std::min(begin + chunk, used);
+  ::torch::Tensor shard = ::torch::zeros({chunk});
+  ::torch::NoGradGuard noGrad;
+  std::int64_t offset = 0;
+  for (const ::torch::Tensor& p : params) {
+    GYRE_USAGE_CHECK(p.scalar_type() == ::torch::kFloat32, "FullyShardedModel shards float32 parameters; one is ",
+                     c10::toString(p.scalar_type()));
+    const std::int64_t from = std::max(begin, offset), to = std::min(end, offset + p.numel());
+    if (from < to) shard.narrow(0, from - begin, to - from).copy_(p.reshape({-1}).narrow(0, from - offset, to - from));
+    offset += p.numel();
+    detail::dropStorage(p);
+  }
+  return shard;
+}
 
 FullyShardedModel::~FullyShardedModel() = default;
 
@@ -432,6 +507,7 @@ void FullyShardedModel::zeroGrad() {
 
 void FullyShardedModel::synchronize() { impl_->synchronize(); }
 void FullyShardedModel::gatherParameters() { impl_->gatherAll(); }
+void FullyShardedModel::gatherParametersOnto(int root) { impl_->gatherOnto(root); }
 std::size_t FullyShardedModel::stateBytes() const { return impl_->stateBytes(); }
 
 std::size_t FullyShardedModel::fullParameterBytes() const {

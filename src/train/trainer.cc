@@ -128,13 +128,14 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   }
 
   // Every rank draws the same initial weights; the broadcast makes sure of it. A pipeline's ranks
-  // draw every layer too but keep only their stages' (planDeferredStages): no whole to broadcast.
+  // (and --zero 3's) draw every layer too but keep only their stages (or shards): no whole to
+  // broadcast.
   ::torch::manual_seed(o_.seed);
-  const ChildMade made = planDeferredStages();
+  const ChildMade made = layout_.pp > 1 ? planDeferredStages() : planDeferredShards();
   model_ = makeModel(o_.model, o_.syncBn,
                      {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
                      shape_, made);
-  if (group_.comm() && !deferredStages_) gyre::torch::broadcastParameters(*model_, *group_.comm());
+  if (group_.comm() && !deferredStages_ && !deferredShards_) gyre::torch::broadcastParameters(*model_, *group_.comm());
   gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
 
   checkCompressionFits();
@@ -262,7 +263,7 @@ std::vector<EpochRecord> Trainer::run() {
     return reports;
   }
   if (pipeline_ && !o_.runDir.empty()) gatherPipelineStages();
-  if (fsdp_ && !o_.runDir.empty()) fsdp_->gatherParameters();  // model.pt holds the whole model
+  if (fsdp_ && !o_.runDir.empty()) gatherShards();  // model.pt holds the whole model
   if (tensorComm_ && !o_.runDir.empty()) gatherTensorParallel();
   if (group_.rank() == 0 && !o_.runDir.empty()) saveModel();
   if (timeline_) timeline_->write();

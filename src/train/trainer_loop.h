@@ -199,6 +199,12 @@ class Trainer {
   // made over its shards); the test accuracy through it, every rank running as many forward
   // passes (each gathers the parameters with every rank).
   void attachFullySharded();
+  // --zero 3 alone (no --pp, --tp): what makeModel calls on each layer as it is made, to keep this
+  // rank's shard of it (madeShards_) and give back the rest, so that no worker holds the whole
+  // model (deferredShards_). Otherwise nothing.
+  ChildMade planDeferredShards();
+  // The whole model for model.pt: on every rank, or onto rank 0 alone when made in shards.
+  void gatherShards();
   double shardedTestAccuracy();
   // --tp (trainer_tensor.cc): model_ becomes this rank's share of each block (wholeModel_ keeps
   // the unsplit twin); the trained shares gathered into wholeModel_ for model.pt. Collective.
@@ -256,6 +262,8 @@ class Trainer {
   std::unique_ptr<gyre::torch::FullyShardedModel> fsdp_;  // --zero 3, instead of dist_
   // --zero 3: this rank's shards as the parameters of a module ("unit<k>"), what its checkpoints hold.
   std::shared_ptr<::torch::nn::Module> shardsModule_;
+  bool deferredShards_ = false;              // planDeferredShards()
+  std::vector<::torch::Tensor> madeShards_;  // its shards, until attachFullySharded() takes them
   // --zero (without --pp): where this rank's flat shards lie in the whole model's parameters
   // (flat_state.h's text), saved in every checkpoint so that another layout can resume it.
   std::string shardLayout_;

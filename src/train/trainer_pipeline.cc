@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include <malloc.h>
+
 #include "common/check.h"
 #include "gyre/torch/deferred.h"
 #include "train/trainer_loop.h"
@@ -164,6 +166,7 @@ void Trainer::gatherPipelineStages() {
   if (group_.rank() == 0) {
     optimizer_->state().clear();
     for (const ::torch::Tensor& p : pipeline_->parameters()) p.mutable_grad().reset();
+    ::malloc_trim(0);  // what training freed goes back to the system before the whole model comes
   }
   gyre::torch::gatherStagesOnto(model_, balance_, *pipeComm_, 0);
 }

@@ -1,4 +1,6 @@
 // --zero 3: the trainer's model through gyre::torch::FullyShardedModel; what a rank's checkpoints hold.
+#include <malloc.h>
+
 #include <algorithm>
 
 #include "train/trainer_loop.h"
@@ -9,10 +11,35 @@ void Trainer::attachFullySharded() {
   if (!timeline_) timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
   gyre::torch::FullyShardedOptions f;
   f.timeline = timeline_;
-  fsdp_ = std::make_unique<gyre::torch::FullyShardedModel>(group_.comm(), model_, f);
+  fsdp_ = deferredShards_
+              ? std::make_unique<gyre::torch::FullyShardedModel>(group_.comm(), model_, std::move(madeShards_), f)
+              : std::make_unique<gyre::torch::FullyShardedModel>(group_.comm(), model_, f);
   shardsModule_ = std::make_shared<::torch::nn::Module>("Shards");
   const std::vector<::torch::Tensor> shards = fsdp_->parameters();
   for (std::size_t k = 0; k < shards.size(); ++k) shardsModule_->register_parameter("unit" + std::to_string(k), shards[k]);
+}
+
+ChildMade Trainer::planDeferredShards() {
+  if (zeroStage(o_) != 3 || !group_.comm() || layout_.pp > 1 || layout_.tp > 1) return {};
+  deferredShards_ = true;
+  return [this](std::size_t /*child*/, ::torch::nn::Module& made) {
+    if (::torch::Tensor shard = gyre::torch::takeShard(made, group_.rank(), group_.size()); shard.defined())
+      madeShards_.push_back(std::move(shard));
+  };
+}
+
+void Trainer::gatherShards() {
+  if (!deferredShards_) {
+    fsdp_->gatherParameters();
+    return;
+  }
+  // Onto worker 0 alone, for model.pt, once what it needed to train is gone.
+  if (group_.rank() == 0) {
+    optimizer_->state().clear();
+    for (const ::torch::Tensor& p : fsdp_->parameters()) p.mutable_grad().reset();
+    ::malloc_trim(0);  // what training freed goes back to the system before the whole model comes
+  }
+  fsdp_->gatherParametersOnto(0);
 }
 
 ::torch::nn::Module& Trainer::checkpointModel() {

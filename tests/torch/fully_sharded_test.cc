@@ -165,6 +165,46 @@ TEST(FullyShardedModel, HoldsOnlyItsShardBetweenSteps) {
   });
 }
 
+// A model no rank made whole: each child's shard taken as it is made (takeShard), the model
+// sharded from them, computes what the model made whole and sharded computes; gathered onto
+// rank 0 alone, the whole model is there and nowhere else.
+TEST(FullyShardedModel, AModelMadeInShardsIsTheWholeModelSharded) {
+  constexpr int kSize = 3;
+  auto store = createMemoryStore();
+  const auto wholes = shardedTestModels(kSize);
+  const auto parts = shardedTestModels(2 * kSize);  // the second half stays whole: the reference
+  const ShardedTestData data = makeShardedTestData();
+  runThreads(kSize, [&](int rank) {
+    ::torch::set_num_threads(1);
+    auto comm = makeComm(store, rank, kSize);
+    ::torch::nn::Sequential made = parts[static_cast<std::size_t>(rank)];
+    std::vector<::torch::Tensor> shards;
+    for (const auto& child : made->children())
+      if (::torch::Tensor shard = torch::takeShard(*child, rank, kSize); shard.defined()) shards.push_back(shard);
+    for (const auto& p : made->parameters()) EXPECT_EQ(p.storage().nbytes(), 0u) << "a parameter kept its memory";
+    FullyShardedModel fromShards(comm, made, shards);
+    FullyShardedModel fromWhole(comm, wholes[static_cast<std::size_t>(rank)]);
+    const std::vector<::torch::Tensor> a = fromShards.parameters(), b = fromWhole.parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t k = 0; k < a.size(); ++k) EXPECT_TRUE(::torch::equal(a[k], b[k])) << "shard " << k;
+    {
+      ::torch::NoGradGuard noGrad;
+      EXPECT_TRUE(::torch::equal(fromShards.forward(data.x), fromWhole.forward(data.x)));
+    }
+    fromShards.gatherParametersOnto(0);
+    const std::vector<::torch::Tensor> reference = parts[static_cast<std::size_t>(kSize + rank)]->parameters();
+    const std::vector<::torch::Tensor> gathered = made->parameters();
+    for (std::size_t k = 0; k < gathered.size(); ++k) {
+      if (rank == 0) {
+        EXPECT_TRUE(::torch::equal(gathered[k], reference[k])) << "parameter " << k;
+      } else {
+        EXPECT_EQ(gathered[k].storage().nbytes(), 0u) << "parameter " << k << " on rank " << rank;
+      }
+    }
+  });
+  EXPECT_THROW(torch::takeShard(*::torch::nn::Linear(2, 2), 2, 2), Error);
+}
+
 TEST(FullyShardedModel, EvaluatesWithoutGradientsAsTheWholeModel) {
   constexpr int kSize = 2;
   auto reference = makeShardedTestModel();

@@ -73,6 +73,18 @@ class PipelineCli : public cli::TrainerTest {
     const std::vector<nlohmann::json> epochs = jsonLines(runDir + "/metrics.jsonl");
     return epochs.empty() ? nlohmann::json() : epochs.back();
   }
+
+  // Run "split" of the vit of width 32, 4 heads and 2 blocks has run "whole"'s losses within 1e-5
+  // and its final parameters within `tolerance`.
+  void expectTheSmallVitsRun(double tolerance, const char* what) {
+    const std::vector<double> want = stepLosses(path("whole")), got = stepLosses(path("split"));
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t s = 0; s < got.size(); ++s)
+      EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s + 1;
+    const VitOptions shape{.depth = 2, .width = 32, .heads = 4};
+    test::expectClose(savedParameters(path("split"), "vit", shape), savedParameters(path("whole"), "vit", shape),
+                      tolerance, what);
+  }
 };
 
 // Every layout trains on the same global batch: losses, test accuracy and the final parameters
@@ -226,12 +238,7 @@ TEST_F(PipelineCli, APipelinesCheckpointResumesOnAnotherLayout) {
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/earlier-layouts/step-10/ckpt-000000000010")) << ckpt;
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/rank-3/ckpt-000000000012")) << ckpt;
 
-  const std::vector<double> want = stepLosses(path("whole")), got = stepLosses(path("split"));
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s + 1;
-  const VitOptions shape{.depth = 2, .width = 32, .heads = 4};
-  test::expectClose(savedParameters(path("split"), "vit", shape), savedParameters(path("whole"), "vit", shape), 1e-4,
-                    "resumed on two other layouts");
+  expectTheSmallVitsRun(1e-4, "resumed on two other layouts");
 
   std::vector<std::string> tp = {"--epochs", "1", "--max-steps", "12", "--batch", "96", "--threads", "1",
                                  "--checkpoint-dir", ckpt, "--resume", "--np", "4", "--tp", "2", "--zero", "1"};
@@ -265,12 +272,7 @@ TEST_F(PipelineCli, ATensorParallelCheckpointResumesOnAnotherLayout) {
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/earlier-layouts/step-10/rank-3/ckpt-000000000010")) << ckpt;
   EXPECT_TRUE(std::filesystem::exists(ckpt + "/rank-3/ckpt-000000000012")) << ckpt;
 
-  const std::vector<double> want = stepLosses(path("whole")), got = stepLosses(path("split"));
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], want[s], 1e-5 * std::abs(want[s])) << "step " << s + 1;
-  const VitOptions shape{.depth = 2, .width = 32, .heads = 4};
-  test::expectClose(savedParameters(path("split"), "vit", shape), savedParameters(path("whole"), "vit", shape), 3e-3,
-                    "resumed on three other layouts");
+  expectTheSmallVitsRun(3e-3, "resumed on three other layouts");
 }
 
 // A ZeRO checkpoint resumes on any other layout and world, and any checkpoint on ZeRO (universal

@@ -50,11 +50,21 @@ namespace gyre::torch {
 struct FullyShardedOptions {
   // Start the next unit's allgather while this one computes (forward and backward).
   bool prefetch = true;
+  // At most this many reduce-scatters in flight (each holds a unit's whole gradient): the backward
+  // pass waits for the oldest before it issues another, so that memory stays bounded where the
+  // computation outruns the communication (PyTorch FSDP's limit_all_gathers, for gradients). Zero:
+  // no limit.
+  int scattersInFlight = 2;
   // Time-out of each collective; zero: the communicator's.
   Timeout timeout{0};
   // Where to record the allgathers, reduce-scatters and waits (may be null).
   std::shared_ptr<Timeline> timeline;
 };
+
+// This rank's shard of `unit`'s parameters (those FullyShardedModel shards: float32, requiring a
+// gradient), as FullyShardedModel cuts it, with those parameters' memory given back
+// (gyre/torch/deferred.h); undefined for a unit without any. Its buffers stay.
+::torch::Tensor takeShard(::torch::nn::Module& unit, int rank, int world);
 
 class FullyShardedModel {
  public:
@@ -64,6 +74,11 @@ class FullyShardedModel {
   // (the reduce-scatters' own). Throws InvalidArgument for non-float32 or non-CPU parameters.
   FullyShardedModel(std::shared_ptr<Communicator> comm, ::torch::nn::Sequential model,
                     FullyShardedOptions options = {});
+  // The same for a model no rank made whole: each child with parameters gave its shard to
+  // takeShard() as soon as it was made (every rank drawing every child, in the same order), and
+  // `shards` holds them in the children's order. Checks shapes across ranks, not values.
+  FullyShardedModel(std::shared_ptr<Communicator> comm, ::torch::nn::Sequential model,
+                    std::vector<::torch::Tensor> shards, FullyShardedOptions options = {});
   ~FullyShardedModel();
   FullyShardedModel(const FullyShardedModel&) = delete;
   FullyShardedModel& operator=(const FullyShardedModel&) = delete;
@@ -84,6 +99,10 @@ class FullyShardedModel {
   // Every unit's full parameters into the model's tensors, kept until the next forward() (to
   // save or inspect the whole model). Collective.
   void gatherParameters();
+  // The same onto `root` alone (the others' stay without memory): the whole model in one worker
+  // once training is done, when no worker could hold it beside its training state. Collective;
+  // the last one: the ranks no longer agree on what is gathered, so forward() must not follow.
+  void gatherParametersOnto(int root);
 
   // Bytes this rank holds for the model's training state now: the shards, their gradients and
   // whatever full parameters or gradient buffers are materialised (the optimizer's state aside).
