@@ -19,6 +19,17 @@ using Clock = std::chrono::steady_clock;
 
 double secondsIn(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+// What FullyShardedModel shards of a unit: its parameters that require a gradient.
+std::vector<::torch::Tensor> shardedParameters(const ::torch::nn::Module& unit) {
+  std::vector<::torch::Tensor> out;
+  for (const auto& p : unit.parameters())
+    if (p.requires_grad()) out.push_back(p);
+  return out;
+}
+
+// Each rank's share of a unit of `used` elements (padded: the last ranks' may hold fewer).
+std::int64_t chunkOf(std::int64_t used, std::int64_t world) { return (used + world - 1) / world; }
+
 }  // namespace
 
 class FullyShardedModel::Impl {
@@ -135,18 +146,17 @@ FullyShardedModel::Impl::Impl(std::shared_ptr<Communicator> comm, ::torch::nn::S
   MutexLock lock(mu_);
   ::torch::NoGradGuard noGrad;
   const auto children = model_->children();
+  const bool made = !shards.empty();  // the parameters hold no memory: each shard was taken
   for (std::size_t c = 0; c < children.size(); ++c) {
     Unit unit;
     unit.child = c;
-    for (auto& p : children[c]->parameters())
-      if (p.requires_grad()) unit.params.push_back(p);
+    unit.params = shardedParameters(*children[c]);
     if (unit.params.empty()) continue;
     for (const auto& p : unit.params) {
       unit.offsets.push_back(unit.used);
       unit.used += p.numel();
     }
-    unit.chunk = (unit.used + world - 1) / world;
-    const bool made = !shards.empty();  // the parameters hold no memory: the shard was taken
+    unit.chunk = chunkOf(unit.used, world);
     GYRE_USAGE_CHECK(!made || units_.size() < shards.size(), "FullyShardedModel: ", shards.size(),
                      " shards for a model with more units");
     unit.full = made ? ::torch::empty({unit.chunk * world}) : ::torch::zeros({unit.chunk * world});
@@ -446,15 +456,11 @@ FullyShardedModel::FullyShardedModel(std::shared_ptr<Communicator> comm, ::torch
 
 ::torch::Tensor takeShard(::torch::nn::Module& unit, int rank, int world) {
   GYRE_ARG_CHECK(world >= 1 && rank >= 0 && rank < world, "takeShard: rank ", rank, " of ", world);
-  std::vector<::torch::Tensor> params;
-  std::int64_t used = 0;
-  for (const auto& p : unit.parameters())
-    if (p.requires_grad()) {
-      params.push_back(p);
-      used += p.numel();
-    }
+  const std::vector<::torch::Tensor> params = shardedParameters(unit);
   if (params.empty()) return {};
-  const std::int64_t chunk = (used + world - 1) / world;
+  std::int64_t used = 0;
+  for (const ::torch::Tensor& p : params) used += p.numel();
+  const std::int64_t chunk = chunkOf(used, world);
   const std::int64_t begin = rank * chunk, end = std::min(begin + chunk, used);
   ::torch::Tensor shard = ::torch::zeros({chunk});
   ::torch::NoGradGuard noGrad;

@@ -135,7 +135,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   model_ = makeModel(o_.model, o_.syncBn,
                      {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
                      shape_, made);
-  if (group_.comm() && !deferredStages_ && !deferredShards_) gyre::torch::broadcastParameters(*model_, *group_.comm());
+  if (group_.comm() && !made) gyre::torch::broadcastParameters(*model_, *group_.comm());
   gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
 
   checkCompressionFits();

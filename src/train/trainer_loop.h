@@ -205,6 +205,9 @@ class Trainer {
   ChildMade planDeferredShards();
   // The whole model for model.pt: on every rank, or onto rank 0 alone when made in shards.
   void gatherShards();
+  // Training is done: the optimizer's state and the gradients of `trained` go, and what the heap
+  // holds free goes back to the system, to make room for the whole model (rank 0, model.pt).
+  void dropTrainingState(const std::vector<::torch::Tensor>& trained);
   double shardedTestAccuracy();
   // --tp (trainer_tensor.cc): model_ becomes this rank's share of each block (wholeModel_ keeps
   // the unsplit twin); the trained shares gathered into wholeModel_ for model.pt. Collective.
@@ -218,6 +221,7 @@ class Trainer {
   // The layers of other ranks' stages given back again (after a resume filled them).
   void releaseOthersStages();
   bool ownsLayer(std::size_t child) const;  // whether the layer is in one of this rank's stages
+  std::vector<int> countedBalance() const;  // --balance even's or the given counts (no model needed)
 
   // Parameter-server modes (trainer_ps.cc): ps_ in place of dist_; each epoch's staleness and
   // clock waits, summed over the workers; rank 0's closing line on the whole run's staleness.

@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include <malloc.h>
-
 #include "common/check.h"
 #include "gyre/torch/deferred.h"
 #include "train/trainer_loop.h"
@@ -14,12 +12,16 @@ namespace gyre::train::detail {
 
 ChildMade Trainer::planDeferredStages() {
   if (layout_.pp == 1 || layout_.tp > 1 || o_.balance == "time" || !group_.comm()) return {};
-  balance_ = explicitBalance(o_);
-  if (o_.balance == "even") balance_ = gyre::torch::balanceEvenly(modelLayers(o_), o_.pp * o_.virtualStages);
+  balance_ = countedBalance();
   deferredStages_ = true;
   return [this](std::size_t child, ::torch::nn::Module& made) {
     if (!ownsLayer(child)) gyre::torch::releaseParameters(made);
   };
+}
+
+std::vector<int> Trainer::countedBalance() const {
+  if (o_.balance == "even") return gyre::torch::balanceEvenly(modelLayers(o_), o_.pp * o_.virtualStages);
+  return explicitBalance(o_);
 }
 
 bool Trainer::ownsLayer(std::size_t child) const {
@@ -40,11 +42,8 @@ void Trainer::attachPipeline() {
   Communicator& world = *group_.comm();
   const int stages = o_.pp * o_.virtualStages;
   const int m = microBatchesOf(o_);
-  if (deferredStages_) {
-    // Cut before the model was made (planDeferredStages).
-  } else if (o_.balance != "time") {
-    balance_ = explicitBalance(o_);
-    if (o_.balance == "even") balance_ = gyre::torch::balanceEvenly(static_cast<int>(model_->size()), stages);
+  if (o_.balance != "time") {
+    balance_ = countedBalance();
   } else {
     // Measured on rank 0 alone, on a micro-batch, so that every rank cuts the same way.
     std::vector<std::int64_t> counts(static_cast<std::size_t>(stages));
@@ -163,11 +162,7 @@ void Trainer::gatherPipelineStages() {
   // No worker holds the whole model but worker 0, once training is done, for model.pt: what its
   // own stages needed to train goes first.
   if (layout_.replica() != 0) return;
-  if (group_.rank() == 0) {
-    optimizer_->state().clear();
-    for (const ::torch::Tensor& p : pipeline_->parameters()) p.mutable_grad().reset();
-    ::malloc_trim(0);  // what training freed goes back to the system before the whole model comes
-  }
+  if (group_.rank() == 0) dropTrainingState(pipeline_->parameters());
   gyre::torch::gatherStagesOnto(model_, balance_, *pipeComm_, 0);
 }
 

@@ -34,12 +34,14 @@ void Trainer::gatherShards() {
     return;
   }
   // Onto worker 0 alone, for model.pt, once what it needed to train is gone.
-  if (group_.rank() == 0) {
-    optimizer_->state().clear();
-    for (const ::torch::Tensor& p : fsdp_->parameters()) p.mutable_grad().reset();
-    ::malloc_trim(0);  // what training freed goes back to the system before the whole model comes
-  }
+  if (group_.rank() == 0) dropTrainingState(fsdp_->parameters());
   fsdp_->gatherParametersOnto(0);
+}
+
+void Trainer::dropTrainingState(const std::vector<::torch::Tensor>& trained) {
+  optimizer_->state().clear();
+  for (const ::torch::Tensor& p : trained) p.mutable_grad().reset();
+  ::malloc_trim(0);  // what training freed goes back to the system before the whole model comes
 }
 
 ::torch::nn::Module& Trainer::checkpointModel() {

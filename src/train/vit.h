@@ -8,9 +8,8 @@
 #include <torch/torch.h>
 
 #include <cstddef>
-#include <functional>
-
 #include <cstdint>
+#include <functional>
 
 #include "gyre/torch/module.h"
 
