@@ -4,6 +4,7 @@
 // Its flags are generated from the table `gyre train` uses (src/train/options.h). In a generation that
 // the launcher restarted (GYRE_RESTART_COUNT > 0, `gyre train --max-restarts`) it behaves as with
 // --resume when it has a --checkpoint-dir.
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
@@ -33,9 +34,14 @@ std::int64_t rankFromEnvironment() {
   return gyre::config::getOptionalInt(gyre::config::processEnvironment(), "GYRE_RANK").value_or(0);
 }
 
-// --memory-limit-mb: this process's RLIMIT_DATA (its heap and private writable mappings).
+// --memory-limit-mb: this process's RLIMIT_DATA (its heap and private writable mappings). Under a
+// limit, every block of 1 MiB or more is a mapping of its own, given back whole when freed:
+// glibc's default would raise that threshold to the largest block freed (up to 32 MiB), so a
+// step's freed tensors would stay in the heap, counted against the limit (a ZeRO-3 worker's
+// gradients and gathered units, then the whole model gathered on worker 0 for model.pt).
 void limitMemory(std::int64_t mib) {
   if (mib <= 0) return;
+  ::mallopt(M_MMAP_THRESHOLD, 1 << 20);
   const auto bytes = static_cast<rlim_t>(mib) << 20;
   const rlimit limit{bytes, bytes};
   if (setrlimit(RLIMIT_DATA, &limit) != 0)

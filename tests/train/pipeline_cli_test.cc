@@ -403,9 +403,10 @@ TEST_F(PipelineCli, AModelTooBigForOneWorkerTrainsShardedOverFour) {
 // A vit of 201M parameters (805 MB: the parameters alone, before gradients and momentum) under
 // 1500 MiB per worker: one worker cannot train it, and a pipeline whose workers each made the
 // whole model first could not either (1.8 GiB peak RSS measured that way). Each worker makes only
-// its stages (every layer drawn, the others' given back at once), so none holds the whole model
-// while training; model.pt, gathered on worker 0 once its training state is gone, holds it all.
-TEST_F(PipelineCli, APipelineOfFourTrainsAModelNoWorkerHolds) {
+// its stages (every layer drawn, the others' given back at once), or with ZeRO-3 only its shard
+// of each layer, so none holds the whole model while training; model.pt, gathered on worker 0
+// once its training state is gone, holds it all.
+TEST_F(PipelineCli, APipelineOrZeroThreeOfFourTrainsAModelNoWorkerHolds) {
   const VitOptions vit{.depth = 16, .width = 1024, .heads = 8, .patch = 14};
   const std::vector<std::string> model = {"--model",       "vit", "--vit-width", "1024", "--vit-heads",  "8",
                                           "--vit-depth",   "16",  "--vit-patch", "14",   "--optimizer",  "sgd",
@@ -416,21 +417,33 @@ TEST_F(PipelineCli, APipelineOfFourTrainsAModelNoWorkerHolds) {
   EXPECT_NE(failed.exitCode, 0) << failed.describe();
   EXPECT_TRUE(contains(failed.err, "worker 0 is out of memory of its 1500 MiB (--memory-limit-mb)")) << failed.err;
 
-  const test::ProgramRun r = gyreTrain(concat({{"--np", "4", "--pp", "4", "--json", "--run-dir", path("pp4")}, model}));
-  ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
-  const std::vector<nlohmann::json> epochs = jsonLines(path("pp4") + "/metrics.jsonl");
-  ASSERT_EQ(epochs.size(), 1u);
-  EXPECT_TRUE(std::isfinite(epochs[0].at("loss").get<double>()));
-  // The most any worker held for training: its stages' parameters, gradients and momentum, under
-  // the whole model's parameters.
-  EXPECT_LT(epochs[0].at("model_state_bytes").get<double>(), 805e6);
-  const std::vector<::torch::Tensor> saved = savedParameters(path("pp4"), "vit", vit);
-  std::int64_t elements = 0;
-  for (const ::torch::Tensor& p : saved) {
-    elements += p.numel();
-    EXPECT_TRUE(p.isfinite().all().item<bool>());
+  std::vector<::torch::Tensor> first;  // the pipeline's model.pt, which ZeRO-3's must equal
+  for (const std::vector<std::string>& layout : {std::vector<std::string>{"--pp", "4"}, {"--zero", "3"}}) {
+    SCOPED_TRACE(layout[0]);
+    const std::string run = path(layout[0].substr(2));
+    const test::ProgramRun r = gyreTrain(concat({{"--np", "4", "--json", "--run-dir", run}, layout, model}));
+    ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
+    const std::vector<nlohmann::json> epochs = jsonLines(run + "/metrics.jsonl");
+    ASSERT_EQ(epochs.size(), 1u);
+    EXPECT_TRUE(std::isfinite(epochs[0].at("loss").get<double>()));
+    // The most any worker held for training: its stages' (or shards') parameters, gradients and
+    // momentum, under the whole model's parameters.
+    EXPECT_LT(epochs[0].at("model_state_bytes").get<double>(), 805e6);
+    const std::vector<::torch::Tensor> saved = savedParameters(run, "vit", vit);
+    std::int64_t elements = 0;
+    for (const ::torch::Tensor& p : saved) {
+      elements += p.numel();
+      EXPECT_TRUE(p.isfinite().all().item<bool>());
+    }
+    EXPECT_GT(elements, 200'000'000);
+    if (first.empty()) {
+      first = saved;
+      continue;
+    }
+    ASSERT_EQ(saved.size(), first.size());
+    for (std::size_t k = 0; k < saved.size(); ++k)
+      EXPECT_TRUE(::torch::allclose(saved[k], first[k], 1e-4, 1e-5)) << "parameter " << k;
   }
-  EXPECT_GT(elements, 200'000'000);
 }
 
 // gyre bench parallel's smallest run: every layout runs and reports its figures, the pipeline's
