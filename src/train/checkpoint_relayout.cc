@@ -70,8 +70,8 @@ struct WholeState {
 // What a --tp layout's parts hold of each parameter of the whole model: each tensor-parallel
 // rank's share of its value and of its optimizer state (from the stage that trained it).
 struct SharesRead {
-  std::vector<std::vector<::torch::Tensor>> values;                  // [param][tp rank]
-  std::vector<std::vector<gyre::torch::ParamStatePtr>> states;       // [param][tp rank]
+  std::vector<std::vector<::torch::Tensor>> values;             // [param][tp rank]
+  std::vector<std::vector<gyre::torch::ParamStatePtr>> states;  // [tp rank][param]
 };
 
 // The stages of `whole` that pipeline rank `stage` trained, all of it when unsplit.
@@ -81,10 +81,43 @@ std::vector<::torch::nn::Sequential> stagesTrainedBy(const CheckpointConfig& con
                        : std::vector<::torch::nn::Sequential>{whole};
 }
 
-// Part `r` of a --tp layout (tensor-parallel rank r % T of stage r / T): its shares of the values
-// and optimizer state of the whole model's parameters that its stages hold, into `read`. The part
-// loads into a module shaped as its share (tensorParallelVitShapes) and an optimizer over its
-// stages' parameters there, in the order the part's own optimizer had them.
+// Part `r`'s pipeline stage (layout.h's order: tensor-parallel ranks innermost, then the stages).
+int stageOfPart(const CheckpointConfig& config, int r) { return r / config.tp % config.pp; }
+
+// Whether the parts hold ZeRO's flats: --zero with more than one replica to shard over.
+bool savedFlats(const CheckpointConfig& config) { return config.zero > 0 && config.world / (config.pp * config.tp) > 1; }
+
+// A ZeRO part's flats: the shard_layout its state.json records.
+gyre::torch::FlatLayout savedShardLayout(const gyre::torch::CheckpointInfo& part, const std::string& dir) {
+  const std::string text = savedCheckpointValue(part.path, kShardLayoutValue);
+  GYRE_USAGE_CHECK(!text.empty(), "--checkpoint-dir ", dir, " holds ZeRO checkpoints that do not say where their ",
+                   "shards lie (", part.path, ", saved before checkpoints recorded it): resume them on the layout ",
+                   "that saved them");
+  return gyre::torch::parseFlatLayout(text);
+}
+
+// A ZeRO part's flat tensors, zeros of the sizes its shard_layout gives: what its optimizer (and,
+// with --zero 3, its module of shards, unit0, unit1, ...) loads into.
+struct PartFlats {
+  gyre::torch::FlatLayout layout;
+  std::vector<::torch::Tensor> flats;
+  std::shared_ptr<::torch::nn::Module> shards = std::make_shared<::torch::nn::Module>("Shards");
+};
+PartFlats partFlats(const gyre::torch::CheckpointInfo& part, const std::string& dir, int zero) {
+  PartFlats out{savedShardLayout(part, dir), {}};
+  for (std::size_t k = 0; k < out.layout.size(); ++k) {
+    out.flats.push_back(::torch::zeros({out.layout[k].numel}));
+    if (zero == 3) out.shards->register_parameter("unit" + std::to_string(k), out.flats.back());
+  }
+  return out;
+}
+
+// Part `r` of a --tp layout (tensor-parallel rank r % T of stage r / T % P): its shares of the
+// values and optimizer state of the whole model's parameters that its stages hold, into `read`.
+// The part loads into a module shaped as its share (tensorParallelVitShapes) and an optimizer over
+// its stages' parameters there, in the order the part's own optimizer had them, or, with --zero 1
+// and 2 beside --tp, over the flats of the replicas' parts of them (whose pieces name the share's
+// parameters, in the share's order: the whole model's).
 void readTensorParallelPart(const TrainOptions& o, const CheckpointConfig& config, const std::vector<int>& balance,
                             int r, const gyre::torch::CheckpointInfo& part, const gyre::torch::LoadOptions& load,
                             ::torch::nn::Sequential whole, SharesRead& read, gyre::torch::LoadedCheckpoint& loaded) {
@@ -95,18 +128,26 @@ void readTensorParallelPart(const TrainOptions& o, const CheckpointConfig& confi
   const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(whole->parameters());
   std::vector<std::size_t> trained;  // whole-model indices, in the part's optimizer's order
   std::vector<::torch::Tensor> params;
-  for (const ::torch::Tensor& p : parametersOf(stagesTrainedBy(config, balance, r / config.tp, whole))) {
+  for (const ::torch::Tensor& p : parametersOf(stagesTrainedBy(config, balance, stageOfPart(config, r), whole))) {
     trained.push_back(index.at(p.unsafeGetTensorImpl()));
     params.push_back(named[shares[trained.back()].name]);
   }
-  const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, params, o.lr);
-  loaded = gyre::torch::loadCheckpoint(part, *shapes, partOptimizer.get(), load);
-  for (std::size_t k = 0; k < trained.size(); ++k) {
-    read.values[trained[k]][static_cast<std::size_t>(t)] = params[k].detach().clone();
-    if (const auto it = partOptimizer->state().find(c10::guts::to_string(params[k].unsafeGetTensorImpl()));
-        it != partOptimizer->state().end())
-      read.states[trained[k]][static_cast<std::size_t>(t)] = it->second->clone();
+  std::vector<gyre::torch::ParamStatePtr>& states = read.states[static_cast<std::size_t>(t)];
+  if (savedFlats(config)) {
+    const PartFlats flats = partFlats(part, o.checkpointDir, config.zero);
+    const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, flats.flats, o.lr);
+    loaded = gyre::torch::loadCheckpoint(part, *shapes, partOptimizer.get(), load);
+    gyre::torch::gatherFlatStates(*partOptimizer, flats.layout, shapes->parameters(), states);
+  } else {
+    const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, params, o.lr);
+    loaded = gyre::torch::loadCheckpoint(part, *shapes, partOptimizer.get(), load);
+    for (std::size_t k = 0; k < trained.size(); ++k)
+      if (const auto it = partOptimizer->state().find(c10::guts::to_string(params[k].unsafeGetTensorImpl()));
+          it != partOptimizer->state().end())
+        states[trained[k]] = it->second->clone();
   }
+  for (std::size_t k = 0; k < trained.size(); ++k)
+    read.values[trained[k]][static_cast<std::size_t>(t)] = params[k].detach().clone();
 }
 
 // The whole model's values and states from every tensor-parallel rank's shares (a parameter's
@@ -120,54 +161,43 @@ void joinTensorParallelShares(const SharesRead& read, ::torch::nn::Sequential wh
     const TensorCut cut = shares[k].cut;
     params[k].copy_(joinShares(read.values[k], cut));
     std::vector<const ::torch::optim::OptimizerParamState*> parts;
-    for (const gyre::torch::ParamStatePtr& s : read.states[k])
-      if (s) parts.push_back(s.get());
-    if (parts.size() == read.states[k].size())
+    for (const std::vector<gyre::torch::ParamStatePtr>& rank : read.states)
+      if (rank[k]) parts.push_back(rank[k].get());
+    if (parts.size() == read.states.size())
       states[k] = gyre::torch::joinParamStates(parts, [cut](const auto& pieces) { return joinShares(pieces, cut); });
   }
 }
 
-// A ZeRO part's flats: the shard_layout its state.json records.
-gyre::torch::FlatLayout savedShardLayout(const gyre::torch::CheckpointInfo& part, const std::string& dir) {
-  const std::string text = savedCheckpointValue(part.path, kShardLayoutValue);
-  GYRE_USAGE_CHECK(!text.empty(), "--checkpoint-dir ", dir, " holds ZeRO checkpoints that do not say where their ",
-                   "shards lie (", part.path, ", saved before checkpoints recorded it): resume them on the layout ",
-                   "that saved them");
-  return gyre::torch::parseFlatLayout(text);
-}
-
-// Reads part `r` of a saved layout into `states` (its optimizer state) and its values: ZeRO's into
-// `whole`, a pipeline stage's (or the unsplit model's) into `trained`, (the model's tensor, its
-// value), to be put in place once every part has loaded (each part's load overwrites the whole).
+// Reads part `r` of a saved layout into `states` (its optimizer state) and its values: unsplit
+// ZeRO's into `whole`, a pipeline stage's (or the unsplit model's) into `trained`, (the model's
+// tensor, its value), to be put in place once every part has loaded (each part's load overwrites
+// the whole, or, parts saved before 2026-12-03, a stage's part did).
 void readPart(const TrainOptions& o, const CheckpointConfig& config, const std::vector<int>& balance, int r,
               const gyre::torch::CheckpointInfo& part, const gyre::torch::LoadOptions& load,
               ::torch::nn::Sequential whole, std::vector<gyre::torch::ParamStatePtr>& states,
               std::vector<std::pair<::torch::Tensor, ::torch::Tensor>>& trained,
               gyre::torch::LoadedCheckpoint& loaded) {
   const std::vector<::torch::Tensor> params = whole->parameters();
-  if (config.zero > 0 && config.world > 1) {
-    // Flat shards of the whole model's parameters: --zero 1 and 2 save the whole model beside
-    // them, --zero 3 only its shards (a module of them, unit0, unit1, ...).
-    const gyre::torch::FlatLayout layout = savedShardLayout(part, o.checkpointDir);
-    std::vector<::torch::Tensor> flats;
-    auto shards = std::make_shared<::torch::nn::Module>("Shards");
-    for (std::size_t k = 0; k < layout.size(); ++k) {
-      flats.push_back(::torch::zeros({layout[k].numel}));
-      if (config.zero == 3) shards->register_parameter("unit" + std::to_string(k), flats.back());
-    }
-    const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, flats, o.lr);
-    loaded = gyre::torch::loadCheckpoint(part, config.zero == 3 ? *shards : *whole, partOptimizer.get(), load);
-    if (config.zero == 3) gyre::torch::gatherFlatValues(flats, layout, params);
-    gyre::torch::gatherFlatStates(*partOptimizer, layout, params, states);
+  const std::vector<::torch::nn::Sequential> stages = stagesTrainedBy(config, balance, stageOfPart(config, r), whole);
+  // What the part saved of the model: its stages' layers (a pipeline's), or the whole model.
+  const std::shared_ptr<::torch::nn::Module> saved =
+      config.pp > 1 ? gyre::torch::namedStageLayers(whole, balance, stageOfPart(config, r), config.pp) : whole.ptr();
+  if (savedFlats(config)) {
+    // Flat shards of the whole model's parameters (of its stages' with --pp): --zero 1 and 2 save
+    // the model beside them, --zero 3 only its shards.
+    const PartFlats flats = partFlats(part, o.checkpointDir, config.zero);
+    const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, flats.flats, o.lr);
+    loaded = gyre::torch::loadCheckpoint(part, config.zero == 3 ? *flats.shards : *saved, partOptimizer.get(), load);
+    if (config.zero == 3) gyre::torch::gatherFlatValues(flats.flats, flats.layout, params);
+    if (config.pp > 1)
+      for (const ::torch::Tensor& t : tensorsOf(stages)) trained.emplace_back(t, t.detach().clone());
+    gyre::torch::gatherFlatStates(*partOptimizer, flats.layout, params, states);
     return;
   }
   // An unsplit model, or stage r of a pipeline: the layers it trained (all a part holds, or the
   // whole model, as parts saved before 2026-12-03 did), and their optimizer state.
-  const std::vector<::torch::nn::Sequential> stages = stagesTrainedBy(config, balance, r, whole);
   const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, parametersOf(stages), o.lr);
-  loaded = gyre::torch::loadCheckpoint(
-      part, config.pp > 1 ? *gyre::torch::namedStageLayers(whole, balance, r, config.pp) : *whole,
-      partOptimizer.get(), load);
+  loaded = gyre::torch::loadCheckpoint(part, *saved, partOptimizer.get(), load);
   for (const ::torch::Tensor& t : tensorsOf(stages)) trained.emplace_back(t, t.detach().clone());
   const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(params);
   for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(*partOptimizer))
@@ -211,8 +241,8 @@ WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const
   SharesRead shares;
   if (config.tp > 1) {
     shares.values.assign(out.states.size(), std::vector<::torch::Tensor>(static_cast<std::size_t>(config.tp)));
-    shares.states.resize(out.states.size());
-    for (auto& s : shares.states) s.resize(static_cast<std::size_t>(config.tp));
+    shares.states.resize(static_cast<std::size_t>(config.tp));
+    for (auto& rank : shares.states) rank.resize(out.states.size());
   }
   for (int r = 0; r < static_cast<int>(dirs.size()); ++r) {
     gyre::torch::LoadedCheckpoint loaded;
@@ -249,15 +279,23 @@ StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, con
     // This rank's shares of the values and of each state, cut from the whole.
     const ResumeTarget::TensorParallelShare& share = *target.share;
     loadTensorParallelVit(share.model, target.whole, share.ranks, share.rank);
+    // The share's parameters are the whole model's, in its order (vit_parallel.h).
     const std::vector<TensorShare> shares = tensorParallelVitShares(target.whole);
-    const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(share.model->parameters());
-    for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(optimizer)) {
-      const auto it = index.find(p.unsafeGetTensorImpl());
-      if (it == index.end()) continue;
-      const TensorShare& s = shares[it->second];
-      if (!state.states[s.whole]) continue;
-      optimizer.state()[c10::guts::to_string(p.unsafeGetTensorImpl())] = gyre::torch::mapParamState(
-          *state.states[s.whole], [&](const ::torch::Tensor& t) { return cutShare(t, s.cut, share.ranks, share.rank); });
+    const std::vector<::torch::Tensor> shareParams = share.model->parameters();
+    std::vector<gyre::torch::ParamStatePtr> states(shareParams.size());
+    for (std::size_t k = 0; k < shares.size(); ++k)
+      if (const TensorShare& s = shares[k]; state.states[s.whole])
+        states[k] = gyre::torch::mapParamState(*state.states[s.whole], [&](const ::torch::Tensor& t) {
+          return cutShare(t, s.cut, share.ranks, share.rank);
+        });
+    if (target.flats) {
+      // --zero 1 and 2 beside --tp: this rank's flats of its share, cut from the share's states.
+      gyre::torch::setFlatStates(optimizer, *target.flats, shareParams, states);
+    } else {
+      const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(shareParams);
+      for (const ::torch::Tensor& p : gyre::torch::optimizerParameters(optimizer))
+        if (const auto it = index.find(p.unsafeGetTensorImpl()); it != index.end() && states[it->second])
+          optimizer.state()[c10::guts::to_string(p.unsafeGetTensorImpl())] = std::move(states[it->second]);
     }
   } else if (target.flats) {
     // This rank's flats, cut from the whole.

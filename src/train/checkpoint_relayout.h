@@ -3,8 +3,8 @@
 // parallelism (--tp: each rank its share of its stages' tensors, cut along rows or columns) or
 // ZeRO (--zero 1|2: each rank the optimizer state of its part of every bucket; --zero 3: its shard
 // of every unit, parameters and state), each part under DIR/rank-<r>/, resumed by a run with
-// another number of workers, --pp, --tp or --zero. --zero beside --pp or --tp converts on neither
-// side (its flats lie over a stage's or a share's parameters).
+// another number of workers, --pp, --tp or --zero, and their combinations (--zero 1 and 2 beside
+// --pp or --tp: its flats lie over a stage's or a share's parameters).
 //
 // Every worker reads one replica's parts of the saved layout (the directory must be one every
 // worker reaches: one host, or a shared file system) into the whole model and each parameter's

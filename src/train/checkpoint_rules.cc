@@ -98,8 +98,7 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
   if (a->world != b.world || a->pp != b.pp || a->tp != b.tp || a->zero != b.zero)
     return "checkpoint " + path + " holds one part of a model split over " + layout(*a) + "; this run has " +
            layout(b) +
-           ": resume it on the same layout (a checkpoint resumes on another layout only where neither "
-           "layout has --zero with --pp or --tp)";
+           ": resume it on the same layout";
   auto buckets = [](const CheckpointConfig& c) { return orNull(c.bucketCapMb).dump(); };
   if ((b.zero == 1 || b.zero == 2) && a->bucketCapMb != b.bucketCapMb)
     return "checkpoint " + path +
@@ -110,12 +109,9 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
 
 namespace {
 
-// Both configs readable, neither with --zero beside --pp or --tp (ZeRO's flats over a stage's
-// or a share's parameters): the layouts a conversion can join.
+// Both configs readable: the layouts a conversion can join.
 bool convertibleKinds(const std::optional<CheckpointConfig>& a, const std::optional<CheckpointConfig>& b) {
-  for (const std::optional<CheckpointConfig>* c : {&a, &b})
-    if (!*c || ((*c)->zero != 0 && ((*c)->pp != 1 || (*c)->tp != 1))) return false;
-  return true;
+  return a && b;
 }
 
 // The config of the newest checkpoint of a layout's directory that is complete: its own (DIR/ckpt-*)
@@ -147,14 +143,11 @@ bool convertibleLayouts(const std::string& saved, const std::string& current) {
   const std::optional<CheckpointConfig> a = parseCheckpointConfig(saved);
   const std::optional<CheckpointConfig> b = parseCheckpointConfig(current);
   if (!convertibleKinds(a, b)) return false;
-  // ZeRO on either side: any other world, stage or buckets (the parts are flat shards that say
-  // where they lie).
-  if (a->zero > 0 || b->zero > 0)
-    return a->world != b->world || a->zero != b->zero ||
-           (a->zero != 3 && b->zero != 3 && a->bucketCapMb != b->bucketCapMb);
   // Unsplit on both sides: the plain resume takes any number of workers already.
-  if (a->pp == 1 && b->pp == 1 && a->tp == 1 && b->tp == 1) return false;
-  if (a->world != b->world || a->pp != b->pp || a->tp != b->tp) return true;
+  if (a->zero == 0 && b->zero == 0 && a->pp == 1 && b->pp == 1 && a->tp == 1 && b->tp == 1) return false;
+  if (a->world != b->world || a->pp != b->pp || a->tp != b->tp || a->zero != b->zero) return true;
+  // ZeRO's buckets elsewhere (its parts are flat shards that say where they lie).
+  if ((a->zero == 1 || a->zero == 2) && a->bucketCapMb != b->bucketCapMb) return true;
   // The same workers and stages, cut elsewhere (another --balance or --virtual-stages): each
   // rank's part no longer holds the layers it gets.
   return a->stageLayers && b->stageLayers && *a->stageLayers != *b->stageLayers;
@@ -191,7 +184,7 @@ bool resumesConverted(const SavedLayout& saved, const std::string& current) {
 
 std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside) {
   return "--checkpoint-dir " + dir + " holds no checkpoint of its own, only one a conversion set aside (" + aside +
-         "): resume it on a layout without --zero beside --pp or --tp";
+         "), and its configuration cannot be read, so no layout converts it: resume from another directory";
 }
 
 std::string splitCheckpointDir(const std::string& dir, int rank) {
@@ -200,7 +193,7 @@ std::string splitCheckpointDir(const std::string& dir, int rank) {
 
 std::string unsplitCheckpointsMessage(const std::string& dir, const std::string& path) {
   return "--checkpoint-dir " + dir + " holds checkpoints of an unsplit model (" + path +
-         ", ...): resume them with --pp, --tp or --zero (not --zero beside --pp or --tp), or choose another "
+         ", ...): resume them with --pp, --tp or --zero, or choose another "
          "directory";
 }
 

@@ -21,14 +21,14 @@ std::string checkpointIncompatibility(const std::string& saved, const std::strin
 // A split model's parts fit only the layout that saved them: the same workers, --pp, --tp and
 // --zero (and so the same replicas and shards), and with --zero 1 and 2 the same buckets. "" when
 // they match. (The workers convert what convertibleLayouts accepts before this is asked: what is
-// left is --tp, and --zero with --pp.)
+// left is a part whose config differs from its layout's first part.)
 std::string checkpointLayoutMismatch(const std::string& saved, const std::string& current,
                                      const std::string& path);
 
 // Whether a run whose config is `current` (the trainer's config.json) resumes a checkpoint saved
-// with `saved` (its config) by converting it: neither has --tp, nor --zero with --pp, and either
-// one has --zero and they differ in the world, the stage or the buckets, or one is a pipeline and
-// they differ in the world or --pp (or the same ones with the stages cut elsewhere: stage_layers).
+// with `saved` (its config) by converting it: both are readable, either one is split (--pp, --tp or
+// --zero), and they differ in the world, --pp, --tp, the ZeRO stage or (--zero 1 and 2) the
+// buckets, or the same ones have the stages cut elsewhere (stage_layers).
 bool convertibleLayouts(const std::string& saved, const std::string& current);
 
 // Where a conversion moves the checkpoints of the layout it converted: DIR/earlier-layouts/step-<S>/.
@@ -47,7 +47,7 @@ SavedLayout savedLayoutOf(const std::string& dir);
 // Whether a run whose config is `current` resumes `saved` by converting it: convertibleLayouts,
 // or any layout a conversion reaches for checkpoints set aside.
 bool resumesConverted(const SavedLayout& saved, const std::string& current);
-// The refusal of a run with --tp (or --zero with --pp) when DIR holds only set-aside checkpoints.
+// The refusal of a run when DIR holds only set-aside checkpoints whose config cannot be read.
 std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside);
 
 // The newest checkpoint in `dir` that finished writing (ckpt-<step>/manifest.json), or "".

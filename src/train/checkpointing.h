@@ -33,7 +33,8 @@ struct StartPoint {
 // of `whole` (unsplit, pipeline stages), with `flats` over flat shards of them (--zero:
 // DistributedOptimizer::stateLayout, FullyShardedModel::shardLayout), which with flatValues
 // (--zero 3) hold this rank's part of the values too, or with `share` over this rank's share of
-// the vit (--tp: vit_parallel.h's twin of `whole`, rank `rank` of `ranks`).
+// the vit (--tp: vit_parallel.h's twin of `whole`, rank `rank` of `ranks`; with `flats` too, over
+// flat shards of the share's parameters: --zero 1 and 2 beside --tp).
 struct ResumeTarget {
   struct TensorParallelShare {
     ::torch::nn::Sequential model;

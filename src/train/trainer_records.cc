@@ -43,12 +43,14 @@ void Trainer::resume() {
     if (fsdp_) {
       target.flats = fsdp_->shardLayout(model_->parameters());
       target.flatValues = true;
-    } else if (dist_ && layout_.pp == 1 && zeroStage(o_) > 0) {
-      if (gyre::torch::FlatLayout flats = dist_->stateLayout(model_->parameters()); !flats.empty())
-        target.flats = std::move(flats);
     }
-    if (target.flats) shardLayout_ = gyre::torch::flatLayoutText(*target.flats);
   }
+  // --zero 1 and 2: this rank's flats over the parameters of model_ (the whole model, or with --tp
+  // this rank's share of it; with --pp its stages' alone).
+  if (dist_ && (zeroStage(o_) == 1 || zeroStage(o_) == 2))
+    if (gyre::torch::FlatLayout flats = dist_->stateLayout(model_->parameters()); !flats.empty())
+      target.flats = std::move(flats);
+  if (target.flats) shardLayout_ = gyre::torch::flatLayoutText(*target.flats);
   start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, &target);
   if (deferredStages_) releaseOthersStages();  // a checkpoint of another layout filled the whole model
   globalStep_ = start_.step;
