@@ -59,6 +59,7 @@ const char* toString(TrainRunner runner) {
 
 std::string TrainConfig::label() const {
   if (runner == TrainRunner::kDdp) return "ddp gloo";
+  if (referenceFor > 0 && world > 1) return fmt::format("plain ref E({}) x{}", referenceFor, world);
   if (referenceFor > 0) return fmt::format("plain ref E({})", referenceFor);
   return toString(runner);
 }
@@ -154,6 +155,9 @@ std::vector<TrainConfig> planModel(const TrainBenchSettings& s, const std::strin
     c.globalBatch = s.globalBatch / w;  // one worker's share: same steps, batch B/W
     c.referenceFor = w;
     plan.push_back(c);
+    c.world = w;  // W of them side by side, at batch B/W each
+    c.globalBatch = s.globalBatch;
+    plan.push_back(c);
   }
   for (int w : s.worlds) {
     TrainConfig c = base;
@@ -202,7 +206,7 @@ std::vector<std::string> trainRunArgv(const TrainConfig& c, const TrainBenchFlag
     if (!f.dataDir.empty()) argv.insert(argv.end(), {"--data-dir", f.dataDir});
     return argv;
   }
-  if (c.runner == TrainRunner::kGyre && c.world > 1)
+  if (c.runner != TrainRunner::kDdp && c.world > 1)
     argv = {p.self,
             "run",
             "--np",
@@ -217,7 +221,7 @@ std::vector<std::string> trainRunArgv(const TrainConfig& c, const TrainBenchFlag
   o.model = c.model;
   o.epochs = split.epochs;
   o.maxSteps = split.stepsPerEpoch;
-  o.batch = c.globalBatch;
+  o.batch = o.plain ? c.batchPerProcess() : c.globalBatch;  // each plain loop on its own
   o.lr = f.lr;
   o.momentum = f.momentum;
   o.seed = static_cast<std::uint64_t>(f.seed);
@@ -363,6 +367,20 @@ std::vector<TargetCheck> evaluateTargets(const std::string& model, const std::ve
       e.skipped = "no per-worker plain reference";
     }
     checks.push_back(e);
+
+    // What W processes reach on this machine with nothing to exchange: E(W) cannot pass it.
+    TargetCheck ceiling{model, fmt::format("E({}) ceiling", w), "", {}, std::nullopt, false, ""};
+    const ConfigResult* ref = find(results, TrainRunner::kPlain, 1, w);
+    const ConfigResult* apart = find(results, TrainRunner::kPlain, w, w);
+    if (ref && apart) {
+      ceiling.measured = apart->figures.samplesPerS / (w * ref->figures.samplesPerS);
+      ceiling.definition = fmt::format("{} plain batch {} side by side / ({} x plain batch {} 1:1) = {:.0f} / ({} x {:.0f})",
+                                       w, ref->config.globalBatch, w, ref->config.globalBatch,
+                                       apart->figures.samplesPerS, w, ref->figures.samplesPerS);
+    } else {
+      ceiling.skipped = "no plain references side by side";
+    }
+    checks.push_back(ceiling);
 
     TargetCheck p{model, fmt::format("{} workers / best plain", w), "", {}, std::nullopt, false, ""};
     if (goalTarget) p.threshold = t.vsBestPlain;

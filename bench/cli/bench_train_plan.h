@@ -38,14 +38,15 @@ struct TrainConfig {
   int world = 1;
   int globalBatch = 128;  // samples per step over all processes
   ThreadPair threads;     // of each process
-  // A plain loop at the per-worker batch of `world` workers (world stays 1 here; this is W):
-  // the reference of E(W).
+  // A plain loop at the per-worker batch of W workers: the reference of E(W), with world 1; with
+  // world W, W of them side by side (under `gyre run`, nothing exchanged): the most W workers
+  // can reach on this machine, E(W)'s ceiling.
   int referenceFor = 0;
   int steps = 0;  // steps run (global steps: each of W workers runs as many at globalBatch / W)
   int skip = 0;   // the first `skip` of them are not timed
 
   int batchPerProcess() const { return globalBatch / world; }
-  // "plain", "plain ref E(2)", "gyre", "ddp gloo"
+  // "plain", "plain ref E(2)", "plain ref E(2) x2", "gyre", "ddp gloo"
   std::string label() const;
 };
 
@@ -102,7 +103,8 @@ TrainBenchSettings trainSettingsFrom(const TrainBenchFlags& f);
 
 // The configurations for one model, in the order they run: the plain loop over the thread grid
 // at the global batch; for every world W > 1, the plain loop at batch B/W with 1:1 threads (the
-// E(W) reference); gyre at every world with 1:1 threads per worker; with ddp, DDP at every W > 1.
+// E(W) reference), then W of them side by side (E(W)'s ceiling); gyre at every world with 1:1
+// threads per worker; with ddp, DDP at every W > 1.
 std::vector<TrainConfig> planModel(const TrainBenchSettings& s, const std::string& model);
 
 // How a number of global steps becomes the worker's --epochs and --max-steps (steps per epoch),
@@ -124,7 +126,8 @@ struct TrainPrograms {
 };
 
 // The command line of one run of `c` (argv[0] first): the worker alone (the plain loop, gyre on
-// one worker), under `gyre run --np W` (gyre above one worker) or the DDP script under python3;
+// one worker), under `gyre run --np W` (gyre above one worker, W plain loops side by side, each
+// at batch B/W) or the DDP script under python3;
 // each with the model, steps, batch, optimizer, seed and torch threads, and the worker's with the
 // untimed steps, --json and no evaluations.
 std::vector<std::string> trainRunArgv(const TrainConfig& c, const TrainBenchFlags& f, const TrainPrograms& p);

@@ -91,7 +91,10 @@ RunFigures runTrainConfig(const TrainConfig& c, const TrainBenchFlags& f, const 
   close(fds[0]);
   if (!result.ok) throw RunFailed(result.error, result.exitCode);
   if (epochs.empty()) throw RunFailed(spec.name + " exited without printing its figures", 1);
-  return combineEpochs(epochs);
+  RunFigures figures = combineEpochs(epochs);
+  // Plain loops side by side: each printed its own epochs; together they did W times one's mean.
+  if (c.runner == TrainRunner::kPlain && c.world > 1) figures.samplesPerS *= c.world;
+  return figures;
 }
 
 }  // namespace gyre::app

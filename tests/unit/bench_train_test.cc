@@ -57,7 +57,7 @@ TEST(BenchTrainPlan, OrderAndReferences) {
   s.ddp = true;
   s.steps = 50;
   const std::vector<TrainConfig> plan = planModel(s, "cnn");
-  ASSERT_EQ(plan.size(), 7u);
+  ASSERT_EQ(plan.size(), 8u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(plan[i].runner, TrainRunner::kPlain);
     EXPECT_EQ(plan[i].globalBatch, 128);
@@ -69,13 +69,20 @@ TEST(BenchTrainPlan, OrderAndReferences) {
   EXPECT_EQ(plan[3].globalBatch, 64);
   EXPECT_EQ(plan[3].threads, (ThreadPair{1, 1}));
   EXPECT_EQ(plan[3].label(), "plain ref E(2)");
-  EXPECT_EQ(plan[4].runner, TrainRunner::kGyre);
-  EXPECT_EQ(plan[4].world, 1);
+  // Two of them side by side: E(2)'s ceiling.
+  EXPECT_EQ(plan[4].runner, TrainRunner::kPlain);
+  EXPECT_EQ(plan[4].referenceFor, 2);
+  EXPECT_EQ(plan[4].world, 2);
+  EXPECT_EQ(plan[4].batchPerProcess(), 64);
+  EXPECT_EQ(plan[4].threads, (ThreadPair{1, 1}));
+  EXPECT_EQ(plan[4].label(), "plain ref E(2) x2");
   EXPECT_EQ(plan[5].runner, TrainRunner::kGyre);
-  EXPECT_EQ(plan[5].world, 2);
-  EXPECT_EQ(plan[5].batchPerProcess(), 64);
-  EXPECT_EQ(plan[6].runner, TrainRunner::kDdp);
+  EXPECT_EQ(plan[5].world, 1);
+  EXPECT_EQ(plan[6].runner, TrainRunner::kGyre);
   EXPECT_EQ(plan[6].world, 2);
+  EXPECT_EQ(plan[6].batchPerProcess(), 64);
+  EXPECT_EQ(plan[7].runner, TrainRunner::kDdp);
+  EXPECT_EQ(plan[7].world, 2);
   for (const TrainConfig& c : plan) {
     EXPECT_EQ(c.steps, 50);
     EXPECT_EQ(c.skip, 5);
@@ -172,6 +179,7 @@ TEST(BenchTrainTargets, FromTheIssue) {
   const std::vector<ConfigResult> results = {
       result(TrainRunner::kPlain, 1, {1, 1}, 1330), result(TrainRunner::kPlain, 1, {1, 2}, 1380),
       result(TrainRunner::kPlain, 1, {2, 2}, 1420), result(TrainRunner::kPlain, 1, {1, 1}, 1060, 2),
+      result(TrainRunner::kPlain, 2, {1, 1}, 2014, 2),  // side by side: not the best plain loop
       result(TrainRunner::kGyre, 1, {1, 1}, 1300),  result(TrainRunner::kGyre, 2, {1, 1}, 2000),
       result(TrainRunner::kDdp, 2, {1, 1}, 1730),
   };
@@ -182,6 +190,9 @@ TEST(BenchTrainTargets, FromTheIssue) {
   const TargetCheck& e2 = named(checks, "E(2)");
   EXPECT_NEAR(*e2.measured, 2000.0 / 2120, 1e-12);
   EXPECT_EQ(e2.status(), "PASS");  // 0.943 >= 0.92
+  const TargetCheck& ceiling = named(checks, "E(2) ceiling");
+  EXPECT_NEAR(*ceiling.measured, 2014.0 / 2120, 1e-12);
+  EXPECT_EQ(ceiling.status(), "info");
   const TargetCheck& plain = named(checks, "2 workers / best plain");
   EXPECT_NEAR(*plain.measured, 2000.0 / 1420, 1e-12);  // the best of the grid is 2:2
   EXPECT_EQ(plain.status(), "PASS");                   // 1.408 >= 1.4
@@ -203,6 +214,7 @@ TEST(BenchTrainTargets, MissingRunsAreSkipped) {
   std::vector<TargetCheck> checks = evaluateTargets("cnn", results, true, "skipped: no python3 with torch");
   EXPECT_EQ(named(checks, "1 worker overhead").status(), "SKIP");  // no 1:1 plain run
   EXPECT_EQ(named(checks, "E(2)").status(), "SKIP");
+  EXPECT_EQ(named(checks, "E(2) ceiling").status(), "SKIP");
   EXPECT_EQ(named(checks, "2 workers / DDP(2)").status(), "SKIP");
   EXPECT_EQ(named(checks, "2 workers / DDP(2)").skipped, "skipped: no python3 with torch");
   // Faster than the plain loop: a negative overhead passes.
@@ -242,8 +254,8 @@ TEST(BenchTrainReport, TableAndJson) {
   const std::vector<TargetCheck> checks = evaluateTargets("cnn", {r}, true, "skipped: why");
   const nlohmann::json s = summaryJson(checks, {});
   EXPECT_EQ(s["type"], "summary");
-  EXPECT_EQ(s["skip"], 3);  // E(2), best plain, DDP
-  EXPECT_EQ(targetsTally(checks), "0 PASS, 0 MISS, 3 SKIP");
+  EXPECT_EQ(s["skip"], 4);  // E(2), its ceiling, best plain, DDP
+  EXPECT_EQ(targetsTally(checks), "0 PASS, 0 MISS, 4 SKIP");
   EXPECT_NE(targetsText(checks).find("skipped: why"), std::string::npos);
 }
 
@@ -297,11 +309,18 @@ TEST(BenchTrainPlan, RunCommandLines) {
   EXPECT_TRUE(hasFlagValue(gyre, "--compression", "fp16"));
   EXPECT_NE(std::find(gyre.begin(), gyre.end(), "--shard-optimizer"), gyre.end());
   c.runner = TrainRunner::kPlain;
+  const std::vector<std::string> apart = trainRunArgv(c, f, p);  // two plain loops side by side
+  ASSERT_GT(apart.size(), 9u);
+  EXPECT_EQ(std::vector<std::string>(apart.begin(), apart.begin() + 9),
+            std::vector<std::string>(gyre.begin(), gyre.begin() + 9));
+  EXPECT_TRUE(hasFlagValue(apart, "--batch", "64"));  // each its own half
+  EXPECT_EQ(std::find(apart.begin(), apart.end(), "--shard-optimizer"), apart.end());
   c.world = 1;
   const std::vector<std::string> plain = trainRunArgv(c, f, p);
   EXPECT_EQ(plain[0], "/bin/worker");
   EXPECT_NE(std::find(plain.begin(), plain.end(), "--plain"), plain.end());
   EXPECT_EQ(std::find(plain.begin(), plain.end(), "--compression"), plain.end());
+  EXPECT_FALSE(hasFlagValue(plain, "--batch", "64"));
   c.runner = TrainRunner::kDdp;
   c.world = 2;
   const std::vector<std::string> ddp = trainRunArgv(c, f, p);
