@@ -128,10 +128,13 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   }
 
   // Every rank draws the same initial weights; the broadcast makes sure of it. A pipeline's ranks
-  // (and --zero 3's) draw every layer too but keep only their stages (or shards): no whole to
-  // broadcast.
+  // (and --zero 3's, and --tp's) draw every layer too but keep only their stages (or shards, or
+  // shares): no whole to broadcast.
   ::torch::manual_seed(o_.seed);
-  const ChildMade made = layout_.pp > 1 ? planDeferredStages() : planDeferredShards();
+  if (layout_.pp > 1 || layout_.tp > 1) splitMesh();  // --tp's shares are made with the model
+  const ChildMade made = layout_.tp > 1   ? planTensorShares()
+                         : layout_.pp > 1 ? planDeferredStages()
+                                          : planDeferredShards();
   model_ = makeModel(o_.model, o_.syncBn,
                      {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
                      shape_, made);
@@ -140,11 +143,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
 
   checkCompressionFits();
   lr_ = gyre::torch::scaleLearningRate(o_.lr, world_, gyre::torch::parseLrScaling(o_.lrScaling));
-  if (layout_.pp > 1 || layout_.tp > 1) {
-    splitMesh();
-    if (layout_.tp > 1) attachTensorParallel();  // before the pipeline cuts the split model
-    if (layout_.pp > 1) attachPipeline();
-  }
+  if (layout_.tp > 1) attachTensorParallel();  // before the pipeline cuts the split model
+  if (layout_.pp > 1) attachPipeline();
   if (zeroStage(o_) == 3 && group_.comm()) attachFullySharded();
   optimizer_ = makeOptimizer(o_,
                              pipeline_ ? pipeline_->parameters()

@@ -210,9 +210,15 @@ class Trainer {
   void dropTrainingState(const std::vector<::torch::Tensor>& trained);
   double shardedTestAccuracy();
   // --tp (trainer_tensor.cc): model_ becomes this rank's share of each block (wholeModel_ keeps
-  // the unsplit twin); the trained shares gathered into wholeModel_ for model.pt. Collective.
+  // the unsplit twin); the trained shares gathered into wholeModel_ for model.pt (onto rank 0
+  // alone when deferredWhole_). Collective.
   void attachTensorParallel();
   void gatherTensorParallel();
+  // --tp, unless --balance time: what makeModel calls on each layer as it is made, to take this
+  // rank's share of it into tensorShares_ and give the layer back, so that no worker holds the
+  // whole model (deferredWhole_: wholeModel_ holds no memory but for a resume that converts a
+  // checkpoint, and rank 0's model.pt). Otherwise nothing.
+  ChildMade planTensorShares();
   void gatherPipelineStages();
   // --pp without --tp, the stages cut by layer counts (--balance even or given): the balance,
   // and what makeModel calls on each layer as it is made, to release those of other ranks'
@@ -259,6 +265,8 @@ class Trainer {
   std::uint64_t augmentSeed(int epoch) const { return o_.seed * 1000003ULL + static_cast<std::uint64_t>(epoch); }
   ::torch::nn::Sequential model_;
   ::torch::nn::Sequential wholeModel_{nullptr};  // --tp: the unsplit model, for model.pt (model_ holds a share)
+  ::torch::nn::Sequential tensorShares_{nullptr};  // planTensorShares(): the share, made layer by layer
+  bool deferredWhole_ = false;                     // planTensorShares()
   std::shared_ptr<Communicator> tensorComm_;  // --tp: this rank's tensor-parallel group
   double lr_;
   std::shared_ptr<::torch::optim::Optimizer> optimizer_;  // optimizer_choice.h

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/files.h"
+#include "gyre/torch/deferred.h"
 #include "torch/optimizer_bytes.h"
 #include "train/checkpoint_relayout.h"  // kShardLayoutValue
 #include "train/live_metrics.h"
@@ -52,7 +53,9 @@ void Trainer::resume() {
       target.flats = std::move(flats);
   if (target.flats) shardLayout_ = gyre::torch::flatLayoutText(*target.flats);
   start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, &target);
-  if (deferredStages_) releaseOthersStages();  // a checkpoint of another layout filled the whole model
+  // A checkpoint of another layout filled the whole model.
+  if (deferredStages_) releaseOthersStages();
+  if (deferredWhole_) gyre::torch::releaseParameters(*wholeModel_);
   globalStep_ = start_.step;
   // The flags rule from the restored step on: the rate is set at every step, the others here.
   applyOptimizerFlags(o_, *optimizer_);

@@ -154,14 +154,27 @@ nn::Sequential makeTensorParallelVit(nn::Sequential& whole, const VitOptions& o,
   GYRE_USAGE_CHECK(tp != nullptr && o.heads % tp->size() == 0, "vit: the tensor-parallel group's ",
                    tp ? tp->size() : 0, " ranks do not divide its ", o.heads, " heads");
   nn::Sequential parallel;
-  parallel->push_back("embedding", std::dynamic_pointer_cast<PatchEmbeddingImpl>(whole->ptr(0)->clone()));
-  for (std::int64_t i = 0; i < o.depth; ++i) {
-    parallel->push_back("block" + std::to_string(i), ParallelTransformerBlock(o, tp));
-  }
-  parallel->push_back("head",
-                      std::dynamic_pointer_cast<ClassHeadImpl>(whole->ptr(static_cast<std::size_t>(1 + o.depth))->clone()));
-  loadTensorParallelVit(parallel, whole, tp->size(), tp->rank());
+  for (std::size_t c = 0; c < whole->size(); ++c) appendTensorParallelLayer(parallel, *whole->ptr(c), o, tp);
   return parallel;
+}
+
+void appendTensorParallelLayer(nn::Sequential& parallel, nn::Module& layer, const VitOptions& o,
+                               std::shared_ptr<Communicator> tp) {
+  if (const auto* embedding = layer.as<PatchEmbeddingImpl>()) {
+    parallel->push_back("embedding", std::dynamic_pointer_cast<PatchEmbeddingImpl>(embedding->clone()));
+  } else if (const auto* head = layer.as<ClassHeadImpl>()) {
+    parallel->push_back("head", std::dynamic_pointer_cast<ClassHeadImpl>(head->clone()));
+  } else {
+    const auto* block = layer.as<TransformerBlockImpl>();
+    GYRE_ENFORCE(block != nullptr, "vit: layer ", parallel->size(), " is not the embedding, a block or the head");
+    ParallelTransformerBlock share(o, tp);
+    const auto params = share->named_parameters();
+    for (const auto& p : block->named_parameters()) {
+      const auto [name, cut] = blockShare(p.key());
+      copyInto(params[name], cutShare(p.value(), cut, tp->size(), tp->rank()));
+    }
+    parallel->push_back("block" + std::to_string(parallel->size() - 1), share);
+  }
 }
 
 void loadTensorParallelVit(const nn::Sequential& parallel, const nn::Sequential& whole, int ranks, int rank) {
@@ -169,14 +182,16 @@ void loadTensorParallelVit(const nn::Sequential& parallel, const nn::Sequential&
   for (const auto& [param, share] : sharesOf(parallel, whole)) copyInto(param, cutShare(from[share.whole], share.cut, ranks, rank));
 }
 
-void gatherTensorParallelVit(nn::Sequential& parallel, nn::Sequential& whole, Communicator& tp) {
+void gatherTensorParallelVit(nn::Sequential& parallel, nn::Sequential& whole, Communicator& tp, int root) {
   const std::vector<Tensor> to = whole->parameters();
+  const bool keeps = root < 0 || tp.rank() == root;
   for (const auto& [param, share] : sharesOf(parallel, whole)) {
     const Tensor& target = to[share.whole];
     if (share.cut == TensorCut::kWhole) {
-      copyInto(target, param);
+      if (keeps) copyInto(target, param);
     } else {
-      copyInto(target, joinShares(allgatherStacked(param, tp).unbind(0), share.cut));
+      const Tensor shares = allgatherStacked(param, tp);
+      if (keeps) copyInto(target, joinShares(shares.unbind(0), share.cut));
     }
   }
 }

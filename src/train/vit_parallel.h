@@ -61,11 +61,19 @@ std::vector<TensorShare> tensorParallelVitShares(const ::torch::nn::Sequential& 
 // split with this rank's share of its weights. The group's size must divide o.heads.
 ::torch::nn::Sequential makeTensorParallelVit(::torch::nn::Sequential& whole, const VitOptions& o,
                                               std::shared_ptr<Communicator> tp);
+// One layer of it, made from the whole model's `layer` (its embedding, a block or its head, in
+// that order) and put at the end of `parallel`: what makes the twin while the whole model is made
+// layer by layer, each layer given back as soon as its share is taken. Draws random numbers (a
+// block's own, then overwritten).
+void appendTensorParallelLayer(::torch::nn::Sequential& parallel, ::torch::nn::Module& layer, const VitOptions& o,
+                               std::shared_ptr<Communicator> tp);
 // Rank `rank`'s shares of `whole`'s values into its twin `parallel` (of a group of `ranks`).
 void loadTensorParallelVit(const ::torch::nn::Sequential& parallel, const ::torch::nn::Sequential& whole,
                            int ranks, int rank);
-// The trained weights back into `whole`. Collective over the group `tp`.
-void gatherTensorParallelVit(::torch::nn::Sequential& parallel, ::torch::nn::Sequential& whole, Communicator& tp);
+// The trained weights back into `whole`: on every rank of the group `tp`, or with `root` on that
+// rank of it alone (the others' `whole` is not touched). Collective over `tp`.
+void gatherTensorParallelVit(::torch::nn::Sequential& parallel, ::torch::nn::Sequential& whole, Communicator& tp,
+                             int root = -1);
 
 // A module of zeros shaped as rank `rank`'s twin of `whole` (the same names, in the same order,
 // with its shares' shapes), without a group: what a --tp checkpoint's part loads into. Its

@@ -415,10 +415,11 @@ TEST_F(PipelineCli, AModelTooBigForOneWorkerTrainsShardedOverFour) {
 // A vit of 201M parameters (805 MB: the parameters alone, before gradients and momentum) under
 // 1500 MiB per worker: one worker cannot train it, and a pipeline whose workers each made the
 // whole model first could not either (1.8 GiB peak RSS measured that way). Each worker makes only
-// its stages (every layer drawn, the others' given back at once), or with ZeRO-3 only its shard
-// of each layer, so none holds the whole model while training; model.pt, gathered on worker 0
-// once its training state is gone, holds it all.
-TEST_F(PipelineCli, APipelineOrZeroThreeOfFourTrainsAModelNoWorkerHolds) {
+// its stages (every layer drawn, the others' given back at once), with ZeRO-3 only its shard of
+// each layer, or with --tp only its share of each block, so none holds the whole model while
+// training; model.pt, gathered on worker 0 once its training state is gone, holds it all, the
+// same in the three.
+TEST_F(PipelineCli, FourWorkersTrainAModelNoWorkerHoldsWithPpZeroThreeOrTp) {
   const VitOptions vit{.depth = 16, .width = 1024, .heads = 8, .patch = 14};
   const std::vector<std::string> model = {"--model",       "vit", "--vit-width", "1024", "--vit-heads",  "8",
                                           "--vit-depth",   "16",  "--vit-patch", "14",   "--optimizer",  "sgd",
@@ -429,8 +430,9 @@ TEST_F(PipelineCli, APipelineOrZeroThreeOfFourTrainsAModelNoWorkerHolds) {
   EXPECT_NE(failed.exitCode, 0) << failed.describe();
   EXPECT_TRUE(contains(failed.err, "worker 0 is out of memory of its 1500 MiB (--memory-limit-mb)")) << failed.err;
 
-  std::vector<::torch::Tensor> first;  // the pipeline's model.pt, which ZeRO-3's must equal
-  for (const std::vector<std::string>& layout : {std::vector<std::string>{"--pp", "4"}, {"--zero", "3"}}) {
+  std::vector<::torch::Tensor> first;  // the pipeline's model.pt, which ZeRO-3's and --tp's must equal
+  for (const std::vector<std::string>& layout :
+       {std::vector<std::string>{"--pp", "4"}, {"--zero", "3"}, {"--tp", "4"}}) {
     SCOPED_TRACE(layout[0]);
     const std::string run = path(layout[0].substr(2));
     const test::ProgramRun r = gyreTrain(concat({{"--np", "4", "--json", "--run-dir", run}, layout, model}));
@@ -438,8 +440,8 @@ TEST_F(PipelineCli, APipelineOrZeroThreeOfFourTrainsAModelNoWorkerHolds) {
     const std::vector<nlohmann::json> epochs = jsonLines(run + "/metrics.jsonl");
     ASSERT_EQ(epochs.size(), 1u);
     EXPECT_TRUE(std::isfinite(epochs[0].at("loss").get<double>()));
-    // The most any worker held for training: its stages' (or shards') parameters, gradients and
-    // momentum, under the whole model's parameters.
+    // The most any worker held for training: its stages' (shards', shares') parameters, gradients
+    // and momentum, under the whole model's parameters.
     EXPECT_LT(epochs[0].at("model_state_bytes").get<double>(), 805e6);
     const std::vector<::torch::Tensor> saved = savedParameters(run, "vit", vit);
     std::int64_t elements = 0;
