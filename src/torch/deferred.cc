@@ -39,15 +39,15 @@ void forEachTensor(::torch::nn::Module& module, F&& f) {
 
 }  // namespace
 
-void releaseParameters(::torch::nn::Module& module) {
-  forEachTensor(module, [](const ::torch::Tensor& t) { detail::dropStorage(t); });
+void releaseTensor(const ::torch::Tensor& tensor) { detail::dropStorage(tensor); }
+
+void materialiseTensor(const ::torch::Tensor& tensor) {
+  if (!isMaterialised(tensor)) detail::provideStorage(tensor, detail::storageSpan(tensor));
 }
 
-void materialiseParameters(::torch::nn::Module& module) {
-  forEachTensor(module, [](const ::torch::Tensor& t) {
-    if (!isMaterialised(t)) detail::provideStorage(t, detail::storageSpan(t));
-  });
-}
+void releaseParameters(::torch::nn::Module& module) { forEachTensor(module, releaseTensor); }
+
+void materialiseParameters(::torch::nn::Module& module) { forEachTensor(module, materialiseTensor); }
 
 bool isMaterialised(const ::torch::Tensor& tensor) {
   return tensor.numel() == 0 || tensor.storage().nbytes() >= detail::storageSpan(tensor);

@@ -43,10 +43,7 @@ void Trainer::gatherTensorParallel() {
   // Onto worker 0 alone, for model.pt, once what it needed to train is gone: its group's
   // shares (every stage's, gathered along the pipeline already).
   if (layout_.replica() != 0 || layout_.stageRank() != 0) return;
-  if (group_.rank() == 0) {
-    dropTrainingState(model_->parameters());
-    gyre::torch::materialiseParameters(*wholeModel_);
-  }
+  if (group_.rank() == 0) dropTrainingState(model_->parameters());
   gatherTensorParallelVit(model_, wholeModel_, *tensorComm_, 0);
 }
 

@@ -1,6 +1,7 @@
 #include "train/vit_parallel.h"
 
 #include "common/check.h"
+#include "gyre/torch/deferred.h"
 
 namespace gyre::train {
 namespace {
@@ -187,12 +188,12 @@ void gatherTensorParallelVit(nn::Sequential& parallel, nn::Sequential& whole, Co
   const bool keeps = root < 0 || tp.rank() == root;
   for (const auto& [param, share] : sharesOf(parallel, whole)) {
     const Tensor& target = to[share.whole];
-    if (share.cut == TensorCut::kWhole) {
-      if (keeps) copyInto(target, param);
-    } else {
-      const Tensor shares = allgatherStacked(param, tp);
-      if (keeps) copyInto(target, joinShares(shares.unbind(0), share.cut));
-    }
+    const Tensor all = share.cut == TensorCut::kWhole ? Tensor() : allgatherStacked(param, tp);
+    if (!keeps) continue;
+    const Tensor value = share.cut == TensorCut::kWhole ? param : joinShares(all.unbind(0), share.cut);
+    gyre::torch::materialiseTensor(target);
+    copyInto(target, value);
+    if (root >= 0) gyre::torch::releaseTensor(param);
   }
 }
 

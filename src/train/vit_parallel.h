@@ -71,7 +71,10 @@ void appendTensorParallelLayer(::torch::nn::Sequential& parallel, ::torch::nn::M
 void loadTensorParallelVit(const ::torch::nn::Sequential& parallel, const ::torch::nn::Sequential& whole,
                            int ranks, int rank);
 // The trained weights back into `whole`: on every rank of the group `tp`, or with `root` on that
-// rank of it alone (the others' `whole` is not touched). Collective over `tp`.
+// rank of it alone (the others' `whole` is not touched; `whole` may hold no memory there, each
+// tensor gets its own just before its values come, and each of root's shares gives its memory
+// back once sent: the most root holds is the whole model and what is left of its share, and its
+// `parallel` is spent). Collective over `tp`.
 void gatherTensorParallelVit(::torch::nn::Sequential& parallel, ::torch::nn::Sequential& whole, Communicator& tp,
                              int root = -1);
 

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "gyre/errors.h"
+#include "gyre/torch/deferred.h"
 #include "gyre/store.h"
 #include "support/ranks.h"
 #include "train/vit.h"
@@ -81,6 +82,24 @@ TEST(VitParallel, TheTwinIsTheWholeVitsSharesAndGathersBackIntoIt) {
     const std::vector<::torch::Tensor> start = draw()->parameters();
     for (std::size_t k = 0; k < start.size(); ++k)
       EXPECT_TRUE(::torch::allclose(wholeParams[k], start[k] + 1.0f)) << k;
+
+    // Onto rank 1 alone, into a whole model without memory: it gets memory and the values there,
+    // rank 1's own shares give theirs back, and rank 0 keeps its shares and leaves its model be.
+    {
+      ::torch::NoGradGuard noGrad;
+      for (const ::torch::Tensor& p : twin->parameters()) p.add_(1.0f);
+    }
+    ::torch::nn::Sequential empty = draw();
+    gyre::torch::releaseParameters(*empty);
+    gatherTensorParallelVit(twin, empty, *comm, 1);
+    const std::vector<::torch::Tensor> gathered = empty->parameters();
+    for (std::size_t k = 0; k < start.size(); ++k) {
+      EXPECT_EQ(gyre::torch::isMaterialised(gathered[k]), rank == 1) << k;
+      if (rank == 1) {
+        EXPECT_TRUE(::torch::allclose(gathered[k], start[k] + 2.0f)) << k;
+      }
+    }
+    for (const ::torch::Tensor& p : twin->parameters()) EXPECT_EQ(gyre::torch::isMaterialised(p), rank == 0);
   });
 }
 

@@ -23,5 +23,8 @@ void releaseParameters(::torch::nn::Module& module);
 void materialiseParameters(::torch::nn::Module& module);
 // Whether the tensor holds memory for its elements (a tensor of no elements always does).
 bool isMaterialised(const ::torch::Tensor& tensor);
+// The same for one tensor: its memory given back, or memory again (uninitialised) when it has none.
+void releaseTensor(const ::torch::Tensor& tensor);
+void materialiseTensor(const ::torch::Tensor& tensor);
 
 }  // namespace gyre::torch
