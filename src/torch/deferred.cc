@@ -49,6 +49,11 @@ void releaseParameters(::torch::nn::Module& module) { forEachTensor(module, rele
 
 void materialiseParameters(::torch::nn::Module& module) { forEachTensor(module, materialiseTensor); }
 
+bool holdsStorageAlone(const ::torch::Tensor& tensor) {
+  return tensor.storage().use_count() == 1 && tensor.storage_offset() == 0 &&
+         tensor.storage().nbytes() == detail::storageSpan(tensor);
+}
+
 bool isMaterialised(const ::torch::Tensor& tensor) {
   return tensor.numel() == 0 || tensor.storage().nbytes() >= detail::storageSpan(tensor);
 }

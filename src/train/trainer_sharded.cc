@@ -40,6 +40,7 @@ void Trainer::gatherShards() {
 
 void Trainer::dropTrainingState(const std::vector<::torch::Tensor>& trained) {
   optimizer_->state().clear();
+  if (dist_) dist_->stateOptimizer().state().clear();  // --zero 1 and 2: the shard optimizer's
   for (const ::torch::Tensor& p : trained) p.mutable_grad().reset();
   ::malloc_trim(0);  // what training freed goes back to the system before the whole model comes
 }

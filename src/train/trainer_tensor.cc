@@ -31,7 +31,13 @@ ChildMade Trainer::planTensorShares() {
 
 void Trainer::attachTensorParallel() {
   wholeModel_ = model_;
-  model_ = deferredWhole_ ? tensorShares_ : makeTensorParallelVit(wholeModel_, vitOptionsOf(o_), tensorComm_);
+  if (deferredWhole_) {
+    model_ = tensorShares_;
+  } else {
+    const std::string rng = gyre::torch::torchRngState();  // as planTensorShares: every layout's draws
+    model_ = makeTensorParallelVit(wholeModel_, vitOptionsOf(o_), tensorComm_);
+    gyre::torch::setTorchRngState(rng);
+  }
   tensorShares_ = ::torch::nn::Sequential(nullptr);
 }
 

@@ -193,7 +193,8 @@ void gatherTensorParallelVit(nn::Sequential& parallel, nn::Sequential& whole, Co
     const Tensor value = share.cut == TensorCut::kWhole ? param : joinShares(all.unbind(0), share.cut);
     gyre::torch::materialiseTensor(target);
     copyInto(target, value);
-    if (root >= 0) gyre::torch::releaseTensor(param);
+    // Not one of a bucket's parameters (--zero's flat buckets): their storage is the bucket's.
+    if (root >= 0 && gyre::torch::holdsStorageAlone(param)) gyre::torch::releaseTensor(param);
   }
 }
 

@@ -72,9 +72,9 @@ void loadTensorParallelVit(const ::torch::nn::Sequential& parallel, const ::torc
                            int ranks, int rank);
 // The trained weights back into `whole`: on every rank of the group `tp`, or with `root` on that
 // rank of it alone (the others' `whole` is not touched; `whole` may hold no memory there, each
-// tensor gets its own just before its values come, and each of root's shares gives its memory
-// back once sent: the most root holds is the whole model and what is left of its share, and its
-// `parallel` is spent). Collective over `tp`.
+// tensor gets its own just before its values come, and each of root's shares that holds its
+// storage alone gives its memory back once sent: the most root holds is the whole model and what
+// is left of its share, and its `parallel` is spent). Collective over `tp`.
 void gatherTensorParallelVit(::torch::nn::Sequential& parallel, ::torch::nn::Sequential& whole, Communicator& tp,
                              int root = -1);
 

@@ -143,6 +143,7 @@ TEST_F(PipelineCli, TensorParallelLayoutsTrainTheVitOfOneWorker) {
   for (const auto& [name, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"tp2", {"--np", "2", "--tp", "2"}},
            {"dp2-tp2", {"--np", "4", "--tp", "2"}},
+           {"dp2-tp2-zero1", {"--np", "4", "--tp", "2", "--zero", "1"}},  // the shares in ZeRO's buckets
            {"pp2-tp2", {"--np", "4", "--pp", "2", "--tp", "2", "--micro-batches", "3"}},
            {"pp2-tp2-zero-bubble", {"--np", "4", "--pp", "2", "--tp", "2", "--schedule", "zero-bubble"}}}) {
     SCOPED_TRACE(name);

@@ -24,7 +24,11 @@ void materialiseParameters(::torch::nn::Module& module);
 // Whether the tensor holds memory for its elements (a tensor of no elements always does).
 bool isMaterialised(const ::torch::Tensor& tensor);
 // The same for one tensor: its memory given back, or memory again (uninitialised) when it has none.
+// Releasing takes the memory from every tensor on the same storage (a bucket's parameters laid out
+// in one flat tensor, views): ask holdsStorageAlone first where that may be.
 void releaseTensor(const ::torch::Tensor& tensor);
 void materialiseTensor(const ::torch::Tensor& tensor);
+// Whether no other tensor shares the tensor's storage and it spans all of it.
+bool holdsStorageAlone(const ::torch::Tensor& tensor);
 
 }  // namespace gyre::torch
