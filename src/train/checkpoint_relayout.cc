@@ -178,10 +178,11 @@ void readPart(const TrainOptions& o, const CheckpointConfig& config, const std::
               std::vector<std::pair<::torch::Tensor, ::torch::Tensor>>& trained,
               gyre::torch::LoadedCheckpoint& loaded) {
   const std::vector<::torch::Tensor> params = whole->parameters();
-  const std::vector<::torch::nn::Sequential> stages = stagesTrainedBy(config, balance, stageOfPart(config, r), whole);
+  const int stage = stageOfPart(config, r);
+  const std::vector<::torch::nn::Sequential> stages = stagesTrainedBy(config, balance, stage, whole);
   // What the part saved of the model: its stages' layers (a pipeline's), or the whole model.
   const std::shared_ptr<::torch::nn::Module> saved =
-      config.pp > 1 ? gyre::torch::namedStageLayers(whole, balance, stageOfPart(config, r), config.pp) : whole.ptr();
+      config.pp > 1 ? gyre::torch::namedStageLayers(whole, balance, stage, config.pp) : whole.ptr();
   if (savedFlats(config)) {
     // Flat shards of the whole model's parameters (of its stages' with --pp): --zero 1 and 2 save
     // the model beside them, --zero 3 only its shards.

@@ -109,11 +109,6 @@ std::string checkpointLayoutMismatch(const std::string& saved, const std::string
 
 namespace {
 
-// Both configs readable: the layouts a conversion can join.
-bool convertibleKinds(const std::optional<CheckpointConfig>& a, const std::optional<CheckpointConfig>& b) {
-  return a && b;
-}
-
 // The config of the newest checkpoint of a layout's directory that is complete: its own (DIR/ckpt-*)
 // or its parts' (DIR/rank-<r>/ckpt-*, of a step every rank of the layout that saved it finished;
 // names sort by step); "" when there is none.
@@ -142,7 +137,7 @@ std::string newestConfigIn(const std::string& dir) {
 bool convertibleLayouts(const std::string& saved, const std::string& current) {
   const std::optional<CheckpointConfig> a = parseCheckpointConfig(saved);
   const std::optional<CheckpointConfig> b = parseCheckpointConfig(current);
-  if (!convertibleKinds(a, b)) return false;
+  if (!a || !b) return false;
   // Unsplit on both sides: the plain resume takes any number of workers already.
   if (a->zero == 0 && b->zero == 0 && a->pp == 1 && b->pp == 1 && a->tp == 1 && b->tp == 1) return false;
   if (a->world != b->world || a->pp != b->pp || a->tp != b->tp || a->zero != b->zero) return true;
@@ -179,7 +174,7 @@ SavedLayout savedLayoutOf(const std::string& dir) {
 bool resumesConverted(const SavedLayout& saved, const std::string& current) {
   if (!saved.earlier) return convertibleLayouts(saved.config, current);
   // Set aside by a conversion: any layout a conversion reaches reads it back.
-  return convertibleKinds(parseCheckpointConfig(saved.config), parseCheckpointConfig(current));
+  return parseCheckpointConfig(saved.config) && parseCheckpointConfig(current);
 }
 
 std::string setAsideOnlyMessage(const std::string& dir, const std::string& aside) {

@@ -135,9 +135,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   const ChildMade made = layout_.tp > 1   ? planTensorShares()
                          : layout_.pp > 1 ? planDeferredStages()
                                           : planDeferredShards();
-  model_ = makeModel(o_.model, o_.syncBn,
-                     {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
-                     shape_, made);
+  model_ = makeModel(o_.model, o_.syncBn, vitOptions(), shape_, made);
   if (group_.comm() && !made) gyre::torch::broadcastParameters(*model_, *group_.comm());
   gyre::torch::setSyncBatchNormCommunicator(*model_, group_.comm());
 

@@ -32,6 +32,15 @@ namespace gyre::train::detail {
 // Test images evaluated per forward pass.
 inline constexpr std::int64_t kEvalChunk = 1000;
 
+// Runs `draw`, then puts the default generator back as it was: what `draw` draws leaves the run's
+// random numbers (and so every layout's initial values) as they would be without it.
+template <typename F>
+void withGeneratorPutBack(F&& draw) {
+  const std::string rng = gyre::torch::torchRngState();
+  std::forward<F>(draw)();
+  gyre::torch::setTorchRngState(rng);
+}
+
 // The collectives the loop needs; in plain mode (no communicator) a world of one.
 class Group {
  public:
@@ -263,6 +272,9 @@ class Trainer {
   std::vector<gyre::data::Transform> transforms_;  // --augment
   // The seed of epoch `epoch`'s (from 1) augmentations: another draw every epoch.
   std::uint64_t augmentSeed(int epoch) const { return o_.seed * 1000003ULL + static_cast<std::uint64_t>(epoch); }
+  VitOptions vitOptions() const {
+    return {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch};
+  }
   ::torch::nn::Sequential model_;
   ::torch::nn::Sequential wholeModel_{nullptr};  // --tp: the unsplit model, for model.pt (model_ holds a share)
   ::torch::nn::Sequential tensorShares_{nullptr};  // planTensorShares(): the share, made layer by layer

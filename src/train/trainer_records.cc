@@ -34,12 +34,7 @@ void Trainer::resume() {
   } else {
     target.whole = model_;
     if (fsdp_ && o_.resume && !o_.checkpointDir.empty()) {
-      // Drawn with the generator put back after, so that the run's random numbers stay its own.
-      const std::string rng = gyre::torch::torchRngState();
-      target.whole = makeModel(o_.model, o_.syncBn,
-                               {.depth = o_.vitDepth, .width = o_.vitWidth, .heads = o_.vitHeads, .patch = o_.vitPatch},
-                               shape_);
-      gyre::torch::setTorchRngState(rng);
+      withGeneratorPutBack([&] { target.whole = makeModel(o_.model, o_.syncBn, vitOptions(), shape_); });
     }
     if (fsdp_) {
       target.flats = fsdp_->shardLayout(model_->parameters());

@@ -1,19 +1,10 @@
 // The built-in trainer's tensor parallelism (--tp): this rank's share of the vit, and the whole
 // model gathered at the end. The groups are splitMesh()'s, evaluation testAccuracy()'s.
-#include "gyre/torch/checkpoint.h"  // torchRngState
 #include "gyre/torch/deferred.h"
 #include "train/trainer_loop.h"
 #include "train/vit_parallel.h"
 
 namespace gyre::train::detail {
-
-namespace {
-
-VitOptions vitOptionsOf(const TrainOptions& o) {
-  return {.depth = o.vitDepth, .width = o.vitWidth, .heads = o.vitHeads, .patch = o.vitPatch};
-}
-
-}  // namespace
 
 ChildMade Trainer::planTensorShares() {
   // --balance time: rank 0 measures the whole model's layers (attachPipeline).
@@ -21,10 +12,7 @@ ChildMade Trainer::planTensorShares() {
   deferredWhole_ = true;
   tensorShares_ = ::torch::nn::Sequential();
   return [this](std::size_t /*child*/, ::torch::nn::Module& made) {
-    // The generator put back: the whole model's values are drawn as on every other layout.
-    const std::string rng = gyre::torch::torchRngState();
-    appendTensorParallelLayer(tensorShares_, made, vitOptionsOf(o_), tensorComm_);
-    gyre::torch::setTorchRngState(rng);
+    withGeneratorPutBack([&] { appendTensorParallelLayer(tensorShares_, made, vitOptions(), tensorComm_); });
     gyre::torch::releaseParameters(made);
   };
 }
@@ -34,9 +22,7 @@ void Trainer::attachTensorParallel() {
   if (deferredWhole_) {
     model_ = tensorShares_;
   } else {
-    const std::string rng = gyre::torch::torchRngState();  // as planTensorShares: every layout's draws
-    model_ = makeTensorParallelVit(wholeModel_, vitOptionsOf(o_), tensorComm_);
-    gyre::torch::setTorchRngState(rng);
+    withGeneratorPutBack([&] { model_ = makeTensorParallelVit(wholeModel_, vitOptions(), tensorComm_); });
   }
   tensorShares_ = ::torch::nn::Sequential(nullptr);
 }
