@@ -487,32 +487,36 @@ void gatherStagesOnto(const ::torch::nn::Sequential& layers, const std::vector<i
   }
 }
 
-std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::torch::Tensor& sample, int repeats) {
-  GYRE_ARG_CHECK(repeats >= 1, "measureLayerSeconds: repeats must be at least 1");
-  std::vector<std::vector<double>> runs(layers->size());
+LayerTimer::LayerTimer(::torch::Tensor sample, int repeats) : input_(std::move(sample)), repeats_(repeats) {
+  GYRE_ARG_CHECK(repeats >= 1, "LayerTimer: repeats must be at least 1");
+}
+
+double LayerTimer::time(::torch::nn::AnyModule& layer) {
   // The first runs pay for allocations and kernels' set-up (the first convolution's: ten times
   // its steady time): they are not counted.
   constexpr int kWarmup = 2;
-  for (int r = -kWarmup; r < repeats; ++r) {
-    Tensor x = sample;
-    std::size_t i = 0;
-    for (auto& layer : *layers) {
-      Tensor leaf = x.detach();
-      if (leaf.is_floating_point()) leaf.requires_grad_(true);
-      const Clock::time_point start = Clock::now();
-      Tensor y = layer.any_forward(leaf).get<Tensor>();
-      if (y.is_floating_point() && y.requires_grad()) y.backward(::torch::ones_like(y));
-      if (r >= 0) runs[i].push_back(secondsSince(start));
-      ++i;
-      x = y.detach();
-    }
+  std::vector<double> runs;
+  Tensor out;
+  for (int r = -kWarmup; r < repeats_; ++r) {
+    Tensor leaf = input_.detach();
+    if (leaf.is_floating_point()) leaf.requires_grad_(true);
+    const Clock::time_point start = Clock::now();
+    Tensor y = layer.any_forward(leaf).get<Tensor>();
+    if (y.is_floating_point() && y.requires_grad()) y.backward(::torch::ones_like(y));
+    if (r >= 0) runs.push_back(secondsSince(start));
+    out = y.detach();
   }
-  for (auto& p : layers->parameters()) p.mutable_grad() = Tensor();  // the measurement's, not the model's
+  for (auto& p : layer.ptr()->parameters()) p.mutable_grad() = Tensor();  // the measurement's, not the model's
+  input_ = out;
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::torch::Tensor& sample, int repeats) {
+  GYRE_ARG_CHECK(repeats >= 1, "measureLayerSeconds: repeats must be at least 1");
+  LayerTimer timer(sample, repeats);
   std::vector<double> out;
-  for (auto& r : runs) {
-    std::sort(r.begin(), r.end());
-    out.push_back(r[r.size() / 2]);
-  }
+  for (auto& layer : *layers) out.push_back(timer.time(layer));
   return out;
 }
 

@@ -124,6 +124,15 @@ void readTensorParallelPart(const TrainOptions& o, const CheckpointConfig& confi
   const int t = r % config.tp;
   const std::shared_ptr<::torch::nn::Module> shapes = tensorParallelVitShapes(whole, config.tp, t);
   const auto named = shapes->named_parameters();
+  // What the part saved: beside --pp its stages' shares (under the layers' names, which the
+  // shares keep), or all of its shares (as parts saved by earlier versions did beside --pp too).
+  std::shared_ptr<::torch::nn::Module> saved = shapes;
+  if (config.pp > 1) {
+    saved = std::make_shared<::torch::nn::Module>("StageShares");
+    const auto layers = shapes->named_children();
+    const auto stage = gyre::torch::namedStageLayers(whole, balance, stageOfPart(config, r), config.pp);
+    for (const auto& layer : stage->named_children()) saved->register_module(layer.key(), layers[layer.key()]);
+  }
   const std::vector<TensorShare> shares = tensorParallelVitShares(whole);
   const std::unordered_map<const void*, std::size_t> index = gyre::torch::parameterIndex(whole->parameters());
   std::vector<std::size_t> trained;  // whole-model indices, in the part's optimizer's order
@@ -136,11 +145,11 @@ void readTensorParallelPart(const TrainOptions& o, const CheckpointConfig& confi
   if (savedFlats(config)) {
     const PartFlats flats = partFlats(part, o.checkpointDir, config.zero);
     const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, flats.flats, o.lr);
-    loaded = gyre::torch::loadCheckpoint(part, *shapes, partOptimizer.get(), load);
+    loaded = gyre::torch::loadCheckpoint(part, *saved, partOptimizer.get(), load);
     gyre::torch::gatherFlatStates(*partOptimizer, flats.layout, shapes->parameters(), states);
   } else {
     const std::shared_ptr<::torch::optim::Optimizer> partOptimizer = makeOptimizer(o, params, o.lr);
-    loaded = gyre::torch::loadCheckpoint(part, *shapes, partOptimizer.get(), load);
+    loaded = gyre::torch::loadCheckpoint(part, *saved, partOptimizer.get(), load);
     for (std::size_t k = 0; k < trained.size(); ++k)
       if (const auto it = partOptimizer->state().find(c10::guts::to_string(params[k].unsafeGetTensorImpl()));
           it != partOptimizer->state().end())
@@ -271,9 +280,10 @@ WholeState readWholeState(const TrainOptions& o, const SavedLayout& saved, const
 
 StartPoint loadOnThisLayout(const TrainOptions& o, const SavedLayout& saved, const std::string& current,
                             const ResumeTarget& target, ::torch::optim::Optimizer& optimizer) {
-  // A pipeline's worker holds only its stages (deferred.h): the other layers get memory while the
-  // parts load, and the trainer gives it back after.
+  // A pipeline's worker holds only its stages (deferred.h), of the whole model or of its share:
+  // the other layers get memory while the parts load, and the trainer gives it back after.
   gyre::torch::materialiseParameters(*target.whole.ptr());
+  if (target.share) gyre::torch::materialiseParameters(*target.share->model.ptr());  // beside --pp
   const WholeState state = readWholeState(o, saved, current, target.whole);
   const std::vector<::torch::Tensor> params = target.whole->parameters();
   if (target.share) {

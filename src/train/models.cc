@@ -31,7 +31,7 @@ namespace {
 // The mlp and the cnn are small: made whole, then shown child by child.
 nn::Sequential shown(nn::Sequential model, const ChildMade& made) {
   if (made)
-    for (std::size_t c = 0; c < model->size(); ++c) made(c, *model->ptr(c));
+    for (std::size_t c = 0; c < model->size(); ++c) made(c, model->begin()[static_cast<std::ptrdiff_t>(c)]);
   return model;
 }
 

@@ -105,6 +105,7 @@ void fields(R& r, F&& field) {
   field("clock_wait_s", r.clockWaitS);
   field("peak_rss_bytes", r.peakRssBytes);
   field("model_state_bytes", r.modelStateBytes);
+  field("parameter_bytes", r.parameterBytes);
   field("pipeline", r.pipeline);
 }
 

@@ -69,7 +69,8 @@ struct PipelineRecord {
 // efficiency, compute_s, communicate_s, bytes_per_step, stragglers ({rank, since_step, factor}),
 // dropped_gradients, autotune ({bucket_cap_mb, algorithm, step_ms, trials, steps, summary}),
 // wait_s, hidden_s, data_wait_s, torch_threads, blas_threads, checkpoints ({step, bytes, stall_s,
-// path}), mode, servers, staleness, clock_wait_s, peak_rss_bytes, model_state_bytes, pipeline
+// path}), mode, servers, staleness, clock_wait_s, peak_rss_bytes, model_state_bytes,
+// parameter_bytes, pipeline
 // ({pp, dp, micro_batches, schedule, balance, bubble, ideal_bubble, stage_times_bubble, stage_ms,
 // peak_activation_bytes}); an optional field that is unknown or does not apply is null.
 struct EpochRecord {
@@ -124,9 +125,11 @@ struct EpochRecord {
   // Memory, the largest over the workers: the process's resident-set high-water mark (getrusage)
   // and the bytes of its training state as it holds them: the parameters it trains, their
   // gradients and the optimizer's state, sharded under --zero (null in a ps mode, where the
-  // servers hold it).
+  // servers hold it); and the bytes of memory the model's parameters and buffers lie in on it at
+  // the epoch's end, each storage once (its stages, shards or shares, or the whole model).
   std::int64_t peakRssBytes = 0;
   std::optional<std::int64_t> modelStateBytes;
+  std::int64_t parameterBytes = 0;
 };
 
 // One step of steps.jsonl: the global step from 1, its epoch from 1, its training loss averaged

@@ -130,6 +130,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<Communicator> comm
   // Every rank draws the same initial weights; the broadcast makes sure of it. A pipeline's ranks
   // (and --zero 3's, and --tp's) draw every layer too but keep only their stages (or shards, or
   // shares): no whole to broadcast.
+  planBalance();  // --pp: how many layers each stage takes (--balance time draws the model to time it)
   ::torch::manual_seed(o_.seed);
   if (layout_.pp > 1 || layout_.tp > 1) splitMesh();  // --tp's shares are made with the model
   const ChildMade made = layout_.tp > 1   ? planTensorShares()

@@ -196,8 +196,9 @@ class Trainer {
   void attachPipeline();
   // --pp, --tp: the mesh's communicators (pipeComm_, tensorComm_, dataParallelComm_). Collective.
   void splitMesh();
-  // EpochRecord::peakRssBytes and modelStateBytes (trainer_records.cc). Collective.
+  // EpochRecord::peakRssBytes, modelStateBytes and parameterBytes (trainer_records.cc). Collective.
   void recordMemory(EpochRecord& report);
+  std::int64_t heldParameterBytes() const;  // this worker's, for parameterBytes
   void notePipelineStep();
   // The epoch's stage times: each pipeline rank's compute per micro-batch, and the bubble they
   // alone would make (gyre::torch::stageTimesBubble), step by step.
@@ -223,20 +224,24 @@ class Trainer {
   // alone when deferredWhole_). Collective.
   void attachTensorParallel();
   void gatherTensorParallel();
-  // --tp, unless --balance time: what makeModel calls on each layer as it is made, to take this
-  // rank's share of it into tensorShares_ and give the layer back, so that no worker holds the
-  // whole model (deferredWhole_: wholeModel_ holds no memory but for a resume that converts a
-  // checkpoint, and rank 0's model.pt). Otherwise nothing.
+  // --tp: what makeModel calls on each layer as it is made, to take this rank's share of it into
+  // tensorShares_ and give the layer back, so that no worker holds the whole model
+  // (deferredWhole_: wholeModel_ holds no memory but for a resume that converts a checkpoint, and
+  // rank 0's model.pt); beside --pp, the shares of other ranks' stages are given back too
+  // (deferredStages_). Otherwise nothing.
   ChildMade planTensorShares();
   void gatherPipelineStages();
-  // --pp without --tp, the stages cut by layer counts (--balance even or given): the balance,
-  // and what makeModel calls on each layer as it is made, to release those of other ranks'
-  // stages, so that no worker holds the whole model (deferredStages_). Otherwise nothing.
+  // --pp: balance_, the layers of each stage, before the model is made (--balance time: rank 0
+  // times the layers of a model it draws layer by layer for the purpose, and broadcasts them).
+  // Collective. Otherwise nothing.
+  void planBalance();
+  // --pp without --tp: what makeModel calls on each layer as it is made, to release those of
+  // other ranks' stages, so that no worker holds the whole model (deferredStages_). Otherwise
+  // nothing.
   ChildMade planDeferredStages();
   // The layers of other ranks' stages given back again (after a resume filled them).
   void releaseOthersStages();
   bool ownsLayer(std::size_t child) const;  // whether the layer is in one of this rank's stages
-  std::vector<int> countedBalance() const;  // --balance even's or the given counts (no model needed)
 
   // Parameter-server modes (trainer_ps.cc): ps_ in place of dist_; each epoch's staleness and
   // clock waits, summed over the workers; rank 0's closing line on the whole run's staleness.
@@ -339,7 +344,7 @@ class Trainer {
   std::unique_ptr<gyre::torch::Pipeline> pipeline_;
   std::shared_ptr<Communicator> pipeComm_, dataParallelComm_;
   std::vector<int> balance_;
-  bool deferredStages_ = false;  // planDeferredStages(): model_ holds memory for this rank's stages only
+  bool deferredStages_ = false;  // planDeferredStages(), planTensorShares(): model_ holds memory for this rank's stages only
   std::shared_ptr<::torch::nn::Module> ownLayers_;  // this rank's stages' layers by name (checkpoint parts)
   double pipelineStepS_ = 0;
   std::vector<double> pipelineStepBusyS_;  // each timed step's compute seconds

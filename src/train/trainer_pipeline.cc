@@ -10,18 +10,45 @@
 
 namespace gyre::train::detail {
 
-ChildMade Trainer::planDeferredStages() {
-  if (layout_.pp == 1 || layout_.tp > 1 || o_.balance == "time" || !group_.comm()) return {};
-  balance_ = countedBalance();
-  deferredStages_ = true;
-  return [this](std::size_t child, ::torch::nn::Module& made) {
-    if (!ownsLayer(child)) gyre::torch::releaseParameters(made);
-  };
+void Trainer::planBalance() {
+  if (layout_.pp == 1) return;
+  const int stages = o_.pp * o_.virtualStages;
+  if (o_.balance == "even") {
+    balance_ = gyre::torch::balanceEvenly(modelLayers(o_), stages);
+    return;
+  }
+  if (o_.balance != "time") {
+    balance_ = explicitBalance(o_);
+    return;
+  }
+  // Measured on rank 0 alone, on a micro-batch, so that every rank cuts the same way: the model
+  // drawn layer by layer, each layer timed on what the one before gave and given back at once (so
+  // that a model larger than one worker is never whole), the unsplit layers with --tp (rank 0
+  // alone cannot run a tensor-parallel one). The constructor draws the model again from the seed.
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(stages));
+  if (group_.rank() == 0) {
+    std::vector<std::int64_t> first(
+        static_cast<std::size_t>(std::max<std::int64_t>(perRankBatch_ / microBatchesOf(o_), 1)));
+    std::iota(first.begin(), first.end(), 0);
+    gyre::torch::LayerTimer timer(data_.train->gather(first, 0).images);
+    std::vector<double> seconds;
+    makeModel(o_.model, o_.syncBn, vitOptions(), shape_, [&](std::size_t /*child*/, ::torch::nn::AnyModule& made) {
+      seconds.push_back(timer.time(made));
+      gyre::torch::releaseParameters(*made.ptr());
+    });
+    const std::vector<int> b = gyre::torch::balanceByCost(seconds, stages);
+    std::copy(b.begin(), b.end(), counts.begin());
+  }
+  group_.comm()->broadcast(counts.data(), counts.size(), {DataType::kInt64, 0});
+  balance_.assign(counts.begin(), counts.end());
 }
 
-std::vector<int> Trainer::countedBalance() const {
-  if (o_.balance == "even") return gyre::torch::balanceEvenly(modelLayers(o_), o_.pp * o_.virtualStages);
-  return explicitBalance(o_);
+ChildMade Trainer::planDeferredStages() {
+  if (layout_.pp == 1 || layout_.tp > 1 || !group_.comm()) return {};
+  deferredStages_ = true;
+  return [this](std::size_t child, ::torch::nn::AnyModule& made) {
+    if (!ownsLayer(child)) gyre::torch::releaseParameters(*made.ptr());
+  };
 }
 
 bool Trainer::ownsLayer(std::size_t child) const {
@@ -39,27 +66,7 @@ void Trainer::releaseOthersStages() {
 }
 
 void Trainer::attachPipeline() {
-  Communicator& world = *group_.comm();
-  const int stages = o_.pp * o_.virtualStages;
   const int m = microBatchesOf(o_);
-  if (o_.balance != "time") {
-    balance_ = countedBalance();
-  } else {
-    // Measured on rank 0 alone, on a micro-batch, so that every rank cuts the same way.
-    std::vector<std::int64_t> counts(static_cast<std::size_t>(stages));
-    if (group_.rank() == 0) {
-      std::vector<std::int64_t> first(static_cast<std::size_t>(std::max<std::int64_t>(perRankBatch_ / m, 1)));
-      std::iota(first.begin(), first.end(), 0);
-      const ::torch::Tensor sample = data_.train->gather(first, 0).images;
-      // With --tp, on the unsplit twin: its layers are the split model's, and rank 0 alone cannot
-      // run a tensor-parallel layer.
-      const std::vector<int> b = gyre::torch::balanceByCost(
-          gyre::torch::measureLayerSeconds(wholeModel_ ? wholeModel_ : model_, sample), stages);
-      std::copy(b.begin(), b.end(), counts.begin());
-    }
-    world.broadcast(counts.data(), counts.size(), {DataType::kInt64, 0});
-    balance_.assign(counts.begin(), counts.end());
-  }
   timeline_ = gyre::torch::Timeline::fromEnvironment(group_.comm());
   gyre::torch::PipelineOptions p;
   p.microBatches = m;
@@ -68,8 +75,9 @@ void Trainer::attachPipeline() {
   p.timeline = timeline_;
   pipeline_ = std::make_unique<gyre::torch::Pipeline>(
       gyre::torch::stagesOf(model_, balance_, layout_.stageRank(), o_.pp), pipeComm_, p);
-  // A checkpoint part holds this rank's stages alone (under their names in the whole model).
-  if (layout_.tp == 1) ownLayers_ = gyre::torch::namedStageLayers(model_, balance_, layout_.stageRank(), o_.pp);
+  // A checkpoint part holds this rank's stages alone (under their names in the whole model; with
+  // --tp, its shares of them).
+  ownLayers_ = gyre::torch::namedStageLayers(model_, balance_, layout_.stageRank(), o_.pp);
 }
 
 void Trainer::splitMesh() {
@@ -159,10 +167,11 @@ void Trainer::gatherPipelineStages() {
     gyre::torch::gatherStages(model_, balance_, *pipeComm_);
     return;
   }
-  // No worker holds the whole model but worker 0, once training is done, for model.pt: what its
-  // own stages needed to train goes first.
+  // No worker holds the whole model but worker 0, once training is done, for model.pt (with --tp
+  // each of its group holds its shares of every stage first): what the receivers' own stages
+  // needed to train goes first.
   if (layout_.replica() != 0) return;
-  if (group_.rank() == 0) dropTrainingState(pipeline_->parameters());
+  if (layout_.stageRank() == 0) dropTrainingState(pipeline_->parameters());
   gyre::torch::gatherStagesOnto(model_, balance_, *pipeComm_, 0);
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -206,9 +207,29 @@ void Trainer::recordMemory(EpochRecord& report) {
     bytes += static_cast<std::int64_t>(gyre::torch::optimizerStateTensorBytes(*optimizer_));
     state = static_cast<double>(bytes);
   }
-  const std::vector<double> most = group_.max({static_cast<double>(usage.ru_maxrss) * 1024.0, state});  // ru_maxrss: KiB
+  const std::vector<double> most = group_.max(
+      {static_cast<double>(usage.ru_maxrss) * 1024.0, state, static_cast<double>(heldParameterBytes())});  // ru_maxrss: KiB
   report.peakRssBytes = static_cast<std::int64_t>(most[0]);
   if (most[1] >= 0) report.modelStateBytes = static_cast<std::int64_t>(most[1]);
+  report.parameterBytes = static_cast<std::int64_t>(most[2]);
+}
+
+std::int64_t Trainer::heldParameterBytes() const {
+  // A tensor released (deferred.h) holds none; ZeRO's buckets and views share a storage.
+  std::set<const void*> seen;
+  std::int64_t bytes = 0;
+  auto add = [&](const std::vector<::torch::Tensor>& tensors) {
+    for (const ::torch::Tensor& t : tensors)
+      if (t.defined() && t.numel() > 0 && gyre::torch::isMaterialised(t) && seen.insert(t.storage().data()).second)
+        bytes += static_cast<std::int64_t>(t.storage().nbytes());
+  };
+  for (const ::torch::nn::Sequential& model : {model_, wholeModel_}) {
+    if (!model) continue;
+    add(model->parameters());
+    add(model->buffers());
+  }
+  if (fsdp_) add(fsdp_->parameters());
+  return bytes;
 }
 
 void Trainer::saveModel() {

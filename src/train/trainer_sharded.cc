@@ -22,8 +22,8 @@ void Trainer::attachFullySharded() {
 ChildMade Trainer::planDeferredShards() {
   if (zeroStage(o_) != 3 || !group_.comm() || layout_.pp > 1 || layout_.tp > 1) return {};
   deferredShards_ = true;
-  return [this](std::size_t /*child*/, ::torch::nn::Module& made) {
-    if (::torch::Tensor shard = gyre::torch::takeShard(made, group_.rank(), group_.size()); shard.defined())
+  return [this](std::size_t /*child*/, ::torch::nn::AnyModule& made) {
+    if (::torch::Tensor shard = gyre::torch::takeShard(*made.ptr(), group_.rank(), group_.size()); shard.defined())
       madeShards_.push_back(std::move(shard));
   };
 }

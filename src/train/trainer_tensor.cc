@@ -7,13 +7,14 @@
 namespace gyre::train::detail {
 
 ChildMade Trainer::planTensorShares() {
-  // --balance time: rank 0 measures the whole model's layers (attachPipeline).
-  if (layout_.tp == 1 || o_.balance == "time") return {};
+  if (layout_.tp == 1) return {};
   deferredWhole_ = true;
+  deferredStages_ = layout_.pp > 1;  // and beside --pp, the shares of other ranks' stages given back
   tensorShares_ = ::torch::nn::Sequential();
-  return [this](std::size_t /*child*/, ::torch::nn::Module& made) {
-    withGeneratorPutBack([&] { appendTensorParallelLayer(tensorShares_, made, vitOptions(), tensorComm_); });
-    gyre::torch::releaseParameters(made);
+  return [this](std::size_t child, ::torch::nn::AnyModule& made) {
+    withGeneratorPutBack([&] { appendTensorParallelLayer(tensorShares_, *made.ptr(), vitOptions(), tensorComm_); });
+    gyre::torch::releaseParameters(*made.ptr());
+    if (deferredStages_ && !ownsLayer(child)) gyre::torch::releaseParameters(*tensorShares_->ptr(child));
   };
 }
 

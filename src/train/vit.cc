@@ -69,7 +69,7 @@ nn::Sequential makeVit(const VitOptions& o, const ChildMade& made) {
   nn::Sequential model;
   auto add = [&](const std::string& name, auto child) {
     model->push_back(name, child.ptr());
-    if (made) made(model->size() - 1, *child);
+    if (made) made(model->size() - 1, *(model->end() - 1));
   };
   add("embedding", PatchEmbedding(o));
   for (std::int64_t i = 0; i < o.depth; ++i) add("block" + std::to_string(i), TransformerBlock(o));

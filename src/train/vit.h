@@ -60,8 +60,9 @@ class ClassHeadImpl : public ::torch::nn::Cloneable<ClassHeadImpl> {
   ::torch::nn::Linear head{nullptr};
 };
 
-// Called on each child of a model as it is made (its place in the Sequential, the child).
-using ChildMade = std::function<void(std::size_t child, ::torch::nn::Module& made)>;
+// Called on each child of a model as it is made (its place in the Sequential, the child as the
+// Sequential holds it: made.ptr() is the module, made.forward() runs it).
+using ChildMade = std::function<void(std::size_t child, ::torch::nn::AnyModule& made)>;
 
 GYRE_TORCH_MODULE(PatchEmbedding);
 GYRE_TORCH_MODULE(TransformerBlock);

@@ -100,8 +100,8 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
       {"pp2", {"--np", "2", "--pp", "2"}},
       {"pp2-zero-bubble", {"--np", "2", "--pp", "2", "--schedule", "zero-bubble", "--micro-batches", "3",
                            "--balance", "2,4"}},
-      {"pp3-gpipe-recompute", {"--np", "3", "--pp", "3", "--schedule", "gpipe", "--recompute", "--micro-batches",
-                               "5"}},
+      {"pp3-gpipe-recompute-timed", {"--np", "3", "--pp", "3", "--schedule", "gpipe", "--recompute",
+                                     "--micro-batches", "5", "--balance", "time"}},
       {"pp2-interleaved", {"--np", "2", "--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2",
                            "--micro-batches", "4"}},
       {"dp2-pp2", {"--np", "4", "--pp", "2", "--dp", "2"}},
@@ -118,6 +118,8 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
     for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], losses[s], 1e-5 * losses[s]) << "step " << s + 1;
     EXPECT_NEAR(epoch.at("test_accuracy").get<double>(), one.at("test_accuracy").get<double>(), 2e-4);
     test::expectClose(savedParameters(path(name)), params, 1e-4, name.c_str());
+    // No worker holds the whole model: its stages, or its shards.
+    EXPECT_LT(epoch.at("parameter_bytes").get<double>(), one.at("parameter_bytes").get<double>());
     if (name.starts_with("zero3")) {  // each worker holds 1/N of the training state (and padding)
       const double workers = name == "zero3-np2" ? 2 : 3;
       EXPECT_LE(epoch.at("model_state_bytes").get<double>(),
@@ -145,10 +147,16 @@ TEST_F(PipelineCli, TensorParallelLayoutsTrainTheVitOfOneWorker) {
            {"dp2-tp2", {"--np", "4", "--tp", "2"}},
            {"dp2-tp2-zero1", {"--np", "4", "--tp", "2", "--zero", "1"}},  // the shares in ZeRO's buckets
            {"pp2-tp2", {"--np", "4", "--pp", "2", "--tp", "2", "--micro-batches", "3"}},
-           {"pp2-tp2-zero-bubble", {"--np", "4", "--pp", "2", "--tp", "2", "--schedule", "zero-bubble"}}}) {
+           {"pp2-tp2-zero-bubble-timed",
+            {"--np", "4", "--pp", "2", "--tp", "2", "--schedule", "zero-bubble", "--balance", "time"}}}) {
     SCOPED_TRACE(name);
     const nlohmann::json epoch = train(name, withVit(layout));
     ASSERT_FALSE(epoch.is_null());
+    // A worker holds its shares of its own stage alone (31% of the whole model here, its shares
+    // of both stages 55%), its stage timed layer by layer with --balance time.
+    if (name.starts_with("pp2-tp2")) {
+      EXPECT_LT(epoch.at("parameter_bytes").get<double>(), 0.4 * one.at("parameter_bytes").get<double>());
+    }
     const std::vector<double> got = stepLosses(path(name));
     ASSERT_EQ(got.size(), losses.size());
     for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], losses[s], 1e-5 * losses[s]) << "step " << s + 1;
@@ -416,10 +424,11 @@ TEST_F(PipelineCli, AModelTooBigForOneWorkerTrainsShardedOverFour) {
 // A vit of 201M parameters (805 MB: the parameters alone, before gradients and momentum) under
 // 1500 MiB per worker: one worker cannot train it, and a pipeline whose workers each made the
 // whole model first could not either (1.8 GiB peak RSS measured that way). Each worker makes only
-// its stages (every layer drawn, the others' given back at once), with ZeRO-3 only its shard of
-// each layer, or with --tp only its share of each block, so none holds the whole model while
-// training; model.pt, gathered on worker 0 once its training state is gone, holds it all, the
-// same in the three.
+// its stages (every layer drawn, the others' given back at once; --balance time times them drawn
+// the same way), with ZeRO-3 only its shard of each layer, with --tp only its share of each
+// block, and with both only its shares of its stage's blocks, so none holds the whole model
+// while training; model.pt, gathered on worker 0 once its training state is gone, holds it all,
+// the same in the four.
 TEST_F(PipelineCli, FourWorkersTrainAModelNoWorkerHoldsWithPpZeroThreeOrTp) {
   const VitOptions vit{.depth = 16, .width = 1024, .heads = 8, .patch = 14};
   const std::vector<std::string> model = {"--model",       "vit", "--vit-width", "1024", "--vit-heads",  "8",
@@ -432,10 +441,14 @@ TEST_F(PipelineCli, FourWorkersTrainAModelNoWorkerHoldsWithPpZeroThreeOrTp) {
   EXPECT_TRUE(contains(failed.err, "worker 0 is out of memory of its 1500 MiB (--memory-limit-mb)")) << failed.err;
 
   std::vector<::torch::Tensor> first;  // the pipeline's model.pt, which ZeRO-3's and --tp's must equal
-  for (const std::vector<std::string>& layout :
-       {std::vector<std::string>{"--pp", "4"}, {"--zero", "3"}, {"--tp", "4"}}) {
-    SCOPED_TRACE(layout[0]);
-    const std::string run = path(layout[0].substr(2));
+  for (const std::vector<std::string>& layout : {std::vector<std::string>{"--pp", "4", "--balance", "time"},
+                                                 {"--zero", "3"},
+                                                 {"--tp", "4"},
+                                                 {"--pp", "2", "--tp", "2"}}) {
+    std::string name;
+    for (const std::string& flag : layout) name += flag.starts_with("--") ? flag.substr(2) : flag;
+    SCOPED_TRACE(name);
+    const std::string run = path(name);
     const test::ProgramRun r = gyreTrain(concat({{"--np", "4", "--json", "--run-dir", run}, layout, model}));
     ASSERT_EQ(r.exitCode, 0) << r.describe() << "\nstdout:\n" << r.out;
     const std::vector<nlohmann::json> epochs = jsonLines(run + "/metrics.jsonl");

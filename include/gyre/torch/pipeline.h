@@ -106,6 +106,23 @@ std::vector<int> balanceByCost(const std::vector<double>& cost, int stages);
 std::vector<double> measureLayerSeconds(::torch::nn::Sequential layers, const ::torch::Tensor& sample,
                                         int repeats = 5);
 
+// measureLayerSeconds one layer at a time, for a model too large to hold whole: each layer is
+// timed on what the layer timed before it gave (the sample first) and may go once timed.
+//
+//   gyre::torch::LayerTimer timer(sample);
+//   for (...each layer as it is made...) { seconds.push_back(timer.time(layer)); release(layer); }
+class LayerTimer {
+ public:
+  explicit LayerTimer(::torch::Tensor sample, int repeats = 5);
+  // The median of `repeats` forward and backward passes of `layer` after two untimed ones; its
+  // output becomes the next layer's input. Leaves the layer's parameters without gradients.
+  double time(::torch::nn::AnyModule& layer);
+
+ private:
+  ::torch::Tensor input_;
+  int repeats_;
+};
+
 // This rank's stages of `layers` cut by `balance` (layer counts per global stage, summing to
 // layers->size(), p · v of them): chunk c is global stage c · p + rank. The layers are shared
 // with `layers`, not copied. InvalidArgument when balance does not fit.
