@@ -2,6 +2,7 @@
 // the bubble of each epoch, evaluation through the pipeline and the whole model gathered at the
 // end. The step itself is Trainer::forwardBackward's call of Pipeline::step.
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 
 #include "common/check.h"
@@ -39,12 +40,15 @@ void Trainer::planBalance() {
     const std::vector<int> b = gyre::torch::balanceByCost(seconds, stages);
     std::copy(b.begin(), b.end(), counts.begin());
   }
-  group_.comm()->broadcast(counts.data(), counts.size(), {DataType::kInt64, 0});
+  // The others wait for the whole draw and its timing (longer than a collective's default time-out
+  // for a large model); a rank 0 that dies is seen at once all the same.
+  group_.comm()->broadcast(counts.data(), counts.size(),
+                           {.dtype = DataType::kInt64, .root = 0, .timeout = Timeout{std::chrono::minutes(10)}});
   balance_.assign(counts.begin(), counts.end());
 }
 
 ChildMade Trainer::planDeferredStages() {
-  if (layout_.pp == 1 || layout_.tp > 1 || !group_.comm()) return {};
+  if (layout_.pp == 1 || layout_.tp > 1) return {};
   deferredStages_ = true;
   return [this](std::size_t child, ::torch::nn::AnyModule& made) {
     if (!ownsLayer(child)) gyre::torch::releaseParameters(*made.ptr());
@@ -163,10 +167,6 @@ double Trainer::pipelineTestAccuracy() {
 }
 
 void Trainer::gatherPipelineStages() {
-  if (!deferredStages_) {
-    gyre::torch::gatherStages(model_, balance_, *pipeComm_);
-    return;
-  }
   // No worker holds the whole model but worker 0, once training is done, for model.pt (with --tp
   // each of its group holds its shares of every stage first): what the receivers' own stages
   // needed to train goes first.

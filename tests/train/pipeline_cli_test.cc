@@ -100,10 +100,10 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
       {"pp2", {"--np", "2", "--pp", "2"}},
       {"pp2-zero-bubble", {"--np", "2", "--pp", "2", "--schedule", "zero-bubble", "--micro-batches", "3",
                            "--balance", "2,4"}},
-      {"pp3-gpipe-recompute-timed", {"--np", "3", "--pp", "3", "--schedule", "gpipe", "--recompute",
-                                     "--micro-batches", "5", "--balance", "time"}},
-      {"pp2-interleaved", {"--np", "2", "--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2",
-                           "--micro-batches", "4"}},
+      {"pp3-gpipe-recompute", {"--np", "3", "--pp", "3", "--schedule", "gpipe", "--recompute", "--micro-batches",
+                               "5"}},
+      {"pp2-interleaved-timed", {"--np", "2", "--pp", "2", "--schedule", "interleaved", "--virtual-stages", "2",
+                                 "--micro-batches", "4", "--balance", "time"}},
       {"dp2-pp2", {"--np", "4", "--pp", "2", "--dp", "2"}},
       {"dp2-pp2-zero2", {"--np", "4", "--pp", "2", "--zero", "2"}},
       {"zero3-np2", {"--np", "2", "--zero", "3"}},
@@ -118,8 +118,11 @@ TEST_F(PipelineCli, EveryLayoutTrainsTheModelOfOneWorker) {
     for (std::size_t s = 0; s < got.size(); ++s) EXPECT_NEAR(got[s], losses[s], 1e-5 * losses[s]) << "step " << s + 1;
     EXPECT_NEAR(epoch.at("test_accuracy").get<double>(), one.at("test_accuracy").get<double>(), 2e-4);
     test::expectClose(savedParameters(path(name)), params, 1e-4, name.c_str());
-    // No worker holds the whole model: its stages, or its shards.
-    EXPECT_LT(epoch.at("parameter_bytes").get<double>(), one.at("parameter_bytes").get<double>());
+    // No worker holds the whole model: its stages, or its shards (a timed cut may give one worker
+    // every Linear layer of the mlp, and the ReLUs to the other).
+    if (!name.ends_with("-timed")) {
+      EXPECT_LT(epoch.at("parameter_bytes").get<double>(), one.at("parameter_bytes").get<double>());
+    }
     if (name.starts_with("zero3")) {  // each worker holds 1/N of the training state (and padding)
       const double workers = name == "zero3-np2" ? 2 : 3;
       EXPECT_LE(epoch.at("model_state_bytes").get<double>(),
@@ -153,8 +156,8 @@ TEST_F(PipelineCli, TensorParallelLayoutsTrainTheVitOfOneWorker) {
     const nlohmann::json epoch = train(name, withVit(layout));
     ASSERT_FALSE(epoch.is_null());
     // A worker holds its shares of its own stage alone (31% of the whole model here, its shares
-    // of both stages 55%), its stage timed layer by layer with --balance time.
-    if (name.starts_with("pp2-tp2")) {
+    // of both stages 55%). (--balance time may cut elsewhere.)
+    if (name == "pp2-tp2") {
       EXPECT_LT(epoch.at("parameter_bytes").get<double>(), 0.4 * one.at("parameter_bytes").get<double>());
     }
     const std::vector<double> got = stepLosses(path(name));
@@ -174,6 +177,7 @@ TEST_F(PipelineCli, ASplitModelResumesFromEveryRanksPart) {
   for (const auto& [name, layout] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"pp2", {"--np", "2", "--pp", "2"}},
            {"tp2", {"--np", "2", "--tp", "2"}},
+           {"pp2-tp2", {"--np", "4", "--pp", "2", "--tp", "2"}},  // each part its shares of its stage
            {"zero2", {"--np", "2", "--zero", "2"}},
            {"zero3", {"--np", "2", "--zero", "3"}}}) {
     SCOPED_TRACE(name);
