@@ -227,8 +227,8 @@ class Trainer {
   // --tp: what makeModel calls on each layer as it is made, to take this rank's share of it into
   // tensorShares_ and give the layer back, so that no worker holds the whole model
   // (deferredWhole_: wholeModel_ holds no memory but for a resume that converts a checkpoint, and
-  // rank 0's model.pt); beside --pp, the shares of other ranks' stages are given back too
-  // (deferredStages_). Otherwise nothing.
+  // rank 0's model.pt); beside --pp, the shares of other ranks' stages are given back too.
+  // Otherwise nothing.
   ChildMade planTensorShares();
   void gatherPipelineStages();
   // --pp: balance_, the layers of each stage, before the model is made (--balance time: rank 0
@@ -236,8 +236,8 @@ class Trainer {
   // Collective. Otherwise nothing.
   void planBalance();
   // --pp without --tp: what makeModel calls on each layer as it is made, to release those of
-  // other ranks' stages, so that no worker holds the whole model (deferredStages_). Otherwise
-  // nothing.
+  // other ranks' stages, so that no worker holds the whole model (with --pp, model_ holds memory
+  // for this rank's stages only). Otherwise nothing.
   ChildMade planDeferredStages();
   // The layers of other ranks' stages given back again (after a resume filled them).
   void releaseOthersStages();
@@ -344,7 +344,6 @@ class Trainer {
   std::unique_ptr<gyre::torch::Pipeline> pipeline_;
   std::shared_ptr<Communicator> pipeComm_, dataParallelComm_;
   std::vector<int> balance_;
-  bool deferredStages_ = false;  // planDeferredStages(), planTensorShares(): model_ holds memory for this rank's stages only
   std::shared_ptr<::torch::nn::Module> ownLayers_;  // this rank's stages' layers by name (checkpoint parts)
   double pipelineStepS_ = 0;
   std::vector<double> pipelineStepBusyS_;  // each timed step's compute seconds

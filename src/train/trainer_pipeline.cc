@@ -49,7 +49,6 @@ void Trainer::planBalance() {
 
 ChildMade Trainer::planDeferredStages() {
   if (layout_.pp == 1 || layout_.tp > 1) return {};
-  deferredStages_ = true;
   return [this](std::size_t child, ::torch::nn::AnyModule& made) {
     if (!ownsLayer(child)) gyre::torch::releaseParameters(*made.ptr());
   };
@@ -167,9 +166,9 @@ double Trainer::pipelineTestAccuracy() {
 }
 
 void Trainer::gatherPipelineStages() {
-  // No worker holds the whole model but worker 0, once training is done, for model.pt (with --tp
-  // each of its group holds its shares of every stage first): what the receivers' own stages
-  // needed to train goes first.
+  // No worker holds the whole model but worker 0, once training is done, for model.pt: each worker
+  // of replica 0's first stage receives the other stages (with --tp, its shares of them, which
+  // gatherTensorParallel then joins), once what its own stages needed to train is gone.
   if (layout_.replica() != 0) return;
   if (layout_.stageRank() == 0) dropTrainingState(pipeline_->parameters());
   gyre::torch::gatherStagesOnto(model_, balance_, *pipeComm_, 0);

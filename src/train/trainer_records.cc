@@ -50,7 +50,7 @@ void Trainer::resume() {
   if (target.flats) shardLayout_ = gyre::torch::flatLayoutText(*target.flats);
   start_ = checkpoints_.start(checkpointModel(), checkpointOptimizer(), config_, &target);
   // A checkpoint of another layout filled the whole model.
-  if (deferredStages_) releaseOthersStages();
+  if (layout_.pp > 1) releaseOthersStages();
   if (deferredWhole_) gyre::torch::releaseParameters(*wholeModel_);
   globalStep_ = start_.step;
   // The flags rule from the restored step on: the rate is set at every step, the others here.

@@ -9,12 +9,12 @@ namespace gyre::train::detail {
 ChildMade Trainer::planTensorShares() {
   if (layout_.tp == 1) return {};
   deferredWhole_ = true;
-  deferredStages_ = layout_.pp > 1;  // and beside --pp, the shares of other ranks' stages given back
   tensorShares_ = ::torch::nn::Sequential();
   return [this](std::size_t child, ::torch::nn::AnyModule& made) {
     withGeneratorPutBack([&] { appendTensorParallelLayer(tensorShares_, *made.ptr(), vitOptions(), tensorComm_); });
     gyre::torch::releaseParameters(*made.ptr());
-    if (deferredStages_ && !ownsLayer(child)) gyre::torch::releaseParameters(*tensorShares_->ptr(child));
+    // Beside --pp, the shares of other ranks' stages go too.
+    if (layout_.pp > 1 && !ownsLayer(child)) gyre::torch::releaseParameters(*tensorShares_->ptr(child));
   };
 }
 
