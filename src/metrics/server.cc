@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -70,9 +71,7 @@ Server::~Server() {
   if (thread_.joinable()) thread_.join();
 }
 
-void checkPortFree(const std::string& address, int port, const std::string& flag) {
-  // A socket of our own, closed on return (an httplib::Server that never listened keeps its
-  // socket open until the process ends).
+int listenTcp(const std::string& address, int port, const std::string& flag, int backlog, int& bound) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -84,11 +83,26 @@ void checkPortFree(const std::string& address, int port, const std::string& flag
   const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
   int yes = 1;
   if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes) != 0 ||
-      ::bind(fd, found->ai_addr, found->ai_addrlen) != 0 || ::listen(fd, 1) != 0)
+      ::bind(fd, found->ai_addr, found->ai_addrlen) != 0 || ::listen(fd, backlog) != 0)
     error = errno;
-  if (fd >= 0) ::close(fd);
   ::freeaddrinfo(found);
-  if (error != 0) cannotListen(address, port, flag, error);
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  if (error == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) error = errno;
+  if (error != 0) {
+    if (fd >= 0) ::close(fd);
+    cannotListen(address, port, flag, error);
+  }
+  bound = ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6&>(local).sin6_port
+                                            : reinterpret_cast<const sockaddr_in&>(local).sin_port);
+  return fd;
+}
+
+void checkPortFree(const std::string& address, int port, const std::string& flag) {
+  // A socket of our own, closed on return (an httplib::Server that never listened keeps its
+  // socket open until the process ends).
+  int bound = 0;
+  ::close(listenTcp(address, port, flag, 1, bound));
 }
 
 }  // namespace gyre::metrics

@@ -37,6 +37,10 @@ class Server {
 // port. Throws like Server. For the HTTP servers of gyre (this one, gyre serve's).
 int bindHttp(httplib::Server& http, const std::string& address, int port, const std::string& flag);
 
+// A listening TCP socket on `address`:`port` (port 0: one the kernel picks, set in `bound`), with
+// SO_REUSEADDR alone and close-on-exec; the caller owns the descriptor. Throws like Server.
+int listenTcp(const std::string& address, int port, const std::string& flag, int backlog, int& bound);
+
 // Checks that `port` can be listened on at `address` now (binds and closes), for a launcher that
 // passes the port to a worker: the error comes before anything starts. Throws like Server.
 void checkPortFree(const std::string& address, int port, const std::string& flag);

@@ -7,6 +7,14 @@ namespace gyre::serve {
 
 using Clock = std::chrono::steady_clock;
 
+// A caller's `done` that throws fails neither the batch's other requests nor the replica.
+void Batcher::answer(Request& r, ::torch::Tensor output, std::exception_ptr error) {
+  try {
+    r.done(std::move(output), error);
+  } catch (...) {
+  }
+}
+
 Batcher::Batcher(std::vector<Forward> replicas, BatchOptions options) : options_(options) {
   if (replicas.empty()) throw InvalidArgument("a Batcher needs at least one replica");
   for (Forward& f : replicas) addReplica(std::move(f));
@@ -46,9 +54,18 @@ void Batcher::removeReplica() {
 }
 
 std::future<::torch::Tensor> Batcher::submit(::torch::Tensor rows) {
+  auto answer = std::make_shared<std::promise<::torch::Tensor>>();
+  std::future<::torch::Tensor> future = answer->get_future();
+  submit(std::move(rows), [answer](::torch::Tensor output, std::exception_ptr error) {
+    if (error) answer->set_exception(error);
+    else answer->set_value(std::move(output));
+  });
+  return future;
+}
+
+void Batcher::submit(::torch::Tensor rows, Done done) {
   if (rows.dim() < 1 || rows.size(0) < 1) throw InvalidArgument("a request has at least one row");
-  Request r{std::move(rows), {}, Clock::now()};
-  std::future<::torch::Tensor> answer = r.answer.get_future();
+  Request r{std::move(rows), std::move(done), Clock::now()};
   {
     MutexLock lock(mu_);
     if (stopping_) throw QueueFull("the server is stopping");
@@ -58,7 +75,6 @@ std::future<::torch::Tensor> Batcher::submit(::torch::Tensor rows) {
     ++stats_.queued;
   }
   changed_.notifyAll();
-  return answer;
 }
 
 BatchStats Batcher::stats() const {
@@ -119,7 +135,7 @@ void Batcher::run(const Forward& forward, std::vector<Request>& batch) {
     std::int64_t at = 0;
     for (Request& r : batch) {
       const std::int64_t n = r.rows.size(0);
-      r.answer.set_value(output.narrow(0, at, n).clone());
+      answer(r, output.narrow(0, at, n).clone(), nullptr);
       at += n;
     }
     MutexLock lock(mu_);
@@ -128,7 +144,7 @@ void Batcher::run(const Forward& forward, std::vector<Request>& batch) {
     ++stats_.batches;
   } catch (...) {
     const std::exception_ptr e = std::current_exception();
-    for (Request& r : batch) r.answer.set_exception(e);
+    for (Request& r : batch) answer(r, {}, e);
     MutexLock lock(mu_);
     stats_.requests += batch.size();
     ++stats_.batches;

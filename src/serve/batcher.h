@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <future>
 #include <thread>
@@ -60,6 +61,10 @@ class Batcher {
   // rows of the output, or what the forward pass threw. Requests batch together only with
   // requests of the same row shape. Throws QueueFull.
   std::future<::torch::Tensor> submit(::torch::Tensor rows) GYRE_EXCLUDES(mu_);
+  // The same, answered through `done` (on the replica's thread, once): the rows of the output,
+  // or a null tensor and what the forward pass threw. `done` must not throw or block for long.
+  using Done = std::function<void(::torch::Tensor output, std::exception_ptr error)>;
+  void submit(::torch::Tensor rows, Done done) GYRE_EXCLUDES(mu_);
 
   BatchStats stats() const GYRE_EXCLUDES(mu_);
   int replicas() const GYRE_EXCLUDES(mu_);
@@ -73,10 +78,11 @@ class Batcher {
  private:
   struct Request {
     ::torch::Tensor rows;
-    std::promise<::torch::Tensor> answer;
+    Done done;
     std::chrono::steady_clock::time_point arrival;
   };
 
+  static void answer(Request& r, ::torch::Tensor output, std::exception_ptr error);
   void serve(const Forward& forward) GYRE_EXCLUDES(mu_);
   // Waits for its turn to gather, then takes the next batch off the queue; empty when stopping
   // with nothing queued, or when this replica is to leave.

@@ -1,62 +1,80 @@
 #include "serve/server.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <malloc.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <deque>
+#include <exception>
+#include <string_view>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/mutex.h"
-#include "metrics/server.h"  // bindHttp
 #include "serve/autoscaler.h"
 #include "serve/batcher.h"
 #include "serve/codec.h"
-#include "serve/connections.h"
 
 namespace gyre::serve {
 
 using Clock = std::chrono::steady_clock;
 
-// JSON bodies over kLargeBody are parsed at most kLargeDecodes at a time: a parsed JSON value
-// takes several times its text's bytes, so --max-connections of them at once would hold
-// connections x body x that factor. Once one is done, freed memory goes back to the system.
-constexpr std::size_t kLargeBody = std::size_t{1} << 20;
-constexpr int kLargeDecodes = 2;
+// JSON bodies over kLargeBody are parsed off the ingress's thread, kDecodeThreads at a time: a
+// parsed JSON value takes several times its text's bytes, so --max-connections of them at once
+// would hold connections x body x that factor. Once one is done, freed memory goes back to the
+// system.
+constexpr std::size_t kLargeBody = std::size_t{64} << 10;
+constexpr int kDecodeThreads = 2;
 
-class LargeDecodes {
+class DecodePool {
  public:
-  ::torch::Tensor decode(const std::function<::torch::Tensor()>& f, std::size_t bytes) GYRE_EXCLUDES(mu_) {
-    if (bytes <= kLargeBody) return f();
+  DecodePool() {
+    for (int i = 0; i < kDecodeThreads; ++i) threads_.emplace_back([this] { work(); });
+  }
+  ~DecodePool() {
     {
       MutexLock lock(mu_);
-      room_.wait(mu_, [&]() GYRE_REQUIRES(mu_) { return running_ < kLargeDecodes; });
-      ++running_;
+      stopping_ = true;
     }
-    struct Done {
-      LargeDecodes& d;
-      ~Done() {
-        {
-          MutexLock lock(d.mu_);
-          --d.running_;
-        }
-        d.room_.notifyOne();
-        ::malloc_trim(0);
-      }
-    } done{*this};
-    return f();
+    ready_.notifyAll();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  void run(std::function<void()> job) GYRE_EXCLUDES(mu_) {
+    {
+      MutexLock lock(mu_);
+      jobs_.push_back(std::move(job));
+    }
+    ready_.notifyOne();
   }
 
  private:
+  void work() GYRE_EXCLUDES(mu_) {
+    while (true) {
+      std::function<void()> job;
+      {
+        MutexLock lock(mu_);
+        ready_.wait(mu_, [&]() GYRE_REQUIRES(mu_) { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+      job = nullptr;  // what it held goes before the trim
+      ::malloc_trim(0);
+    }
+  }
+
   Mutex mu_;
-  CondVar room_;
-  int running_ GYRE_GUARDED_BY(mu_) = 0;
+  CondVar ready_;
+  std::deque<std::function<void()>> jobs_ GYRE_GUARDED_BY(mu_);
+  bool stopping_ GYRE_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
 };
 
 // Requests by status and their latency, for /metrics.
@@ -117,48 +135,74 @@ class RequestMetrics {
 
 namespace {
 
-void fail(httplib::Response& res, int status, const std::string& what) {
-  res.status = status;
-  res.set_content(errorJson(what), "application/json");
+HttpResponse failure(int status, const std::string& what) {
+  HttpResponse r;
+  r.status = status;
+  r.body = errorJson(what);
+  return r;
 }
 
-std::string contentType(const httplib::Request& req) {
-  std::string type = req.get_header_value("Content-Type");
+// What a prediction that threw answers.
+HttpResponse failure(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const BadRequest& x) {
+    return failure(x.status(), x.what());
+  } catch (const QueueFull& x) {
+    return failure(503, x.what());
+  } catch (const c10::Error& x) {
+    return failure(400, std::string("the model could not take the input: ") + x.what_without_backtrace());
+  } catch (const std::exception& x) {
+    return failure(500, x.what());
+  } catch (...) {
+    return failure(500, "an unknown error");
+  }
+}
+
+HttpResponse json(std::string body) {
+  HttpResponse r;
+  r.body = std::move(body);
+  return r;
+}
+
+std::string contentType(const HttpRequest& req) {
+  std::string type = req.header("content-type");
   type = type.substr(0, type.find(';'));
   while (!type.empty() && type.back() == ' ') type.pop_back();
   return type;
+}
+
+// NAME in PATH = PREFIX NAME SUFFIX, NAME without '/' (nor ':' in v1's); false when PATH is not that.
+bool nameIn(const std::string& path, std::string_view prefix, std::string_view suffix, std::string_view banned,
+            std::string& name) {
+  if (path.size() <= prefix.size() + suffix.size() || !path.starts_with(prefix) || !path.ends_with(suffix))
+    return false;
+  name = path.substr(prefix.size(), path.size() - prefix.size() - suffix.size());
+  return name.find_first_of(banned) == std::string::npos;
 }
 
 }  // namespace
 
 ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
     : model_(std::move(model)), o_(options), metrics_(std::make_unique<RequestMetrics>()),
-      largeDecodes_(std::make_unique<LargeDecodes>()),
-      http_(std::make_unique<httplib::Server>()) {
-  http_->set_payload_max_length(static_cast<std::size_t>(o_.maxBodyBytes));
-  const auto timeout = std::chrono::microseconds(static_cast<std::int64_t>(o_.readTimeoutS * 1e6));
-  http_->set_read_timeout(timeout);
-  http_->set_write_timeout(timeout);
-  // Answers go out at once: with Nagle's algorithm a small answer waits for the client's delayed
-  // ACK (40 ms on Linux).
-  http_->set_tcp_nodelay(true);
-  http_->set_keep_alive_max_count(1000);
-  http_->set_keep_alive_timeout(5);
-  const int connections = o_.maxConnections;
-  http_->new_task_queue = [this, connections] {
-    auto* pool = new ConnectionPool(connections);  // httplib owns it, for the time it listens
-    connections_ = pool;
-    return pool;
+      decodes_(std::make_unique<DecodePool>()) {
+  HttpServerOptions h;
+  h.limits.maxBodyBytes = static_cast<std::size_t>(o_.maxBodyBytes);
+  h.maxConnections = o_.maxConnections;
+  h.requestTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(o_.readTimeoutS * 1000));
+  h.idleTimeout = std::chrono::seconds(5);
+  h.timeoutMessage = fmt::format("the request did not arrive whole within --read-timeout ({:g} s)", o_.readTimeoutS);
+  h.overflowMessage =
+      fmt::format("all --max-connections ({}) connections are being served; try again", o_.maxConnections);
+  h.refusal = [](int status, const std::string& why) {
+    HttpResponse r = failure(status, why);
+    r.close = true;
+    return r;
   };
-  http_->set_pre_routing_handler([this](const httplib::Request&, httplib::Response& res) {
-    if (!ConnectionPool::overflowing()) return httplib::Server::HandlerResponse::Unhandled;
-    fail(res, 503,
-         fmt::format("all --max-connections ({}) connections are being served; try again", o_.maxConnections));
-    res.set_header("Connection", "close");
-    return httplib::Server::HandlerResponse::Handled;
+  http_ = std::make_unique<HttpServer>(std::move(h), [this](HttpRequest&& request, Reply reply) {
+    handle(std::move(request), std::move(reply));
   });
-  routes();
-  port_ = metrics::bindHttp(*http_, o_.host, o_.port, "--port");  // a port taken fails before any replica loads
+  port_ = http_->listen(o_.host, o_.port, "--port");  // a port taken fails before any replica loads
   const int start = o_.minReplicas > 0 ? std::clamp(o_.replicas, o_.minReplicas, o_.maxReplicas) : o_.replicas;
   std::vector<Batcher::Forward> replicas;
   for (int i = 0; i < start; ++i) replicas.push_back(model_.makeReplica());
@@ -174,14 +218,11 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
 ModelServer::~ModelServer() { stopAutoscaler(); }
 
 void ModelServer::serve() {
-  serving_ = true;
-  if (!stopRequested_) http_->listen_after_bind();
-  serving_ = false;
+  http_->serve();  // returns once every accepted request is answered
   ready_ = false;
   stopAutoscaler();
-  batcher_.reset();  // answers every accepted request, then stops the replicas
+  batcher_.reset();  // stops the replicas
 }
-
 void ModelServer::stopAutoscaler() {
   {
     MutexLock lock(mu_);
@@ -215,99 +256,83 @@ void ModelServer::autoscale() {
   }
 }
 
-void ModelServer::stop() {
-  // httplib's stop() reaches only a server that listens already: a serve() that has begun but does
-  // not listen yet is waited for; one that has not begun sees stopRequested_ and does not listen.
-  stopRequested_ = true;
-  while (serving_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  http_->stop();
+void ModelServer::stop() { http_->stop(); }
+
+void ModelServer::predict(HttpRequest& req, const Reply& reply, bool v1) {
+  try {
+    // Raw float32 by its content type; anything else is read as JSON (curl -d sends JSON as a form).
+    const bool raw = contentType(req) == "application/octet-stream";
+    if (raw && !v1) throw BadRequest("raw tensors go to /v1/models/" + model_.name + ":predict", 415);
+    const ::torch::Tensor rows = raw  ? decodeRaw(req.body, req.header(kShapeHeader), model_.rowShape)
+                                 : v1 ? decodeV1(req.body, model_.rowShape)
+                                      : decodeV2(req.body, model_.rowShape);
+    req.body = std::string();  // not held while the rows wait
+    batcher_->submit(rows, [this, reply, raw, v1](::torch::Tensor output, std::exception_ptr error) {
+      if (error) return reply(failure(error));
+      try {
+        HttpResponse r;
+        if (raw) {
+          r.headers.emplace_back(kShapeHeader, shapeText(output));
+          r.contentType = "application/octet-stream";
+          r.body = encodeRaw(output);
+        } else {
+          r.body = v1 ? encodeV1(output) : encodeV2(output, model_.name);
+        }
+        reply(std::move(r));
+      } catch (...) {
+        reply(failure(std::current_exception()));
+      }
+    });
+  } catch (...) {
+    reply(failure(std::current_exception()));
+  }
 }
 
-void ModelServer::routes() {
-  // One prediction: decoded as its protocol and content type say, run in a batch, encoded the same way.
-  auto predict = [this](const httplib::Request& req, httplib::Response& res, const std::string& protocol) {
-    const Clock::time_point start = Clock::now();
-    const std::string asked = req.matches[1];
-    if (asked != model_.name) {
-      fail(res, 404, "no model '" + asked + "' here; this server serves '" + model_.name + "'");
-    } else {
-      try {
-        // Raw float32 by its content type; anything else is read as JSON (curl -d sends JSON as a form).
-        const bool raw = contentType(req) == "application/octet-stream";
-        if (raw && protocol != "v1")
-          throw BadRequest("raw tensors go to /v1/models/" + model_.name + ":predict", 415);
-        const ::torch::Tensor rows =
-            raw ? decodeRaw(req.body, req.get_header_value(kShapeHeader), model_.rowShape)
-                : largeDecodes_->decode(
-                      [&] {
-                        return protocol == "v1" ? decodeV1(req.body, model_.rowShape)
-                                                : decodeV2(req.body, model_.rowShape);
-                      },
-                      req.body.size());
-        const ::torch::Tensor output = batcher_->submit(rows).get();
-        if (raw) {
-          res.set_header(kShapeHeader, shapeText(output));
-          res.set_content(encodeRaw(output), "application/octet-stream");
-        } else {
-          res.set_content(protocol == "v1" ? encodeV1(output) : encodeV2(output, model_.name), "application/json");
-        }
-      } catch (const BadRequest& e) {
-        fail(res, e.status(), e.what());
-      } catch (const QueueFull& e) {
-        fail(res, 503, e.what());
-      } catch (const c10::Error& e) {
-        fail(res, 400, std::string("the model could not take the input: ") + e.what_without_backtrace());
-      } catch (const std::exception& e) {
-        fail(res, 500, e.what());
-      }
-    }
-    if (res.status == -1) res.status = 200;  // httplib's "not set yet": a handler that answered
-    metrics_->record(res.status, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+void ModelServer::handle(HttpRequest&& req, Reply reply) {
+  const std::string& path = req.path;
+  std::string name;
+  const bool v1 = nameIn(path, "/v1/models/", ":predict", "/:", name);
+  if (v1 || nameIn(path, "/v2/models/", "/infer", "/", name)) {
+    if (req.method != "POST") return reply(failure(405, req.method + " " + path + " is not served (POST is)"));
+    // Every prediction's status and time, for /metrics.
+    Reply answer = [this, reply = std::move(reply), start = Clock::now()](HttpResponse r) {
+      metrics_->record(r.status, std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      reply(std::move(r));
+    };
+    if (name != model_.name)
+      return answer(failure(404, "no model '" + name + "' here; this server serves '" + model_.name + "'"));
+    if (req.body.size() <= kLargeBody) return predict(req, answer, v1);
+    return decodes_->run([this, req = std::move(req), answer, v1]() mutable { predict(req, answer, v1); });
+  }
+  const bool get = req.method == "GET";
+  const auto only = [&](auto&& answer) {
+    if (!get) return reply(failure(405, req.method + " " + path + " is not served (GET is)"));
+    answer();
   };
-  http_->Post(R"(/v1/models/([^/:]+):predict)",
-              [predict](const httplib::Request& req, httplib::Response& res) { predict(req, res, "v1"); });
-  http_->Post(R"(/v2/models/([^/]+)/infer)",
-              [predict](const httplib::Request& req, httplib::Response& res) { predict(req, res, "v2"); });
-  auto status = [this](const httplib::Request& req, httplib::Response& res) {
-    const std::string asked = req.matches[1];
-    if (asked != model_.name) return fail(res, 404, "no model '" + asked + "' here; this server serves '" + model_.name + "'");
-    res.set_content(nlohmann::json{{"name", model_.name}, {"ready", ready_.load()}, {"platform", model_.kind}}.dump(),
-                    "application/json");
-  };
-  http_->Get(R"(/v1/models/([^/:]+))", status);
-  http_->Get(R"(/v2/models/([^/]+)/ready)", status);
-  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{\"status\":\"alive\"}", "application/json");
-  });
-  http_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    if (!ready_) return fail(res, 503, "not ready");
-    res.set_content("{\"status\":\"ready\"}", "application/json");
-  });
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const BatchStats b = batcher_ ? batcher_->stats() : BatchStats{};
-    const ConnectionPool* pool = connections_.load();
-    res.set_content(metrics_->render(b, pool != nullptr ? pool->refused() : 0),
-                    "text/plain; version=0.0.4; charset=utf-8");
-  });
-  // What no route took, and httplib's own refusals (413 for a body over the limit, 400 for a
-  // malformed request line): a JSON error naming it.
-  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    switch (res.status) {
-      case 404: return fail(res, 404, "no such path: " + req.method + " " + req.path);
-      case 413: return fail(res, 413, "the body is larger than --max-body-bytes");
-      default: return fail(res, res.status, "the request was refused (HTTP " + std::to_string(res.status) + ")");
-    }
-  });
-  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      fail(res, 500, x.what());
-    } catch (...) {
-      fail(res, 500, "an unknown error");
-    }
-  });
+  if (nameIn(path, "/v1/models/", "", "/:", name) || nameIn(path, "/v2/models/", "/ready", "/", name)) {
+    return only([&] {
+      if (name != model_.name)
+        return reply(failure(404, "no model '" + name + "' here; this server serves '" + model_.name + "'"));
+      reply(json(nlohmann::json{{"name", model_.name}, {"ready", ready_.load()}, {"platform", model_.kind}}.dump()));
+    });
+  }
+  if (path == "/healthz") return only([&] { reply(json("{\"status\":\"alive\"}")); });
+  if (path == "/readyz") {
+    return only([&] {
+      if (!ready_) return reply(failure(503, "not ready"));
+      reply(json("{\"status\":\"ready\"}"));
+    });
+  }
+  if (path == "/metrics") {
+    return only([&] {
+      const BatchStats b = batcher_ ? batcher_->stats() : BatchStats{};
+      HttpResponse r;
+      r.contentType = "text/plain; version=0.0.4; charset=utf-8";
+      r.body = metrics_->render(b, http_->refused());
+      reply(std::move(r));
+    });
+  }
+  reply(failure(404, "no such path: " + req.method + " " + path));
 }
 
 }  // namespace gyre::serve
