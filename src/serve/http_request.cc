@@ -180,7 +180,7 @@ RequestParser::Progress RequestParser::feed(std::string& in) {
         begun_ = true;
       }
       std::size_t end = std::string::npos, length = 0;
-      for (std::size_t at = in.find('\n', searched_ > 0 ? searched_ - 1 : 0); at != std::string::npos;
+      for (std::size_t at = in.find('\n', searched_); at != std::string::npos;
            at = in.find('\n', at + 1)) {
         // A line that is empty but for its CR ends the headers.
         if (at + 1 < in.size() && in[at + 1] == '\n') {
@@ -193,7 +193,7 @@ RequestParser::Progress RequestParser::feed(std::string& in) {
         }
       }
       if (end == std::string::npos) {
-        searched_ = in.size();
+        searched_ = in.size() < 3 ? 0 : in.size() - 3;  // an end could begin in the last bytes
         if (in.size() > limits_.maxHeaderBytes) return fail(431, headersTooLarge());
         return Progress::kMore;
       }

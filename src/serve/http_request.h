@@ -53,6 +53,11 @@ class RequestParser {
   Progress feed(std::string& in);
   HttpRequest take();
 
+  // After kHeaders: the request's line and headers (its body still to come).
+  const HttpRequest& head() const { return request_; }
+  // After kHeaders: a body is still to be read.
+  bool awaitingBody() const { return stage_ != Stage::kBody || bodyLeft_ > 0; }
+
   // True once any byte of the current request has been consumed (for the request's deadline).
   bool begun() const { return begun_; }
   int status() const { return status_; }

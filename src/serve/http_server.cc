@@ -309,6 +309,11 @@ void HttpServer::advance(Connection& c) {
     }
     switch (p) {
       case RequestParser::Progress::kHeaders:
+        // A client that waits for leave to send its body (curl does, for bodies over 1 KiB) gets it.
+        if (c.parser.head().expectsContinue() && c.parser.awaitingBody() && c.in.empty()) {
+          constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+          [[maybe_unused]] const ssize_t n = ::send(c.fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL);
+        }
         continue;
       case RequestParser::Progress::kMore:
         if (c.eof) return close(c.id);

@@ -1,0 +1,219 @@
+// gyre serve's own ingress (serve/http_server.h): the request parser on bytes as they come, and the
+// server on loopback under real clients (Python's sockets and http.client): a slow-loris client
+// that trickles bytes gets 408 at --read-timeout while others are answered, hundreds of stalled
+// connections hold no one else up, pipelined requests are answered in order, Expect:
+// 100-continue and chunked bodies are read, a wrong method is 405.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "gyre/serve.h"
+#include "serve/http_request.h"
+#include "serve_http.h"
+#include "support/programs.h"
+
+namespace gyre::serve {
+namespace {
+
+using nlohmann::json;
+using test::contains;
+using Progress = RequestParser::Progress;
+
+// Feeds `bytes` one at a time, as the slowest client sends them; the progress after each.
+std::vector<Progress> feedByteByByte(RequestParser& p, const std::string& bytes, std::string& in) {
+  std::vector<Progress> seen;
+  for (const char b : bytes) {
+    in.push_back(b);
+    Progress got = p.feed(in);
+    if (got == Progress::kHeaders) got = p.feed(in);
+    seen.push_back(got);
+    if (got == Progress::kDone || got == Progress::kFailed) break;
+  }
+  return seen;
+}
+
+TEST(ServeHttpRequest, ARequestArrivingAByteAtATimeIsReadWhole) {
+  RequestParser p({});
+  std::string in;
+  const std::string request =
+      "POST /v1/models/m:predict?x=1 HTTP/1.1\r\nHost: a\r\nContent-Type:  application/json \r\n"
+      "content-length: 5\r\n\r\nhello";
+  const std::vector<Progress> seen = feedByteByByte(p, request, in);
+  ASSERT_EQ(seen.back(), Progress::kDone);
+  EXPECT_EQ(seen.size(), request.size());
+  const HttpRequest r = p.take();
+  EXPECT_EQ(r.method, "POST");
+  EXPECT_EQ(r.target, "/v1/models/m:predict?x=1");
+  EXPECT_EQ(r.path, "/v1/models/m:predict");
+  EXPECT_EQ(r.header("Content-Type"), "application/json");
+  EXPECT_EQ(r.body, "hello");
+  EXPECT_TRUE(r.keepAlive());
+  EXPECT_TRUE(in.empty());
+}
+
+TEST(ServeHttpRequest, PipelinedRequestsComeOneAfterTheOther) {
+  RequestParser p({});
+  std::string in =
+      "GET /healthz HTTP/1.1\r\n\r\nPOST /a HTTP/1.0\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nokGET /b HTTP/1.1\r\n"
+      "Connection: close\r\n\r\n";
+  std::vector<HttpRequest> got;
+  for (int i = 0; i < 10 && got.size() < 3; ++i) {
+    const Progress s = p.feed(in);
+    ASSERT_NE(s, Progress::kFailed) << p.error();
+    if (s == Progress::kDone) got.push_back(p.take());
+  }
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].path, "/healthz");
+  EXPECT_EQ(got[1].body, "ok");
+  EXPECT_EQ(got[1].minorVersion, 0);
+  EXPECT_TRUE(got[1].keepAlive());
+  EXPECT_EQ(got[2].path, "/b");
+  EXPECT_FALSE(got[2].keepAlive());
+  EXPECT_EQ(p.feed(in), Progress::kMore);
+}
+
+TEST(ServeHttpRequest, AChunkedBodyIsJoined) {
+  RequestParser p({});
+  std::string in;
+  const std::string request =
+      "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nTrailer: t\r\n\r\n";
+  ASSERT_EQ(feedByteByByte(p, request, in).back(), Progress::kDone);
+  EXPECT_EQ(p.take().body, "hello world");
+}
+
+TEST(ServeHttpRequest, BadRequestsAreRefusedWithTheirStatus) {
+  struct Case {
+    std::string bytes;
+    int status;
+    std::string says;
+  };
+  const HttpLimits limits{.maxHeaderBytes = 1024, .maxBodyBytes = 100};
+  const std::vector<Case> cases = {
+      {"GARBAGE\r\n\r\n", 400, "request line"},
+      {"GET /x HTTP/2.0\r\n\r\n", 505, "HTTP version"},
+      {"GET /x HTTP/1.1\r\nno colon here\r\n\r\n", 400, "NAME: VALUE"},
+      {"POST /x HTTP/1.1\r\nContent-Length: 101\r\n\r\n", 413, "--max-body-bytes"},
+      {"POST /x HTTP/1.1\r\nContent-Length: ten\r\n\r\n", 400, "not a number"},
+      {"POST /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "gzip"},
+      {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "hexadecimal"},
+      {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", 413, "--max-body-bytes"},
+      {"GET /x HTTP/1.1\r\nX: " + std::string(2000, 'a'), 431, "larger than 1 KiB"},
+  };
+  for (const Case& c : cases) {
+    RequestParser p(limits);
+    std::string in;
+    EXPECT_EQ(feedByteByByte(p, c.bytes, in).back(), Progress::kFailed) << c.bytes.substr(0, 40);
+    EXPECT_EQ(p.status(), c.status) << c.bytes.substr(0, 40);
+    EXPECT_TRUE(contains(p.error(), c.says)) << p.error();
+  }
+}
+
+// rows -> rows * 2, on a Server of two replicas with a 1 s --read-timeout.
+class ServeIngress : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServedModel m;
+    m.name = "doubler";
+    m.rowShape = {2};
+    m.makeReplica = [] { return [](const ::torch::Tensor& rows) { return rows * 2; }; };
+    ServeOptions o;
+    o.port = 0;
+    o.replicas = 2;
+    o.readTimeoutS = 1;
+    server_ = std::make_unique<::gyre::serve::Server>(std::move(m), o);
+    server_->start();
+  }
+  void TearDown() override { server_->stop(); }
+
+  // Runs a Python client given the port as argv[1]; its stdout.
+  std::string python(const std::string& code, int timeoutS = 60) {
+    const test::ProgramRun r = test::runProgram(
+        {{"/usr/bin/python3", "-c", code, std::to_string(server_->port())}, test::cleanEnvironment()},
+        std::chrono::seconds(timeoutS));
+    EXPECT_EQ(r.exitCode, 0) << r.describe() << r.err;
+    return r.out;
+  }
+
+  std::unique_ptr<::gyre::serve::Server> server_;  // qualified: the CLI tests have a Server of their own
+};
+
+// A client that sends a byte every 0.2 s never finishes its headers in time: 408 after the 1 s
+// --read-timeout (a per-read timeout would hold it as long as it trickles), while another client
+// is answered meanwhile; 200 connections that stall halfway (each held a thread of cpp-httplib's)
+// are answered 408 at their timeout without holding up a client that comes after them.
+TEST_F(ServeIngress, SlowClientsAreAnswered408InTimeAndHoldNoOneUp) {
+  const std::string out = python(
+      "import http.client, json, socket, sys, threading, time\n"
+      "port = int(sys.argv[1])\n"
+      "def trickle(out):\n"
+      "  s = socket.create_connection(('127.0.0.1', port)); t = time.time(); data = b''\n"
+      "  s.settimeout(0.2)\n"
+      "  for b in b'POST /v1/models/doubler:predict HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 20\\r\\n\\r\\n':\n"
+      "    try:\n"
+      "      s.sendall(bytes([b])); data += s.recv(4096)\n"
+      "      if data: break\n"
+      "    except socket.timeout: pass\n"
+      "    except OSError: break\n"
+      "  out.append((data.split(b'\\r\\n')[0].decode(), time.time() - t < 3))\n"
+      "got = []; th = threading.Thread(target=trickle, args=(got,)); th.start()\n"
+      "stalled = [socket.create_connection(('127.0.0.1', port)) for _ in range(200)]\n"
+      "for s in stalled: s.sendall(b'POST /v1/models/doubler:predict HTTP/1.1\\r\\nContent-Le')\n"
+      "c = http.client.HTTPConnection('127.0.0.1', port, timeout=10); codes = []\n"
+      "for i in range(20):\n"
+      "  c.request('POST', '/v1/models/doubler:predict', body=json.dumps({'instances': [[i, 1]]}))\n"
+      "  r = c.getresponse(); codes.append((r.status, json.loads(r.read())['predictions'][0][0]))\n"
+      "print('answered', all(s == 200 for s, _ in codes), [v for _, v in codes][:3])\n"
+      "th.join(); print('trickle', got[0])\n"
+      "statuses = set()\n"
+      "for s in stalled:\n"
+      "  s.settimeout(10)\n"
+      "  try: statuses.add(s.recv(100).split(b' ')[1].decode())\n"
+      "  except Exception as e: statuses.add(type(e).__name__)\n"
+      "print('stalled', sorted(statuses))\n");
+  EXPECT_TRUE(contains(out, "answered True [0.0, 2.0, 4.0]")) << out;
+  EXPECT_TRUE(contains(out, "trickle ('HTTP/1.1 408 Request Timeout', True)")) << out;
+  // Each stalled one got its 408 at its timeout, none was left hanging.
+  EXPECT_TRUE(contains(out, "stalled ['408']")) << out;
+}
+
+TEST_F(ServeIngress, PipelinedExpectContinueAndChunkedRequestsAreAnswered) {
+  const std::string out = python(
+      "import socket, sys\n"
+      "s = socket.create_connection(('127.0.0.1', int(sys.argv[1]))); s.settimeout(10)\n"
+      "buf = b''\n"
+      "def answers(n):\n"
+      "  global buf; out = []\n"
+      "  while len(out) < 2 * n:\n"
+      "    while b'\\r\\n\\r\\n' not in buf: buf += s.recv(65536)\n"
+      "    head, buf = buf.split(b'\\r\\n\\r\\n', 1)\n"
+      "    length = int([l.split(b':')[1] for l in head.split(b'\\r\\n') if l.lower().startswith(b'content-length')][0])\n"
+      "    while len(buf) < length: buf += s.recv(65536)\n"
+      "    out += [head.split(b'\\r\\n')[0].decode(), buf[:length].decode()]; buf = buf[length:]\n"
+      "  return out\n"
+      "body = b'{\"instances\": [[1, 2]]}'\n"
+      "one = b'POST /v1/models/doubler:predict HTTP/1.1\\r\\nContent-Length: %d\\r\\n\\r\\n%s' % (len(body), body)\n"
+      "s.sendall(one + one.replace(b'[[1, 2]]', b'[[3, 4]]') + b'GET /healthz HTTP/1.1\\r\\n\\r\\n')\n"
+      "print(answers(3))\n"
+      "s.sendall(b'POST /v1/models/doubler:predict HTTP/1.1\\r\\nExpect: 100-continue\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(body))\n"
+      "print(s.recv(100))\n"
+      "s.sendall(body); print(answers(1))\n"
+      "s.sendall(b'POST /v1/models/doubler:predict HTTP/1.1\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n'\n"
+      "          b'5\\r\\n{\"ins\\r\\n%x\\r\\n%s\\r\\n0\\r\\n\\r\\n' % (len(body) - 5, body[5:]))\n"
+      "print(answers(1))\n"
+      "s.sendall(b'GET /v1/models/doubler:predict HTTP/1.1\\r\\n\\r\\n'); print(answers(1))\n");
+  EXPECT_TRUE(contains(out, "['HTTP/1.1 200 OK', '{\"predictions\":[[2.0,4.0]]}', 'HTTP/1.1 200 OK', "
+                            "'{\"predictions\":[[6.0,8.0]]}', 'HTTP/1.1 200 OK', '{\"status\":\"alive\"}']"))
+      << out;
+  EXPECT_TRUE(contains(out, "b'HTTP/1.1 100 Continue\\r\\n\\r\\n'")) << out;
+  EXPECT_TRUE(contains(out, "['HTTP/1.1 200 OK', '{\"predictions\":[[2.0,4.0]]}']\n['HTTP/1.1 200 OK', "
+                            "'{\"predictions\":[[2.0,4.0]]}']"))
+      << out;
+  EXPECT_TRUE(contains(out, "405 Method Not Allowed")) << out;
+  EXPECT_TRUE(contains(out, "is not served (POST is)")) << out;
+}
+
+}  // namespace
+}  // namespace gyre::serve
