@@ -36,6 +36,37 @@ TEST(ServeCodec, V1RowsTakeTheModelsShapeHoweverTheyAreNested) {
   EXPECT_EQ(decodeV1(R"({"instances": [[1, 2, 3], [4, 5, 6]]})", {}).sizes().vec(), (std::vector<std::int64_t>{2, 3}));
 }
 
+// The common {"instances": ...} body is read without the JSON DOM; it reads every body as the DOM
+// does (a second key sends the same instances through the DOM), bit for bit.
+TEST(ServeCodec, TheQuickV1ReaderReadsAsTheDomReader) {
+  const std::vector<std::string> instances = {
+      "[[1, 2, 3], [4, 5, 6]]",
+      " [ [ -0.5 ,1e-3,\n2.5E+2 ] ]",
+      "[[[1.0000001, 0.1], [0.2, 0.3]], [[3.4028234e38, -1.17549435e-38], [123456789, 9007199254740993]]]",
+      "[[0.30000000000000004, 1e-46, -0]]",
+      "[[1, 2], [3]]",     // ragged: both refuse it
+      "[[1, 2], [3, [4]]]",
+      "[[01]]",            // not JSON
+      "[[1.]]",
+      "[[NaN]]",
+      "[[\"a\"]]",
+  };
+  for (const std::string& x : instances) {
+    const auto read = [](const std::string& body) -> std::string {
+      try {
+        const ::torch::Tensor t = decodeV1(body, {});
+        std::string bits(reinterpret_cast<const char*>(t.data_ptr<float>()), t.numel() * sizeof(float));
+        std::string shape;
+        for (const std::int64_t d : t.sizes()) shape += std::to_string(d) + ",";
+        return shape + " " + bits;
+      } catch (const BadRequest& e) {
+        return std::string("refused: ") + e.what();
+      }
+    };
+    EXPECT_EQ(read("{\"instances\": " + x + "}"), read("{\"instances\": " + x + ", \"signature_name\": \"s\"}")) << x;
+  }
+}
+
 TEST(ServeCodec, BadBodiesAreRefusedNamingTheProblem) {
   EXPECT_EQ(refusal([] { decodeV1("{\"instances\": [", kImage); }), "400 the body is not JSON");
   EXPECT_EQ(refusal([] { decodeV1("[1]", kImage); }), "400 the body is a JSON array, not an object");
