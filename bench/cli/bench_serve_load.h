@@ -1,7 +1,9 @@
 // The load of `gyre bench serve`: one request (the same body each time) sent to a server over
 // keep-alive HTTP connections, either open loop (Poisson arrivals at a given rate: each request's
 // latency counts from when it was due, so a server that falls behind shows it) or closed loop
-// (N clients, each sending its next request when its last is answered).
+// (N clients, each sending its next request when its last is answered). One thread drives every
+// connection through epoll, as wrk does, so the load takes little of the cores it shares with the
+// server (a thread per connection spent them on switching between threads).
 #pragma once
 
 #include <cstdint>
