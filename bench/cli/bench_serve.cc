@@ -283,6 +283,7 @@ int runServeBench(ServeBenchFlags f) {
   const RunRoot runRoot(f.runs, "gyre bench serve");
   launcher::installInterruptHandlers();
   std::vector<ServeRow> rows;
+  std::vector<ServeCompute> computes;
   try {
     const std::string model = s.model.empty() ? makeModel(runRoot.path()) : s.model;
     if (f.killRate > 0) {
@@ -317,12 +318,16 @@ int runServeBench(ServeBenchFlags f) {
           if (!keptUp(rows.back(), s.p99BoundMs)) break;  // past what it sustains
         }
       }
+      httplib::Client client("127.0.0.1", server.port());
+      if (const httplib::Result r = client.Get("/metrics"); r && r->status == 200)
+        computes.push_back(serveCompute(config.name, r->body));
     }
   } catch (const RunFailed& e) {
     fmt::print(stderr, "{}\n", e.what());
     runRoot.done(/*failed=*/true);
     return e.code();
   }
+  fmt::print("{}", s.json ? serveComputeJson(computes).dump() + "\n" : serveComputeText(computes));
   fmt::print("{}", s.json ? serveSummaryJson(rows, s).dump() + "\n" : serveSummaryText(rows, s));
   runRoot.done(/*failed=*/false);
   return 0;

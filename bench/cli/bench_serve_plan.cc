@@ -1,5 +1,7 @@
 #include "bench_serve_plan.h"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -101,6 +103,34 @@ Summary summarize(const std::vector<ServeRow>& rows, const ServeBenchSettings& s
 }
 
 }  // namespace
+
+ServeCompute serveCompute(const std::string& config, const std::string& metricsText) {
+  ServeCompute c;
+  c.config = config;
+  const auto value = [&](const std::string& name) {
+    const std::size_t at = metricsText.find("\n" + name + " ");
+    return at == std::string::npos ? 0.0 : std::strtod(metricsText.c_str() + at + name.size() + 2, nullptr);
+  };
+  c.forwardSeconds = value("gyre_serve_forward_seconds_total");
+  c.rows = value("gyre_serve_batch_rows_total");
+  c.batches = value("gyre_serve_batches_total");
+  return c;
+}
+
+std::string serveComputeText(const std::vector<ServeCompute>& computes) {
+  std::string s = "forward passes (the servers' /metrics):";
+  for (const ServeCompute& c : computes)
+    s += fmt::format(" {} {:.3f} ms per row in batches of {:.1f} rows;", c.config, c.msPerRow(), c.rowsPerBatch());
+  s.back() = '\n';
+  return s;
+}
+
+nlohmann::json serveComputeJson(const std::vector<ServeCompute>& computes) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ServeCompute& c : computes)
+    rows.push_back({{"config", c.config}, {"forward_ms_per_row", c.msPerRow()}, {"rows_per_batch", c.rowsPerBatch()}});
+  return {{"bench", "serve"}, {"compute", rows}};
+}
 
 std::string serveSummaryText(const std::vector<ServeRow>& rows, const ServeBenchSettings& s) {
   const Summary m = summarize(rows, s);

@@ -56,6 +56,20 @@ bool keptUp(const ServeRow& row, double p99BoundMs);
 // The most requests/s a configuration answered with every figure kept up (0: none).
 double bestWithinBound(const std::vector<ServeRow>& rows, const std::string& config, double p99BoundMs);
 
+// What a configuration's forward passes cost, read from its server's /metrics after its loads:
+// the time in forward passes per row says whether batching saves compute on this machine.
+struct ServeCompute {
+  std::string config;
+  double forwardSeconds = 0;
+  double rows = 0;
+  double batches = 0;
+  double msPerRow() const { return rows > 0 ? forwardSeconds * 1000 / rows : 0; }
+  double rowsPerBatch() const { return batches > 0 ? rows / batches : 0; }
+};
+ServeCompute serveCompute(const std::string& config, const std::string& metricsText);
+std::string serveComputeText(const std::vector<ServeCompute>& computes);
+nlohmann::json serveComputeJson(const std::vector<ServeCompute>& computes);
+
 std::string serveHeader(const ServeBenchSettings& s);
 std::string serveRowText(const ServeRow& r);
 nlohmann::json serveRowJson(const ServeRow& r);

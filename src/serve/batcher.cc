@@ -123,10 +123,12 @@ void Batcher::run(const Forward& forward, std::vector<Request>& batch) {
   for (const Request& r : batch) inputs.push_back(r.rows);
   try {
     ::torch::Tensor output;
+    const Clock::time_point start = Clock::now();
     {
       ::torch::NoGradGuard noGrad;
       output = forward(inputs.size() == 1 ? inputs.front() : ::torch::cat(inputs));
     }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     std::int64_t rows = 0;
     for (const Request& r : batch) rows += r.rows.size(0);
     if (output.dim() < 1 || output.size(0) != rows)
@@ -141,6 +143,7 @@ void Batcher::run(const Forward& forward, std::vector<Request>& batch) {
     MutexLock lock(mu_);
     stats_.requests += batch.size();
     stats_.rows += static_cast<std::uint64_t>(rows);
+    stats_.forwardSeconds += seconds;
     ++stats_.batches;
   } catch (...) {
     const std::exception_ptr e = std::current_exception();

@@ -44,6 +44,7 @@ struct BatchStats {
   int busy = 0;                     // replicas computing now
   int running = 0;                  // requests in the batches being computed now
   int replicas = 0;                 // replicas now (those retiring not counted)
+  double forwardSeconds = 0;        // in forward passes, all replicas together
 };
 
 class Batcher {

@@ -111,6 +111,8 @@ class RequestMetrics {
         "gyre_serve_batches_total {}\n"
         "# HELP gyre_serve_batch_rows_total Rows of all forward passes.\n# TYPE gyre_serve_batch_rows_total counter\n"
         "gyre_serve_batch_rows_total {}\n"
+        "# HELP gyre_serve_forward_seconds_total Time in forward passes, every replica's together.\n"
+        "# TYPE gyre_serve_forward_seconds_total counter\ngyre_serve_forward_seconds_total {}\n"
         "# HELP gyre_serve_failed_batches_total Forward passes that failed.\n"
         "# TYPE gyre_serve_failed_batches_total counter\ngyre_serve_failed_batches_total {}\n"
         "# HELP gyre_serve_queue_length Requests waiting for a replica.\n# TYPE gyre_serve_queue_length gauge\n"
@@ -121,7 +123,7 @@ class RequestMetrics {
         "gyre_serve_busy_replicas {}\n"
         "# HELP gyre_serve_refused_connections_total Connections answered 503 beyond --max-connections.\n"
         "# TYPE gyre_serve_refused_connections_total counter\ngyre_serve_refused_connections_total {}\n",
-        b.batches, b.rows, b.failedBatches, b.queued, b.replicas, b.busy, refused);
+        b.batches, b.rows, b.forwardSeconds, b.failedBatches, b.queued, b.replicas, b.busy, refused);
     return s;
   }
 
