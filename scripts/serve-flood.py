@@ -9,8 +9,10 @@ it in phases, each sampling the server's resident memory (VmRSS, every 50 ms) me
            size): each read, refused with 400, and freed;
   burst    --burst requests of one row from 64 threads at once, more than --max-queue 64 waits:
            answered, or refused with 503 when the queue is full;
-  slow     --slow connections that send a request one byte a second (slow-loris), dropped after
-           --read-timeout, while a client's requests go on being answered.
+  slow     --slow connections that send a request one byte a second (slow-loris), answered 408
+           and closed --read-timeout after their first byte, while a client's requests go on
+           being answered (or refused 503 while the slow ones take every one of the server's
+           --max-connections, 64 here).
 After the flood, one request must still be answered 200.
 
 Prints, per phase, the requests sent, the statuses seen, the server's peak RSS in the phase and
@@ -18,6 +20,7 @@ its RSS before the flood; exits 1 when a phase's peak RSS is over --rss-bound-mb
 or the server stops answering.
 
 Usage: scripts/serve-flood.py --build build [--model RUN_DIR] [--huge 64 --big 40 --burst 4000 --slow 100]
+       [--max-connections 64]
 """
 import argparse
 import http.client
@@ -140,6 +143,7 @@ def main():
     p.add_argument("--big", type=int, default=40)
     p.add_argument("--burst", type=int, default=4000)
     p.add_argument("--slow", type=int, default=100)
+    p.add_argument("--max-connections", type=int, default=64, help="the server's --max-connections")
     p.add_argument("--rss-bound-mb", type=float, default=300)
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
@@ -155,7 +159,7 @@ def main():
     port = s.getsockname()[1]
     s.close()
     server = subprocess.Popen([gyre, "serve", model, "--name", "cnn", "--port", str(port), "--max-queue", "64",
-                               "--max-connections", "64", "--read-timeout", "3", "--max-body-bytes", str(16 << 20)],
+                               "--max-connections", str(a.max_connections), "--read-timeout", "3", "--max-body-bytes", str(16 << 20)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         row = json.dumps({"instances": [[0.5] * 784]})

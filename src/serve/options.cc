@@ -37,12 +37,12 @@ void addServeFlags(CLI::App& app, ServeOptions& o) {
   app.add_flag("--replica-processes", o.replicaProcesses,
                "Each replica in a process of its own (a gyre::rt actor): a replica whose process dies is rebuilt "
                "in a live one and its batch answered there");
-  app.add_option("--max-connections", o.maxConnections, "Connections served at once; one more is answered 503")
+  app.add_option("--max-connections", o.maxConnections, "Connections served at once (each costs a descriptor, not a thread); more are answered 503")
       ->capture_default_str();
   app.add_option("--max-queue", o.maxQueue, "Requests waiting for a replica; beyond it: 503")->capture_default_str();
   app.add_option("--max-body-bytes", o.maxBodyBytes, "Largest request body; larger: 413")->capture_default_str();
   app.add_option("--read-timeout", o.readTimeoutS,
-                 "Seconds a client may take to send its request before it is dropped")
+                 "Seconds a client may take to send a whole request, from its first byte; then 408 and closed")
       ->capture_default_str();
 }
 

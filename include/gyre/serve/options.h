@@ -31,10 +31,10 @@ struct ServeOptions {
   // gyre serve starts the server and one process per replica (--max-replicas with autoscaling)
   // as a job. A Server of gyre/serve.h refuses it (its replicas are threads).
   bool replicaProcesses = false;
-  int maxConnections = 1024;
+  int maxConnections = 1024;  // served at once (a descriptor each); more: 503
   int maxQueue = 1024;  // requests waiting for a replica; beyond it: 503
   std::int64_t maxBodyBytes = 64ll << 20;
-  double readTimeoutS = 5;  // a client that sends its request slower than this is dropped
+  double readTimeoutS = 5;  // from a request's first byte to its last; later: 408, closed
 };
 
 }  // namespace gyre::serve
