@@ -338,7 +338,8 @@ void HttpServer::advance(Connection& c) {
         } catch (const std::exception& e) {
           reply(o_.refusal(500, e.what()));
         }
-        deliver();  // a handler that answered at once
+        // An answer given at once goes out on the loop's next turn (through the outbox), not from
+        // here: a client pipelining many requests would otherwise recurse through them.
         return;
       }
     }

@@ -203,7 +203,11 @@ TEST_F(ServeIngress, PipelinedExpectContinueAndChunkedRequestsAreAnswered) {
       "s.sendall(b'POST /v1/models/doubler:predict HTTP/1.1\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n'\n"
       "          b'5\\r\\n{\"ins\\r\\n%x\\r\\n%s\\r\\n0\\r\\n\\r\\n' % (len(body) - 5, body[5:]))\n"
       "print(answers(1))\n"
-      "s.sendall(b'GET /v1/models/doubler:predict HTTP/1.1\\r\\n\\r\\n'); print(answers(1))\n");
+      "s.sendall(b'GET /v1/models/doubler:predict HTTP/1.1\\r\\n\\r\\n'); print(answers(1))\n"
+      // 20,000 pipelined at once (sent from a thread while this one reads): each answered, in turn.
+      "import threading\n"
+      "t = threading.Thread(target=s.sendall, args=(b'GET /healthz HTTP/1.1\\r\\n\\r\\n' * 20000,)); t.start()\n"
+      "got = answers(20000); t.join(); print('pipelined', len(got) // 2, set(got))\n");
   EXPECT_TRUE(contains(out, "['HTTP/1.1 200 OK', '{\"predictions\":[[2.0,4.0]]}', 'HTTP/1.1 200 OK', "
                             "'{\"predictions\":[[6.0,8.0]]}', 'HTTP/1.1 200 OK', '{\"status\":\"alive\"}']"))
       << out;
@@ -213,6 +217,9 @@ TEST_F(ServeIngress, PipelinedExpectContinueAndChunkedRequestsAreAnswered) {
       << out;
   EXPECT_TRUE(contains(out, "405 Method Not Allowed")) << out;
   EXPECT_TRUE(contains(out, "is not served (POST is)")) << out;
+  EXPECT_TRUE(contains(out, "pipelined 20000 {")) << out;
+  EXPECT_TRUE(contains(out, "'HTTP/1.1 200 OK'")) << out;
+  EXPECT_FALSE(contains(out.substr(out.find("pipelined")), "error")) << out;
 }
 
 }  // namespace
