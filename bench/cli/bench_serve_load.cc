@@ -161,7 +161,12 @@ class Load {
       if (!open && now < end) wait = std::min(wait, end - now);
       const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(wait, Clock::duration::zero()));
       const timespec timeout{static_cast<time_t>(ns.count() / 1000000000), static_cast<long>(ns.count() % 1000000000)};
-      const int n = ::epoll_pwait2(epoll_, events.data(), static_cast<int>(events.size()), &timeout, nullptr);
+      int n = pwait2_ ? ::epoll_pwait2(epoll_, events.data(), static_cast<int>(events.size()), &timeout, nullptr) : -1;
+      if (n < 0 && pwait2_ && (errno == ENOSYS || errno == EPERM)) pwait2_ = false;  // a kernel before 5.11, or seccomp
+      if (!pwait2_) {
+        const auto ms = std::chrono::ceil<std::chrono::milliseconds>(ns).count();
+        n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), static_cast<int>(ms));
+      }
       for (int i = 0; i < n; ++i) receive(events[i].data.u64);
     }
     result_.errors += busy_ + static_cast<int>(waiting.size() + (due.size() - next));
@@ -176,7 +181,9 @@ class Load {
     c = Connection{};
     c.fd = connectTo(s_);
     if (c.fd < 0) {
-      fail("connection: cannot connect to " + s_.host + ":" + std::to_string(s_.port) + ": " + std::strerror(errno));
+      // Not a failed request (those are counted as such): why the next ones will fail.
+      if (result_.firstError.empty())
+        result_.firstError = "connection: cannot connect to " + s_.host + ":" + std::to_string(s_.port) + ": " + std::strerror(errno);
       return;
     }
     ++connected_;
@@ -205,6 +212,7 @@ class Load {
   void receive(std::size_t i) {
     Connection& c = connections_[i];
     std::array<char, 16384> buffer;
+    std::string ended;  // why the connection ended, if it did
     while (true) {
       const ssize_t n = ::recv(c.fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
       if (n > 0) {
@@ -213,14 +221,16 @@ class Load {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      return lost(i, n == 0 ? "connection: closed by the server" : std::string("connection: ") + std::strerror(errno));
+      ended = n == 0 ? "connection: closed by the server" : std::string("connection: ") + std::strerror(errno);
+      break;
     }
-    while (c.busy) {
+    // An answer that came with the server's close counts as the answer it is.
+    bool close = false;
+    while (c.busy && !close) {
       int status = 0;
-      bool close = false;
       std::string body;
       const std::size_t used = answerIn(c.in, status, body, close);
-      if (used == 0) return;
+      if (used == 0) break;
       c.in.erase(0, used);
       if (status == 0) continue;  // 100 Continue
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - c.due).count();
@@ -232,9 +242,10 @@ class Load {
       }
       c.busy = false;
       --busy_;
-      if (close) return reopen(i);
-      idle_.push_back(i);
+      if (!close) idle_.push_back(i);
     }
+    if (!ended.empty()) return lost(i, ended);
+    if (close) reopen(i);
   }
 
   // The connection failed with a request in flight: that request failed; a new connection
@@ -270,6 +281,7 @@ class Load {
   std::vector<std::size_t> idle_;
   int busy_ = 0;
   int connected_ = 0;
+  bool pwait2_ = true;  // epoll_pwait2's microseconds, while the kernel has it
   Clock::time_point start_{};
   LoadResult result_;
 };

@@ -12,6 +12,9 @@ namespace {
 
 using nlohmann::json;
 
+// Rows nest at most this deep (flatten() recurses once per level).
+constexpr std::size_t kMaxRowDims = 32;
+
 json parse(const std::string& body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw BadRequest("the body is not JSON");
@@ -121,7 +124,7 @@ class InstancesReader {
   // An array at `depth`: of numbers at the deepest level, of arrays above it, each level as long
   // as every other array at that level.
   bool array(std::size_t depth) {
-    if (depth > kMaxDepth || !literal('[')) return false;
+    if (depth >= kMaxDepth || !literal('[')) return false;
     space();
     if (p_ == end_ || *p_ == ']') return false;  // empty
     const bool numbers = *p_ != '[';
@@ -194,6 +197,7 @@ class InstancesReader {
   if (it == j.end()) throw BadRequest("the body has no \"instances\" (the v1 shape: {\"instances\": [row, ...]})");
   if (!it->is_array() || it->empty()) throw BadRequest("\"instances\" is not a non-empty array of rows");
   const std::vector<std::int64_t> shape = shapeAlongFirst(*it);
+  if (shape.size() > kMaxRowDims) throw BadRequest("\"instances\" is nested deeper than " + std::to_string(kMaxRowDims) + " arrays");
   std::vector<float> values;
   flatten(*it, 0, shape, values, "\"instances\"");
   return rowsOf(std::move(values), shape, rowShape);
@@ -216,13 +220,15 @@ class InstancesReader {
   std::vector<std::int64_t> shape;
   for (const json& d : *shapeIt) {
     if (!d.is_number_integer() || d.get<std::int64_t>() < 1)
-      throw BadRequest("\"shape\" " + shapeIt->dump() + " is not a list of positive integers");
+      throw BadRequest("\"shape\" " + shapeIt->dump(-1, ' ', false, json::error_handler_t::replace) + " is not a list of positive integers");
     shape.push_back(d.get<std::int64_t>());
   }
   const auto data = in.find("data");
   if (data == in.end()) throw BadRequest("\"inputs\"[0] has no \"data\"");
   std::vector<float> values;
-  flatten(*data, 0, shapeAlongFirst(*data), values, "\"data\"");
+  const std::vector<std::int64_t> dataShape = shapeAlongFirst(*data);
+  if (dataShape.size() > kMaxRowDims) throw BadRequest("\"data\" is nested deeper than " + std::to_string(kMaxRowDims) + " arrays");
+  flatten(*data, 0, dataShape, values, "\"data\"");
   if (static_cast<std::int64_t>(values.size()) != product(shape))
     throw BadRequest("\"data\" holds " + std::to_string(values.size()) + " values; \"shape\" " +
                      shapeString(shape) + " says " + std::to_string(product(shape)));
@@ -286,7 +292,9 @@ std::string shapeText(const ::torch::Tensor& t) {
 }
 
 std::string errorJson(const std::string& what) {
-  return json{{"error", what}}.dump();
+  // Whatever bytes the message quotes from a request, the answer is valid JSON: what is not
+  // UTF-8 is replaced, not thrown over.
+  return json{{"error", what}}.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
 }
 
 }  // namespace gyre::serve

@@ -101,6 +101,8 @@ RequestParser::Progress RequestParser::parseHead(std::string_view head) {
   }
   const std::string coding = lower(request_.header("transfer-encoding"));
   const std::string length = request_.header("content-length");
+  for (const auto& [k, v] : request_.headers)
+    if (k == "content-length" && v != length) return fail(400, "the request has two different Content-Lengths");
   if (!coding.empty()) {
     if (coding != "chunked") return fail(501, "transfer coding '" + coding.substr(0, 40) + "' is not served (chunked is)");
     if (!length.empty()) return fail(400, "a request has both Content-Length and Transfer-Encoding");
@@ -119,55 +121,50 @@ RequestParser::Progress RequestParser::parseHead(std::string_view head) {
   return Progress::kHeaders;
 }
 
-RequestParser::Progress RequestParser::feedChunked(std::string& in) {
-  std::size_t used = 0;
-  Progress out = Progress::kMore;
-  while (out == Progress::kMore) {
+RequestParser::Progress RequestParser::feedChunked(std::string_view in, std::size_t& used) {
+  used = 0;
+  while (true) {
     if (stage_ == Stage::kChunkData) {
       const std::size_t n = std::min(bodyLeft_, in.size() - used);
-      request_.body.append(in, used, n);
+      request_.body.append(in.substr(used, n));
       used += n;
       bodyLeft_ -= n;
-      if (bodyLeft_ > 0) break;
+      if (bodyLeft_ > 0) return Progress::kMore;
       stage_ = Stage::kChunkEnd;
       continue;
     }
     const std::size_t end = in.find('\n', used);
-    if (end == std::string::npos) {
-      if (in.size() - used > 1024) out = fail(400, "a chunk's size line is too long");
-      break;
+    if (end == std::string_view::npos) {
+      if (in.size() - used > 1024) return fail(400, "a chunk's size line is too long");
+      return Progress::kMore;
     }
-    const std::string_view line = withoutCr(std::string_view(in).substr(used, end - used));
+    const std::string_view line = withoutCr(in.substr(used, end - used));
     used = end + 1;
     if (stage_ == Stage::kChunkEnd) {
-      if (!line.empty()) out = fail(400, "a chunk does not end with CRLF");
+      if (!line.empty()) return fail(400, "a chunk does not end with CRLF");
       stage_ = Stage::kChunkSize;
     } else if (stage_ == Stage::kChunkSize) {
       const std::string_view size = trim(line.substr(0, line.find(';')));
       std::uint64_t n = 0;
       const auto [p, ec] = std::from_chars(size.data(), size.data() + size.size(), n, 16);
-      if (size.empty() || ec != std::errc() || p != size.data() + size.size()) {
-        out = fail(400, "a chunk's size is not hexadecimal");
-      } else if (n > limits_.maxBodyBytes - request_.body.size()) {
-        out = fail(413, "the body is larger than --max-body-bytes");
-      } else if (n == 0) {
+      if (size.empty() || ec != std::errc() || p != size.data() + size.size())
+        return fail(400, "a chunk's size is not hexadecimal");
+      if (n > limits_.maxBodyBytes - request_.body.size()) return fail(413, "the body is larger than --max-body-bytes");
+      if (n == 0) {
         stage_ = Stage::kTrailers;
       } else {
         bodyLeft_ = static_cast<std::size_t>(n);
         stage_ = Stage::kChunkData;
       }
-    } else if (stage_ == Stage::kTrailers) {
-      if (line.empty()) {
-        stage_ = Stage::kDone;
-        out = Progress::kDone;
-      }
+    } else if (line.empty()) {  // the blank line after the trailers
+      stage_ = Stage::kDone;
+      return Progress::kDone;
     }
   }
-  in.erase(0, used);
-  return out;
 }
 
-RequestParser::Progress RequestParser::feed(std::string& in) {
+RequestParser::Progress RequestParser::feed(std::string_view in, std::size_t& used) {
+  used = 0;
   switch (stage_) {
     case Stage::kFailed: return Progress::kFailed;
     case Stage::kDone: return Progress::kDone;
@@ -175,13 +172,13 @@ RequestParser::Progress RequestParser::feed(std::string& in) {
       // Empty lines before a request are skipped (RFC 9112 2.2).
       if (!begun_) {
         const std::size_t text = in.find_first_not_of("\r\n");
-        in.erase(0, text == std::string::npos ? in.size() : text);
+        used = text == std::string_view::npos ? in.size() : text;
+        in.remove_prefix(used);
         if (in.empty()) return Progress::kMore;
         begun_ = true;
       }
-      std::size_t end = std::string::npos, length = 0;
-      for (std::size_t at = in.find('\n', searched_); at != std::string::npos;
-           at = in.find('\n', at + 1)) {
+      std::size_t end = std::string_view::npos, length = 0;
+      for (std::size_t at = in.find('\n', searched_); at != std::string_view::npos; at = in.find('\n', at + 1)) {
         // A line that is empty but for its CR ends the headers.
         if (at + 1 < in.size() && in[at + 1] == '\n') {
           end = at, length = 2;
@@ -192,26 +189,25 @@ RequestParser::Progress RequestParser::feed(std::string& in) {
           break;
         }
       }
-      if (end == std::string::npos) {
+      if (end == std::string_view::npos) {
         searched_ = in.size() < 3 ? 0 : in.size() - 3;  // an end could begin in the last bytes
         if (in.size() > limits_.maxHeaderBytes) return fail(431, headersTooLarge());
         return Progress::kMore;
       }
       if (end + length > limits_.maxHeaderBytes) return fail(431, headersTooLarge());
-      const Progress p = parseHead(std::string_view(in).substr(0, end + 1));
-      in.erase(0, end + length);
-      return p;
+      used += end + length;
+      return parseHead(in.substr(0, end + 1));
     }
     case Stage::kBody: {
       const std::size_t n = std::min(bodyLeft_, in.size());
-      request_.body.append(in, 0, n);
-      in.erase(0, n);
+      request_.body.append(in.substr(0, n));
+      used = n;
       bodyLeft_ -= n;
       if (bodyLeft_ > 0) return Progress::kMore;
       stage_ = Stage::kDone;
       return Progress::kDone;
     }
-    default: return feedChunked(in);
+    default: return feedChunked(in, used);
   }
 }
 

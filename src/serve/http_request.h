@@ -47,10 +47,10 @@ class RequestParser {
 
   explicit RequestParser(HttpLimits limits) : limits_(limits) {}
 
-  // Consumes what it can of `in` (the connection's unread bytes, from the front) and says how far
-  // the request is. After kDone, take() the request; the parser then reads the next one from
-  // what is left in `in`.
-  Progress feed(std::string& in);
+  // Consumes what it can of `in` (the connection's unread bytes) and says how far the request is;
+  // `used` is how many bytes from the front it took (the caller drops them before the next
+  // feed). After kDone, take() the request; the parser then reads the next one from what is left.
+  Progress feed(std::string_view in, std::size_t& used);
   HttpRequest take();
 
   // After kHeaders: the request's line and headers (its body still to come).
@@ -69,7 +69,7 @@ class RequestParser {
   Progress fail(int status, std::string error);
   std::string headersTooLarge() const;
   Progress parseHead(std::string_view head);
-  Progress feedChunked(std::string& in);
+  Progress feedChunked(std::string_view in, std::size_t& used);
 
   HttpLimits limits_;
   Stage stage_ = Stage::kHead;

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -30,6 +31,7 @@ constexpr auto kSweepEvery = std::chrono::milliseconds(50);
 // A connection closed after a refusal is read (and what it sends discarded) this long first, so
 // that the client reads the answer instead of a reset.
 constexpr auto kLinger = std::chrono::seconds(2);
+constexpr std::size_t kReadAhead = 256 * 1024;
 
 const char* reason(int status) {
   switch (status) {
@@ -49,7 +51,7 @@ const char* reason(int status) {
   }
 }
 
-std::string serialize(const HttpResponse& r, bool keepAlive) {
+std::string serialize(const HttpResponse& r, bool keepAlive, bool head) {
   std::string out;
   out.reserve(r.body.size() + 160);
   out += "HTTP/1.1 " + std::to_string(r.status) + " " + reason(r.status) + "\r\n";
@@ -57,7 +59,7 @@ std::string serialize(const HttpResponse& r, bool keepAlive) {
   out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
   for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
   out += keepAlive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-  out += r.body;
+  if (!head) out += r.body;  // a HEAD's answer has the GET's headers and no body
   return out;
 }
 
@@ -82,7 +84,8 @@ struct HttpServer::Connection {
   int fd;
   std::uint64_t id;
   RequestParser parser;
-  std::string in;
+  std::string in;          // read, from `at` on not yet parsed
+  std::size_t at = 0;
   std::string out;
   std::size_t written = 0;
   State state = State::kReading;
@@ -91,6 +94,7 @@ struct HttpServer::Connection {
   bool eof = false;          // the client sent FIN
   bool keepAlive = true;     // after the answer being written
   bool linger = false;       // a refusal: read out what the client sends before closing
+  bool head = false;         // the request being answered is a HEAD: the answer has no body
   bool timing = false;       // requestStart is the current request's first byte
   Clock::time_point requestStart{};
   Clock::time_point deadline{};  // idle (reading, nothing begun), writing, or lingering
@@ -273,13 +277,18 @@ void HttpServer::onEvent(Connection& c, std::uint32_t events) {
   // Hung up both ways while its request is handled or answered: nothing can reach it any more.
   if ((events & EPOLLHUP) != 0 && (c.state == Connection::State::kHandling || c.state == Connection::State::kWriting))
     return close(id);
+  if (c.at > 0) {  // what the parser took goes, once per event (not once per request)
+    c.in.erase(0, c.at);
+    c.at = 0;
+  }
   std::array<char, 64 * 1024> buffer;
   while (true) {
     const ssize_t n = ::recv(c.fd, buffer.data(), buffer.size(), 0);
     if (n > 0) {
       if (c.state != Connection::State::kLingering) c.in.append(buffer.data(), static_cast<std::size_t>(n));
-      // Bounded: the parser takes what arrives; stop reading once a whole body's worth is here.
-      if (c.in.size() > o_.limits.maxHeaderBytes + o_.limits.maxBodyBytes) break;
+      // Read ahead of the parser only this far: the rest waits in the kernel (the event fires
+      // again), so a connection holds its request's body and little more.
+      if (c.in.size() > kReadAhead) break;
       continue;
     }
     if (n == 0) {
@@ -302,7 +311,9 @@ void HttpServer::onEvent(Connection& c, std::uint32_t events) {
 // Parses what has arrived: a whole request goes to the handler; a bad one is refused.
 void HttpServer::advance(Connection& c) {
   while (c.state == Connection::State::kReading) {
-    const RequestParser::Progress p = c.parser.feed(c.in);
+    std::size_t used = 0;
+    const RequestParser::Progress p = c.parser.feed(std::string_view(c.in).substr(c.at), used);
+    c.at += used;
     if (c.parser.begun() && !c.timing) {
       c.timing = true;
       c.requestStart = Clock::now();
@@ -310,7 +321,8 @@ void HttpServer::advance(Connection& c) {
     switch (p) {
       case RequestParser::Progress::kHeaders:
         // A client that waits for leave to send its body (curl does, for bodies over 1 KiB) gets it.
-        if (c.parser.head().expectsContinue() && c.parser.awaitingBody() && c.in.empty()) {
+        if (c.parser.head().minorVersion == 1 && c.parser.head().expectsContinue() && c.parser.awaitingBody() &&
+            c.at == c.in.size()) {
           constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
           [[maybe_unused]] const ssize_t n = ::send(c.fd, kContinue.data(), kContinue.size(), MSG_NOSIGNAL);
         }
@@ -323,7 +335,10 @@ void HttpServer::advance(Connection& c) {
       case RequestParser::Progress::kDone: {
         HttpRequest request = c.parser.take();
         c.timing = false;
-        c.keepAlive = request.keepAlive() && !c.eof;
+        // A client that half-closed after its requests still gets each answer; the connection
+        // closes once nothing whole is left to parse.
+        c.keepAlive = request.keepAlive();
+        c.head = request.method == "HEAD";
         c.state = Connection::State::kHandling;
         interest(c, 0);  // what the client sends next waits until this is answered
         ++pending_;
@@ -358,14 +373,16 @@ void HttpServer::deliver() {
 void HttpServer::respond(Connection& c, HttpResponse response, bool linger) {
   c.keepAlive = c.keepAlive && !response.close && !linger && !stopping_ && !c.overflow;
   c.linger = linger;
-  c.out = serialize(response, c.keepAlive);
+  if (linger) {
+    c.in.clear();  // what the client sent is not read as a request
+    c.at = 0;
+    c.timing = false;
+    c.head = false;
+  }
+  c.out = serialize(response, c.keepAlive, c.head);
   c.written = 0;
   c.state = Connection::State::kWriting;
   c.deadline = Clock::now() + o_.requestTimeout;
-  if (linger) {
-    c.in.clear();  // what the client sent is not read as a request
-    c.timing = false;
-  }
   flush(c);
 }
 
@@ -382,17 +399,23 @@ void HttpServer::flush(Connection& c) {
   }
   c.out.clear();
   c.written = 0;
-  if (c.keepAlive) return keepReading(c);
+  if (c.keepAlive && !stopping_) return keepReading(c);
   ::shutdown(c.fd, SHUT_WR);
-  if (!c.linger || c.eof || stopping_) return close(c.id);
-  // A refusal: what the client still sends (a body not read) is read and dropped for a while
-  // before the close, so that the client reads the answer rather than a reset.
+  int unread = 0;
+  if (c.eof || (!c.linger && (::ioctl(c.fd, FIONREAD, &unread) != 0 || unread == 0))) return close(c.id);
+  // A refusal, or bytes the client sent that were not read: they are read and dropped for a
+  // while before the close, so that the client reads the answer rather than a reset.
   c.state = Connection::State::kLingering;
   c.deadline = Clock::now() + kLinger;
   interest(c, EPOLLIN);
 }
 
 void HttpServer::keepReading(Connection& c) {
+  if (c.in.capacity() > 4 * kReadAhead && c.in.size() - c.at < kReadAhead) {  // after a large body
+    c.in.erase(0, c.at);
+    c.at = 0;
+    c.in.shrink_to_fit();
+  }
   c.state = Connection::State::kReading;
   c.deadline = Clock::now() + o_.idleTimeout;
   interest(c, EPOLLIN);

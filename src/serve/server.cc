@@ -64,7 +64,10 @@ class DecodePool {
         job = std::move(jobs_.front());
         jobs_.pop_front();
       }
-      job();
+      try {
+        job();  // answers its request, whatever it throws (ModelServer::predict)
+      } catch (...) {
+      }
       job = nullptr;  // what it held goes before the trim
       ::malloc_trim(0);
     }
@@ -217,12 +220,18 @@ ModelServer::ModelServer(ServedModel model, const ServeOptions& options)
   if (o_.minReplicas > 0) autoscaler_ = std::thread([this] { autoscale(); });
 }
 
-ModelServer::~ModelServer() { stopAutoscaler(); }
+ModelServer::~ModelServer() {
+  stopAutoscaler();
+  // Decodes may still submit to the batcher, whose answers record into metrics_: in that order.
+  decodes_.reset();
+  batcher_.reset();
+}
 
 void ModelServer::serve() {
   http_->serve();  // returns once every accepted request is answered
   ready_ = false;
   stopAutoscaler();
+  decodes_.reset();  // a decode thread may still be inside the batcher's submit
   batcher_.reset();  // stops the replicas
 }
 void ModelServer::stopAutoscaler() {
@@ -306,7 +315,7 @@ void ModelServer::handle(HttpRequest&& req, Reply reply) {
     if (req.body.size() <= kLargeBody) return predict(req, answer, v1);
     return decodes_->run([this, req = std::move(req), answer, v1]() mutable { predict(req, answer, v1); });
   }
-  const bool get = req.method == "GET";
+  const bool get = req.method == "GET" || req.method == "HEAD";  // the ingress leaves a HEAD's body out
   const auto only = [&](auto&& answer) {
     if (!get) return reply(failure(405, req.method + " " + path + " is not served (GET is)"));
     answer();

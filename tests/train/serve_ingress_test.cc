@@ -22,13 +22,21 @@ using nlohmann::json;
 using test::contains;
 using Progress = RequestParser::Progress;
 
+// Feeds the parser what `in` holds, dropping what it took, as the server does.
+Progress feed(RequestParser& p, std::string& in) {
+  std::size_t used = 0;
+  const Progress got = p.feed(in, used);
+  in.erase(0, used);
+  return got;
+}
+
 // Feeds `bytes` one at a time, as the slowest client sends them; the progress after each.
 std::vector<Progress> feedByteByByte(RequestParser& p, const std::string& bytes, std::string& in) {
   std::vector<Progress> seen;
   for (const char b : bytes) {
     in.push_back(b);
-    Progress got = p.feed(in);
-    if (got == Progress::kHeaders) got = p.feed(in);
+    Progress got = feed(p, in);
+    if (got == Progress::kHeaders) got = feed(p, in);
     seen.push_back(got);
     if (got == Progress::kDone || got == Progress::kFailed) break;
   }
@@ -61,7 +69,7 @@ TEST(ServeHttpRequest, PipelinedRequestsComeOneAfterTheOther) {
       "Connection: close\r\n\r\n";
   std::vector<HttpRequest> got;
   for (int i = 0; i < 10 && got.size() < 3; ++i) {
-    const Progress s = p.feed(in);
+    const Progress s = feed(p, in);
     ASSERT_NE(s, Progress::kFailed) << p.error();
     if (s == Progress::kDone) got.push_back(p.take());
   }
@@ -72,7 +80,7 @@ TEST(ServeHttpRequest, PipelinedRequestsComeOneAfterTheOther) {
   EXPECT_TRUE(got[1].keepAlive());
   EXPECT_EQ(got[2].path, "/b");
   EXPECT_FALSE(got[2].keepAlive());
-  EXPECT_EQ(p.feed(in), Progress::kMore);
+  EXPECT_EQ(feed(p, in), Progress::kMore);
 }
 
 TEST(ServeHttpRequest, AChunkedBodyIsJoined) {
@@ -100,6 +108,8 @@ TEST(ServeHttpRequest, BadRequestsAreRefusedWithTheirStatus) {
       {"POST /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "gzip"},
       {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "hexadecimal"},
       {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", 413, "--max-body-bytes"},
+      {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", 400, "does not end with CRLF"},
+      {"POST /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "two different Content-Lengths"},
       {"GET /x HTTP/1.1\r\nX: " + std::string(2000, 'a'), 431, "larger than 1 KiB"},
   };
   for (const Case& c : cases) {
@@ -220,6 +230,40 @@ TEST_F(ServeIngress, PipelinedExpectContinueAndChunkedRequestsAreAnswered) {
   EXPECT_TRUE(contains(out, "pipelined 20000 {")) << out;
   EXPECT_TRUE(contains(out, "'HTTP/1.1 200 OK'")) << out;
   EXPECT_FALSE(contains(out.substr(out.find("pipelined")), "error")) << out;
+}
+
+// Bytes that are not UTF-8 in what a refusal quotes (the answer is JSON all the same, and the
+// server goes on), a client that pipelines two requests and half-closes (both answered), a HEAD
+// (the GET's headers, no body: the next request on the connection is read right).
+TEST_F(ServeIngress, HostileBytesHalfClosesAndHeadsAreAnswered) {
+  const std::string out = python(
+      "import json, socket, sys\n"
+      "port = int(sys.argv[1])\n"
+      "def exchange(data, half_close=False):\n"
+      "  s = socket.create_connection(('127.0.0.1', port)); s.settimeout(10); s.sendall(data)\n"
+      "  if half_close: s.shutdown(socket.SHUT_WR)\n"
+      "  got = b''\n"
+      "  while True:\n"
+      "    b = s.recv(65536)\n"
+      "    if not b: return got\n"
+      "    got += b\n"
+      "for bad in [b'GET / HTTP/1.\\xff\\r\\n\\r\\n', b'POST /x HTTP/1.1\\r\\nTransfer-Encoding: \\xc3\\r\\n\\r\\n',\n"
+      "            b'POST /v1/models/doubler:predict HTTP/1.1\\r\\nContent-Type: application/octet-stream\\r\\n'\n"
+      "            b'X-Gyre-Shape: \\xff\\r\\nContent-Length: 70000\\r\\nConnection: close\\r\\n\\r\\n' + b'0' * 70000]:\n"
+      "  answer = exchange(bad)\n"
+      "  head, body = answer.split(b'\\r\\n\\r\\n', 1)\n"
+      "  print(head.split(b'\\r\\n')[0].decode(), 'error' in json.loads(body))\n"
+      "body = b'{\"instances\": [[1, 2]]}'\n"
+      "one = b'POST /v1/models/doubler:predict HTTP/1.1\\r\\nContent-Length: %d\\r\\n\\r\\n%s' % (len(body), body)\n"
+      "print('half-closed', exchange(one + one, half_close=True).count(b'[[2.0,4.0]]'))\n"
+      "answer = exchange(b'HEAD /healthz HTTP/1.1\\r\\n\\r\\nGET /healthz HTTP/1.1\\r\\nConnection: close\\r\\n\\r\\n')\n"
+      "print('head', answer.count(b'HTTP/1.1 200 OK'), answer.count(b'{\"status\":\"alive\"}'))\n");
+  EXPECT_TRUE(contains(out, "HTTP/1.1 505 HTTP Version Not Supported True")) << out;
+  EXPECT_TRUE(contains(out, "HTTP/1.1 501 Not Implemented True")) << out;
+  EXPECT_TRUE(contains(out, "HTTP/1.1 400 Bad Request True")) << out;
+  EXPECT_TRUE(contains(out, "half-closed 2")) << out;
+  EXPECT_TRUE(contains(out, "head 2 1")) << out;
+  EXPECT_EQ(request(server_->port(), "GET", "/healthz").status, 200);
 }
 
 }  // namespace
