@@ -1,8 +1,8 @@
-// gyre serve's own ingress (serve/http_server.h): the request parser on bytes as they come, and the
-// server on loopback under real clients (Python's sockets and http.client): a slow-loris client
-// that trickles bytes gets 408 at --read-timeout while others are answered, hundreds of stalled
-// connections hold no one else up, pipelined requests are answered in order, Expect:
-// 100-continue and chunked bodies are read, a wrong method is 405.
+// gyre serve's own ingress (serve/http_server.h) behind a Server, on loopback under real clients
+// (Python's sockets and http.client; the parser and the bare server have tests/unit/http_server_test.cc):
+// a slow-loris client that trickles bytes gets 408 at --read-timeout while others are answered,
+// hundreds of stalled connections hold no one else up, pipelined requests are answered in order,
+// Expect: 100-continue and chunked bodies are read, a wrong method is 405.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "gyre/serve.h"
-#include "serve/http_request.h"
 #include "serve_http.h"
 #include "support/programs.h"
 
@@ -20,106 +19,6 @@ namespace {
 
 using nlohmann::json;
 using test::contains;
-using Progress = RequestParser::Progress;
-
-// Feeds the parser what `in` holds, dropping what it took, as the server does.
-Progress feed(RequestParser& p, std::string& in) {
-  std::size_t used = 0;
-  const Progress got = p.feed(in, used);
-  in.erase(0, used);
-  return got;
-}
-
-// Feeds `bytes` one at a time, as the slowest client sends them; the progress after each.
-std::vector<Progress> feedByteByByte(RequestParser& p, const std::string& bytes, std::string& in) {
-  std::vector<Progress> seen;
-  for (const char b : bytes) {
-    in.push_back(b);
-    Progress got = feed(p, in);
-    if (got == Progress::kHeaders) got = feed(p, in);
-    seen.push_back(got);
-    if (got == Progress::kDone || got == Progress::kFailed) break;
-  }
-  return seen;
-}
-
-TEST(ServeHttpRequest, ARequestArrivingAByteAtATimeIsReadWhole) {
-  RequestParser p({});
-  std::string in;
-  const std::string request =
-      "POST /v1/models/m:predict?x=1 HTTP/1.1\r\nHost: a\r\nContent-Type:  application/json \r\n"
-      "content-length: 5\r\n\r\nhello";
-  const std::vector<Progress> seen = feedByteByByte(p, request, in);
-  ASSERT_EQ(seen.back(), Progress::kDone);
-  EXPECT_EQ(seen.size(), request.size());
-  const HttpRequest r = p.take();
-  EXPECT_EQ(r.method, "POST");
-  EXPECT_EQ(r.target, "/v1/models/m:predict?x=1");
-  EXPECT_EQ(r.path, "/v1/models/m:predict");
-  EXPECT_EQ(r.header("Content-Type"), "application/json");
-  EXPECT_EQ(r.body, "hello");
-  EXPECT_TRUE(r.keepAlive());
-  EXPECT_TRUE(in.empty());
-}
-
-TEST(ServeHttpRequest, PipelinedRequestsComeOneAfterTheOther) {
-  RequestParser p({});
-  std::string in =
-      "GET /healthz HTTP/1.1\r\n\r\nPOST /a HTTP/1.0\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\nokGET /b HTTP/1.1\r\n"
-      "Connection: close\r\n\r\n";
-  std::vector<HttpRequest> got;
-  for (int i = 0; i < 10 && got.size() < 3; ++i) {
-    const Progress s = feed(p, in);
-    ASSERT_NE(s, Progress::kFailed) << p.error();
-    if (s == Progress::kDone) got.push_back(p.take());
-  }
-  ASSERT_EQ(got.size(), 3u);
-  EXPECT_EQ(got[0].path, "/healthz");
-  EXPECT_EQ(got[1].body, "ok");
-  EXPECT_EQ(got[1].minorVersion, 0);
-  EXPECT_TRUE(got[1].keepAlive());
-  EXPECT_EQ(got[2].path, "/b");
-  EXPECT_FALSE(got[2].keepAlive());
-  EXPECT_EQ(feed(p, in), Progress::kMore);
-}
-
-TEST(ServeHttpRequest, AChunkedBodyIsJoined) {
-  RequestParser p({});
-  std::string in;
-  const std::string request =
-      "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nTrailer: t\r\n\r\n";
-  ASSERT_EQ(feedByteByByte(p, request, in).back(), Progress::kDone);
-  EXPECT_EQ(p.take().body, "hello world");
-}
-
-TEST(ServeHttpRequest, BadRequestsAreRefusedWithTheirStatus) {
-  struct Case {
-    std::string bytes;
-    int status;
-    std::string says;
-  };
-  const HttpLimits limits{.maxHeaderBytes = 1024, .maxBodyBytes = 100};
-  const std::vector<Case> cases = {
-      {"GARBAGE\r\n\r\n", 400, "request line"},
-      {"GET /x HTTP/2.0\r\n\r\n", 505, "HTTP version"},
-      {"GET /x HTTP/1.1\r\nno colon here\r\n\r\n", 400, "NAME: VALUE"},
-      {"POST /x HTTP/1.1\r\nContent-Length: 101\r\n\r\n", 413, "--max-body-bytes"},
-      {"POST /x HTTP/1.1\r\nContent-Length: ten\r\n\r\n", 400, "not a number"},
-      {"POST /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "gzip"},
-      {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "hexadecimal"},
-      {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n65\r\n", 413, "--max-body-bytes"},
-      {"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nab\r\n", 400, "does not end with CRLF"},
-      {"POST /x HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "two different Content-Lengths"},
-      {"GET /x HTTP/1.1\r\nX: " + std::string(2000, 'a'), 431, "larger than 1 KiB"},
-  };
-  for (const Case& c : cases) {
-    RequestParser p(limits);
-    std::string in;
-    EXPECT_EQ(feedByteByByte(p, c.bytes, in).back(), Progress::kFailed) << c.bytes.substr(0, 40);
-    EXPECT_EQ(p.status(), c.status) << c.bytes.substr(0, 40);
-    EXPECT_TRUE(contains(p.error(), c.says)) << p.error();
-  }
-}
 
 // rows -> rows * 2, on a Server of two replicas with a 1 s --read-timeout.
 class ServeIngress : public ::testing::Test {
