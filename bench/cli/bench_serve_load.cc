@@ -31,7 +31,6 @@ struct Connection {
   int fd = -1;
   bool busy = false;
   Clock::time_point due{};  // what its request's latency counts from
-  double dueS = 0;          // seconds from the start
   std::string in;           // the answer so far
 };
 
@@ -204,7 +203,6 @@ class Load {
     Connection& c = connections_[i];
     c.busy = true;
     c.due = due;
-    c.dueS = std::chrono::duration<double>(due - start_).count();
     ++busy_;
     if (!sendAll(c.fd, request_)) lost(i, "connection: the request could not be sent");
   }
@@ -236,7 +234,7 @@ class Load {
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - c.due).count();
       if (status == 200) {
         result_.latenciesMs.push_back(ms);
-        result_.dueS.push_back(c.dueS);
+        result_.dueS.push_back(std::chrono::duration<double>(c.due - start_).count());
       } else {
         fail("HTTP " + std::to_string(status) + ": " + body.substr(0, 200));
       }

@@ -371,7 +371,7 @@ void HttpServer::deliver() {
 }
 
 void HttpServer::respond(Connection& c, HttpResponse response, bool linger) {
-  c.keepAlive = c.keepAlive && !response.close && !linger && !stopping_ && !c.overflow;
+  c.keepAlive = c.keepAlive && !response.close && !linger && !stopping_;  // an overflow's 503 lingers
   c.linger = linger;
   if (linger) {
     c.in.clear();  // what the client sent is not read as a request
